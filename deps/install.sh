@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# Installs the real components spikehunt runs against into an ignored cache
+# folder. Idempotent: each component leaves a stamp naming its pinned version,
+# and a second run with every stamp present only checks the stamps.
+#
+#   deps/install.sh [all|chdb|kafka|envtest|helm|debian ...]
+#   deps/install.sh env      # print the install locations as shell variables
+#
+# Versions live in deps/versions.env and nowhere else.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=versions.env
+source "$root/deps/versions.env"
+cache=${SPIKEHUNT_CACHE:-$root/.cache/deps}
+
+chdb_dir=$cache/chdb/$CHDB_VERSION
+kafka_dir=$cache/kafka/$KAFKA_VERSION
+envtest_dir=$cache/envtest/k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION
+helm_dir=$cache/helm/$HELM_VERSION
+
+say() { printf 'deps: %s\n' "$*" >&2; }
+die() { printf 'deps: %s\n' "$*" >&2; exit 1; }
+need() { # need TOOL "what to install"
+	command -v "$1" >/dev/null 2>&1 || die "$1 not found: install $2, then re-run make deps"
+}
+stamped() { [ -f "$1/.installed" ] && [ "$(cat "$1/.installed")" = "$2" ]; }
+stamp() { printf '%s' "$2" >"$1/.installed"; }
+
+print_env() {
+	cat <<EOF
+SPIKEHUNT_LIBCHDB=$chdb_dir/libchdb.so
+SPIKEHUNT_KAFKA_LIBS=$kafka_dir/libs
+KUBEBUILDER_ASSETS=$envtest_dir
+SPIKEHUNT_HELM=$helm_dir/helm
+EOF
+}
+
+install_chdb() {
+	local want="$CHDB_NPM_PACKAGE@$CHDB_VERSION $CHDB_INTEGRITY"
+	stamped "$chdb_dir" "$want" && return
+	need npm "Node.js with npm (Debian: apt-get install npm)"
+	say "fetching $CHDB_NPM_PACKAGE@$CHDB_VERSION (ClickHouse engine, ~150 MB download, ~570 MB unpacked)"
+	local tmp
+	tmp=$(mktemp -d "$cache/chdb.XXXXXX")
+	trap 'rm -rf "$tmp"' RETURN
+	(cd "$tmp" && npm pack --silent "$CHDB_NPM_PACKAGE@$CHDB_VERSION" >/dev/null 2>"$tmp/npm.log") ||
+		die "npm pack $CHDB_NPM_PACKAGE@$CHDB_VERSION failed: $(tail -n 3 "$tmp/npm.log" | tr '\n' ' ')"
+	local tgz got
+	tgz=$(ls "$tmp"/*.tgz)
+	got="sha512-$(openssl dgst -sha512 -binary "$tgz" | base64 -w0)"
+	[ "$got" = "$CHDB_INTEGRITY" ] || die "checksum mismatch for $tgz: registry publishes $CHDB_INTEGRITY, got $got"
+	tar -xzf "$tgz" -C "$tmp" package/libchdb.so
+	mkdir -p "$chdb_dir"
+	mv "$tmp/package/libchdb.so" "$chdb_dir/libchdb.so"
+	stamp "$chdb_dir" "$want"
+	say "libchdb.so -> $chdb_dir"
+}
+
+install_kafka() {
+	local want="kafka_$KAFKA_SCALA:$KAFKA_VERSION slf4j-reload4j:$SLF4J_RELOAD4J_VERSION"
+	stamped "$kafka_dir" "$want" && return
+	need java "a Java 17+ runtime (Debian: apt-get install openjdk-17-jre-headless)"
+	need mvn "Maven (Debian: apt-get install maven)"
+	say "fetching Kafka $KAFKA_VERSION jars from Maven Central"
+	local tmp
+	tmp=$(mktemp -d "$cache/kafka.XXXXXX")
+	trap 'rm -rf "$tmp"' RETURN
+	cat >"$tmp/pom.xml" <<EOF
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>dev.spikehunt.deps</groupId>
+  <artifactId>kafka-broker</artifactId>
+  <version>1</version>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_$KAFKA_SCALA</artifactId><version>$KAFKA_VERSION</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>$KAFKA_VERSION</version></dependency>
+    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-reload4j</artifactId><version>$SLF4J_RELOAD4J_VERSION</version></dependency>
+  </dependencies>
+</project>
+EOF
+	# -C: fail on a checksum mismatch against the repository's published .sha1.
+	(cd "$tmp" && mvn -q -B -C dependency:copy-dependencies -DoutputDirectory="$tmp/libs" >"$tmp/mvn.log" 2>&1) ||
+		die "mvn could not fetch the Kafka jars: $(grep -m1 ERROR "$tmp/mvn.log" || tail -n 1 "$tmp/mvn.log")"
+	mkdir -p "$kafka_dir"
+	rm -rf "$kafka_dir/libs"
+	mv "$tmp/libs" "$kafka_dir/libs"
+	stamp "$kafka_dir" "$want"
+	say "kafka jars -> $kafka_dir/libs ($(ls "$kafka_dir/libs" | wc -l) jars)"
+}
+
+# build_go_main MODDIR OUT PKG REQUIRE... : builds a main package of a module that
+# cannot be `go install`ed (replace directives) inside a throw-away module.
+build_go_main() {
+	local moddir=$1 out=$2 pkg=$3
+	shift 3
+	(
+		cd "$moddir"
+		export GOFLAGS=-mod=mod
+		for r in "$@"; do go get "$r" >>build.log 2>&1 || { tail -n 5 build.log >&2; exit 1; }; done
+		go build -trimpath -o "$out" "$pkg" >>build.log 2>&1 || { tail -n 20 build.log >&2; exit 1; }
+	) || die "building $pkg failed (log: $moddir/build.log)"
+}
+
+install_envtest() {
+	local want="kube-apiserver $KUBERNETES_VERSION etcd $ETCD_VERSION"
+	stamped "$envtest_dir" "$want" && return
+	need go "Go 1.24+ (https://go.dev/dl)"
+	mkdir -p "$envtest_dir" "$cache/build"
+	local gomod
+	if [ ! -x "$envtest_dir/etcd" ]; then
+		say "building etcd $ETCD_VERSION (~30 s)"
+		local m=$cache/build/etcd-$ETCD_VERSION
+		mkdir -p "$m"
+		printf 'module spikehunt.invalid/deps/etcd\n\ngo 1.24\n' >"$m/go.mod"
+		build_go_main "$m" "$envtest_dir/etcd" go.etcd.io/etcd/server/v3 "go.etcd.io/etcd/server/v3@v$ETCD_VERSION"
+	fi
+	if [ ! -x "$envtest_dir/kube-apiserver" ]; then
+		say "building kube-apiserver $KUBERNETES_VERSION (~6 min cold on 2 cores, seconds when the Go cache is warm)"
+		local m=$cache/build/kube-apiserver-$KUBERNETES_VERSION
+		mkdir -p "$m"
+		gomod=$(go mod download -json "k8s.io/kubernetes@v$KUBERNETES_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+		[ -f "$gomod" ] || die "could not download k8s.io/kubernetes@v$KUBERNETES_VERSION from the Go module proxy"
+		{
+			printf 'module spikehunt.invalid/deps/kubeapiserver\n\ngo 1.24\n\nrequire k8s.io/kubernetes v%s\n\nreplace (\n' "$KUBERNETES_VERSION"
+			# Each staging module k8s.io/X => ./staging/src/k8s.io/X becomes k8s.io/X v0.<minor>.<patch>.
+			sed -n 's#^[[:space:]]*\(k8s\.io/[^[:space:]]*\) => \./staging/src/.*#\1#p' "$gomod" |
+				while read -r mod; do printf '\t%s => %s v0.%s\n' "$mod" "$mod" "${KUBERNETES_VERSION#1.}"; done
+			printf ')\n'
+		} >"$m/go.mod"
+		build_go_main "$m" "$envtest_dir/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver \
+			"k8s.io/kubernetes/cmd/kube-apiserver@v$KUBERNETES_VERSION"
+	fi
+	stamp "$envtest_dir" "$want"
+	say "kube-apiserver, etcd -> $envtest_dir"
+}
+
+install_helm() {
+	local want="helm $HELM_VERSION"
+	stamped "$helm_dir" "$want" && return
+	need go "Go 1.24+ (https://go.dev/dl)"
+	say "building helm $HELM_VERSION"
+	mkdir -p "$helm_dir"
+	GOBIN=$helm_dir GOFLAGS= go install "helm.sh/helm/v3/cmd/helm@v$HELM_VERSION" ||
+		die "go install helm.sh/helm/v3/cmd/helm@v$HELM_VERSION failed"
+	stamp "$helm_dir" "$want"
+	say "helm -> $helm_dir"
+}
+
+install_debian() {
+	local missing=()
+	for p in $DEBIAN_PACKAGES; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return
+	if [ "$(id -u)" != 0 ]; then
+		say "not root: skipping Debian packages ${missing[*]} (privileged tests need them: sudo apt-get install ${missing[*]})"
+		return
+	fi
+	need apt-get "a Debian-based system (apt-get) or the packages ${missing[*]} by hand"
+	say "installing Debian packages: ${missing[*]}"
+	apt-get update -qq >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+		die "apt-get install ${missing[*]} failed"
+}
+
+mkdir -p "$cache"
+[ $# -eq 0 ] && set -- all
+for what in "$@"; do
+	case $what in
+	all) install_chdb; install_kafka; install_envtest; install_helm; install_debian ;;
+	chdb) install_chdb ;;
+	kafka) install_kafka ;;
+	envtest) install_envtest ;;
+	helm) install_helm ;;
+	debian) install_debian ;;
+	env) print_env ;;
+	*) die "unknown component '$what' (want: all chdb kafka envtest helm debian env)" ;;
+	esac
+done

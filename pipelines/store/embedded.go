@@ -1,0 +1,493 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/ClickHouse/ch-go/proto"
+)
+
+// Embedded is the in-process ClickHouse engine (libchdb) over one data
+// directory.
+//
+// Concurrency: the engine runs one statement per connection at a time, so
+// Embedded keeps a small pool of connections and gives each statement one of
+// them for its whole life. Statements beyond the pool size wait their turn.
+//
+// Cancellation: the engine cannot interrupt a running statement. When ctx
+// ends, the call returns ctx.Err() at once; the statement itself runs on in
+// the background until it finishes (a Query's context deadline is passed to
+// the engine as max_execution_time so it stops there), and its connection is
+// then replaced, because a cancelled stream spoils the connection it ran on.
+type Embedded struct {
+	lib      *libchdb
+	dir      string
+	database string
+	pool     chan *chdbConn
+	size     int
+
+	closeOnce sync.Once
+	wg        sync.WaitGroup // background statements outliving their callers
+}
+
+type chdbConn struct {
+	p  unsafe.Pointer // chdb_connection* as chdb_connect returned it; chdb_close_conn takes it
+	h  uintptr // *p: the chdb_connection every statement takes
+	db string  // current database (USE) of this connection
+}
+
+// The engine is one per process, bound to one data directory.
+var engine struct {
+	sync.Mutex
+	dir   string
+	conns int
+}
+
+// EmbeddedConfig configures OpenEmbedded.
+type EmbeddedConfig struct {
+	// Dir is the data directory; created if missing.
+	Dir string
+	// Database is created if missing and made current on every connection.
+	// Default "default".
+	Database string
+	// Connections is the pool size, 1–64. Default 4. Each connection runs one
+	// statement at a time.
+	Connections int
+}
+
+// Validate checks the configuration and fills defaults.
+func (c *EmbeddedConfig) Validate() error {
+	if c.Dir == "" {
+		return errors.New("embedded store: empty data directory")
+	}
+	if c.Database == "" {
+		c.Database = "default"
+	}
+	if !settingName.MatchString(c.Database) {
+		return fmt.Errorf("embedded store: invalid database name %q", c.Database)
+	}
+	if c.Connections == 0 {
+		c.Connections = 4
+	}
+	if c.Connections < 1 || c.Connections > 64 {
+		return fmt.Errorf("embedded store: connections = %d, want 1–64", c.Connections)
+	}
+	return nil
+}
+
+// OpenEmbedded boots (or joins) the process's embedded engine on cfg.Dir.
+func OpenEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("embedded store: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("embedded store: create data directory: %w", err)
+	}
+	lib, err := loadLibchdb()
+	if err != nil {
+		return nil, err
+	}
+	e := &Embedded{lib: lib, dir: dir, database: cfg.Database, size: cfg.Connections,
+		pool: make(chan *chdbConn, cfg.Connections)}
+	for i := 0; i < cfg.Connections; i++ {
+		c, err := e.connect()
+		if err != nil {
+			e.Close()
+			return nil, err
+		}
+		e.pool <- c
+	}
+	if cfg.Database != "default" {
+		c, err := e.acquire(ctx, "default")
+		if err == nil {
+			err = e.background(ctx, c, func() error {
+				return e.querySync(c, "CREATE DATABASE IF NOT EXISTS "+QuoteIdent(cfg.Database), nil)
+			})
+		}
+		if err != nil {
+			e.Close()
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+func (e *Embedded) connect() (*chdbConn, error) {
+	engine.Lock()
+	defer engine.Unlock()
+	if engine.conns > 0 && engine.dir != e.dir {
+		return nil, fmt.Errorf("embedded store: the engine in this process is open on %s; close every store on it before opening %s (one data directory per process)", engine.dir, e.dir)
+	}
+	args := []string{"clickhouse", "--path=" + e.dir}
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	argv := make([]*byte, len(args))
+	for i, a := range args {
+		b := append([]byte(a), 0)
+		pin.Pin(&b[0])
+		argv[i] = &b[0]
+	}
+	p := e.lib.connect(int32(len(args)), unsafe.Pointer(&argv[0]))
+	runtime.KeepAlive(argv)
+	if p == nil || *(*uintptr)(p) == 0 {
+		return nil, fmt.Errorf("embedded store: chdb_connect(%s) failed: is the directory writable and not used by another process?", e.dir)
+	}
+	engine.dir = e.dir
+	engine.conns++
+	return &chdbConn{p: p, h: *(*uintptr)(p), db: "default"}, nil
+}
+
+func (e *Embedded) disconnect(c *chdbConn) {
+	engine.Lock()
+	defer engine.Unlock()
+	e.lib.closeConn(c.p)
+	engine.conns--
+}
+
+// Backend implements Store.
+func (e *Embedded) Backend() string { return "embedded" }
+
+// Dir is the data directory.
+func (e *Embedded) Dir() string { return e.dir }
+
+// Close waits for background statements, then closes every connection.
+func (e *Embedded) Close() error {
+	e.closeOnce.Do(func() {
+		e.wg.Wait()
+		for i := 0; i < e.size; i++ {
+			select {
+			case c := <-e.pool:
+				e.disconnect(c)
+			default: // never connected (OpenEmbedded failed part-way)
+			}
+		}
+	})
+	return nil
+}
+
+func (e *Embedded) acquire(ctx context.Context, database string) (*chdbConn, error) {
+	var c *chdbConn
+	select {
+	case c = <-e.pool:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if database == "" {
+		database = e.database
+	}
+	if c.db != database {
+		if err := e.querySync(c, "USE "+QuoteIdent(database), nil); err != nil {
+			e.pool <- c
+			return nil, err
+		}
+		c.db = database
+	}
+	return c, nil
+}
+
+// querySync runs one statement to completion; the output, if any, goes to w.
+func (e *Embedded) querySync(c *chdbConn, query string, w io.Writer) error {
+	return e.querySyncFormat(c, query, "TabSeparated", w)
+}
+
+func (e *Embedded) querySyncFormat(c *chdbConn, query, format string, w io.Writer) error {
+	q := []byte(query)
+	res := e.lib.queryN(c.h, bytesPtr(q), uintptr(len(q)), format, uintptr(len(format)))
+	runtime.KeepAlive(q)
+	defer func() {
+		if res != 0 {
+			e.lib.destroyResult(res)
+		}
+	}()
+	if err := e.lib.resultErr(res); err != nil {
+		return err
+	}
+	if w != nil {
+		if _, err := w.Write(e.lib.resultBytes(res)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// background runs fn with c on its own goroutine and returns fn's error, or
+// ctx.Err() as soon as ctx ends; in that case fn still runs to its end and
+// returns c to the pool itself.
+func (e *Embedded) background(ctx context.Context, c *chdbConn, fn func() error) error {
+	done := make(chan error, 1)
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		err := fn()
+		e.pool <- c
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Exec implements Store.
+func (e *Embedded) Exec(ctx context.Context, query string, opts ...Option) error {
+	o := collect(opts)
+	sc, err := o.settingsClause()
+	if err != nil {
+		return err
+	}
+	c, err := e.acquire(ctx, "")
+	if err != nil {
+		return err
+	}
+	return e.background(ctx, c, func() error { return e.querySync(c, query+sc, nil) })
+}
+
+// Insert implements Store: the block is encoded in Native format and pushed
+// through the engine's streaming-insert API.
+func (e *Embedded) Insert(ctx context.Context, table string, cols proto.Input, opts ...Option) error {
+	var buf proto.Buffer
+	if err := EncodeNative(&buf, cols); err != nil {
+		return err
+	}
+	return e.InsertRaw(ctx, RawStatement{Query: insertInto(table, cols), Settings: collect(opts).settings}, "Native", bytes.NewReader(buf.Buf))
+}
+
+// RawStatement is a statement as a ClickHouse client sent it: the HTTP
+// interface passes its URL parameters through here.
+type RawStatement struct {
+	Query    string
+	Database string // "" = the store's database
+	Settings []setting
+}
+
+// Setting adds a per-statement setting.
+func (s *RawStatement) Setting(key, value string) { s.Settings = append(s.Settings, setting{key, value}) }
+
+// InsertRaw streams data in the given input format into the INSERT
+// statement st.Query (without FORMAT clause or data), reading data to EOF.
+func (e *Embedded) InsertRaw(ctx context.Context, st RawStatement, format string, data io.Reader) error {
+	sc, err := stmtOptions{settings: st.Settings}.settingsClause()
+	if err != nil {
+		return err
+	}
+	c, err := e.acquire(ctx, st.Database)
+	if err != nil {
+		return err
+	}
+	return e.background(ctx, c, func() error {
+		q := []byte(st.Query + sc)
+		s := e.lib.insertN(c.h, bytesPtr(q), uintptr(len(q)), format, uintptr(len(format)))
+		runtime.KeepAlive(q)
+		if s == 0 {
+			return errors.New("chdb_stream_insert returned no stream")
+		}
+		defer e.lib.insertDestroy(s)
+		if msg := cString(e.lib.insertError(s)); msg != "" {
+			return parseException(msg)
+		}
+		chunk := make([]byte, 1<<20)
+		for {
+			n, rerr := io.ReadFull(data, chunk)
+			if n > 0 {
+				if e.lib.insertAppend(s, bytesPtr(chunk[:n]), uintptr(n)) != 0 {
+					msg := cString(e.lib.insertError(s))
+					return parseException(orDefault(msg, "insert stream refused data"))
+				}
+			}
+			if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+				break
+			}
+			if rerr != nil {
+				e.lib.insertCancel(s)
+				return fmt.Errorf("read insert data: %w", rerr)
+			}
+		}
+		runtime.KeepAlive(chunk)
+		res := e.lib.insertDone(s)
+		defer func() {
+			if res != 0 {
+				e.lib.destroyResult(res)
+			}
+		}()
+		return e.lib.resultErr(res)
+	})
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// Query implements Store.
+func (e *Embedded) Query(ctx context.Context, query string, fn func(Block) error, opts ...Option) error {
+	o := collect(opts)
+	if dl, ok := ctx.Deadline(); ok {
+		secs := math.Ceil(time.Until(dl).Seconds())
+		o.settings = append(o.settings, setting{"max_execution_time", fmt.Sprint(math.Max(secs, 1))})
+	}
+	r, err := e.stream(ctx, RawStatement{Query: query, Settings: o.settings}, "Native")
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return DecodeNative(r, fn)
+}
+
+// QueryRaw runs st and copies its output, in the given format, to w as the
+// engine produces it. A FORMAT clause inside the query wins over format.
+func (e *Embedded) QueryRaw(ctx context.Context, st RawStatement, format string, w io.Writer) error {
+	r, err := e.stream(ctx, st, format)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	_, err = io.Copy(w, r)
+	return err
+}
+
+// stream starts st on a connection owned by a producer goroutine that
+// fetches result chunks into a channel; the returned reader hands them out.
+func (e *Embedded) stream(ctx context.Context, st RawStatement, format string) (*chunkReader, error) {
+	sc, err := stmtOptions{settings: st.Settings}.settingsClause()
+	if err != nil {
+		return nil, err
+	}
+	query := st.Query
+	if sc != "" {
+		query = strings.TrimRight(strings.TrimSpace(query), ";") + sc
+	}
+	c, err := e.acquire(ctx, st.Database)
+	if err != nil {
+		return nil, err
+	}
+	r := &chunkReader{ctx: ctx, chunks: make(chan []byte, 4), stop: make(chan struct{}), started: make(chan error, 1)}
+	e.wg.Add(1)
+	go e.produce(c, query, format, r)
+	select {
+	case err := <-r.started:
+		if err != nil {
+			return nil, err
+		}
+	case <-ctx.Done():
+		close(r.stop)
+		return nil, ctx.Err()
+	}
+	return r, nil
+}
+
+func (e *Embedded) produce(c *chdbConn, query, format string, r *chunkReader) {
+	defer e.wg.Done()
+	defer close(r.chunks)
+	q := []byte(query)
+	h := e.lib.streamQueryN(c.h, bytesPtr(q), uintptr(len(q)), format, uintptr(len(format)))
+	runtime.KeepAlive(q)
+	if err := e.lib.resultErr(h); err != nil {
+		if h != 0 {
+			e.lib.destroyResult(h)
+		}
+		e.pool <- c
+		r.started <- err
+		return
+	}
+	r.started <- nil
+	cancelled := false
+	for !cancelled {
+		res := e.lib.streamFetch(c.h, h)
+		if err := e.lib.resultErr(res); err != nil {
+			if res != 0 {
+				e.lib.destroyResult(res)
+			}
+			r.err = err
+			break
+		}
+		b := e.lib.resultBytes(res)
+		if len(b) == 0 {
+			e.lib.destroyResult(res)
+			break
+		}
+		chunk := append([]byte(nil), b...)
+		e.lib.destroyResult(res)
+		select {
+		case r.chunks <- chunk:
+		case <-r.stop:
+			cancelled = true
+		}
+	}
+	if cancelled {
+		e.lib.streamCancel(c.h, h)
+		e.lib.destroyResult(h)
+		// A cancelled stream spoils its connection: replace it.
+		e.disconnect(c)
+		nc, err := e.connect()
+		if err != nil {
+			// The pool shrinks by one; later statements still run on the rest.
+			return
+		}
+		e.pool <- nc
+		return
+	}
+	e.lib.destroyResult(h)
+	e.pool <- c
+}
+
+// chunkReader is the consumer side of a streaming query. err is written by
+// the producer before it closes chunks, so reading it after the channel is
+// drained is race-free.
+type chunkReader struct {
+	ctx     context.Context
+	chunks  chan []byte
+	stop    chan struct{}
+	started chan error
+	cur     []byte
+	err     error
+	closed  bool
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	for len(r.cur) == 0 {
+		select {
+		case c, ok := <-r.chunks:
+			if !ok {
+				if r.err != nil {
+					return 0, r.err
+				}
+				return 0, io.EOF
+			}
+			r.cur = c
+		case <-r.ctx.Done():
+			return 0, r.ctx.Err()
+		}
+	}
+	n := copy(p, r.cur)
+	r.cur = r.cur[n:]
+	return n, nil
+}
+
+// Close stops the producer if the stream was not read to its end.
+func (r *chunkReader) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	close(r.stop)
+	return nil
+}

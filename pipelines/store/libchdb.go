@@ -1,0 +1,170 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// ErrLibraryNotFound is returned by Open for a chdb:// DSN when libchdb.so
+// cannot be loaded. Binaries that only use the server backend never load it.
+var ErrLibraryNotFound = errors.New("libchdb.so not found")
+
+// libchdb holds the C entry points of the ClickHouse engine library, bound at
+// run time with dlopen so that no binary links against it.
+//
+// Handles are opaque pointers kept as uintptr; the library owns the memory
+// behind them until the matching destroy call.
+type libchdb struct {
+	path    string
+	version func() string
+
+	connect   func(argc int32, argv unsafe.Pointer) unsafe.Pointer
+	closeConn func(connp unsafe.Pointer)
+
+	queryN        func(conn uintptr, q unsafe.Pointer, qlen uintptr, f string, flen uintptr) uintptr
+	streamQueryN  func(conn uintptr, q unsafe.Pointer, qlen uintptr, f string, flen uintptr) uintptr
+	streamFetch   func(conn uintptr, res uintptr) uintptr
+	streamCancel  func(conn uintptr, res uintptr)
+	resultBuffer  func(res uintptr) unsafe.Pointer
+	resultLength  func(res uintptr) uintptr
+	resultError   func(res uintptr) unsafe.Pointer
+	destroyResult func(res uintptr)
+
+	insertN       func(conn uintptr, q unsafe.Pointer, qlen uintptr, f string, flen uintptr) uintptr
+	insertAppend  func(stream uintptr, data unsafe.Pointer, n uintptr) int32
+	insertDone    func(stream uintptr) uintptr
+	insertCancel  func(stream uintptr)
+	insertError   func(stream uintptr) unsafe.Pointer
+	insertDestroy func(stream uintptr)
+}
+
+var (
+	libOnce sync.Once
+	libVal  *libchdb
+	libErr  error
+)
+
+// LibraryCandidates lists where the embedded backend looks for libchdb.so, in
+// order: $SPIKEHUNT_LIBCHDB, next to the running binary, the repository's
+// dependency cache (make deps), and the system library folders.
+func LibraryCandidates() []string {
+	var c []string
+	if p := os.Getenv("SPIKEHUNT_LIBCHDB"); p != "" {
+		c = append(c, p)
+	}
+	if exe, err := os.Executable(); err == nil {
+		c = append(c, filepath.Join(filepath.Dir(exe), "libchdb.so"))
+	}
+	if wd, err := os.Getwd(); err == nil {
+		// Walk up to the module root: tests run inside package folders.
+		for d := wd; ; d = filepath.Dir(d) {
+			if m, _ := filepath.Glob(filepath.Join(d, ".cache/deps/chdb/*/libchdb.so")); len(m) > 0 {
+				c = append(c, m[len(m)-1])
+				break
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	return append(c, "/usr/local/lib/libchdb.so", "/usr/lib/libchdb.so")
+}
+
+// loadLibchdb loads the library once per process; the engine cannot be
+// unloaded, so neither can the library.
+func loadLibchdb() (*libchdb, error) {
+	libOnce.Do(func() {
+		var tried []string
+		for _, p := range LibraryCandidates() {
+			if _, err := os.Stat(p); err != nil {
+				tried = append(tried, p)
+				continue
+			}
+			libVal, libErr = bindLibchdb(p)
+			return
+		}
+		libErr = fmt.Errorf("%w (looked in %v): run `make deps` or set SPIKEHUNT_LIBCHDB=/path/to/libchdb.so", ErrLibraryNotFound, tried)
+	})
+	return libVal, libErr
+}
+
+func bindLibchdb(path string) (l *libchdb, err error) {
+	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", path, err)
+	}
+	// RegisterLibFunc panics on a missing symbol: an older library.
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s lacks a required symbol (%v): install the version pinned in deps/versions.env with `make deps`", path, r)
+		}
+	}()
+	l = &libchdb{path: path}
+	reg := func(fp any, name string) { purego.RegisterLibFunc(fp, h, name) }
+	reg(&l.version, "chdb_version")
+	reg(&l.connect, "chdb_connect")
+	reg(&l.closeConn, "chdb_close_conn")
+	reg(&l.queryN, "chdb_query_n")
+	reg(&l.streamQueryN, "chdb_stream_query_n")
+	reg(&l.streamFetch, "chdb_stream_fetch_result")
+	reg(&l.streamCancel, "chdb_stream_cancel_query")
+	reg(&l.resultBuffer, "chdb_result_buffer")
+	reg(&l.resultLength, "chdb_result_length")
+	reg(&l.resultError, "chdb_result_error")
+	reg(&l.destroyResult, "chdb_destroy_query_result")
+	reg(&l.insertN, "chdb_stream_insert_n")
+	reg(&l.insertAppend, "chdb_stream_append")
+	reg(&l.insertDone, "chdb_stream_done")
+	reg(&l.insertCancel, "chdb_stream_cancel_insert")
+	reg(&l.insertError, "chdb_stream_insert_error")
+	reg(&l.insertDestroy, "chdb_destroy_insert_stream")
+	return l, nil
+}
+
+// cString copies a NUL-terminated C string; nil gives "".
+func cString(p unsafe.Pointer) string {
+	if p == nil {
+		return ""
+	}
+	n := 0
+	for *(*byte)(unsafe.Add(p, n)) != 0 {
+		n++
+	}
+	return string(unsafe.Slice((*byte)(p), n))
+}
+
+// resultBytes returns a view of the result's buffer. The view is valid only
+// until destroyResult(res): copy what must outlive it.
+func (l *libchdb) resultBytes(res uintptr) []byte {
+	n := l.resultLength(res)
+	p := l.resultBuffer(res)
+	if n == 0 || p == nil {
+		return nil
+	}
+	return unsafe.Slice((*byte)(p), int(n))
+}
+
+func (l *libchdb) resultErr(res uintptr) error {
+	if res == 0 {
+		return errors.New("chdb returned no result")
+	}
+	if msg := cString(l.resultError(res)); msg != "" {
+		return parseException(msg)
+	}
+	return nil
+}
+
+// bytesPtr gives the address of b's first byte for a C call; the caller keeps
+// b alive across the call.
+func bytesPtr(b []byte) unsafe.Pointer {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(&b[0])
+}
