@@ -45,6 +45,8 @@ type chdbConn struct {
 	p  unsafe.Pointer // chdb_connection* as chdb_connect returned it; chdb_close_conn takes it
 	h  uintptr // *p: the chdb_connection every statement takes
 	db string  // current database (USE) of this connection
+	// set lists the settings SET for the current statement; release resets them.
+	set []string
 }
 
 // The engine is one per process, bound to one data directory.
@@ -113,7 +115,7 @@ func OpenEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 		e.pool <- c
 	}
 	if cfg.Database != "default" {
-		c, err := e.acquire(ctx, "default")
+		c, err := e.acquire(ctx, "default", nil)
 		if err == nil {
 			err = e.background(ctx, c, func() error {
 				return e.querySync(c, "CREATE DATABASE IF NOT EXISTS "+QuoteIdent(cfg.Database), nil)
@@ -180,7 +182,10 @@ func (e *Embedded) Close() error {
 	return nil
 }
 
-func (e *Embedded) acquire(ctx context.Context, database string) (*chdbConn, error) {
+// acquire takes a connection from the pool and prepares it for one
+// statement: its database, then its settings as SET statements, because a
+// SETTINGS clause means something else in DDL. release undoes the settings.
+func (e *Embedded) acquire(ctx context.Context, database string, settings []setting) (*chdbConn, error) {
 	var c *chdbConn
 	select {
 	case c = <-e.pool:
@@ -197,7 +202,28 @@ func (e *Embedded) acquire(ctx context.Context, database string) (*chdbConn, err
 		}
 		c.db = database
 	}
+	for _, st := range settings {
+		if !settingName.MatchString(st.key) {
+			e.release(c)
+			return nil, fmt.Errorf("invalid setting name %q", st.key)
+		}
+		c.set = append(c.set, st.key)
+		if err := e.querySync(c, "SET "+st.key+" = "+QuoteString(st.value), nil); err != nil {
+			e.release(c)
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// release resets the statement's settings and returns c to the pool.
+func (e *Embedded) release(c *chdbConn) {
+	for _, k := range c.set {
+		// Cannot fail for a setting that was just SET.
+		_ = e.querySync(c, "SET "+k+" = DEFAULT", nil)
+	}
+	c.set = c.set[:0]
+	e.pool <- c
 }
 
 // querySync runs one statement to completion; the output, if any, goes to w.
@@ -234,7 +260,7 @@ func (e *Embedded) background(ctx context.Context, c *chdbConn, fn func() error)
 	go func() {
 		defer e.wg.Done()
 		err := fn()
-		e.pool <- c
+		e.release(c)
 		done <- err
 	}()
 	select {
@@ -247,16 +273,11 @@ func (e *Embedded) background(ctx context.Context, c *chdbConn, fn func() error)
 
 // Exec implements Store.
 func (e *Embedded) Exec(ctx context.Context, query string, opts ...Option) error {
-	o := collect(opts)
-	sc, err := o.settingsClause()
+	c, err := e.acquire(ctx, "", collect(opts).settings)
 	if err != nil {
 		return err
 	}
-	c, err := e.acquire(ctx, "")
-	if err != nil {
-		return err
-	}
-	return e.background(ctx, c, func() error { return e.querySync(c, query+sc, nil) })
+	return e.background(ctx, c, func() error { return e.querySync(c, query, nil) })
 }
 
 // Insert implements Store: the block is encoded in Native format and pushed
@@ -283,16 +304,12 @@ func (s *RawStatement) Setting(key, value string) { s.Settings = append(s.Settin
 // InsertRaw streams data in the given input format into the INSERT
 // statement st.Query (without FORMAT clause or data), reading data to EOF.
 func (e *Embedded) InsertRaw(ctx context.Context, st RawStatement, format string, data io.Reader) error {
-	sc, err := stmtOptions{settings: st.Settings}.settingsClause()
-	if err != nil {
-		return err
-	}
-	c, err := e.acquire(ctx, st.Database)
+	c, err := e.acquire(ctx, st.Database, st.Settings)
 	if err != nil {
 		return err
 	}
 	return e.background(ctx, c, func() error {
-		q := []byte(st.Query + sc)
+		q := []byte(st.Query)
 		s := e.lib.insertN(c.h, bytesPtr(q), uintptr(len(q)), format, uintptr(len(format)))
 		runtime.KeepAlive(q)
 		if s == 0 {
@@ -367,15 +384,8 @@ func (e *Embedded) QueryRaw(ctx context.Context, st RawStatement, format string,
 // stream starts st on a connection owned by a producer goroutine that
 // fetches result chunks into a channel; the returned reader hands them out.
 func (e *Embedded) stream(ctx context.Context, st RawStatement, format string) (*chunkReader, error) {
-	sc, err := stmtOptions{settings: st.Settings}.settingsClause()
-	if err != nil {
-		return nil, err
-	}
 	query := st.Query
-	if sc != "" {
-		query = strings.TrimRight(strings.TrimSpace(query), ";") + sc
-	}
-	c, err := e.acquire(ctx, st.Database)
+	c, err := e.acquire(ctx, st.Database, st.Settings)
 	if err != nil {
 		return nil, err
 	}
@@ -404,8 +414,23 @@ func (e *Embedded) produce(c *chdbConn, query, format string, r *chunkReader) {
 		if h != 0 {
 			e.lib.destroyResult(h)
 		}
-		e.pool <- c
+		if !notStreamable(err) {
+			e.release(c)
+			r.started <- err
+			return
+		}
+		// DDL, SET, INSERT … VALUES and the like run only as a whole
+		// statement: run it so and hand its output over as one chunk.
+		var out bytes.Buffer
+		err = e.querySyncFormat(c, query, format, &out)
+		e.release(c)
 		r.started <- err
+		if err == nil && out.Len() > 0 {
+			select {
+			case r.chunks <- out.Bytes():
+			case <-r.stop:
+			}
+		}
 		return
 	}
 	r.started <- nil
@@ -446,7 +471,14 @@ func (e *Embedded) produce(c *chdbConn, query, format string, r *chunkReader) {
 		return
 	}
 	e.lib.destroyResult(h)
-	e.pool <- c
+	e.release(c)
+}
+
+// notStreamable reports the engine's refusal to stream a statement that is
+// not a query.
+func notStreamable(err error) bool {
+	var ex *Exception
+	return errors.As(err, &ex) && strings.Contains(ex.Message, "Streaming query is not supported")
 }
 
 // chunkReader is the consumer side of a streaming query. err is written by

@@ -32,59 +32,99 @@ func DecodeNative(r io.Reader, fn func(Block) error) error {
 	if !ok {
 		br = bufio.NewReaderSize(r, 64<<10)
 	}
-	rd := proto.NewReader(br)
-	var (
-		res   proto.Results
-		names []string
-		types []string
-		cols  []proto.ColResult
-	)
+	d := nativeDecoder{rd: proto.NewReader(br)}
 	for n := 0; ; n++ {
 		if _, err := br.Peek(1); errors.Is(err, io.EOF) {
 			return nil
 		} else if err != nil {
 			return fmt.Errorf("read native block %d: %w", n, err)
 		}
-		var b proto.Block
-		var target proto.Result = res.Auto()
-		if len(res) > 0 {
-			for _, c := range res {
-				c.Data.Reset()
-			}
-			target = res
-		}
-		if err := decodeBlock(&b, rd, target); err != nil {
+		b, err := d.next()
+		if err != nil {
 			return fmt.Errorf("decode native block %d: %w", n, err)
 		}
-		if b.Columns == 0 {
+		if len(b.Columns) == 0 {
 			continue
 		}
-		if names == nil {
-			for _, c := range res {
-				names = append(names, c.Name)
-				types = append(types, string(c.Data.Type()))
-				cols = append(cols, c.Data)
-			}
-		}
-		if err := fn(Block{Names: names, Types: types, Columns: cols, Rows: b.Rows}); err != nil {
+		if err := fn(b); err != nil {
 			return err
 		}
 	}
 }
 
-// decodeBlock shields the caller from panics inside column decoders on
-// hostile input (a huge length, an impossible type): they become errors.
-func decodeBlock(b *proto.Block, rd *proto.Reader, target proto.Result) (err error) {
+// Bounds that reject absurd headers before they allocate.
+const (
+	maxNativeColumns = 10_000
+	maxNativeRows    = 10_000_000
+)
+
+type nativeDecoder struct {
+	rd  *proto.Reader
+	cur Block
+}
+
+// next decodes one block into columns reused from the previous block when
+// the structure repeats. Panics inside column decoders on hostile input
+// become errors.
+func (d *nativeDecoder) next() (b Block, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("malformed block: %v", r)
 		}
 	}()
-	if err := b.DecodeRawBlock(rd, 0, target); err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return fmt.Errorf("truncated block: %w", err)
-		}
-		return err
+	cols, err := d.rd.Int()
+	if err != nil {
+		return Block{}, truncated("column count", err)
 	}
-	return nil
+	rows, err := d.rd.Int()
+	if err != nil {
+		return Block{}, truncated("row count", err)
+	}
+	if cols < 0 || cols > maxNativeColumns {
+		return Block{}, fmt.Errorf("invalid column count %d", cols)
+	}
+	if rows < 0 || rows > maxNativeRows {
+		return Block{}, fmt.Errorf("invalid row count %d", rows)
+	}
+	reuse := len(d.cur.Columns) == cols
+	if !reuse {
+		d.cur = Block{Names: make([]string, cols), Types: make([]string, cols), Columns: make([]proto.ColResult, cols)}
+	}
+	for i := 0; i < cols; i++ {
+		name, err := d.rd.Str()
+		if err != nil {
+			return Block{}, truncated("column name", err)
+		}
+		typ, err := d.rd.Str()
+		if err != nil {
+			return Block{}, truncated("column type", err)
+		}
+		col, _ := d.cur.Columns[i].(proto.Column)
+		if col == nil || d.cur.Types[i] != typ {
+			if col, err = inferColumn(proto.ColumnType(typ)); err != nil {
+				return Block{}, fmt.Errorf("column %q: %w", name, err)
+			}
+		}
+		col.Reset()
+		if rows > 0 {
+			if s, ok := col.(proto.StateDecoder); ok {
+				if err := s.DecodeState(d.rd); err != nil {
+					return Block{}, fmt.Errorf("column %q state: %w", name, err)
+				}
+			}
+			if err := col.DecodeColumn(d.rd, rows); err != nil {
+				return Block{}, fmt.Errorf("column %q: %w", name, err)
+			}
+		}
+		d.cur.Names[i], d.cur.Types[i], d.cur.Columns[i] = name, typ, col
+	}
+	d.cur.Rows = rows
+	return d.cur, nil
+}
+
+func truncated(what string, err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("truncated block: %s: %w", what, io.ErrUnexpectedEOF)
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }

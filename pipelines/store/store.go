@@ -19,7 +19,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -74,8 +73,7 @@ type stmtOptions struct {
 type setting struct{ key, value string }
 
 // WithSetting sets a ClickHouse setting for this statement only, e.g.
-// WithSetting("insert_deduplication_token", tok). Do not combine with a
-// SETTINGS clause written into the statement itself.
+// WithSetting("insert_deduplication_token", tok).
 func WithSetting(key, value string) Option {
 	return func(o *stmtOptions) { o.settings = append(o.settings, setting{key, value}) }
 }
@@ -92,28 +90,6 @@ func collect(opts []Option) stmtOptions {
 }
 
 var settingName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// settingsClause renders " SETTINGS k = 'v', …" with values as quoted
-// literals; ClickHouse converts them to the setting's type.
-func (o stmtOptions) settingsClause() (string, error) {
-	if len(o.settings) == 0 {
-		return "", nil
-	}
-	var b strings.Builder
-	b.WriteString(" SETTINGS ")
-	for i, s := range o.settings {
-		if !settingName.MatchString(s.key) {
-			return "", fmt.Errorf("invalid setting name %q", s.key)
-		}
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(s.key)
-		b.WriteString(" = ")
-		b.WriteString(QuoteString(s.value))
-	}
-	return b.String(), nil
-}
 
 // insertInto renders "INSERT INTO table (`c1`, `c2`)" without FORMAT or data.
 // table is taken as written (it may be db.table).
