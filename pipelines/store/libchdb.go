@@ -51,13 +51,15 @@ var (
 )
 
 // LibraryCandidates lists where the embedded backend looks for libchdb.so, in
-// order: $SPIKEHUNT_LIBCHDB, next to the running binary, the repository's
+// order: $SPIKEHUNT_LIBCHDB alone when it is set; else next to the running binary, the repository's
 // dependency cache (make deps), and the system library folders.
 func LibraryCandidates() []string {
-	var c []string
+	// An explicit path is the only candidate: a typo must not silently load
+	// some other copy.
 	if p := os.Getenv("SPIKEHUNT_LIBCHDB"); p != "" {
-		c = append(c, p)
+		return []string{p}
 	}
+	var c []string
 	if exe, err := os.Executable(); err == nil {
 		c = append(c, filepath.Join(filepath.Dir(exe), "libchdb.so"))
 	}
