@@ -43,8 +43,8 @@ type Embedded struct {
 
 type chdbConn struct {
 	p  unsafe.Pointer // chdb_connection* as chdb_connect returned it; chdb_close_conn takes it
-	h  uintptr // *p: the chdb_connection every statement takes
-	db string  // current database (USE) of this connection
+	h  uintptr        // *p: the chdb_connection every statement takes
+	db string         // current database (USE) of this connection
 	// set lists the settings SET for the current statement; release resets them.
 	set []string
 }
@@ -299,7 +299,9 @@ type RawStatement struct {
 }
 
 // Setting adds a per-statement setting.
-func (s *RawStatement) Setting(key, value string) { s.Settings = append(s.Settings, setting{key, value}) }
+func (s *RawStatement) Setting(key, value string) {
+	s.Settings = append(s.Settings, setting{key, value})
+}
 
 // InsertRaw streams data in the given input format into the INSERT
 // statement st.Query (without FORMAT clause or data), reading data to EOF.

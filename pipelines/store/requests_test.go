@@ -17,12 +17,12 @@ const requestsDDL = `CREATE TABLE IF NOT EXISTS requests (
 
 // requestsBatch holds reusable columns for requests rows.
 type requestsBatch struct {
-	ts                                   *proto.ColDateTime64
-	service, host, hwClass, endpoint     *proto.ColLowCardinality[string]
-	latency, thread, weight              proto.ColUInt32
-	status                               proto.ColUInt16
-	traceID                              proto.ColFixedStr
-	spanID                               proto.ColFixedStr
+	ts                               *proto.ColDateTime64
+	service, host, hwClass, endpoint *proto.ColLowCardinality[string]
+	latency, thread, weight          proto.ColUInt32
+	status                           proto.ColUInt16
+	traceID                          proto.ColFixedStr
+	spanID                           proto.ColFixedStr
 }
 
 func newRequestsBatch() *requestsBatch {
