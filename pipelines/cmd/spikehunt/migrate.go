@@ -13,6 +13,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newFlags("migrate", "Applies the pending schema migrations; a second run is a no-op. A failed\nmigration is not recorded, and a re-run resumes at it.", stderr)
 	dsn := fs.String("dsn", envOr("SPIKEHUNT_DSN", ""), "store to migrate (env SPIKEHUNT_DSN)")
 	var o schema.Options
+	fs.StringVar(&o.Database, "database", "", "database for every table (default: the DSN's database)")
 	fs.StringVar(&o.Cluster, "cluster", "", "render cluster DDL (ON CLUSTER, Replicated*, Distributed) for this cluster name")
 	fs.IntVar(&o.RequestsTTLDays, "requests-ttl-days", schema.DefaultRequestsTTLDays, "days raw requests are kept")
 	fs.IntVar(&o.LatencyTTLDays, "latency-ttl-days", schema.DefaultLatencyTTLDays, "days the per-second rollup is kept")
@@ -24,6 +25,10 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if *printOnly {
+		if o.Cluster != "" && o.Database == "" {
+			fmt.Fprintln(stderr, "--cluster with --print needs --database: Distributed tables name their database")
+			return errUsage
+		}
 		list, err := schema.Render(o)
 		if err != nil {
 			return err
