@@ -16,38 +16,23 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
-var engineDir string
-
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "chhttp-test-")
-	if err != nil {
-		panic(err)
-	}
-	engineDir = dir
-	// Keep one store open for the whole run: the engine is one per process.
-	keep, err := store.OpenEmbedded(context.Background(), store.EmbeddedConfig{Dir: dir, Connections: 1})
-	if err != nil {
-		panic(err)
-	}
 	code := m.Run()
-	keep.Close()
-	os.RemoveAll(dir)
+	testenv.StopShared()
 	os.Exit(code)
 }
 
-// serve starts the handler over a fresh database and returns its address.
+// serve starts the handler over a database of the test's own and returns
+// its address.
 func serve(t *testing.T, cfg Config) (addr, db string) {
 	t.Helper()
-	db = "t_" + strings.ToLower(strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
-	st, err := store.OpenEmbedded(context.Background(), store.EmbeddedConfig{Dir: engineDir, Database: db})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := testenv.ClickHouse(t)
 	srv := httptest.NewServer(New(st, cfg))
-	t.Cleanup(func() { srv.Close(); st.Close() })
-	return strings.TrimPrefix(srv.URL, "http://"), db
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://"), st.Database()
 }
 
 func openCH(t *testing.T, addr, db, user, pass string) clickhouse.Conn {

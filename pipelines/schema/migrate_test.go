@@ -64,7 +64,7 @@ func TestApplyRendersTheOptionsIntoTheTables(t *testing.T) {
 	ctx := context.Background()
 	st := openDB(t)
 	other := "t_options_other_db"
-	if err := keeper.Exec(ctx, "DROP DATABASE IF EXISTS "+other+" SYNC"); err != nil {
+	if err := st.Exec(ctx, "DROP DATABASE IF EXISTS "+other+" SYNC"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Apply(ctx, st, Options{Database: other, RequestsTTLDays: 3, DedupWindow: 50}); err != nil {

@@ -21,7 +21,7 @@ func backends(t *testing.T) map[string]store.Store {
 	emb := embedded(t)
 	srv := httptest.NewServer(chhttp.New(emb, chhttp.Config{User: "spike", Password: "hunt"}))
 	t.Cleanup(srv.Close)
-	dsn := "http://spike:hunt@" + strings.TrimPrefix(srv.URL, "http://") + "/" + dbOf(t)
+	dsn := "http://spike:hunt@" + strings.TrimPrefix(srv.URL, "http://") + "/" + emb.Database()
 	h, err := store.Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)

@@ -164,6 +164,9 @@ func (e *Embedded) disconnect(c *chdbConn) {
 // Backend implements Store.
 func (e *Embedded) Backend() string { return "embedded" }
 
+// Database is the database statements run in unless they name another.
+func (e *Embedded) Database() string { return e.database }
+
 // Dir is the data directory.
 func (e *Embedded) Dir() string { return e.dir }
 

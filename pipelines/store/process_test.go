@@ -87,12 +87,8 @@ func TestMissingLibraryIsAOneLineErrorAndTheServerBackendStillWorks(t *testing.T
 	}
 	srv := httptest.NewServer(chhttp.New(st, chhttp.Config{}))
 	defer srv.Close()
-	out = inProcess(t, "read", srv.URL+"/"+dbOf(t), "SPIKEHUNT_LIBCHDB=/nonexistent/libchdb.so")
+	out = inProcess(t, "read", srv.URL+"/"+st.Database(), "SPIKEHUNT_LIBCHDB=/nonexistent/libchdb.so")
 	if !strings.Contains(out, "READ 10 45") {
 		t.Fatalf("http backend without libchdb: %s", out)
 	}
-}
-
-func dbOf(t *testing.T) string {
-	return "t_" + strings.ToLower(strings.NewReplacer("/", "_", " ", "_", "-", "_").Replace(t.Name()))
 }

@@ -14,6 +14,8 @@ var shared struct {
 	kafka     *Kafka
 	kafkaErr  error
 
+	chOnce sync.Once // the embedded ClickHouse engine, see clickhouse.go
+
 	apiOnce sync.Once
 	api     *apiServer
 	apiErr  error
@@ -52,7 +54,7 @@ func SharedKafka(t testing.TB) *Kafka {
 	return k
 }
 
-// StopShared stops whatever SharedKafka and SharedAPIServer started. Call it
+// StopShared stops whatever SharedKafka, SharedAPIServer and ClickHouse started. Call it
 // from TestMain after m.Run; without it the processes die only with the test
 // binary (Kafka through Pdeathsig, the API server through the reaper on
 // Linux). Errors are printed, not returned: TestMain has nothing to fail.
@@ -64,6 +66,8 @@ func StopShared() {
 	// a late Shared call cannot start one that nobody stops.
 	shared.kafkaOnce.Do(func() {})
 	shared.apiOnce.Do(func() {})
+	shared.chOnce.Do(func() {})
+	stopClickHouse()
 	if shared.kafka != nil {
 		if err := shared.kafka.Stop(); err != nil {
 			warn(fmt.Errorf("testenv: StopShared: %w", err))
