@@ -4,7 +4,7 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 GO ?= go
 # Install locations of the pinned components (SPIKEHUNT_LIBCHDB, KUBEBUILDER_ASSETS, …).
-export $(shell deps/install.sh env 2>/dev/null)
+$(foreach kv,$(shell deps/install.sh env 2>/dev/null),$(eval export $(kv)))
 
 .PHONY: all deps deps-demo build demo test vet fmt-check bench bench-store fuzz clean
 
