@@ -38,6 +38,7 @@ test: deps fmt-check vet
 FUZZTIME ?= 30s
 fuzz:                ## each fuzz target for FUZZTIME
 	$(GO) test ./pipelines/store -run '^$$' -fuzz FuzzDecodeNative -fuzztime $(FUZZTIME)
+	$(GO) test ./pipelines/chhttp -run '^$$' -fuzz FuzzTranscodeNative -fuzztime $(FUZZTIME)
 
 bench: bench-store   ## every bench-* target
 

@@ -30,9 +30,15 @@ func TestMain(m *testing.M) {
 func serve(t *testing.T, cfg Config) (addr, db string) {
 	t.Helper()
 	st := testenv.ClickHouse(t)
+	return serveStore(t, st, cfg), st.Database()
+}
+
+// serveStore serves st and returns the address.
+func serveStore(t *testing.T, st Engine, cfg Config) string {
+	t.Helper()
 	srv := httptest.NewServer(New(st, cfg))
 	t.Cleanup(srv.Close)
-	return strings.TrimPrefix(srv.URL, "http://"), st.Database()
+	return strings.TrimPrefix(srv.URL, "http://")
 }
 
 func openCH(t *testing.T, addr, db, user, pass string) clickhouse.Conn {
