@@ -1,0 +1,196 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/spikehunt/spikehunt/agents/client"
+	"github.com/spikehunt/spikehunt/agents/intake"
+	"github.com/spikehunt/spikehunt/agents/telemetry"
+)
+
+func socketPath(t testing.TB) string {
+	dir, err := os.MkdirTemp("", "shc") // short: sun_path holds 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return filepath.Join(dir, "agent.sock")
+}
+
+// startAgent runs a real intake that keeps every request.
+func startAgent(t testing.TB, cfg intake.Config) *intake.Intake {
+	t.Helper()
+	cfg.SampleEvery = 1
+	cfg.QueueSize = 1 << 16
+	in, err := intake.New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close() })
+	if err := in.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+func collect(t testing.TB, in *intake.Intake, n int) []telemetry.Request {
+	t.Helper()
+	var got []telemetry.Request
+	deadline := time.After(10 * time.Second)
+	for len(got) < n {
+		select {
+		case r := <-in.Out():
+			got = append(got, r)
+		case <-deadline:
+			t.Fatalf("got %d of %d requests", len(got), n)
+		}
+	}
+	return got
+}
+
+type sent struct {
+	Endpoint string
+	Latency  time.Duration
+	Status   string
+	TraceID  [16]byte
+	ThreadID uint32
+}
+
+func TestEndToEnd(t *testing.T) {
+	path := socketPath(t)
+	in := startAgent(t, intake.Config{LineUDP: "127.0.0.1:0", LineUnix: path})
+	for _, addr := range []string{"unixgram://" + path, "udp://" + in.Addrs().LineUDP} {
+		t.Run(addr[:strings.Index(addr, ":")], func(t *testing.T) {
+			c, err := client.New(client.Config{Addr: addr, Service: "billy"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []sent
+			for i := range 1000 {
+				s := sent{
+					Endpoint: fmt.Sprintf("/search/%d", i%7),
+					Latency:  time.Duration(1000+i*997) * time.Microsecond,
+					Status:   []string{"200", "503", "OK", "ERROR"}[i%4],
+				}
+				if i%3 != 0 {
+					s.TraceID = [16]byte{byte(i), byte(i >> 8), 0xab, 15: 1}
+				}
+				if i%5 != 0 {
+					s.ThreadID = uint32(20000 + i)
+				}
+				want = append(want, s)
+				c.Record(s.Endpoint, s.Latency, s.Status, s.TraceID, s.ThreadID)
+			}
+			// Odd names: spaces become '_', empties get a stand-in.
+			c.Record("/with space\tand tab", 1500*time.Nanosecond, "", [16]byte{}, 0)
+			want = append(want, sent{Endpoint: "/with_space_and_tab", Latency: time.Microsecond, Status: "UNSET"})
+			before := time.Now()
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if d := c.Dropped(); d != 0 {
+				t.Errorf("Dropped() = %d, want 0", d)
+			}
+			got := make([]sent, 0, len(want))
+			for _, r := range collect(t, in, len(want)) {
+				if r.Service != "billy" || r.Weight != 1 {
+					t.Errorf("service %q weight %d, want billy 1", r.Service, r.Weight)
+				}
+				if end := r.Start.Add(r.Duration); end.After(time.Now()) || end.Before(before.Add(-time.Second)) {
+					t.Errorf("request ends at %s, want the receive time", end)
+				}
+				got = append(got, sent{r.Endpoint, r.Duration, r.Status, r.TraceID, r.ThreadID})
+			}
+			byLatency := func(s []sent) {
+				sort.Slice(s, func(i, j int) bool { return s[i].Latency < s[j].Latency })
+			}
+			byLatency(want)
+			byLatency(got)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("requests (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestAgentAbsentThenPresent: with no agent, Record neither blocks nor
+// errs, and everything is counted as dropped; when the agent comes up,
+// the client finds it on its next flush.
+func TestAgentAbsentThenPresent(t *testing.T) {
+	path := socketPath(t)
+	c, err := client.New(client.Config{Addr: "unixgram://" + path, Service: "billy", QueueSize: 1024, FlushInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const n = 100_000
+	start := time.Now()
+	for range n {
+		c.Record("/search", time.Millisecond, "200", [16]byte{}, 0)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("%d Records without an agent took %s", n, d)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Dropped() < n && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := c.Dropped(); got != n {
+		t.Fatalf("Dropped() = %d, want %d", got, n)
+	}
+
+	in := startAgent(t, intake.Config{LineUnix: path})
+	deadline = time.Now().Add(5 * time.Second)
+	for len(in.Out()) == 0 && time.Now().Before(deadline) {
+		c.Record("/search", time.Millisecond, "200", [16]byte{}, 0)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(in.Out()) == 0 {
+		t.Fatal("the client did not find the agent that came up")
+	}
+}
+
+func TestCloseFlushesAndLaterRecordsAreDropped(t *testing.T) {
+	path := socketPath(t)
+	in := startAgent(t, intake.Config{LineUnix: path})
+	c, err := client.New(client.Config{Addr: "unixgram://" + path, Service: "billy", FlushInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Record("/a", time.Millisecond, "200", [16]byte{}, 0)
+	c.Close() // well before the flush interval
+	collect(t, in, 1)
+	c.Record("/b", time.Millisecond, "200", [16]byte{}, 0)
+	if got := c.Dropped(); got != 1 {
+		t.Errorf("Dropped() after a Record past Close = %d, want 1", got)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  client.Config
+		want string
+	}{
+		{client.Config{Addr: "tcp://127.0.0.1:7171", Service: "billy"}, "want unixgram:///path/to/agent.sock or udp://host:port"},
+		{client.Config{Addr: "udp://127.0.0.1", Service: "billy"}, "want unixgram"},
+		{client.Config{Addr: "unixgram://", Service: "billy"}, "want unixgram"},
+		{client.Config{Addr: "udp://127.0.0.1:7171"}, "Service is empty"},
+		{client.Config{Addr: "udp://127.0.0.1:7171", Service: "bil ly"}, "without spaces"},
+		{client.Config{Addr: "udp://127.0.0.1:7171", Service: "billy", MaxDatagram: 100}, "MaxDatagram = 100"},
+	} {
+		_, err := client.New(tc.cfg)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v) = %v, want an error containing %q", tc.cfg, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package export
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// KafkaConfig configures the Kafka sink.
+type KafkaConfig struct {
+	Brokers       []string `yaml:"brokers"`
+	TracesTopic   string   `yaml:"traces_topic"`  // default otlp_spans, the Collector's default
+	MetricsTopic  string   `yaml:"metrics_topic"` // default otlp_metrics
+	Compression   string   `yaml:"compression"`   // lz4 (default), zstd, none
+	BufferedBytes int      `yaml:"buffered_bytes"`
+	// Key partitions the records; the agent sets it to host.name so that a
+	// host's data stays in one partition, in order.
+	Key string `yaml:"-"`
+}
+
+func (c *KafkaConfig) defaults() {
+	if c.TracesTopic == "" {
+		c.TracesTopic = "otlp_spans"
+	}
+	if c.MetricsTopic == "" {
+		c.MetricsTopic = "otlp_metrics"
+	}
+	if c.Compression == "" {
+		c.Compression = "lz4"
+	}
+	if c.BufferedBytes == 0 {
+		c.BufferedBytes = 8 << 20
+	}
+}
+
+// KafkaSink produces to Kafka with an idempotent producer and acks from
+// every in-sync replica. Records are never failed by time or retry count:
+// during an outage they wait in the producer's buffer, bounded by
+// BufferedBytes, and Send answers ErrFull beyond it, so that nothing is
+// produced twice by a retry of ours.
+type KafkaSink struct {
+	cl  *kgo.Client
+	cfg KafkaConfig
+}
+
+// NewKafkaSink connects lazily: the brokers may be down at start.
+func NewKafkaSink(cfg KafkaConfig, opts ...kgo.Opt) (*KafkaSink, error) {
+	cfg.defaults()
+	if len(cfg.Brokers) == 0 {
+		return nil, errors.New("kafka: no brokers configured")
+	}
+	var codec kgo.CompressionCodec
+	switch cfg.Compression {
+	case "lz4":
+		codec = kgo.Lz4Compression()
+	case "zstd":
+		codec = kgo.ZstdCompression()
+	case "none":
+		codec = kgo.NoCompression()
+	default:
+		return nil, fmt.Errorf("kafka: compression %q: want lz4, zstd or none", cfg.Compression)
+	}
+	base := []kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerBatchCompression(codec),
+		// Twice the sink's own bound: Send refuses first, this is a backstop.
+		kgo.MaxBufferedBytes(2 * cfg.BufferedBytes),
+		// franz-go's defaults retry a record without limit and with no
+		// delivery timeout: records wait out an outage and are never
+		// produced twice by a retry of ours.
+		kgo.AllowAutoTopicCreation(),
+	}
+	cl, err := kgo.NewClient(append(base, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: %w", err)
+	}
+	return &KafkaSink{cl: cl, cfg: cfg}, nil
+}
+
+// Name implements Sink.
+func (k *KafkaSink) Name() string { return "kafka" }
+
+// Send implements Sink.
+func (k *KafkaSink) Send(kind Kind, payload []byte, done func(error)) error {
+	topic := k.cfg.TracesTopic
+	if kind == KindMetrics {
+		topic = k.cfg.MetricsTopic
+	}
+	// The producer reports a full buffer asynchronously, after later
+	// records may have been taken: check first, so that order holds. Send
+	// is called from one goroutine; the buffer only shrinks meanwhile.
+	// An empty buffer takes any record, so that one larger than the bound
+	// still goes (or fails with MessageTooLarge) instead of waiting forever.
+	if b := k.cl.BufferedProduceBytes(); b > 0 && b+int64(len(payload)) > int64(k.cfg.BufferedBytes) {
+		return ErrFull
+	}
+	r := &kgo.Record{Topic: topic, Key: []byte(k.cfg.Key), Value: payload}
+	k.cl.TryProduce(context.Background(), r, func(_ *kgo.Record, err error) { done(err) })
+	return nil
+}
+
+// Close waits for buffered records, then closes the client.
+func (k *KafkaSink) Close() error {
+	err := k.cl.Flush(context.Background())
+	k.cl.Close()
+	return err
+}

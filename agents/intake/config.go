@@ -1,0 +1,170 @@
+package intake
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+)
+
+// Config configures the receivers, the sampler and the hand-off queue.
+//
+// Start from DefaultConfig: it enables all four receivers on localhost. An
+// empty address disables that receiver. Validate fills zero numeric fields
+// with their defaults, so a hand-written Config only names what it changes.
+type Config struct {
+	// OTLPGRPC is the host:port of the OTLP/gRPC trace receiver
+	// (default 127.0.0.1:4317, the OTLP default port).
+	OTLPGRPC string `yaml:"otlp_grpc"`
+	// OTLPHTTP is the host:port of the OTLP/HTTP receiver, path /v1/traces
+	// (default 127.0.0.1:4318).
+	OTLPHTTP string `yaml:"otlp_http"`
+	// LineUDP is the host:port of the line-protocol UDP receiver
+	// (default 127.0.0.1:7171).
+	LineUDP string `yaml:"line_udp"`
+	// LineUnix is the path of the line-protocol unix datagram socket
+	// (default /run/spikehunt/agent.sock). A stale socket file left by a
+	// dead agent is replaced; a live one is an error. Not on Windows.
+	// The kernel queues at most net.unix.max_dgram_qlen datagrams (often
+	// 10) per socket; senders wait while it is full, and the Go client
+	// drops after a second, so raise that sysctl on busy nodes.
+	LineUnix string `yaml:"line_unix"`
+	// LineUnixMode is the socket file's permission (default 0666: apps in
+	// other containers run as other users; restrict it when they do not).
+	LineUnixMode os.FileMode `yaml:"line_unix_mode"`
+
+	// MaxRequestBytes bounds one OTLP request, compressed and
+	// decompressed (default 4 MiB, the OTel Collector's gRPC default).
+	// Larger: HTTP 413, gRPC ResourceExhausted.
+	MaxRequestBytes int `yaml:"max_request_bytes"`
+	// SocketReadBuffer is SO_RCVBUF for the datagram sockets (default
+	// 4 MiB; the kernel caps it at net.core.rmem_max). Datagrams that
+	// arrive while it is full are lost in the kernel and show up in
+	// /proc/net/udp drops, not here.
+	SocketReadBuffer int `yaml:"socket_read_buffer"`
+
+	// SampleEvery keeps one in N requests that are not slow, with weight
+	// N (default 10; 1 keeps everything).
+	SampleEvery int `yaml:"sample_every"`
+	// SlowThreshold: a request at least this slow is always kept with
+	// weight 1 (default 500ms, the trigger of seed 004; negative disables
+	// the fixed threshold and leaves the rolling tail).
+	SlowThreshold time.Duration `yaml:"slow_threshold"`
+	// ServiceSlowThresholds overrides SlowThreshold per service.name.
+	ServiceSlowThresholds map[string]time.Duration `yaml:"service_slow_thresholds"`
+	// TailQuantile: a request above this rolling quantile of its service's
+	// latency on this host is always kept (default 0.99; negative
+	// disables). See tail.go for the estimator.
+	TailQuantile float64 `yaml:"tail_quantile"`
+	// TailWindow is the span of the rolling estimate (default 60s; it
+	// moves in sixths of the window).
+	TailWindow time.Duration `yaml:"tail_window"`
+	// TailMinCount: the rolling quantile is used only once the window
+	// holds this many requests (default 200); below it, a p99 is one
+	// sample and would keep noise.
+	TailMinCount int `yaml:"tail_min_count"`
+
+	// MaxServices and MaxEndpoints cap the distinct service names on this
+	// host and endpoints per service (defaults 64 and 200); requests
+	// beyond them go to "_overflow". A name unused for CardinalityIdle
+	// (default 10m) frees its slot.
+	MaxServices     int           `yaml:"max_services"`
+	MaxEndpoints    int           `yaml:"max_endpoints"`
+	CardinalityIdle time.Duration `yaml:"cardinality_idle"`
+
+	// QueueSize bounds the kept requests waiting for the exporter
+	// (default 16384, about 2 MiB); when full, requests are dropped and
+	// counted with reason queue_full.
+	QueueSize int `yaml:"queue_size"`
+}
+
+// Defaults, exported so the agent's flag help can print them.
+const (
+	DefaultOTLPGRPC         = "127.0.0.1:4317"
+	DefaultOTLPHTTP         = "127.0.0.1:4318"
+	DefaultLineUDP          = "127.0.0.1:7171"
+	DefaultLineUnix         = "/run/spikehunt/agent.sock"
+	DefaultMaxRequestBytes  = 4 << 20
+	DefaultSocketReadBuffer = 4 << 20
+	DefaultSampleEvery      = 10
+	DefaultSlowThreshold    = 500 * time.Millisecond
+	DefaultTailQuantile     = 0.99
+	DefaultTailWindow       = time.Minute
+	DefaultTailMinCount     = 200
+	DefaultMaxServices      = 64
+	DefaultMaxEndpoints     = 200
+	DefaultCardinalityIdle  = 10 * time.Minute
+	DefaultQueueSize        = 16384
+)
+
+// DefaultConfig enables every receiver on localhost with default limits.
+func DefaultConfig() Config {
+	c := Config{
+		OTLPGRPC: DefaultOTLPGRPC,
+		OTLPHTTP: DefaultOTLPHTTP,
+		LineUDP:  DefaultLineUDP,
+		LineUnix: DefaultLineUnix,
+	}
+	_ = c.Validate() // fills the numeric defaults
+	return c
+}
+
+// Validate fills zero fields with defaults and checks bounds.
+func (c *Config) Validate() error {
+	if c.OTLPGRPC == "" && c.OTLPHTTP == "" && c.LineUDP == "" && c.LineUnix == "" {
+		return errors.New("intake: no receiver configured: set otlp_grpc, otlp_http, line_udp or line_unix (DefaultConfig enables all four on localhost)")
+	}
+	fill(&c.LineUnixMode, 0o666)
+	fill(&c.MaxRequestBytes, DefaultMaxRequestBytes)
+	fill(&c.SocketReadBuffer, DefaultSocketReadBuffer)
+	fill(&c.SampleEvery, DefaultSampleEvery)
+	fill(&c.SlowThreshold, DefaultSlowThreshold)
+	fill(&c.TailQuantile, DefaultTailQuantile)
+	fill(&c.TailWindow, DefaultTailWindow)
+	fill(&c.TailMinCount, DefaultTailMinCount)
+	fill(&c.MaxServices, DefaultMaxServices)
+	fill(&c.MaxEndpoints, DefaultMaxEndpoints)
+	fill(&c.CardinalityIdle, DefaultCardinalityIdle)
+	fill(&c.QueueSize, DefaultQueueSize)
+
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("intake: "+format, args...))
+		}
+	}
+	check(c.LineUnixMode&^os.ModePerm == 0, "line_unix_mode = %o, want permission bits only", c.LineUnixMode)
+	check(c.MaxRequestBytes >= 1<<10 && c.MaxRequestBytes <= 1<<30, "max_request_bytes = %d, want 1 KiB–1 GiB", c.MaxRequestBytes)
+	check(c.SocketReadBuffer >= 1<<12 && c.SocketReadBuffer <= 1<<30, "socket_read_buffer = %d, want 4 KiB–1 GiB", c.SocketReadBuffer)
+	check(c.SampleEvery >= 1 && c.SampleEvery <= 1_000_000, "sample_every = %d, want 1–1000000", c.SampleEvery)
+	check(c.TailQuantile < 0 || (c.TailQuantile >= 0.5 && c.TailQuantile < 1), "tail_quantile = %g, want 0.5 ≤ q < 1 (negative disables)", c.TailQuantile)
+	check(c.TailWindow >= 6*time.Second && c.TailWindow <= time.Hour, "tail_window = %s, want 6s–1h", c.TailWindow)
+	check(c.TailMinCount >= 1, "tail_min_count = %d, want ≥ 1", c.TailMinCount)
+	check(c.MaxServices >= 1 && c.MaxServices <= 100_000, "max_services = %d, want 1–100000", c.MaxServices)
+	check(c.MaxEndpoints >= 1 && c.MaxEndpoints <= 100_000, "max_endpoints = %d, want 1–100000", c.MaxEndpoints)
+	check(c.CardinalityIdle >= time.Second, "cardinality_idle = %s, want ≥ 1s", c.CardinalityIdle)
+	check(c.QueueSize >= 1 && c.QueueSize <= 1<<24, "queue_size = %d, want 1–16777216", c.QueueSize)
+	for svc, d := range c.ServiceSlowThresholds {
+		check(svc != "", "service_slow_thresholds: empty service name")
+		check(d > 0, "service_slow_thresholds[%q] = %s, want > 0", svc, d)
+	}
+	return errors.Join(errs...)
+}
+
+// slowThreshold is the fixed threshold for svc; 0 means none.
+func (c *Config) slowThreshold(svc string) time.Duration {
+	if d, ok := c.ServiceSlowThresholds[svc]; ok {
+		return d
+	}
+	if c.SlowThreshold < 0 {
+		return 0
+	}
+	return c.SlowThreshold
+}
+
+func fill[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
+}

@@ -1,0 +1,74 @@
+package intake
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.yaml.in/yaml/v3"
+)
+
+func TestConfigFromYAML(t *testing.T) {
+	b, err := os.ReadFile("testdata/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	if err := yaml.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		OTLPGRPC: "0.0.0.0:4317", LineUDP: "127.0.0.1:7171", LineUnix: "/run/spikehunt/agent.sock", LineUnixMode: 0o660,
+		MaxRequestBytes: 4 << 20, SocketReadBuffer: 4 << 20,
+		SampleEvery: 20, SlowThreshold: 250 * time.Millisecond,
+		ServiceSlowThresholds: map[string]time.Duration{"billy": time.Second, "search": 80 * time.Millisecond},
+		TailQuantile:          0.995, TailWindow: time.Minute, TailMinCount: 200,
+		MaxServices: 32, MaxEndpoints: 200, CardinalityIdle: 10 * time.Minute, QueueSize: 4096,
+	}
+	if diff := cmp.Diff(want, cfg); diff != "" {
+		t.Errorf("config (-want +got):\n%s", diff)
+	}
+	if got := cfg.slowThreshold("billy"); got != time.Second {
+		t.Errorf("slow threshold of billy = %s, want 1s", got)
+	}
+	if got := cfg.slowThreshold("other"); got != 250*time.Millisecond {
+		t.Errorf("slow threshold of other = %s, want 250ms", got)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want string // substring of the error; "" = valid
+	}{
+		{"the defaults are valid", func(*Config) {}, ""},
+		{"one receiver is enough", func(c *Config) { *c = Config{LineUDP: ":7171"} }, ""},
+		{"no receiver is an error", func(c *Config) { *c = Config{} }, "no receiver configured"},
+		{"sample_every 0 takes the default", func(c *Config) { c.SampleEvery = 0 }, ""},
+		{"a negative sample_every is an error", func(c *Config) { c.SampleEvery = -1 }, "sample_every = -1"},
+		{"a negative slow_threshold disables it", func(c *Config) { c.SlowThreshold = -1 }, ""},
+		{"a tail quantile of 1 is an error", func(c *Config) { c.TailQuantile = 1 }, "tail_quantile = 1"},
+		{"a 1s tail window is too short", func(c *Config) { c.TailWindow = time.Second }, "tail_window = 1s"},
+		{"a tiny request limit is an error", func(c *Config) { c.MaxRequestBytes = 100 }, "max_request_bytes = 100"},
+		{"a zero per-service threshold is an error", func(c *Config) { c.ServiceSlowThresholds = map[string]time.Duration{"billy": -time.Second} }, `service_slow_thresholds["billy"]`},
+		{"a mode with type bits is an error", func(c *Config) { c.LineUnixMode = os.ModeDir | 0o777 }, "line_unix_mode"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			tc.edit(&cfg)
+			err := cfg.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("Validate: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("Validate: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}

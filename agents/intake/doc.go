@@ -1,0 +1,38 @@
+// Package intake is the per-request latency intake of spikehunt-agent: it
+// receives one event per served request, decides which requests to keep
+// (DESIGN.md §3) and hands the kept ones to the exporter as
+// telemetry.Request values.
+//
+// Receivers, each optional (an empty address in Config disables it):
+//   - OTLP/gRPC TraceService (otlp_grpc.go) and OTLP/HTTP POST /v1/traces
+//     in protobuf or JSON, optionally gzip (otlp_http.go). Only request
+//     spans count: SERVER spans and root spans of kind UNSPECIFIED
+//     (spans.go); invalid ones come back as a partial success.
+//   - a line protocol over UDP and a unix datagram socket (line.go), for
+//     apps without an OTel SDK; package agents/client writes it.
+//
+// Every request then goes through the cardinality caps (cardinality.go)
+// and the sampler (sampling.go, tail.go): slow requests are kept with
+// weight 1, the rest one in N with weight N.
+//
+// # Lifecycle
+//
+//	in, err := intake.New(cfg, logger) // validates; binds nothing
+//	in.Register(reg)                   // optional
+//	err = in.Start(ctx)                // binds all receivers or none
+//	go exporter.Run(ctx, in.Out(), …)  // read Out until it is closed
+//	…
+//	in.Close()                         // stops receivers, then closes Out
+//
+// The caller owns the Intake and must call Close, also after a failed
+// Start. The intake owns one goroutine per datagram socket, the gRPC and
+// HTTP servers' goroutines, and Out's channel: it closes Out in Close,
+// after the last send, and nobody else may. Close returns after every
+// goroutine it started has ended (in-flight OTLP requests get 5 s).
+//
+// Receivers never block on the consumer: Out is a bounded queue and a
+// request that finds it full is dropped and counted (reason queue_full).
+// Every drop is counted in spikehunt_intake_drops_total{source,reason};
+// nothing is lost silently except what the kernel drops from a full socket
+// buffer (see /proc/net/udp).
+package intake

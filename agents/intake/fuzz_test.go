@@ -1,0 +1,109 @@
+package intake
+
+import (
+	"bytes"
+	"compress/gzip"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+)
+
+func FuzzLineProtocol(f *testing.F) {
+	for _, s := range []string{
+		"billy /search 5210 200 4bf92f3577b34da6a3ce929d0e0e4736 21560",
+		"billy /search 5210 200",
+		"billy\t/s 7 ERROR - 42\r",
+		"b e 86400000001 200",
+		"b e 1 200 - 4294967296",
+		"b \xff 1 200",
+		"   ",
+		"a b c d e f g",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, dgram []byte) {
+		for rest := dgram; len(rest) > 0; {
+			var line []byte
+			line, rest = nextLine(rest)
+			rec, err := parseLine(line)
+			if err != nil {
+				if err != errBlank && err.reason == "" {
+					t.Fatalf("parseLine(%q): error %v without a reason", line, err)
+				}
+				continue
+			}
+			for _, name := range [][]byte{rec.service, rec.endpoint, rec.status} {
+				if len(name) == 0 || !utf8.Valid(name) || bytes.ContainsAny(name, " \t\r\n") {
+					t.Fatalf("parseLine(%q) gave field %q: want a non-empty UTF-8 token", line, name)
+				}
+			}
+			if len(rec.service) > maxNameBytes || len(rec.endpoint) > maxNameBytes || len(rec.status) > maxStatusBytes {
+				t.Fatalf("parseLine(%q) gave an over-long field", line)
+			}
+			if rec.latency < 0 || rec.latency.Microseconds() > maxLatencyMicros {
+				t.Fatalf("parseLine(%q) latency %s out of range", line, rec.latency)
+			}
+		}
+	})
+}
+
+// FuzzOTLPHTTP feeds the OTLP/HTTP handler arbitrary bodies, content
+// types and encodings: every request gets a well-formed answer, and
+// anything it could not take is counted.
+func FuzzOTLPHTTP(f *testing.F) {
+	pb, _ := ptraceotlp.NewExportRequestFromTraces(mixedTraces()).MarshalProto()
+	js, _ := ptraceotlp.NewExportRequestFromTraces(mixedTraces()).MarshalJSON()
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(pb)
+	zw.Close()
+	f.Add(uint8(0), false, pb)
+	f.Add(uint8(1), false, js)
+	f.Add(uint8(0), true, gz.Bytes())
+	f.Add(uint8(1), false, []byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"kind":2,"startTimeUnixNano":"1","endTimeUnixNano":"0"}]}]}]}`))
+	f.Add(uint8(2), false, []byte("x"))
+	f.Add(uint8(0), false, []byte{0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f})
+
+	cfg := Config{OTLPHTTP: "127.0.0.1:0", MaxRequestBytes: 64 << 10, QueueSize: 16}
+	in, err := New(cfg, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { in.Close() })
+	go func() { // a consumer, so the queue does not stay full
+		for range in.Out() {
+		}
+	}()
+	h := in.otlpHTTPHandler()
+	contentTypes := []string{"application/x-protobuf", "application/json", "text/plain", "application/json; charset=utf-8", ""}
+
+	f.Fuzz(func(t *testing.T, ct uint8, gzipped bool, body []byte) {
+		req := httptest.NewRequest(http.MethodPost, "/v1/traces", bytes.NewReader(body))
+		req.Header.Set("Content-Type", contentTypes[int(ct)%len(contentTypes)])
+		if gzipped {
+			req.Header.Set("Content-Encoding", "gzip")
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		switch rec.Code {
+		case http.StatusOK:
+			resp := ptraceotlp.NewExportResponse()
+			var err error
+			if strings.HasPrefix(rec.Header().Get("Content-Type"), "application/json") {
+				err = resp.UnmarshalJSON(rec.Body.Bytes())
+			} else {
+				err = resp.UnmarshalProto(rec.Body.Bytes())
+			}
+			if err != nil {
+				t.Fatalf("200 with an undecodable ExportTraceServiceResponse %q: %v", rec.Body.Bytes(), err)
+			}
+		case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
+		default:
+			t.Fatalf("status %d (%q) for a %d-byte body", rec.Code, rec.Body.Bytes(), len(body))
+		}
+	})
+}

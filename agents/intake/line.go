@@ -1,0 +1,161 @@
+package intake
+
+import (
+	"bytes"
+	"encoding/hex"
+	"time"
+	"unicode/utf8"
+)
+
+// The line protocol, for apps that do not speak OTLP. One request per
+// line; a datagram may hold several lines separated by '\n' ("\r\n" is
+// accepted). Fields are separated by spaces or tabs:
+//
+//	<service> <endpoint> <latency_us> <status> [trace_id] [thread_id]
+//
+// latency_us is a decimal integer of microseconds (0 is a sub-µs request;
+// at most 24 h); status is a token of at most 32 bytes ("200", "OK");
+// trace_id is 32 hex digits or "-" for none (so that a thread id can
+// follow without one); thread_id is a decimal uint32. The receive time is
+// the request's end. Names longer than 256 bytes are cut at a rune.
+//
+//	billy /search 5210 200 4bf92f3577b34da6a3ce929d0e0e4736 21560
+//
+// Blank lines are skipped; a malformed line is dropped and counted by the
+// reason of its lineError, and never affects the other lines of its
+// datagram.
+
+const (
+	// MaxDatagram is the largest datagram the line receivers read; larger
+	// ones are dropped whole (reason datagram_too_large).
+	MaxDatagram      = 64 << 10
+	maxLatencyMicros = 24 * 3600 * 1_000_000
+	maxStatusBytes   = 32
+	maxLineFields    = 6
+)
+
+// lineRecord is one parsed line. Its byte slices alias the datagram: they
+// are valid until the receiver reads the next one.
+type lineRecord struct {
+	service, endpoint, status []byte
+	latency                   time.Duration
+	traceID                   [16]byte
+	threadID                  uint32
+}
+
+// lineError is why a line was dropped; reason is the metric label.
+type lineError struct{ reason, msg string }
+
+func (e *lineError) Error() string { return "line protocol: " + e.msg }
+
+var (
+	errBlank    = &lineError{"", "blank line"}
+	errFields   = &lineError{"fields", "want 4 to 6 fields: <service> <endpoint> <latency_us> <status> [trace_id|-] [thread_id]"}
+	errUTF8     = &lineError{"utf8", "service, endpoint and status must be UTF-8"}
+	errLatency  = &lineError{"latency", "latency_us must be a decimal integer of microseconds, at most 24h"}
+	errStatus   = &lineError{"status", "status must be at most 32 bytes"}
+	errTraceID  = &lineError{"trace_id", "trace_id must be 32 hex digits or -"}
+	errThreadID = &lineError{"thread_id", "thread_id must be a decimal uint32"}
+	// errDatagramTooLarge is counted once per datagram, not per line.
+	errDatagramTooLarge = &lineError{"datagram_too_large", "datagram larger than 64 KiB"}
+)
+
+// nextLine splits the first line off buf.
+func nextLine(buf []byte) (line, rest []byte) {
+	if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+		return buf[:i], buf[i+1:]
+	}
+	return buf, nil
+}
+
+// parseLine parses one line (without its '\n'). It does not allocate.
+func parseLine(line []byte) (lineRecord, *lineError) {
+	var f [maxLineFields + 1][]byte
+	n := 0
+	for i := 0; i < len(line); {
+		for i < len(line) && isSpace(line[i]) {
+			i++
+		}
+		if i == len(line) {
+			break
+		}
+		j := i
+		for j < len(line) && !isSpace(line[j]) {
+			j++
+		}
+		if n == len(f) {
+			return lineRecord{}, errFields
+		}
+		f[n] = line[i:j]
+		n++
+		i = j
+	}
+	switch {
+	case n == 0:
+		return lineRecord{}, errBlank
+	case n < 4 || n > maxLineFields:
+		return lineRecord{}, errFields
+	}
+	var r lineRecord
+	r.service, r.endpoint, r.status = cutName(f[0]), cutName(f[1]), f[3]
+	if !utf8.Valid(r.service) || !utf8.Valid(r.endpoint) || !utf8.Valid(r.status) {
+		return lineRecord{}, errUTF8
+	}
+	us, ok := parseDecimal(f[2], maxLatencyMicros)
+	if !ok {
+		return lineRecord{}, errLatency
+	}
+	r.latency = time.Duration(us) * time.Microsecond
+	if len(r.status) > maxStatusBytes {
+		return lineRecord{}, errStatus
+	}
+	if n > 4 && !(len(f[4]) == 1 && f[4][0] == '-') {
+		if len(f[4]) != 32 {
+			return lineRecord{}, errTraceID
+		}
+		if _, err := hex.Decode(r.traceID[:], f[4]); err != nil {
+			return lineRecord{}, errTraceID
+		}
+	}
+	if n > 5 {
+		id, ok := parseDecimal(f[5], 1<<32-1)
+		if !ok {
+			return lineRecord{}, errThreadID
+		}
+		r.threadID = uint32(id)
+	}
+	return r, nil
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' }
+
+// parseDecimal parses 1–20 ASCII digits into a value ≤ limit.
+func parseDecimal(b []byte, limit uint64) (uint64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if v > (limit-d)/10 {
+			return 0, false
+		}
+		v = v*10 + d
+	}
+	return v, true
+}
+
+// cutName cuts a name to maxNameBytes at a rune start.
+func cutName(b []byte) []byte {
+	if len(b) <= maxNameBytes {
+		return b
+	}
+	cut := maxNameBytes
+	for cut > 0 && !utf8.RuneStart(b[cut]) {
+		cut--
+	}
+	return b[:cut]
+}

@@ -1,0 +1,110 @@
+package intake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/spikehunt/spikehunt/agents/telemetry"
+)
+
+// listenUDP binds the line-protocol UDP socket.
+func (in *Intake) listenUDP(ctx context.Context) (net.PacketConn, error) {
+	var lc net.ListenConfig
+	pc, err := lc.ListenPacket(ctx, "udp", in.cfg.LineUDP)
+	if err != nil {
+		return nil, fmt.Errorf("line udp: %w", err)
+	}
+	setReadBuffer(pc, in.cfg.SocketReadBuffer, in)
+	return pc, nil
+}
+
+// setReadBuffer asks for SO_RCVBUF; the kernel may grant less
+// (net.core.rmem_max), which is worth a log line but not a failure.
+func setReadBuffer(pc net.PacketConn, size int, in *Intake) {
+	type readBufferer interface{ SetReadBuffer(int) error }
+	if rb, ok := pc.(readBufferer); ok {
+		if err := rb.SetReadBuffer(size); err != nil {
+			in.log.Warn("intake: set socket read buffer", "addr", pc.LocalAddr().String(), "err", err)
+		}
+	}
+}
+
+// serveLines reads datagrams from pc until it is closed. It owns buf; the
+// byte slices of a parsed line alias it and die with the next read.
+func (in *Intake) serveLines(pc net.PacketConn, src *sourceMetrics) {
+	buf := make([]byte, MaxDatagram+1) // one spare byte tells a truncated datagram
+	for {
+		n, _, err := pc.ReadFrom(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Reads on a datagram socket fail only transiently (e.g. an
+			// ICMP error queued on a UDP socket); do not spin on them.
+			in.log.Debug("intake: read datagram", "source", src.name, "err", err)
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		if n > MaxDatagram {
+			src.drop(errDatagramTooLarge.reason, 1)
+			continue
+		}
+		in.consumeDatagram(src, buf[:n], in.now())
+	}
+}
+
+// consumeDatagram files every line of one datagram received at end.
+func (in *Intake) consumeDatagram(src *sourceMetrics, dgram []byte, end time.Time) {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	now := end.UnixNano()
+	var r telemetry.Request
+	for rest := dgram; len(rest) > 0; {
+		var line []byte
+		line, rest = nextLine(rest)
+		rec, lerr := parseLine(line)
+		if lerr == errBlank {
+			continue
+		}
+		if lerr != nil {
+			src.drop(lerr.reason, 1)
+			continue
+		}
+		if in.closed {
+			src.drop(reasonClosed, 1)
+			continue
+		}
+		r = telemetry.Request{
+			Start:    end.Add(-rec.latency),
+			Duration: rec.latency,
+			TraceID:  rec.traceID,
+			ThreadID: rec.threadID,
+		}
+		if classify(in, src, rec.service, rec.endpoint, &r, now) {
+			r.Status = statusString(rec.status)
+			in.offer(src, &r)
+		}
+	}
+}
+
+// statusString interns the common statuses: HTTP codes and the OTel span
+// status names cost no garbage.
+func statusString(b []byte) string {
+	if len(b) == 3 {
+		if c, ok := parseDecimal(b, 599); ok && c >= 100 {
+			return statusCodes[c]
+		}
+	}
+	switch string(b) {
+	case "OK":
+		return "OK"
+	case "ERROR":
+		return "ERROR"
+	case "UNSET":
+		return "UNSET"
+	}
+	return string(b)
+}

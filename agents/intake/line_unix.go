@@ -1,0 +1,59 @@
+//go:build unix
+
+package intake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+)
+
+// listenUnixgram binds the line-protocol unix datagram socket, creating
+// its directory and replacing a stale socket file.
+func (in *Intake) listenUnixgram(ctx context.Context) (net.PacketConn, error) {
+	path := in.cfg.LineUnix
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("line unixgram: %w", err)
+	}
+	if err := removeStaleSocket(path); err != nil {
+		return nil, fmt.Errorf("line unixgram: %w", err)
+	}
+	var lc net.ListenConfig
+	pc, err := lc.ListenPacket(ctx, "unixgram", path)
+	if err != nil {
+		return nil, fmt.Errorf("line unixgram: %w", err)
+	}
+	// The umask decides the mode at bind; apps need write permission.
+	if err := os.Chmod(path, in.cfg.LineUnixMode); err != nil {
+		pc.Close()
+		os.Remove(path)
+		return nil, fmt.Errorf("line unixgram: %w", err)
+	}
+	setReadBuffer(pc, in.cfg.SocketReadBuffer, in)
+	return pc, nil
+}
+
+// removeStaleSocket removes a socket file that nobody listens on, which is
+// what an agent that was killed leaves behind. A live socket or a file
+// that is not a socket is an error: removing either would break something.
+func removeStaleSocket(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.Mode()&fs.ModeSocket == 0 {
+		return fmt.Errorf("%s exists and is not a socket: remove it or set line_unix to another path", path)
+	}
+	if c, err := net.Dial("unixgram", path); err == nil {
+		c.Close()
+		return fmt.Errorf("%s is in use by another process (another agent?)", path)
+	}
+	return os.Remove(path)
+}

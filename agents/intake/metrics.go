@@ -1,0 +1,99 @@
+package intake
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Sources, the values of the source label.
+const (
+	SourceOTLPGRPC = "otlp_grpc"
+	SourceOTLPHTTP = "otlp_http"
+	SourceUDP      = "udp"
+	SourceUnixgram = "unixgram"
+)
+
+// Drop reasons that are not a line-protocol or span field (see line.go and
+// spans.go for those).
+const (
+	reasonQueueFull       = "queue_full"
+	reasonClosed          = "closed" // a datagram read while closing
+	reasonTooLarge        = "too_large"
+	reasonDecode          = "decode"
+	reasonContentType     = "content_type"
+	reasonContentEncoding = "content_encoding"
+)
+
+type metrics struct {
+	requests         *prometheus.CounterVec // {source, outcome}
+	drops            *prometheus.CounterVec // {source, reason}
+	overflow         *prometheus.CounterVec // {kind}
+	ignored          *prometheus.CounterVec // {source}
+	queueLen         prometheus.GaugeFunc
+	overflowService  prometheus.Counter
+	overflowEndpoint prometheus.Counter
+	sources          map[string]*sourceMetrics
+}
+
+// sourceMetrics holds one receiver's counters, resolved once so the hot
+// path never hashes label values.
+type sourceMetrics struct {
+	name      string
+	outcomes  [numOutcomes]prometheus.Counter
+	queueFull prometheus.Counter
+	ignored   prometheus.Counter
+	drops     *prometheus.CounterVec
+}
+
+func newMetrics(queueLen func() float64) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spikehunt_intake_requests_total",
+			Help: "Requests received, by source and sampling outcome: kept_slow (weight 1), kept_sampled (weight sample_every), sampled_out.",
+		}, []string{"source", "outcome"}),
+		drops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spikehunt_intake_drops_total",
+			Help: "Requests, lines, spans or whole OTLP requests dropped, by source and reason.",
+		}, []string{"source", "reason"}),
+		overflow: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spikehunt_intake_overflow_total",
+			Help: "Requests filed under _overflow because the service (kind=service) or endpoint (kind=endpoint) cap was reached.",
+		}, []string{"kind"}),
+		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spikehunt_intake_spans_ignored_total",
+			Help: "Valid OTLP spans that are not requests (client, internal, producer, consumer, or child spans of unspecified kind).",
+		}, []string{"source"}),
+		queueLen: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "spikehunt_intake_queue_length",
+			Help: "Kept requests waiting for the exporter.",
+		}, queueLen),
+		sources: map[string]*sourceMetrics{},
+	}
+	m.overflowService = m.overflow.WithLabelValues("service")
+	m.overflowEndpoint = m.overflow.WithLabelValues("endpoint")
+	for _, src := range []string{SourceOTLPGRPC, SourceOTLPHTTP, SourceUDP, SourceUnixgram} {
+		s := &sourceMetrics{
+			name:      src,
+			queueFull: m.drops.WithLabelValues(src, reasonQueueFull),
+			ignored:   m.ignored.WithLabelValues(src),
+			drops:     m.drops,
+		}
+		for o := range numOutcomes {
+			s.outcomes[o] = m.requests.WithLabelValues(src, outcomeNames[o])
+		}
+		m.sources[src] = s
+	}
+	return m
+}
+
+func (s *sourceMetrics) drop(reason string, n int) {
+	if n > 0 {
+		s.drops.WithLabelValues(s.name, reason).Add(float64(n))
+	}
+}
+
+func (m *metrics) register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{m.requests, m.drops, m.overflow, m.ignored, m.queueLen} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+package intake
+
+import (
+	"fmt"
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/spikehunt/spikehunt/agents/telemetry"
+)
+
+// consumeTraces files the request spans of td and counts the rest. It
+// reports false, having done nothing, once the intake is closed.
+func (in *Intake) consumeTraces(src *sourceMetrics, td ptrace.Traces) (spanTally, bool) {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	if in.closed {
+		return spanTally{}, false
+	}
+	now := in.now().UnixNano()
+	t := requestSpans(td, func(svc, ep string, r *telemetry.Request) {
+		if classify(in, src, svc, ep, r, now) {
+			in.offer(src, r)
+		}
+	})
+	src.ignored.Add(float64(t.ignored))
+	for f, n := range t.invalid {
+		src.drop(faultReasons[f], n)
+	}
+	return t, true
+}
+
+// exportResponse is the OTLP answer: empty, or a partial success naming
+// the request spans rejected as invalid. Spans dropped later (queue_full)
+// are not reported: the client could do nothing about them, and a retry
+// would only add load to an agent that is already behind.
+func exportResponse(t spanTally) ptraceotlp.ExportResponse {
+	resp := ptraceotlp.NewExportResponse()
+	n := t.rejected()
+	if n == 0 {
+		return resp
+	}
+	var why []string
+	for f, c := range t.invalid {
+		if c > 0 {
+			why = append(why, fmt.Sprintf("%d %s", c, faultDescriptions[f]))
+		}
+	}
+	ps := resp.PartialSuccess()
+	ps.SetRejectedSpans(int64(n))
+	ps.SetErrorMessage(fmt.Sprintf("spikehunt: %d request spans rejected: %s", n, strings.Join(why, ", ")))
+	return resp
+}
+
+var faultDescriptions = [numFaults]string{
+	"without start or end time",
+	"with end not after start",
+	"with an all-zero trace id",
+	"with an all-zero span id",
+}
