@@ -14,20 +14,20 @@ type Config struct {
 	// spool its own directory on a persistent volume (a hostPath for the
 	// DaemonSet): a spool on tmpfs or in the container's writable layer
 	// does not survive a reboot or a pod replacement.
-	Dir string
+	Dir string `yaml:"dir"`
 
 	// MaxBytes caps the total size of the segment files, 2×SegmentBytes–1
 	// TiB; default 256 MiB. When an Append would pass it, the oldest
 	// segment is dropped, acknowledged or not, and its unacknowledged
 	// records are counted. Keep it below the volume's free space: a full
 	// disk makes Append fail instead of dropping the oldest records.
-	MaxBytes int64
+	MaxBytes int64 `yaml:"max_bytes"`
 
 	// SegmentBytes is the size at which a new segment file starts, 4 KiB–256
 	// MiB; default 8 MiB. The cap drops and Ack frees whole segments, so
 	// this is the grain at which space comes back. A record (9-byte header
 	// plus payload) must fit in one segment.
-	SegmentBytes int64
+	SegmentBytes int64 `yaml:"segment_bytes"`
 
 	// FsyncInterval is how often appended records and the ack point are
 	// fsynced, 0–1 min; DefaultConfig sets 1 s. It bounds what a machine
@@ -35,7 +35,7 @@ type Config struct {
 	// made) in the last FsyncInterval. A killed process loses nothing
 	// that Append returned. 0 fsyncs on every Append and every Ack: use it
 	// only at low rates, each call then waits for the disk.
-	FsyncInterval time.Duration
+	FsyncInterval time.Duration `yaml:"fsync_interval"`
 }
 
 // Defaults, exported so the agent's flags and the Helm chart document the

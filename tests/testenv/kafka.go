@@ -462,6 +462,23 @@ func (k *Kafka) Restart(ctx context.Context) error {
 	return nil
 }
 
+// Pause stops the broker process but keeps its ports and data, for an
+// outage: clients see it down until Restart starts it again.
+func (k *Kafka) Pause() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.stopped {
+		return ErrKafkaStopped
+	}
+	if k.proc == nil {
+		return nil
+	}
+	err := stopProcess(k.proc, k.opts.StopTimeout)
+	k.proc = nil
+	fmt.Fprintf(k.log, "\n===== testenv: broker paused at %s =====\n", time.Now().Format(time.RFC3339Nano))
+	return wrapIf(err, "testenv: kafka pause")
+}
+
 // Stop stops the broker (SIGTERM, then SIGKILL to its process group after
 // StopTimeout) and removes its folder. Later calls do nothing.
 func (k *Kafka) Stop() error {

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/spikehunt/spikehunt/agents/export"
+	"github.com/spikehunt/spikehunt/agents/intake"
+	"github.com/spikehunt/spikehunt/agents/spool"
+)
+
+// Config is the agent's configuration file. Flags override it; see flags.go.
+type Config struct {
+	Resource ResourceConfig `yaml:"resource"`
+	Paths    PathsConfig    `yaml:"paths"`
+	Collect  CollectConfig  `yaml:"collect"`
+	Intake   intake.Config  `yaml:"intake"`
+	Export   export.Config  `yaml:"export"`
+	// Sink is kafka or otlp.
+	Sink  string             `yaml:"sink"`
+	Kafka export.KafkaConfig `yaml:"kafka"`
+	OTLP  export.OTLPConfig  `yaml:"otlp"`
+	Spool spool.Config       `yaml:"spool"`
+	// Listen serves /metrics and /healthz.
+	Listen   string `yaml:"listen"`
+	LogLevel string `yaml:"log_level"`
+}
+
+// ResourceConfig names the host (DESIGN.md §3).
+type ResourceConfig struct {
+	HostName string `yaml:"host_name"` // default: the hostname
+	NodeName string `yaml:"node_name"` // default: $NODE_NAME (the DaemonSet's downward API), else host_name
+	HWClass  string `yaml:"hw_class"`  // default: $SPIKEHUNT_HW_CLASS, else the node label below
+	// HWClassLabel is read from this node's labels through the Kubernetes
+	// API when hw_class is empty and the agent runs in a cluster.
+	HWClassLabel string `yaml:"hw_class_label"`
+}
+
+// PathsConfig locates the kernel's file systems (a container mounts the
+// host's under /host).
+type PathsConfig struct {
+	ProcFS  string `yaml:"procfs"`
+	SysFS   string `yaml:"sysfs"`
+	TraceFS string `yaml:"tracefs"`
+}
+
+// CollectConfig sets the samplers' cadence.
+type CollectConfig struct {
+	Interval    time.Duration `yaml:"interval"`     // default 1s
+	IRQInterval time.Duration `yaml:"irq_interval"` // per-IRQ detail, default 10s
+	Disabled    []string      `yaml:"disabled"`
+	DiskIgnore  string        `yaml:"disk_ignore"`
+}
+
+// defaultConfig is the configuration with no file.
+func defaultConfig() Config {
+	return Config{
+		Resource: ResourceConfig{HWClassLabel: "spikehunt.io/hw-class"},
+		Paths:    PathsConfig{ProcFS: "/proc", SysFS: "/sys", TraceFS: "/sys/kernel/tracing"},
+		Collect:  CollectConfig{Interval: time.Second, IRQInterval: 10 * time.Second},
+		Intake:   intake.DefaultConfig(),
+		Sink:     "kafka",
+		Kafka:    export.KafkaConfig{Brokers: []string{"127.0.0.1:9092"}},
+		Spool:    defaultSpool(),
+		Listen:   "127.0.0.1:9464",
+		LogLevel: "info",
+	}
+}
+
+func defaultSpool() spool.Config {
+	c := spool.DefaultConfig()
+	c.Dir = "/var/lib/spikehunt/spool"
+	return c
+}
+
+// loadConfig reads path over the defaults; unknown keys are an error, so a
+// typo does not silently keep a default.
+func loadConfig(path string) (Config, error) {
+	cfg := defaultConfig()
+	if path == "" {
+		return cfg, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, fmt.Errorf("config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) { // EOF: an empty file, all defaults
+		return cfg, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Validate checks everything the agent will start with.
+func (c *Config) Validate() error {
+	if c.Collect.Interval < 100*time.Millisecond || c.Collect.Interval > time.Minute {
+		return errors.New("collect.interval must be 100ms–1m")
+	}
+	if c.Collect.IRQInterval < c.Collect.Interval {
+		return errors.New("collect.irq_interval must be at least collect.interval")
+	}
+	if err := c.Intake.Validate(); err != nil {
+		return err
+	}
+	if err := c.Export.Validate(); err != nil {
+		return err
+	}
+	switch c.Sink {
+	case "kafka":
+		if len(c.Kafka.Brokers) == 0 {
+			return errors.New("sink kafka needs kafka.brokers")
+		}
+	case "otlp":
+		if c.OTLP.Endpoint == "" {
+			return errors.New("sink otlp needs otlp.endpoint")
+		}
+	default:
+		return fmt.Errorf("sink %q: want kafka or otlp", c.Sink)
+	}
+	return c.Spool.Validate()
+}

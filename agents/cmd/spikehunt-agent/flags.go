@@ -1,0 +1,75 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// parseFlags loads --config, then applies the flags that were given.
+func parseFlags(args []string, stderr io.Writer) (Config, error) {
+	fs := flag.NewFlagSet("spikehunt-agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: spikehunt-agent [--config FILE] [flags]\n\nSamples kernel counters, takes per-request latency (OTLP, line protocol) and exports\nboth as OTLP to Kafka or a Collector, spooling to disk while the destination is down.\nFlags override the config file.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	def := defaultConfig()
+	path := fs.String("config", "", "YAML config file (unknown keys are an error)")
+	procfs := fs.String("path.procfs", def.Paths.ProcFS, "procfs mount point (a fixture tree for tests)")
+	sysfs := fs.String("path.sysfs", def.Paths.SysFS, "sysfs mount point")
+	tracefs := fs.String("path.tracefs", def.Paths.TraceFS, "tracefs mount point (captures)")
+	sink := fs.String("sink", def.Sink, "where to export: kafka or otlp")
+	brokers := fs.String("kafka.brokers", strings.Join(def.Kafka.Brokers, ","), "Kafka bootstrap brokers, comma-separated")
+	otlp := fs.String("otlp.endpoint", "", "OTel Collector OTLP/gRPC endpoint host:port (with --sink otlp)")
+	otlpInsecure := fs.Bool("otlp.insecure", false, "plaintext OTLP/gRPC")
+	spoolDir := fs.String("spool.dir", def.Spool.Dir, "outage spool directory")
+	listen := fs.String("listen", def.Listen, "address for /metrics and /healthz")
+	host := fs.String("host-name", "", "host.name (default: the hostname)")
+	hw := fs.String("hw-class", "", "spikehunt.hw_class (default: $SPIKEHUNT_HW_CLASS or the node label)")
+	lineUDP := fs.String("intake.line-udp", def.Intake.LineUDP, "line protocol UDP address (empty disables)")
+	lineUnix := fs.String("intake.line-unix", def.Intake.LineUnix, "line protocol unix datagram socket (empty disables)")
+	otlpGRPC := fs.String("intake.otlp-grpc", def.Intake.OTLPGRPC, "OTLP/gRPC trace receiver address (empty disables)")
+	otlpHTTP := fs.String("intake.otlp-http", def.Intake.OTLPHTTP, "OTLP/HTTP trace receiver address (empty disables)")
+	logLevel := fs.String("log-level", def.LogLevel, "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return Config{}, err
+		}
+		return Config{}, errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "unexpected argument %q\n", fs.Arg(0))
+		return Config{}, errUsage
+	}
+	cfg, err := loadConfig(*path)
+	if err != nil {
+		return cfg, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	apply := func(name string, fn func()) {
+		if set[name] {
+			fn()
+		}
+	}
+	apply("path.procfs", func() { cfg.Paths.ProcFS = *procfs })
+	apply("path.sysfs", func() { cfg.Paths.SysFS = *sysfs })
+	apply("path.tracefs", func() { cfg.Paths.TraceFS = *tracefs })
+	apply("sink", func() { cfg.Sink = *sink })
+	apply("kafka.brokers", func() { cfg.Kafka.Brokers = strings.Split(*brokers, ",") })
+	apply("otlp.endpoint", func() { cfg.OTLP.Endpoint = *otlp })
+	apply("otlp.insecure", func() { cfg.OTLP.Insecure = *otlpInsecure })
+	apply("spool.dir", func() { cfg.Spool.Dir = *spoolDir })
+	apply("listen", func() { cfg.Listen = *listen })
+	apply("host-name", func() { cfg.Resource.HostName = *host })
+	apply("hw-class", func() { cfg.Resource.HWClass = *hw })
+	apply("intake.line-udp", func() { cfg.Intake.LineUDP = *lineUDP })
+	apply("intake.line-unix", func() { cfg.Intake.LineUnix = *lineUnix })
+	apply("intake.otlp-grpc", func() { cfg.Intake.OTLPGRPC = *otlpGRPC })
+	apply("intake.otlp-http", func() { cfg.Intake.OTLPHTTP = *otlpHTTP })
+	apply("log-level", func() { cfg.LogLevel = *logLevel })
+	return cfg, nil
+}

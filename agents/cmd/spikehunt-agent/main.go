@@ -1,0 +1,158 @@
+// Command spikehunt-agent runs on every node: it samples kernel counters,
+// takes per-request latency from apps, and exports both as OTLP to Kafka or
+// an OpenTelemetry Collector, spooling to disk while the destination is
+// down. See agents/ARCHITECTURE.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/spikehunt/spikehunt/agents/collect"
+	"github.com/spikehunt/spikehunt/agents/export"
+	"github.com/spikehunt/spikehunt/agents/intake"
+	"github.com/spikehunt/spikehunt/agents/spool"
+	"github.com/spikehunt/spikehunt/agents/telemetry"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, errUsage):
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "spikehunt-agent:", err)
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("usage")
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log := newLogger(cfg.LogLevel, stderr)
+	res, err := resolveResource(ctx, cfg.Resource, log)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	col, err := collect.New(collect.Options{ProcFS: cfg.Paths.ProcFS, SysFS: cfg.Paths.SysFS,
+		Disabled: cfg.Collect.Disabled, DiskIgnore: cfg.Collect.DiskIgnore, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer col.Close()
+	in, err := intake.New(cfg.Intake, log)
+	if err != nil {
+		return err
+	}
+	sp, rec, err := spool.Open(cfg.Spool, log)
+	if err != nil {
+		return err
+	}
+	defer sp.Close()
+	log.Info("spool opened", "dir", cfg.Spool.Dir, "recovery", rec)
+	var sink export.Sink
+	if cfg.Sink == "otlp" {
+		sink, err = export.NewOTLPSink(cfg.OTLP)
+	} else {
+		cfg.Kafka.Key = res.HostName
+		sink, err = export.NewKafkaSink(cfg.Kafka)
+	}
+	if err != nil {
+		return err
+	}
+	exp, err := export.New(cfg.Export, res, sink, sp, log)
+	if err != nil {
+		return err
+	}
+	for _, r := range []interface {
+		Register(prometheus.Registerer) error
+	}{col, in, sp, exp} {
+		if err := r.Register(reg); err != nil {
+			return err
+		}
+	}
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	if err := in.Start(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	a := in.Addrs()
+	log.Info("agent started", "host", res.HostName, "hw_class", res.HWClass, "sink", sink.Name(),
+		"otlp_grpc", a.OTLPGRPC, "otlp_http", a.OTLPHTTP, "line_udp", a.LineUDP, "line_unix", a.LineUnix, "metrics", ln.Addr().String())
+	fmt.Fprintf(stdout, "spikehunt-agent listening: metrics http://%s/metrics otlp-grpc %s otlp-http %s line-udp %s line-unix %s\n",
+		ln.Addr(), a.OTLPGRPC, a.OTLPHTTP, a.LineUDP, a.LineUnix)
+
+	srv := &http.Server{Handler: observability(reg), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+
+	points := make(chan []telemetry.Point, 16)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		exp.Run(runCtx, in.Out(), points)
+	}()
+	col.Run(ctx, cfg.Collect.Interval, cfg.Collect.IRQInterval, func(ps []telemetry.Point) {
+		select {
+		case points <- ps:
+		default:
+			log.Warn("exporter behind: dropped one sampling pass", "points", len(ps))
+		}
+	})
+	// ctx ended: stop taking requests, let the exporter spool the rest.
+	log.Info("shutting down")
+	in.Close()
+	cancel()
+	<-done
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	srv.Shutdown(sctx)
+	return sink.Close()
+}
+
+func observability(reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	return mux
+}
+
+func newLogger(level string, w io.Writer) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.ToUpper(level))); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}

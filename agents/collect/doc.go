@@ -1,0 +1,79 @@
+// Package collect holds the kernel-counter samplers of spikehunt-agent:
+// one per kernel source, each turning cumulative counters into deltas over
+// the interval it actually measured (DESIGN.md §3).
+//
+// # Lifecycle
+//
+// New validates Options and builds the enabled samplers; it reads nothing.
+// The first Sample (and SampleSlow) is every sampler's baseline: it emits
+// only levels (gauges), no deltas. Each later call emits, per series, the
+// change since the previous successful reading. Run drives both on tickers
+// until its context is done, on the caller's goroutine; the package starts
+// no goroutine of its own.
+//
+// Between passes the samplers keep their files open and re-read them from
+// offset 0, which procfs and sysfs regenerate (opening a sysfs path costs
+// ten times reading it). Close releases those descriptors, the ethtool
+// socket (Linux) and the PDH query (Windows); a Collector that is dropped
+// without Close leaks them.
+//
+// Sample and SampleSlow may be called concurrently with each other; calls
+// of the same one are serialized. The returned slice belongs to the caller.
+//
+// # The measured-interval rule
+//
+// Every sampler keeps its previous reading and the Clock time it was taken
+// at, right after the read. A Point's Start and End are the wall-clock
+// times of the two readings, derived from the monotonic clock through one
+// anchor taken in New, so End − Start is the true interval even when a
+// tick ran 2–3× late under load (seed 003) or the wall clock stepped:
+// Value / (End − Start) is always the true rate. A failed read leaves the
+// previous reading in place, so the next success covers the whole gap.
+// Deltas are never negative: a counter that goes down (reset, driver
+// reload, 32-bit wrap) emits nothing for that series once and is counted
+// in spikehunt_collect_counter_resets_total. A CPU or device that appears
+// starts a new series with a baseline; one that disappears is forgotten.
+// Levels (I/Os in flight, slab bytes) are gauges: Start == End == the
+// reading's wall time, which is how the exporter tells them apart.
+//
+// # Units
+//
+// Times are seconds ("s"): /proc/stat ticks are USER_HZ (100/s), PSI
+// totals microseconds, schedstat run delay nanoseconds, diskstats
+// milliseconds — all converted. Bytes are "By" (diskstats sectors are 512
+// bytes whatever the device; meminfo's "kB" is KiB). Counts use UCUM
+// annotations: {packet}, {interrupt}, {softirq}, {switch}, {operation}.
+//
+// # Sources and minimum kernels
+//
+//	sampler     source                                   minimum kernel, and why
+//	stat        /proc/stat                               2.6.11 for steal; irq/softirq split since 2.6.0
+//	softirqs    /proc/softirqs                           2.6.31 (file added)
+//	interrupts  /proc/interrupts (slow cadence)          any; device names as registered by drivers
+//	netdev      /proc/net/dev + class/net/*/operstate    2.6.17 for RFC 2863 operstate
+//	ethtool     class/net/*/statistics + SIOCETHTOOL     2.6 for GSTATS; rx_nohandler 4.6; counters are driver-specific
+//	diskstats   /proc/diskstats                          2.6; 4.18 and 5.5 append fields, ignored
+//	schedstat   /proc/schedstat                          CONFIG_SCHEDSTATS, format version 15+
+//	pressure    /proc/pressure/{cpu,memory,io[,irq]}     4.20 (PSI added), CONFIG_PSI, psi=1 if default-disabled; cpu "full" 5.13; irq 6.1
+//	meminfo     /proc/meminfo                            2.6.19 for SReclaimable/SUnreclaim
+//	pdh         PDH "Processor Information" (Windows)    Windows 7 / Server 2008 R2
+//
+// A source the kernel lacks is not an error: the sampler logs "not
+// supported" once at Info, sets spikehunt_collect_not_supported{sampler}
+// to 1, and the others keep running. It checks again each pass, quietly.
+//
+// # procfs
+//
+// The parsers are this package's own rather than prometheus/procfs: the
+// sampler contract is a pure parseX([]byte) that tests and fuzzing can
+// drive, while procfs parses only from a path and keeps its parsers
+// unexported; it also lacks what spikehunt needs in places (per-IRQ device
+// names, softirq vectors newer than it knows). Tests check the parsers
+// against procfs on this machine's captured files.
+//
+// # Containers
+//
+// Point ProcFS and SysFS at the host's mounts. The ethtool ioctl talks to
+// the network namespace the agent runs in, so a DaemonSet needs
+// hostNetwork: true to see the host's NICs.
+package collect

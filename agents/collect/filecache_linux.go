@@ -1,0 +1,100 @@
+package collect
+
+import "golang.org/x/sys/unix"
+
+// fileCache keeps the files a sampler reads open between passes and
+// re-reads them from offset 0 with pread. procfs and sysfs regenerate a
+// file's content on every read at offset 0 (seq_file restarts its
+// iterator), so this returns the same fresh data as open+read+close while
+// saving the path walk: opening /sys/class/net/<if>/operstate costs ~10×
+// reading it, and a Kubernetes node has an interface per pod.
+//
+// A file that fails to read (its interface was deleted: ENODEV) is closed
+// and opened again once, so that a new object of the same name is picked
+// up. Files not read during a pass are closed by sweep. A fileCache is not
+// safe for concurrent use; each sampler owns one.
+type fileCache struct {
+	files map[string]*cachedFile
+	pass  uint64
+}
+
+type cachedFile struct {
+	fd   int
+	used uint64 // pass of the last read
+}
+
+// read fills buf with the file's current content and returns it; the
+// caller owns the result until its next call with the same buf.
+func (c *fileCache) read(path string, buf []byte) ([]byte, error) {
+	if c.files == nil {
+		c.files = map[string]*cachedFile{}
+	}
+	f := c.files[path]
+	if f != nil {
+		out, err := preadAll(f.fd, buf)
+		if err == nil {
+			f.used = c.pass
+			return out, nil
+		}
+		unix.Close(f.fd)
+		delete(c.files, path)
+	}
+	fd, err := openRead(path)
+	if err != nil {
+		return buf[:0], readError(path, err)
+	}
+	out, err := preadAll(fd, buf)
+	if err != nil {
+		unix.Close(fd)
+		return out, readError(path, err)
+	}
+	c.files[path] = &cachedFile{fd: fd, used: c.pass}
+	return out, nil
+}
+
+// sweep ends a pass: files not read since the previous sweep are closed.
+func (c *fileCache) sweep() {
+	for path, f := range c.files {
+		if f.used != c.pass {
+			unix.Close(f.fd)
+			delete(c.files, path)
+		}
+	}
+	c.pass++
+}
+
+// Close closes every cached file.
+func (c *fileCache) Close() error {
+	for path, f := range c.files {
+		unix.Close(f.fd)
+		delete(c.files, path)
+	}
+	return nil
+}
+
+func preadAll(fd int, buf []byte) ([]byte, error) {
+	buf = buf[:0]
+	for {
+		buf = growForRead(buf)
+		n, err := unix.Pread(fd, buf[len(buf):cap(buf)], int64(len(buf)))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return buf, err
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
+}
+
+func openRead(path string) (int, error) {
+	for {
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
+}

@@ -1,0 +1,48 @@
+package collect
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestFileCacheRereadsOpenFiles(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "operstate")
+	if err := os.WriteFile(p, []byte("up\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var c fileCache
+	defer c.Close()
+	var buf []byte
+	steps := []struct {
+		name    string
+		prepare func()
+		want    string
+	}{
+		{"the first read opens the file", func() {}, "up\n"},
+		{"a changed file is read afresh through the cached descriptor", func() { os.WriteFile(p, []byte("down\n"), 0o644) }, "down\n"},
+		{"a descriptor that fails is replaced by a fresh open", func() { c.Close(); c.files = map[string]*cachedFile{p: {fd: -1, used: c.pass}} }, "down\n"},
+	}
+	for _, st := range steps {
+		st.prepare()
+		var err error
+		if buf, err = c.read(p, buf); err != nil || string(buf) != st.want {
+			t.Errorf("%s: read = %q, %v; want %q", st.name, buf, err, st.want)
+		}
+	}
+	c.sweep()
+	c.sweep() // the file was not read in between: closed
+	if len(c.files) != 0 {
+		t.Errorf("after a pass without reading it, %d files still open", len(c.files))
+	}
+}
+
+func TestFileCacheReportsMissingFilesAsNotSupported(t *testing.T) {
+	var c fileCache
+	_, err := c.read(filepath.Join(t.TempDir(), "pressure", "cpu"), nil)
+	if !errors.Is(err, ErrNotSupported) {
+		t.Errorf("read of a missing file = %v, want ErrNotSupported", err)
+	}
+}
