@@ -6,7 +6,7 @@ GO ?= go
 # Install locations of the pinned components (SPIKEHUNT_LIBCHDB, KUBEBUILDER_ASSETS, …).
 $(foreach kv,$(shell deps/install.sh env 2>/dev/null),$(eval export $(kv)))
 
-.PHONY: all deps deps-demo build demo test vet fmt-check bench bench-store fuzz clean
+.PHONY: all deps deps-demo build demo test vet fmt-check cross bench bench-store bench-agent fuzz clean
 
 all: build
 
@@ -18,7 +18,10 @@ deps-demo:           ## only what the demo needs: the embedded ClickHouse engine
 
 build:
 	@command -v $(GO) >/dev/null || { echo "go not found: install Go 1.25+ (https://go.dev/dl)"; exit 1; }
-	$(GO) build -o bin/ ./pipelines/cmd/...
+	$(GO) build -o bin/ ./pipelines/cmd/... ./agents/cmd/...
+
+cross:               ## the agent must build for Windows (PDH sampler, WPR captures)
+	GOOS=windows GOARCH=amd64 $(GO) build -o /dev/null ./agents/...
 
 demo: deps-demo build ## the main job on the embedded default
 	bin/spikehunt demo --dsn "chdb://$(CURDIR)/.cache/demo?database=demo"
@@ -30,20 +33,28 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
 
 # The whole suite against real components. TEST_FLAGS adds go test flags.
-test: deps fmt-check vet
+test: deps fmt-check vet cross
 	mkdir -p .cache
 	$(GO) build -o .cache/testsummary ./tests/testsummary
 	$(GO) test -count=1 -timeout 40m -json $(TEST_FLAGS) ./... | .cache/testsummary
 
 FUZZTIME ?= 30s
+FUZZ_TARGETS := ./pipelines/store:FuzzDecodeNative ./pipelines/chhttp:FuzzTranscodeNative \
+	./agents/intake:FuzzLineProtocol ./agents/intake:FuzzOTLPHTTP ./agents/spool:FuzzRecovery \
+	./agents/collect:FuzzParseInterrupts ./agents/collect:FuzzParseNetDev ./agents/collect:FuzzParseSoftirqs
 fuzz:                ## each fuzz target for FUZZTIME
-	$(GO) test ./pipelines/store -run '^$$' -fuzz FuzzDecodeNative -fuzztime $(FUZZTIME)
-	$(GO) test ./pipelines/chhttp -run '^$$' -fuzz FuzzTranscodeNative -fuzztime $(FUZZTIME)
+	for t in $(FUZZ_TARGETS); do $(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME); done
 
-bench: bench-store   ## every bench-* target
+bench: bench-store bench-agent ## every bench-* target
 
 bench-store: deps-demo
 	tests/bench.sh store ./pipelines/store
+
+# The agent for SPIKEHUNT_BENCH_SECONDS (default 30) under 20,000 requests/s
+# to a real broker, plus one full sampling pass on this machine.
+bench-agent: deps
+	BENCHTIME=1x tests/bench.sh agent ./agents/cmd/spikehunt-agent -- -bench AgentUnderLoad
+	BENCHTIME=300x tests/bench.sh agent-sample ./agents/collect -- -bench '^BenchmarkSample$$'
 
 clean:
 	rm -rf bin .cache/demo .cache/bench

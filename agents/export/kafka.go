@@ -52,9 +52,11 @@ func NewKafkaSink(cfg KafkaConfig, opts ...kgo.Opt) (*KafkaSink, error) {
 		return nil, errors.New("kafka: no brokers configured")
 	}
 	var codec kgo.CompressionCodec
+	var extra []kgo.Opt
 	switch cfg.Compression {
 	case "lz4":
 		codec = kgo.Lz4Compression()
+		extra = append(extra, kgo.WithCompressor(newLZ4Compressor()))
 	case "zstd":
 		codec = kgo.ZstdCompression()
 	case "none":
@@ -73,7 +75,7 @@ func NewKafkaSink(cfg KafkaConfig, opts ...kgo.Opt) (*KafkaSink, error) {
 		// produced twice by a retry of ours.
 		kgo.AllowAutoTopicCreation(),
 	}
-	cl, err := kgo.NewClient(append(base, opts...)...)
+	cl, err := kgo.NewClient(append(append(base, extra...), opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}

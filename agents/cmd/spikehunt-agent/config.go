@@ -28,8 +28,16 @@ type Config struct {
 	OTLP  export.OTLPConfig  `yaml:"otlp"`
 	Spool spool.Config       `yaml:"spool"`
 	// Listen serves /metrics and /healthz.
-	Listen   string `yaml:"listen"`
-	LogLevel string `yaml:"log_level"`
+	Listen   string      `yaml:"listen"`
+	LogLevel string      `yaml:"log_level"`
+	Debug    DebugConfig `yaml:"debug"`
+}
+
+// DebugConfig switches on diagnostics that cost nothing until used.
+type DebugConfig struct {
+	// Pprof serves /debug/pprof/ on the metrics listener. It exposes
+	// internals: keep the listener on localhost when it is on.
+	Pprof bool `yaml:"pprof"`
 }
 
 // ResourceConfig names the host (DESIGN.md §3).

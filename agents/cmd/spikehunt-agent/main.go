@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -114,7 +115,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "spikehunt-agent listening: metrics http://%s/metrics otlp-grpc %s otlp-http %s line-udp %s line-unix %s\n",
 		ln.Addr(), a.OTLPGRPC, a.OTLPHTTP, a.LineUDP, a.LineUnix)
 
-	srv := &http.Server{Handler: observability(reg), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: observability(reg, cfg.Debug.Pprof), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 
 	points := make(chan []telemetry.Point, 16)
@@ -142,8 +143,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return sink.Close()
 }
 
-func observability(reg *prometheus.Registry) http.Handler {
+func observability(reg *prometheus.Registry, pprofOn bool) http.Handler {
 	mux := http.NewServeMux()
+	if pprofOn {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	return mux

@@ -2,14 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/spikehunt/spikehunt/agents/telemetry"
 )
@@ -33,8 +33,7 @@ func resolveResource(ctx context.Context, c ResourceConfig, log *slog.Logger) (t
 		r.HWClass = os.Getenv("SPIKEHUNT_HW_CLASS")
 	}
 	if r.HWClass == "" && r.NodeName != "" && c.HWClassLabel != "" {
-		cfg, err := rest.InClusterConfig()
-		if err == nil {
+		if cfg, err := rest.InClusterConfig(); err == nil {
 			cls, err := nodeLabel(ctx, cfg, r.NodeName, c.HWClassLabel)
 			if err != nil {
 				log.Warn("hardware class from node label", "node", r.NodeName, "label", c.HWClassLabel, "err", err)
@@ -48,17 +47,39 @@ func resolveResource(ctx context.Context, c ResourceConfig, log *slog.Logger) (t
 	return r, nil
 }
 
-// nodeLabel reads one label of a Node.
+// nodeLabel reads one label of a Node with a plain GET: the agent needs
+// one string, not client-go's typed clients and their scheme in memory.
 func nodeLabel(ctx context.Context, cfg *rest.Config, node, label string) (string, error) {
-	cl, err := client.New(cfg, client.Options{})
+	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return "", err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	var n corev1.Node
-	if err := cl.Get(ctx, client.ObjectKey{Name: node}, &n); err != nil {
+	base, _, err := rest.DefaultServerUrlFor(cfg)
+	if err != nil {
 		return "", err
 	}
-	return n.Labels[label], nil
+	u := base.JoinPath("api", "v1", "nodes", node) // JoinPath escapes
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET node %s: %s", node, resp.Status)
+	}
+	var n struct {
+		Metadata struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&n); err != nil {
+		return "", fmt.Errorf("GET node %s: %w", node, err)
+	}
+	return n.Metadata.Labels[label], nil
 }

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/spikehunt/spikehunt/tests/testenv"
+)
+
+func TestConfigLoadsEveryKeyOfTheSample(t *testing.T) {
+	cfg, err := loadConfig("testdata/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case cfg.Resource.HWClass != "gen5", cfg.Paths.ProcFS != "/host/proc", cfg.Collect.IRQInterval != 10*time.Second,
+		cfg.Intake.SampleEvery != 20, cfg.Intake.ServiceSlowThresholds["billy"] != 100*time.Millisecond,
+		cfg.Export.MaxSpans != 1000, len(cfg.Kafka.Brokers) != 2, cfg.Kafka.Compression != "zstd",
+		cfg.Spool.MaxBytes != 128<<20, cfg.Spool.FsyncInterval != 500*time.Millisecond, cfg.Listen != "0.0.0.0:9464":
+		t.Fatalf("loaded %+v", cfg)
+	}
+	// Keys the sample leaves out keep their defaults.
+	if cfg.Intake.MaxServices != 64 || cfg.Spool.SegmentBytes != 8<<20 {
+		t.Fatalf("defaults lost: max_services %d segment_bytes %d", cfg.Intake.MaxServices, cfg.Spool.SegmentBytes)
+	}
+}
+
+func TestConfigMistakesAreClearErrors(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"sink: carrier-pigeon\n", `sink "carrier-pigeon"`},
+		{"colect:\n  interval: 1s\n", "field colect not found"},
+		{"collect:\n  interval: 10ms\n", "collect.interval must be 100ms–1m"},
+		{"sink: otlp\n", "sink otlp needs otlp.endpoint"},
+		{"intake:\n  sample_every: -3\n", "sample_every"},
+	} {
+		p := filepath.Join(t.TempDir(), "c.yaml")
+		os.WriteFile(p, []byte(tc.yaml), 0o644)
+		cfg, err := loadConfig(p)
+		if err == nil {
+			err = cfg.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err %v, want it to contain %q", tc.yaml, err, tc.want)
+		}
+	}
+}
+
+func TestCommandLineMistakesExitWithUsage(t *testing.T) {
+	for _, args := range [][]string{{"--no-such-flag"}, {"extra"}} {
+		err := run(context.Background(), args, io.Discard, io.Discard)
+		if err != errUsage {
+			t.Errorf("%v: %v, want a usage error", args, err)
+		}
+	}
+	err := run(context.Background(), []string{"--sink", "otlp"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "otlp.endpoint") {
+		t.Errorf("--sink otlp without an endpoint: %v", err)
+	}
+}
+
+// The hardware class comes from the node's label through a real API server.
+func TestHardwareClassFromTheNodeLabel(t *testing.T) {
+	cfg, cl := testenv.SharedAPIServer(t)
+	ctx := context.Background()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-7", Labels: map[string]string{"spikehunt.io/hw-class": "gen5"}}}
+	if err := cl.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	got, err := nodeLabel(ctx, cfg, "node-7", "spikehunt.io/hw-class")
+	if err != nil || got != "gen5" {
+		t.Fatalf("label %q, %v", got, err)
+	}
+	if _, err := nodeLabel(ctx, cfg, "no-such-node", "x"); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("missing node: %v", err)
+	}
+	_ = slog.Default()
+}
