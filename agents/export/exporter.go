@@ -58,32 +58,61 @@ func (e *Exporter) Run(ctx context.Context, reqs <-chan telemetry.Request, point
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.snd.run(sctx) }()
 	batch := make([]telemetry.Request, 0, e.cfg.MaxSpans)
-	timer := time.NewTimer(e.cfg.MaxDelay)
-	defer timer.Stop()
+	// Requests are drained on a short tick rather than received one by one:
+	// a receive that finds the exporter parked wakes it, and at thousands of
+	// requests a second those wake-ups cost more than the encoding. The
+	// intake's queue holds far more than one tick of requests.
+	drain := time.NewTicker(max(e.cfg.MaxDelay/4, time.Millisecond))
+	defer drain.Stop()
+	lastFlush := time.Now()
 	flush := func() {
 		if len(batch) > 0 {
 			e.m.spans.Observe(float64(len(batch)))
 			e.write(KindTraces, func() ([]byte, error) { return EncodeSpans(e.res, batch) })
 			batch = batch[:0]
 		}
-		timer.Reset(e.cfg.MaxDelay)
+		lastFlush = time.Now()
 	}
 loop:
 	for {
 		select {
 		case <-ctx.Done():
 			break loop
-		case r := <-reqs:
-			batch = append(batch, r)
-			if len(batch) >= e.cfg.MaxSpans {
-				flush()
-			}
 		case ps := <-points:
 			if len(ps) > 0 {
 				e.write(KindMetrics, func() ([]byte, error) { return EncodeMetrics(e.res, ps) })
 			}
-		case <-timer.C:
-			flush()
+		case <-drain.C:
+			for more := true; more; {
+				select {
+				case r := <-reqs:
+					batch = append(batch, r)
+					if len(batch) >= e.cfg.MaxSpans {
+						flush()
+					}
+				default:
+					more = false
+				}
+			}
+			if time.Since(lastFlush) >= e.cfg.MaxDelay {
+				flush()
+			}
+		}
+	}
+	// Whatever the intake queued before it closed goes out too.
+	for more := true; more; {
+		select {
+		case r, ok := <-reqs:
+			if !ok {
+				more = false
+				break
+			}
+			batch = append(batch, r)
+			if len(batch) >= e.cfg.MaxSpans {
+				flush()
+			}
+		default:
+			more = false
 		}
 	}
 	flush()
