@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -100,13 +101,26 @@ func (k *KafkaSink) Send(kind Kind, payload []byte, done func(error)) error {
 		return ErrFull
 	}
 	r := &kgo.Record{Topic: topic, Key: []byte(k.cfg.Key), Value: payload}
-	k.cl.TryProduce(context.Background(), r, func(_ *kgo.Record, err error) { done(err) })
+	k.cl.TryProduce(context.Background(), r, func(_ *kgo.Record, err error) {
+		if errors.Is(err, kgo.ErrClientClosed) {
+			err = ErrSinkClosed
+		}
+		done(err)
+	})
 	return nil
 }
 
-// Close waits for buffered records, then closes the client.
+// Close waits up to 5 s for buffered records, then closes the client.
+// Records still buffered then (the broker is down) are not lost: they are
+// in the spool, unacknowledged, and are sent again at the next start.
 func (k *KafkaSink) Close() error {
-	err := k.cl.Flush(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := k.cl.Flush(ctx)
+	left := k.cl.BufferedProduceRecords()
 	k.cl.Close()
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("kafka: %d records not delivered at shutdown; they stay in the spool and go at the next start", left)
+	}
 	return err
 }

@@ -86,8 +86,12 @@ func (s *OTLPSink) loop() {
 		backoff := 100 * time.Millisecond
 		for {
 			err := s.export(it)
-			if err == nil || s.ctx.Err() != nil {
-				it.done(err)
+			if err == nil {
+				it.done(nil)
+				break
+			}
+			if s.ctx.Err() != nil {
+				it.done(ErrSinkClosed)
 				break
 			}
 			select {

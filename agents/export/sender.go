@@ -125,6 +125,12 @@ func (s *sender) untrack(seq uint64) {
 func (s *sender) delivered(seq uint64, kind Kind, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if errors.Is(err, ErrSinkClosed) {
+		// Still in the spool and not acknowledged: sent again at the next
+		// start. Nothing after it is acknowledged either.
+		delete(s.sentAt, seq)
+		return
+	}
 	if err != nil {
 		s.m.errors.WithLabelValues(errReason(err)).Inc()
 		s.m.records.WithLabelValues(kind.String(), "dropped").Inc()

@@ -26,6 +26,11 @@ func (k Kind) String() string {
 // it again later.
 var ErrFull = errors.New("sink full")
 
+// ErrSinkClosed is given to done for a record the sink still held when it
+// closed: the record stays in the spool, unacknowledged, and is sent again
+// at the next start.
+var ErrSinkClosed = errors.New("sink closed before delivery")
+
 // A Sink delivers encoded export requests to a destination. Send must not
 // block; done is called exactly once per accepted record, with nil once it
 // is delivered or with an error when it never will be.

@@ -269,3 +269,18 @@ func weightSum(c *consumed) int {
 	}
 	return s
 }
+
+// A graceful stop with the broker unreachable ends in bounded time and
+// says where the undelivered records are.
+func TestAgentStopsPromptlyWhenTheBrokerIsDown(t *testing.T) {
+	p := startAgent(t, []string{"127.0.0.1:1"}, t.TempDir())
+	time.Sleep(2500 * time.Millisecond) // a couple of sampling passes to deliver
+	start := time.Now()
+	p.stop(t)
+	if d := time.Since(start); d > 15*time.Second {
+		t.Fatalf("stopping took %v", d)
+	}
+	if out := p.out.String(); !strings.Contains(out, "they stay in the spool") || strings.Contains(out, "record not delivered") {
+		t.Fatalf("shutdown report:\n%s", tail(out, 5))
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -63,6 +64,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	for _, p := range []*string{&cfg.Paths.ProcFS, &cfg.Paths.SysFS, &cfg.Paths.TraceFS} {
+		if *p, err = filepath.Abs(*p); err != nil {
+			return err
+		}
+	}
 	col, err := collect.New(collect.Options{ProcFS: cfg.Paths.ProcFS, SysFS: cfg.Paths.SysFS,
 		Disabled: cfg.Collect.Disabled, DiskIgnore: cfg.Collect.DiskIgnore, Logger: log})
 	if err != nil {
