@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spikehunt/spikehunt/agents/client"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
@@ -18,6 +19,7 @@ import (
 // SPIKEHUNT_BENCH_SECONDS (default 30) while a generator sends 20,000
 // requests/s over the line protocol (UDP) and every sampler runs at 1 Hz,
 // then reports the agent process's CPU (share of one core) and peak RSS.
+// The generator is agents/client, as a Go app would send.
 // It measures once, whatever b.N is.
 func BenchmarkAgentUnderLoad(b *testing.B) {
 	agentBench.Do(func() { agentBench.cpu, agentBench.rss, agentBench.sent, agentBench.err = measureAgent(b) })
@@ -92,34 +94,41 @@ func agentUDP(p *agentProc) (string, error) {
 	return strings.Fields(out[i+len("line-udp "):])[0], nil
 }
 
-// udpLoad sends rate requests/s in datagrams of 40 lines until ctx ends.
+// udpLoad sends rate requests/s over UDP through agents/client, the way a
+// Go app reports its requests (lines batched into datagrams of up to 8 KiB,
+// flushed every 100 ms), until ctx ends. It returns how many the client
+// accepted.
 func udpLoad(ctx context.Context, addr string, rate int) int {
-	c, err := net.Dial("udp", addr)
+	c, err := client.New(client.Config{Addr: "udp://" + addr, Service: "billy"})
 	if err != nil {
 		return 0
 	}
 	defer c.Close()
-	const per = 40
-	tick := time.NewTicker(time.Second * per / time.Duration(rate))
+	const perTick = 100
+	tick := time.NewTicker(time.Second * perTick / time.Duration(rate))
 	defer tick.Stop()
-	var sb strings.Builder
+	endpoints := make([]string, 16)
+	for i := range endpoints {
+		endpoints[i] = fmt.Sprintf("/v1/item/%d", i)
+	}
 	sent := 0
+	var id [16]byte
 	for i := 0; ; i++ {
-		sb.Reset()
-		for j := 0; j < per; j++ {
-			lat := 800 + (i*per+j)%4000
-			if (i*per+j)%5000 == 0 {
-				lat = 750_000
-			}
-			fmt.Fprintf(&sb, "billy /v1/item/%d %d 200 %032x %d\n", j%16, lat, i*per+j+1, 100+j%8)
-		}
 		select {
 		case <-ctx.Done():
-			return sent
+			return sent - int(c.Dropped())
 		case <-tick.C:
 		}
-		c.Write([]byte(sb.String()))
-		sent += per
+		for j := 0; j < perTick; j++ {
+			n := i*perTick + j
+			lat := time.Duration(800+n%4000) * time.Microsecond
+			if n%5000 == 0 {
+				lat = 750 * time.Millisecond
+			}
+			binary.BigEndian.PutUint64(id[8:], uint64(n+1))
+			c.Record(endpoints[j%16], lat, "200", id, uint32(100+j%8))
+		}
+		sent += perTick
 	}
 }
 
