@@ -19,6 +19,10 @@ kafka_dir=$cache/kafka/$KAFKA_VERSION
 envtest_dir=$cache/envtest/k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION
 helm_dir=$cache/helm/$HELM_VERSION
 
+# Temporary folders, removed when the script ends however it ends.
+scratch=()
+trap 'rm -rf "${scratch[@]}"' EXIT
+
 say() { printf 'deps: %s\n' "$*" >&2; }
 die() { printf 'deps: %s\n' "$*" >&2; exit 1; }
 need() { # need TOOL "what to install"
@@ -43,7 +47,7 @@ install_chdb() {
 	say "fetching $CHDB_NPM_PACKAGE@$CHDB_VERSION (ClickHouse engine, ~150 MB download, ~570 MB unpacked)"
 	local tmp
 	tmp=$(mktemp -d "$cache/chdb.XXXXXX")
-	trap 'rm -rf "$tmp"' RETURN
+	scratch+=("$tmp")
 	(cd "$tmp" && npm pack --silent "$CHDB_NPM_PACKAGE@$CHDB_VERSION" >/dev/null 2>"$tmp/npm.log") ||
 		die "npm pack $CHDB_NPM_PACKAGE@$CHDB_VERSION failed: $(tail -n 3 "$tmp/npm.log" | tr '\n' ' ')"
 	local tgz got
@@ -65,7 +69,7 @@ install_kafka() {
 	say "fetching Kafka $KAFKA_VERSION jars from Maven Central"
 	local tmp
 	tmp=$(mktemp -d "$cache/kafka.XXXXXX")
-	trap 'rm -rf "$tmp"' RETURN
+	scratch+=("$tmp")
 	cat >"$tmp/pom.xml" <<EOF
 <project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>

@@ -73,6 +73,23 @@ func (e *Exporter) Run(ctx context.Context, reqs <-chan telemetry.Request, point
 		}
 		lastFlush = time.Now()
 	}
+	// take moves every queued request into batches, without blocking.
+	take := func() {
+		for {
+			select {
+			case r, ok := <-reqs:
+				if !ok {
+					return
+				}
+				batch = append(batch, r)
+				if len(batch) >= e.cfg.MaxSpans {
+					flush()
+				}
+			default:
+				return
+			}
+		}
+	}
 loop:
 	for {
 		select {
@@ -83,38 +100,13 @@ loop:
 				e.write(KindMetrics, func() ([]byte, error) { return EncodeMetrics(e.res, ps) })
 			}
 		case <-drain.C:
-			for more := true; more; {
-				select {
-				case r := <-reqs:
-					batch = append(batch, r)
-					if len(batch) >= e.cfg.MaxSpans {
-						flush()
-					}
-				default:
-					more = false
-				}
-			}
+			take()
 			if time.Since(lastFlush) >= e.cfg.MaxDelay {
 				flush()
 			}
 		}
 	}
-	// Whatever the intake queued before it closed goes out too.
-	for more := true; more; {
-		select {
-		case r, ok := <-reqs:
-			if !ok {
-				more = false
-				break
-			}
-			batch = append(batch, r)
-			if len(batch) >= e.cfg.MaxSpans {
-				flush()
-			}
-		default:
-			more = false
-		}
-	}
+	take() // whatever the intake queued before it closed goes out too
 	flush()
 	// Give the sender a moment to hand the tail to the sink, then stop it.
 	deadline := time.Now().Add(2 * time.Second)

@@ -115,16 +115,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	st := store.RawStatement{Query: p.Get("query"), Database: p.Get("database")}
 	for k, vs := range p {
-		if notSettings[k] || strings.HasPrefix(k, "param_") || len(vs) == 0 {
-			continue
-		}
-		st.Setting(k, vs[len(vs)-1])
-	}
-	for k := range p {
 		if strings.HasPrefix(k, "param_") {
 			writeError(w, http.StatusBadRequest, exception(48, "query parameters ("+k+") are not supported by serve-clickhouse; inline the values", "NOT_IMPLEMENTED"))
 			return
 		}
+		if notSettings[k] || len(vs) == 0 {
+			continue
+		}
+		st.Setting(k, vs[len(vs)-1])
 	}
 	queryID := p.Get("query_id")
 	if queryID != "" {

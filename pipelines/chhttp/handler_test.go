@@ -218,9 +218,6 @@ func TestPlainHTTP(t *testing.T) {
 	if status, _, body := do("GET", "", ""); status != 400 || !strings.Contains(body, "empty query") {
 		t.Fatalf("empty query: %d %q", status, body)
 	}
-	if status, _, body := do("GET", "", ""); status != 400 || !strings.Contains(body, "empty query") {
-		t.Fatalf("empty query: %d %q", status, body)
-	}
 	resp, err := http.Get("http://" + addr + "/ping")
 	if err != nil {
 		t.Fatal(err)

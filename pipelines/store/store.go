@@ -78,7 +78,8 @@ func WithSetting(key, value string) Option {
 	return func(o *stmtOptions) { o.settings = append(o.settings, setting{key, value}) }
 }
 
-// WithQueryID names the statement (system.query_log, KILL QUERY).
+// WithQueryID names the statement (system.query_log, KILL QUERY) on the
+// server backends; the embedded engine has no query_id and ignores it.
 func WithQueryID(id string) Option { return func(o *stmtOptions) { o.queryID = id } }
 
 func collect(opts []Option) stmtOptions {

@@ -59,7 +59,8 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // startAgent runs the agent on free local ports with a spool in dir.
-func startAgent(t *testing.T, brokers []string, spoolDir string, extra ...string) *agentProc {
+// Flags in extra override the defaults above them (the last one wins).
+func startAgent(t testing.TB, brokers []string, spoolDir string, extra ...string) *agentProc {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "agent.sock")
 	args := append([]string{

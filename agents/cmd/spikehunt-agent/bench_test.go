@@ -43,7 +43,8 @@ func measureAgent(b *testing.B) (cpuPct, rssMiB, rate float64, err error) {
 		secs = v
 	}
 	k := testenv.SharedKafka(b)
-	p := startAgentB(b, k.Brokers())
+	p := startAgent(b, k.Brokers(), b.TempDir(), "--host-name", "bench-node", "--log-level", "warn",
+		"--intake.otlp-grpc", "", "--intake.otlp-http", "")
 	udp, err := agentUDP(p)
 	if err != nil {
 		return 0, 0, 0, err
@@ -60,29 +61,6 @@ func measureAgent(b *testing.B) (cpuPct, rssMiB, rate float64, err error) {
 	cancel()
 	sent := <-sentCh
 	return 100 * (cpu1 - cpu0) / wall1.Sub(wall0).Seconds(), rss, float64(sent) / float64(secs+2), nil
-}
-
-// startAgentB starts the agent for a benchmark (startAgent needs a *testing.T).
-func startAgentB(b *testing.B, brokers []string) *agentProc {
-	dir := b.TempDir()
-	sock := dir + "/agent.sock"
-	args := []string{"--kafka.brokers", strings.Join(brokers, ","), "--spool.dir", dir + "/spool", "--listen", "127.0.0.1:0",
-		"--intake.line-unix", sock, "--intake.line-udp", "127.0.0.1:0", "--intake.otlp-grpc", "", "--intake.otlp-http", "",
-		"--host-name", "bench-node", "--log-level", "warn"}
-	p := &agentProc{out: &syncBuffer{}, sock: sock}
-	p.cmd = execAgent(args, p.out)
-	if err := p.cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { p.cmd.Process.Kill(); p.cmd.Wait() })
-	for i := 0; i < 400; i++ {
-		if strings.Contains(p.out.String(), "line-udp") {
-			return p
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	b.Fatalf("agent did not start:\n%s", p.out.String())
-	return nil
 }
 
 func agentUDP(p *agentProc) (string, error) {

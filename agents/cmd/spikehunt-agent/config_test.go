@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,5 +84,4 @@ func TestHardwareClassFromTheNodeLabel(t *testing.T) {
 	if _, err := nodeLabel(ctx, cfg, "no-such-node", "x"); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("missing node: %v", err)
 	}
-	_ = slog.Default()
 }

@@ -57,9 +57,6 @@ func paced(ctx context.Context, sock string, first, n, rate int) (sent int, err 
 // A 60 s broker outage under 5,000 requests/s: the agent spools, replays in
 // order when the broker is back, and every request arrives exactly once.
 func TestAgentDeliversEveryRequestExactlyOnceThroughABrokerOutage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a 60 s outage: not in -short runs") // never skipped by make test
-	}
 	k, err := testenv.StartKafka(testenv.KafkaOptions{})
 	if err != nil {
 		t.Fatal(err)
