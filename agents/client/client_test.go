@@ -187,6 +187,7 @@ func TestConfigErrors(t *testing.T) {
 		{client.Config{Addr: "udp://127.0.0.1:7171"}, "Service is empty"},
 		{client.Config{Addr: "udp://127.0.0.1:7171", Service: "bil ly"}, "without spaces"},
 		{client.Config{Addr: "udp://127.0.0.1:7171", Service: "billy", MaxDatagram: 100}, "MaxDatagram = 100"},
+		{client.Config{Addr: "udp://127.0.0.1:7171", Service: "billy", MaxDatagram: 65536}, "MaxDatagram = 65536, want 1024–65507"},
 	} {
 		_, err := client.New(tc.cfg)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -35,9 +35,14 @@ func setReadBuffer(pc net.PacketConn, size int, in *Intake) {
 // serveLines reads datagrams from pc until it is closed. It owns buf; the
 // byte slices of a parsed line alias it and die with the next read.
 func (in *Intake) serveLines(pc net.PacketConn, src *sourceMetrics) {
+	r, err := newDatagramReader(pc)
+	if err != nil {
+		in.log.Error("intake: line receiver stopped", "source", src.name, "err", err)
+		return
+	}
 	buf := make([]byte, MaxDatagram+1) // one spare byte tells a truncated datagram
 	for {
-		n, _, err := pc.ReadFrom(buf)
+		n, err := r.read(buf)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -56,11 +61,14 @@ func (in *Intake) serveLines(pc net.PacketConn, src *sourceMetrics) {
 	}
 }
 
+var errNoRawConn = errors.New("socket does not expose its file descriptor")
+
 // consumeDatagram files every line of one datagram received at end.
 func (in *Intake) consumeDatagram(src *sourceMetrics, dgram []byte, end time.Time) {
 	in.mu.RLock()
 	defer in.mu.RUnlock()
-	now := end.UnixNano()
+	k := newTally(in, src, end.UnixNano())
+	defer k.flush()
 	var r telemetry.Request
 	for rest := dgram; len(rest) > 0; {
 		var line []byte
@@ -83,7 +91,7 @@ func (in *Intake) consumeDatagram(src *sourceMetrics, dgram []byte, end time.Tim
 			TraceID:  rec.traceID,
 			ThreadID: rec.threadID,
 		}
-		if classify(in, src, rec.service, rec.endpoint, &r, now) {
+		if classify(&k, rec.service, rec.endpoint, &r) {
 			r.Status = statusString(rec.status)
 			in.offer(src, &r)
 		}

@@ -18,12 +18,13 @@ func (in *Intake) consumeTraces(src *sourceMetrics, td ptrace.Traces) (spanTally
 	if in.closed {
 		return spanTally{}, false
 	}
-	now := in.now().UnixNano()
+	k := newTally(in, src, in.now().UnixNano())
 	t := requestSpans(td, func(svc, ep string, r *telemetry.Request) {
-		if classify(in, src, svc, ep, r, now) {
+		if classify(&k, svc, ep, r) {
 			in.offer(src, r)
 		}
 	})
+	k.flush()
 	src.ignored.Add(float64(t.ignored))
 	for f, n := range t.invalid {
 		src.drop(faultReasons[f], n)

@@ -51,16 +51,63 @@ func keepTrace(traceID [16]byte, every uint32) bool {
 	return h%uint64(every) == 0
 }
 
+// tally is what one batch (a datagram, an OTLP request) has classified so
+// far: outcome counts, added to the metrics once per batch, and the last
+// service looked up, since the lines of a datagram almost always share
+// one. A tally lives on one goroutine for one batch; its receive time is
+// the batch's.
+type tally struct {
+	in       *Intake
+	src      *sourceMetrics
+	now      int64 // receive time, unix ns
+	outcomes [numOutcomes]int
+	svc      *serviceState // the cached service; nil for none
+	svcOver  bool
+	svcLen   int
+	svcName  [maxNameBytes]byte // its name as received
+}
+
+func newTally(in *Intake, src *sourceMetrics, now int64) tally {
+	return tally{in: in, src: src, now: now}
+}
+
+// service returns svc's state through the one-entry cache.
+func service[T name](t *tally, svc T) (*serviceState, bool) {
+	if t.svc != nil && string(t.svcName[:t.svcLen]) == string(svc) {
+		if t.svcOver {
+			t.in.m.overflowService.Inc()
+		}
+		return t.svc, t.svcOver
+	}
+	st, over := lookupService(t.in.card, svc, t.now)
+	if over {
+		t.in.m.overflowService.Inc()
+	}
+	t.svc, t.svcOver = nil, false
+	if len(svc) <= len(t.svcName) {
+		t.svc, t.svcOver, t.svcLen = st, over, copy(t.svcName[:], svc)
+	}
+	return st, over
+}
+
+// flush adds the batch's outcome counts to the metrics.
+func (t *tally) flush() {
+	for o, n := range t.outcomes {
+		if n > 0 {
+			t.src.outcomes[o].Add(float64(n))
+		}
+	}
+	t.outcomes = [numOutcomes]int{}
+}
+
 // classify files r under its (capped) service and endpoint, runs the
 // sampler and sets r.Service, r.Endpoint and r.Weight. It reports whether
-// r is kept. now is the receive time in unix ns: the rolling window moves
+// r is kept. The tally's now is the receive time: the rolling window moves
 // with the intake's clock, not with span timestamps that an SDK may have
-// batched for seconds.
-func classify[T name](in *Intake, src *sourceMetrics, svc, ep T, r *telemetry.Request, now int64) bool {
-	st, over := lookupService(in.card, svc, now)
-	if over {
-		in.m.overflowService.Inc()
-	}
+// batched for seconds. The caller flushes the tally after the batch.
+func classify[T name](t *tally, svc, ep T, r *telemetry.Request) bool {
+	in, now := t.in, t.now
+	st, over := service(t, svc)
 	st.mu.Lock()
 	var epName string
 	if over {
@@ -88,6 +135,6 @@ func classify[T name](in *Intake, src *sourceMetrics, svc, ep T, r *telemetry.Re
 	default:
 		o = sampledOut
 	}
-	src.outcomes[o].Inc()
+	t.outcomes[o]++
 	return o != sampledOut
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,47 +23,104 @@ import (
 // requests/s over the line protocol (UDP) and every sampler runs at 1 Hz,
 // then reports the agent process's CPU (share of one core) and peak RSS.
 // The generator is agents/client, as a Go app would send.
-// It measures once, whatever b.N is.
+// It measures once, whatever b.N is. SPIKEHUNT_BENCH_CPUPROFILE=file also
+// saves the agent's CPU profile over the measured seconds.
 func BenchmarkAgentUnderLoad(b *testing.B) {
-	agentBench.Do(func() { agentBench.cpu, agentBench.rss, agentBench.sent, agentBench.err = measureAgent(b) })
+	agentBench.Do(func() { agentBench.r, agentBench.err = measureAgent(b) })
 	if agentBench.err != nil {
 		b.Fatal(agentBench.err)
 	}
-	b.ReportMetric(agentBench.cpu, "agent.cpu_pct_of_core:%")
-	b.ReportMetric(agentBench.rss, "agent.rss_mib:MiB")
-	b.ReportMetric(agentBench.sent, "agent.load_requests_per_s:req/s")
+	r := agentBench.r
+	b.ReportMetric(r.cpuPct, "agent.cpu_pct_of_core:%")
+	b.ReportMetric(r.sysPct, "agent.cpu_sys_pct_of_core:%")
+	b.ReportMetric(r.switches, "agent.context_switches_per_s:/s")
+	b.ReportMetric(r.rssMiB, "agent.rss_mib:MiB")
+	b.ReportMetric(r.rate, "agent.load_requests_per_s:req/s")
 }
 
 var agentBench struct {
 	sync.Once
-	cpu, rss, sent float64
-	err            error
+	r   agentFigures
+	err error
 }
 
-func measureAgent(b *testing.B) (cpuPct, rssMiB, rate float64, err error) {
+// agentFigures are what one run measured: CPU (user+system, and system
+// alone) as a share of one core, context switches of all the agent's
+// threads per second (its wake-ups), peak RSS, and the load's rate.
+type agentFigures struct {
+	cpuPct, sysPct, switches, rssMiB, rate float64
+}
+
+func measureAgent(b *testing.B) (agentFigures, error) {
 	secs := 30
 	if v, err := strconv.Atoi(os.Getenv("SPIKEHUNT_BENCH_SECONDS")); err == nil && v > 0 {
 		secs = v
 	}
 	k := testenv.SharedKafka(b)
-	p := startAgent(b, k.Brokers(), b.TempDir(), "--host-name", "bench-node", "--log-level", "warn",
-		"--intake.otlp-grpc", "", "--intake.otlp-http", "")
+	profile := os.Getenv("SPIKEHUNT_BENCH_CPUPROFILE")
+	extra := []string{"--host-name", "bench-node", "--log-level", "warn", "--intake.otlp-grpc", "", "--intake.otlp-http", ""}
+	if profile != "" {
+		extra = append(extra, "--debug.pprof")
+	}
+	p := startAgent(b, k.Brokers(), b.TempDir(), extra...)
 	udp, err := agentUDP(p)
 	if err != nil {
-		return 0, 0, 0, err
+		return agentFigures{}, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(secs+2)*time.Second)
 	defer cancel()
 	sentCh := make(chan int, 1)
 	go func() { sentCh <- udpLoad(ctx, udp, 20000) }()
 	time.Sleep(2 * time.Second) // warm-up: connections, first batches
-	cpu0, wall0 := procCPU(p.cmd.Process.Pid), time.Now()
-	time.Sleep(time.Duration(secs) * time.Second)
-	cpu1, wall1 := procCPU(p.cmd.Process.Pid), time.Now()
-	rss := procHWM(p.cmd.Process.Pid)
+	pid := p.cmd.Process.Pid
+	user0, sys0 := procCPU(pid)
+	sw0, wall0 := procSwitches(pid), time.Now()
+	if profile != "" {
+		if err := fetchProfile(p, secs, profile); err != nil {
+			return agentFigures{}, err
+		}
+	}
+	time.Sleep(time.Until(wall0.Add(time.Duration(secs) * time.Second)))
+	user1, sys1 := procCPU(pid)
+	sw1, wall := procSwitches(pid), time.Since(wall0).Seconds()
+	rss := procHWM(pid)
 	cancel()
 	sent := <-sentCh
-	return 100 * (cpu1 - cpu0) / wall1.Sub(wall0).Seconds(), rss, float64(sent) / float64(secs+2), nil
+	return agentFigures{
+		cpuPct:   100 * (user1 + sys1 - user0 - sys0) / wall,
+		sysPct:   100 * (sys1 - sys0) / wall,
+		switches: float64(sw1-sw0) / wall,
+		rssMiB:   rss,
+		rate:     float64(sent) / float64(secs+2),
+	}, nil
+}
+
+// fetchProfile saves the agent's CPU profile over secs seconds to path
+// (SPIKEHUNT_BENCH_CPUPROFILE; read it with go tool pprof).
+func fetchProfile(p *agentProc, secs int, path string) error {
+	out := p.out.String()
+	i := strings.Index(out, "metrics http://")
+	if i < 0 {
+		return fmt.Errorf("no metrics address in the agent's output:\n%s", out)
+	}
+	base := strings.TrimSuffix(strings.Fields(out[i+len("metrics "):])[0], "/metrics")
+	resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, secs))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("cpu profile: %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func agentUDP(p *agentProc) (string, error) {
@@ -73,8 +133,8 @@ func agentUDP(p *agentProc) (string, error) {
 }
 
 // udpLoad sends rate requests/s over UDP through agents/client, the way a
-// Go app reports its requests (lines batched into datagrams of up to 8 KiB,
-// flushed every 100 ms), until ctx ends. It returns how many the client
+// Go app reports its requests (lines batched into datagrams of up to
+// 60 KiB, flushed every 50 ms: the client's defaults), until ctx ends. It returns how many the client
 // accepted.
 func udpLoad(ctx context.Context, addr string, rate int) int {
 	c, err := client.New(client.Config{Addr: "udp://" + addr, Service: "billy"})
@@ -110,11 +170,11 @@ func udpLoad(ctx context.Context, addr string, rate int) int {
 	}
 }
 
-// procCPU is the process's user+system CPU time in seconds.
-func procCPU(pid int) float64 {
+// procCPU is the process's user and system CPU time in seconds.
+func procCPU(pid int) (user, sys float64) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	// Fields after the parenthesised command name; utime and stime are the
 	// 14th and 15th fields, in clock ticks (USER_HZ = 100).
@@ -122,7 +182,24 @@ func procCPU(pid int) float64 {
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
 	ut, _ := strconv.ParseFloat(f[11], 64)
 	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100
+	return ut / 100, st / 100
+}
+
+// procSwitches is the sum of voluntary and involuntary context switches
+// over the process's threads.
+func procSwitches(pid int) int64 {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	var n int64
+	for _, t := range tasks {
+		b, _ := os.ReadFile(t)
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "voluntary_ctxt_switches:") || strings.HasPrefix(l, "nonvoluntary_ctxt_switches:") {
+				v, _ := strconv.ParseInt(strings.Fields(l)[1], 10, 64)
+				n += v
+			}
+		}
+	}
+	return n
 }
 
 // procHWM is the process's peak resident set in MiB.

@@ -28,9 +28,20 @@ type Config struct {
 	OTLP  export.OTLPConfig  `yaml:"otlp"`
 	Spool spool.Config       `yaml:"spool"`
 	// Listen serves /metrics and /healthz.
-	Listen   string      `yaml:"listen"`
-	LogLevel string      `yaml:"log_level"`
-	Debug    DebugConfig `yaml:"debug"`
+	Listen   string        `yaml:"listen"`
+	LogLevel string        `yaml:"log_level"`
+	Runtime  RuntimeConfig `yaml:"runtime"`
+	Debug    DebugConfig   `yaml:"debug"`
+}
+
+// RuntimeConfig tunes the Go runtime.
+type RuntimeConfig struct {
+	// GoMaxProcs is GOMAXPROCS (default 1, as node_exporter does). The
+	// agent's work is a few milliseconds a second, done by a handful of
+	// goroutines that wake in turn; with more Ps every wake-up also wakes
+	// an idle thread to look for work, which costs more than the work.
+	// 0 keeps Go's default: $GOMAXPROCS, else the CPUs the agent may use.
+	GoMaxProcs int `yaml:"gomaxprocs"`
 }
 
 // DebugConfig switches on diagnostics that cost nothing until used.
@@ -78,6 +89,7 @@ func defaultConfig() Config {
 		Spool:    defaultSpool(),
 		Listen:   "127.0.0.1:9464",
 		LogLevel: "info",
+		Runtime:  RuntimeConfig{GoMaxProcs: 1},
 	}
 }
 
@@ -113,6 +125,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Collect.IRQInterval < c.Collect.Interval {
 		return errors.New("collect.irq_interval must be at least collect.interval")
+	}
+	if c.Runtime.GoMaxProcs < 0 {
+		return errors.New("runtime.gomaxprocs must be 0 (Go's default) or more")
 	}
 	if err := c.Intake.Validate(); err != nil {
 		return err

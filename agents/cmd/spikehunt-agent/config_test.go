@@ -27,10 +27,14 @@ func TestConfigLoadsEveryKeyOfTheSample(t *testing.T) {
 	case cfg.Resource.HWClass != "gen5", cfg.Paths.ProcFS != "/host/proc", cfg.Collect.IRQInterval != 10*time.Second,
 		cfg.Intake.SampleEvery != 20, cfg.Intake.ServiceSlowThresholds["billy"] != 100*time.Millisecond,
 		cfg.Export.MaxSpans != 1000, len(cfg.Kafka.Brokers) != 2, cfg.Kafka.Compression != "zstd",
-		cfg.Spool.MaxBytes != 128<<20, cfg.Spool.FsyncInterval != 500*time.Millisecond, cfg.Listen != "0.0.0.0:9464":
+		cfg.Spool.MaxBytes != 128<<20, cfg.Spool.FsyncInterval != 500*time.Millisecond, cfg.Listen != "0.0.0.0:9464",
+		cfg.Runtime.GoMaxProcs != 2:
 		t.Fatalf("loaded %+v", cfg)
 	}
 	// Keys the sample leaves out keep their defaults.
+	if def := defaultConfig(); def.Runtime.GoMaxProcs != 1 {
+		t.Errorf("default gomaxprocs %d, want 1", def.Runtime.GoMaxProcs)
+	}
 	if cfg.Intake.MaxServices != 64 || cfg.Spool.SegmentBytes != 8<<20 {
 		t.Fatalf("defaults lost: max_services %d segment_bytes %d", cfg.Intake.MaxServices, cfg.Spool.SegmentBytes)
 	}
@@ -43,6 +47,7 @@ func TestConfigMistakesAreClearErrors(t *testing.T) {
 		{"collect:\n  interval: 10ms\n", "collect.interval must be 100ms–1m"},
 		{"sink: otlp\n", "sink otlp needs otlp.endpoint"},
 		{"intake:\n  sample_every: -3\n", "sample_every"},
+		{"runtime:\n  gomaxprocs: -1\n", "runtime.gomaxprocs"},
 	} {
 		p := filepath.Join(t.TempDir(), "c.yaml")
 		os.WriteFile(p, []byte(tc.yaml), 0o644)

@@ -33,6 +33,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	lineUnix := fs.String("intake.line-unix", def.Intake.LineUnix, "line protocol unix datagram socket (empty disables)")
 	otlpGRPC := fs.String("intake.otlp-grpc", def.Intake.OTLPGRPC, "OTLP/gRPC trace receiver address (empty disables)")
 	otlpHTTP := fs.String("intake.otlp-http", def.Intake.OTLPHTTP, "OTLP/HTTP trace receiver address (empty disables)")
+	maxProcs := fs.Int("runtime.gomaxprocs", def.Runtime.GoMaxProcs, "GOMAXPROCS; 0 keeps Go's default ($GOMAXPROCS, else the usable CPUs)")
 	pprofOn := fs.Bool("debug.pprof", false, "serve /debug/pprof/ on the metrics listener")
 	logLevel := fs.String("log-level", def.LogLevel, "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -72,6 +73,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	apply("intake.otlp-grpc", func() { cfg.Intake.OTLPGRPC = *otlpGRPC })
 	apply("intake.otlp-http", func() { cfg.Intake.OTLPHTTP = *otlpHTTP })
 	apply("log-level", func() { cfg.LogLevel = *logLevel })
+	apply("runtime.gomaxprocs", func() { cfg.Runtime.GoMaxProcs = *maxProcs })
 	apply("debug.pprof", func() { cfg.Debug.Pprof = *pprofOn })
 	return cfg, nil
 }

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -55,6 +56,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if err := cfg.Validate(); err != nil {
 		return err
+	}
+	if cfg.Runtime.GoMaxProcs > 0 {
+		runtime.GOMAXPROCS(cfg.Runtime.GoMaxProcs)
 	}
 	log := newLogger(cfg.LogLevel, stderr)
 	res, err := resolveResource(ctx, cfg.Resource, log)
