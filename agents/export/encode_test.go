@@ -1,6 +1,9 @@
 package export
 
 import (
+	"encoding/binary"
+	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,5 +102,66 @@ func TestEncodeMetricsCarriesTheMeasuredInterval(t *testing.T) {
 	}
 	if ms[1].GetGauge() == nil {
 		t.Fatalf("slab is not a gauge: %v", ms[1])
+	}
+}
+
+// EncodeSpans writes protobuf by hand; over random requests it must mean
+// exactly what pdata's marshaling of Traces means, field by field.
+func TestEncodeSpansMatchesPdata(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	statuses := []string{"200", "404", "503", "OK", "ERROR", "UNSET", "weird", "-1"}
+	services := []string{"billy", "checkout", strings.Repeat("s", 200)}
+	start := time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
+	for round := range 50 {
+		reqs := make([]telemetry.Request, rng.IntN(300))
+		for i := range reqs {
+			r := &reqs[i]
+			r.Service = services[rng.IntN(len(services))]
+			r.Endpoint = "/v1/" + strings.Repeat("x", rng.IntN(300))
+			r.Start = start.Add(time.Duration(rng.Int64N(int64(time.Hour))))
+			r.Duration = time.Duration(rng.Int64N(int64(2 * time.Second)))
+			r.Status = statuses[rng.IntN(len(statuses))]
+			if rng.IntN(3) > 0 {
+				binary.LittleEndian.PutUint64(r.TraceID[:], rng.Uint64())
+				binary.LittleEndian.PutUint64(r.SpanID[:], rng.Uint64())
+			}
+			r.ThreadID = uint32(rng.IntN(3)) * rng.Uint32()
+			r.Weight = uint32(rng.IntN(3)) * uint32(rng.IntN(1000))
+		}
+		resource := res
+		if round%2 == 1 {
+			resource = telemetry.Resource{HostName: "node-8"}
+		}
+		got, err := EncodeSpans(resource, reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := tracesMarshaler.MarshalTraces(Traces(resource, reqs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var g, w coltrace.ExportTraceServiceRequest
+		if err := proto.Unmarshal(got, &g); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if err := proto.Unmarshal(want, &w); err != nil {
+			t.Fatal(err)
+		}
+		// pdata writes an empty Status message where the hand encoder
+		// writes none; both mean STATUS_CODE_UNSET.
+		for _, r := range [2]*coltrace.ExportTraceServiceRequest{&g, &w} {
+			for _, rs := range r.ResourceSpans {
+				for _, ss := range rs.ScopeSpans {
+					for _, s := range ss.Spans {
+						if s.Status != nil && s.Status.Code == 0 && s.Status.Message == "" {
+							s.Status = nil
+						}
+					}
+				}
+			}
+		}
+		if !proto.Equal(&g, &w) {
+			t.Fatalf("round %d (%d requests): the hand encoding differs from pdata's", round, len(reqs))
+		}
 	}
 }

@@ -26,10 +26,11 @@ var tracesMarshaler = &ptrace.ProtoMarshaler{}
 
 // EncodeSpans turns requests into one OTLP export request: a ResourceSpans
 // per service, each request a SERVER span named by its endpoint. Requests
-// without a trace id keep the zero id (the line protocol has none); the
-// ingest accepts them, and zero ids compress to nothing.
+// without a trace id have none on the wire (the line protocol may carry
+// none); the ingest accepts them. The bytes decode to what Traces builds.
 func EncodeSpans(res telemetry.Resource, reqs []telemetry.Request) ([]byte, error) {
-	return tracesMarshaler.MarshalTraces(Traces(res, reqs))
+	var e spanEncoder
+	return e.append(nil, res, reqs), nil
 }
 
 // Traces builds the pdata form of EncodeSpans.

@@ -25,6 +25,10 @@ import (
 	"github.com/spikehunt/spikehunt/agents/telemetry"
 )
 
+// drainEvery bounds the drain tick, so the intake's queue never has to
+// hold more than a quarter second of requests whatever MaxDelay is.
+const drainEvery = 250 * time.Millisecond
+
 // Exporter batches requests and counter points into export requests.
 type Exporter struct {
 	cfg Config
@@ -34,7 +38,14 @@ type Exporter struct {
 	log *slog.Logger
 	m   *metrics
 	wg  sync.WaitGroup
+
+	// Run's goroutine only.
+	spans spanEncoder
+	buf   []byte // the record being written
 }
+
+// maxKeptRecord bounds the record buffer kept between writes.
+const maxKeptRecord = 4 << 20
 
 // New returns an exporter writing through sp to sink.
 func New(cfg Config, res telemetry.Resource, sink Sink, sp *spool.Spool, log *slog.Logger) (*Exporter, error) {
@@ -58,20 +69,22 @@ func (e *Exporter) Run(ctx context.Context, reqs <-chan telemetry.Request, point
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.snd.run(sctx) }()
 	batch := make([]telemetry.Request, 0, e.cfg.MaxSpans)
-	// Requests are drained on a short tick rather than received one by one:
-	// a receive that finds the exporter parked wakes it, and at thousands of
-	// requests a second those wake-ups cost more than the encoding. The
-	// intake's queue holds far more than one tick of requests.
-	drain := time.NewTicker(max(e.cfg.MaxDelay/4, time.Millisecond))
+	// Requests are drained on a tick (MaxDelay, at most drainEvery)
+	// rather than received one by one: a receive that finds the exporter
+	// parked wakes it, and at thousands of requests a second those
+	// wake-ups cost more than the encoding. The intake's queue holds far
+	// more than one tick of requests.
+	tick := min(e.cfg.MaxDelay, drainEvery)
+	drain := time.NewTicker(tick)
 	defer drain.Stop()
-	lastFlush := time.Now()
+	flushEvery := int(e.cfg.MaxDelay / tick) // ticks per flush; a partial batch waits at most MaxDelay
+	ticks := 0
 	flush := func() {
 		if len(batch) > 0 {
 			e.m.spans.Observe(float64(len(batch)))
-			e.write(KindTraces, func() ([]byte, error) { return EncodeSpans(e.res, batch) })
+			e.write(KindTraces, func(dst []byte) ([]byte, error) { return e.spans.append(dst, e.res, batch), nil })
 			batch = batch[:0]
 		}
-		lastFlush = time.Now()
 	}
 	// take moves every queued request into batches, without blocking.
 	take := func() {
@@ -97,11 +110,15 @@ loop:
 			break loop
 		case ps := <-points:
 			if len(ps) > 0 {
-				e.write(KindMetrics, func() ([]byte, error) { return EncodeMetrics(e.res, ps) })
+				e.write(KindMetrics, func(dst []byte) ([]byte, error) {
+					b, err := EncodeMetrics(e.res, ps)
+					return append(dst, b...), err
+				})
 			}
 		case <-drain.C:
 			take()
-			if time.Since(lastFlush) >= e.cfg.MaxDelay {
+			if ticks++; ticks >= flushEvery {
+				ticks = 0
 				flush()
 			}
 		}
@@ -120,17 +137,18 @@ loop:
 	e.wg.Wait()
 }
 
-// write encodes one export request and appends it to the spool.
-func (e *Exporter) write(kind Kind, encode func() ([]byte, error)) {
-	payload, err := encode()
+// write encodes one export request after its kind byte and appends the
+// record to the spool, which copies it: the buffer is reused.
+func (e *Exporter) write(kind Kind, encode func(dst []byte) ([]byte, error)) {
+	rec, err := encode(append(e.buf[:0], byte(kind)))
+	if cap(rec) <= maxKeptRecord {
+		e.buf = rec[:0]
+	}
 	if err != nil {
 		e.m.errors.WithLabelValues("encode").Inc()
 		e.log.Error("encode export request", "kind", kind, "err", err)
 		return
 	}
-	rec := make([]byte, 1+len(payload))
-	rec[0] = byte(kind)
-	copy(rec[1:], payload)
 	if _, err := e.sp.Append(rec); err != nil {
 		e.m.errors.WithLabelValues("spool").Inc()
 		e.m.records.WithLabelValues(kind.String(), "dropped").Inc()

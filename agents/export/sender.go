@@ -49,16 +49,14 @@ func (s *sender) notify() {
 
 // run sends until ctx ends, then waits (bounded) for in-flight deliveries
 // and persists the final ack point.
+//
+// It sleeps until there is something to do: notify (a record appended)
+// and delivered (the ack point moved) wake it, and a timer only while the
+// sink refuses records. An idle agent's sender costs no wake-ups.
 func (s *sender) run(ctx context.Context) {
-	ackTick := time.NewTicker(200 * time.Millisecond)
-	defer ackTick.Stop()
 	backoff := 20 * time.Millisecond
 	for ctx.Err() == nil {
-		select {
-		case <-ackTick.C:
-			s.persistAck()
-		default:
-		}
+		s.persistAck()
 		recs, err := s.sp.Read(s.next, s.readTo)
 		if err != nil && !errors.Is(err, spool.ErrClosed) {
 			s.log.Error("read spool", "err", err)
@@ -89,16 +87,21 @@ func (s *sender) run(ctx context.Context) {
 			backoff = 20 * time.Millisecond
 			continue
 		}
-		wait := time.NewTimer(backoff)
-		if len(recs) > 0 { // the sink is full or failing: back off up to 1 s
+		var retry *time.Timer
+		var retryC <-chan time.Time
+		if len(recs) > 0 { // the sink is full or failing: retry, backing off up to 1 s
+			retry = time.NewTimer(backoff)
+			retryC = retry.C
 			backoff = min(backoff*2, time.Second)
 		}
 		select {
 		case <-ctx.Done():
 		case <-s.wake:
-		case <-wait.C:
+		case <-retryC:
 		}
-		wait.Stop()
+		if retry != nil {
+			retry.Stop()
+		}
 	}
 	s.persistAck()
 }
@@ -143,10 +146,14 @@ func (s *sender) delivered(seq uint64, kind Kind, err error) {
 	}
 	delete(s.sentAt, seq)
 	s.done[seq] = true
+	moved := false
 	for len(s.inflight) > 0 && s.done[s.inflight[0]] {
-		s.acked = s.inflight[0]
+		s.acked, moved = s.inflight[0], true
 		delete(s.done, s.inflight[0])
 		s.inflight = s.inflight[1:]
+	}
+	if moved {
+		s.notify() // run persists the new ack point
 	}
 }
 
