@@ -3,6 +3,9 @@ package intake
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/hex"
+	"strconv"
+	"time"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -30,6 +33,9 @@ func FuzzLineProtocol(f *testing.F) {
 			var line []byte
 			line, rest = nextLine(rest)
 			rec, err := parseLine(line)
+			if want, wantErr := referenceParse(line); wantErr != err || (err == nil && !sameRecord(rec, want)) {
+				t.Fatalf("parseLine(%q) = %+v, %v; the reference parser says %+v, %v", line, rec, err, want, wantErr)
+			}
 			if err != nil {
 				if err != errBlank && err.reason == "" {
 					t.Fatalf("parseLine(%q): error %v without a reason", line, err)
@@ -49,6 +55,71 @@ func FuzzLineProtocol(f *testing.F) {
 			}
 		}
 	})
+}
+
+// referenceParse is parseLine written the obvious way, one byte and one
+// library call at a time, for the fuzzer to hold the fast one to.
+func referenceParse(line []byte) (lineRecord, *lineError) {
+	f := rawFields(line)
+	switch {
+	case len(f) == 0:
+		return lineRecord{}, errBlank
+	case len(f) < 4 || len(f) > maxLineFields:
+		return lineRecord{}, errFields
+	}
+	if !utf8.Valid(f[0]) || !utf8.Valid(f[1]) || !utf8.Valid(f[3]) {
+		return lineRecord{}, errUTF8
+	}
+	var r lineRecord
+	r.service, r.endpoint, r.status = cutName(f[0]), cutName(f[1]), f[3]
+	us, err := strconv.ParseUint(string(f[2]), 10, 64)
+	if err != nil || us > maxLatencyMicros || f[2][0] == '+' || len(f[2]) > 20 {
+		return lineRecord{}, errLatency
+	}
+	r.latency = time.Duration(us) * time.Microsecond
+	if len(r.status) > maxStatusBytes {
+		return lineRecord{}, errStatus
+	}
+	if len(f) > 4 && string(f[4]) != "-" {
+		id, err := hex.DecodeString(string(f[4]))
+		if err != nil || len(id) != 16 {
+			return lineRecord{}, errTraceID
+		}
+		copy(r.traceID[:], id)
+	}
+	if len(f) > 5 {
+		id, err := strconv.ParseUint(string(f[5]), 10, 32)
+		if err != nil || f[5][0] == '+' || len(f[5]) > 20 {
+			return lineRecord{}, errThreadID
+		}
+		r.threadID = uint32(id)
+	}
+	return r, nil
+}
+
+// rawFields splits at bytes ' ', '\t' and '\r'.
+func rawFields(line []byte) [][]byte {
+	var f [][]byte
+	start := -1
+	for i, c := range line {
+		sep := c == ' ' || c == '\t' || c == '\r'
+		switch {
+		case sep && start >= 0:
+			f = append(f, line[start:i])
+			start = -1
+		case !sep && start < 0:
+			start = i
+		}
+	}
+	if start >= 0 {
+		f = append(f, line[start:])
+	}
+	return f
+}
+
+func sameRecord(a, b lineRecord) bool {
+	return bytes.Equal(a.service, b.service) && bytes.Equal(a.endpoint, b.endpoint) && bytes.Equal(a.status, b.status) &&
+		a.latency == b.latency && a.traceID == b.traceID && a.threadID == b.threadID
 }
 
 // FuzzOTLPHTTP feeds the OTLP/HTTP handler arbitrary bodies, content

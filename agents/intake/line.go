@@ -3,6 +3,7 @@ package intake
 import (
 	"bytes"
 	"encoding/binary"
+	"math/bits"
 	"time"
 	"unicode/utf8"
 )
@@ -14,7 +15,7 @@ import (
 //	<service> <endpoint> <latency_us> <status> [trace_id] [thread_id]
 //
 // latency_us is a decimal integer of microseconds (0 is a sub-µs request;
-// at most 24 h); status is a token of at most 32 bytes ("200", "OK");
+// at most 24 h; numbers have at most 20 digits); status is a token of at most 32 bytes ("200", "OK");
 // trace_id is 32 hex digits or "-" for none (so that a thread id can
 // follow without one); thread_id is a decimal uint32. The receive time is
 // the request's end. Names longer than 256 bytes are cut at a rune.
@@ -81,13 +82,15 @@ func parseLine(line []byte) (lineRecord, *lineError) {
 	case n < 4 || n > maxLineFields:
 		return lineRecord{}, errFields
 	}
-	var r lineRecord
-	r.service, r.endpoint, r.status = cutName(f[0]), cutName(f[1]), f[3]
+	// Validate before cutting: a valid name cut at a rune start is never
+	// empty.
 	if !isASCII(f[0]) || !isASCII(f[1]) || !isASCII(f[3]) {
-		if !utf8.Valid(r.service) || !utf8.Valid(r.endpoint) || !utf8.Valid(r.status) {
+		if !utf8.Valid(f[0]) || !utf8.Valid(f[1]) || !utf8.Valid(f[3]) {
 			return lineRecord{}, errUTF8
 		}
 	}
+	var r lineRecord
+	r.service, r.endpoint, r.status = cutName(f[0]), cutName(f[1]), f[3]
 	us, ok := parseDecimal(f[2], maxLatencyMicros)
 	if !ok {
 		return lineRecord{}, errLatency
@@ -112,34 +115,10 @@ func parseLine(line []byte) (lineRecord, *lineError) {
 }
 
 // splitFields splits line at runs of spaces, tabs and '\r' into f. ok is
-// false when there are more fields than f holds. Lines separated by single
-// spaces only, which is what clients send, take the fast path: a
-// vectorised search for each space instead of a test of every byte.
+// false when there are more fields than f holds. It looks at eight bytes
+// at a time (nextSep), which makes it several times faster than a test of
+// every byte.
 func splitFields(line []byte, f *[maxLineFields + 1][]byte) (n int, ok bool) {
-	if bytes.IndexByte(line, '\t') >= 0 || bytes.IndexByte(line, '\r') >= 0 {
-		return splitFieldsSlow(line, f)
-	}
-	for {
-		for len(line) > 0 && line[0] == ' ' {
-			line = line[1:]
-		}
-		if len(line) == 0 {
-			return n, true
-		}
-		if n == len(f) {
-			return n, false
-		}
-		j := bytes.IndexByte(line, ' ')
-		if j < 0 {
-			j = len(line)
-		}
-		f[n] = line[:j]
-		n++
-		line = line[j:]
-	}
-}
-
-func splitFieldsSlow(line []byte, f *[maxLineFields + 1][]byte) (n int, ok bool) {
 	for i := 0; ; {
 		for i < len(line) && isSpace(line[i]) {
 			i++
@@ -150,14 +129,40 @@ func splitFieldsSlow(line []byte, f *[maxLineFields + 1][]byte) (n int, ok bool)
 		if n == len(f) {
 			return n, false
 		}
-		j := i
-		for j < len(line) && !isSpace(line[j]) {
-			j++
-		}
+		j := nextSep(line, i+1)
 		f[n] = line[i:j]
 		n++
 		i = j
 	}
+}
+
+// Byte-parallel ("SWAR") search: broadcast(c) has c in each of the eight
+// bytes of a word; zeroBytes(x) sets the top bit of the lowest zero byte
+// of x (and maybe of bytes above it, which is why only the lowest is
+// used).
+const (
+	swarOnes = 0x0101010101010101
+	swarHigh = 0x8080808080808080
+)
+
+func broadcast(c byte) uint64   { return swarOnes * uint64(c) }
+func zeroBytes(x uint64) uint64 { return (x - swarOnes) &^ x & swarHigh }
+
+// nextSep returns the index of the first space, tab or '\r' in b at or
+// after i, or len(b).
+func nextSep(b []byte, i int) int {
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		if m := zeroBytes(w^broadcast(' ')) | zeroBytes(w^broadcast('\t')) | zeroBytes(w^broadcast('\r')); m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for ; i < len(b); i++ {
+		if isSpace(b[i]) {
+			return i
+		}
+	}
+	return len(b)
 }
 
 // isASCII reports whether b has no byte ≥ 0x80, eight bytes at a time.
@@ -170,7 +175,7 @@ func isASCII(b []byte) bool {
 	for _, c := range b {
 		or |= uint64(c)
 	}
-	return or&0x8080808080808080 == 0
+	return or&swarHigh == 0
 }
 
 // hexNibble maps an ASCII hex digit (either case) to its value and every
@@ -210,6 +215,16 @@ func parseDecimal(b []byte, limit uint64) (uint64, bool) {
 		return 0, false
 	}
 	var v uint64
+	if len(b) <= 19 { // below 10^19: cannot overflow a uint64
+		for _, c := range b {
+			d := c - '0'
+			if d > 9 {
+				return 0, false
+			}
+			v = v*10 + uint64(d)
+		}
+		return v, v <= limit
+	}
 	for _, c := range b {
 		if c < '0' || c > '9' {
 			return 0, false
