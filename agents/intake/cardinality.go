@@ -27,6 +27,7 @@ type serviceState struct {
 	endpoints map[string]*endpointSlot
 	sweptAt   int64
 	tail      *tailEstimate
+	rate      sampleRate
 }
 
 type endpointSlot struct {

@@ -44,8 +44,14 @@ type Config struct {
 	SocketReadBuffer int `yaml:"socket_read_buffer"`
 
 	// SampleEvery keeps one in N requests that are not slow, with weight
-	// N (default 10; 1 keeps everything).
+	// N (default 10; 1 keeps everything that SampledPerSecond allows).
 	SampleEvery int `yaml:"sample_every"`
+	// SampledPerSecond bounds the sampled (not slow) requests kept per
+	// service each second (default 100; negative disables): a service
+	// busier than SampleEvery × SampledPerSecond requests a second is
+	// kept one in SampleEvery × 2^k instead, k set each second from the
+	// second before. Slow requests are kept whatever the rate.
+	SampledPerSecond int `yaml:"sampled_per_second"`
 	// SlowThreshold: a request at least this slow is always kept with
 	// weight 1 (default 500ms, the trigger of seed 004; negative disables
 	// the fixed threshold and leaves the rolling tail).
@@ -67,7 +73,8 @@ type Config struct {
 	// MaxServices and MaxEndpoints cap the distinct service names on this
 	// host and endpoints per service (defaults 64 and 200); requests
 	// beyond them go to "_overflow". A name unused for CardinalityIdle
-	// (default 10m) frees its slot.
+	// (default 10m) frees its slot. Endpoints count kept requests only:
+	// a sampled-out request is never exported and takes no slot.
 	MaxServices     int           `yaml:"max_services"`
 	MaxEndpoints    int           `yaml:"max_endpoints"`
 	CardinalityIdle time.Duration `yaml:"cardinality_idle"`
@@ -87,6 +94,7 @@ const (
 	DefaultMaxRequestBytes  = 4 << 20
 	DefaultSocketReadBuffer = 4 << 20
 	DefaultSampleEvery      = 10
+	DefaultSampledPerSecond = 100
 	DefaultSlowThreshold    = 500 * time.Millisecond
 	DefaultTailQuantile     = 0.99
 	DefaultTailWindow       = time.Minute
@@ -118,6 +126,7 @@ func (c *Config) Validate() error {
 	fill(&c.MaxRequestBytes, DefaultMaxRequestBytes)
 	fill(&c.SocketReadBuffer, DefaultSocketReadBuffer)
 	fill(&c.SampleEvery, DefaultSampleEvery)
+	fill(&c.SampledPerSecond, DefaultSampledPerSecond)
 	fill(&c.SlowThreshold, DefaultSlowThreshold)
 	fill(&c.TailQuantile, DefaultTailQuantile)
 	fill(&c.TailWindow, DefaultTailWindow)
@@ -137,6 +146,7 @@ func (c *Config) Validate() error {
 	check(c.MaxRequestBytes >= 1<<10 && c.MaxRequestBytes <= 1<<30, "max_request_bytes = %d, want 1 KiB–1 GiB", c.MaxRequestBytes)
 	check(c.SocketReadBuffer >= 1<<12 && c.SocketReadBuffer <= 1<<30, "socket_read_buffer = %d, want 4 KiB–1 GiB", c.SocketReadBuffer)
 	check(c.SampleEvery >= 1 && c.SampleEvery <= 1_000_000, "sample_every = %d, want 1–1000000", c.SampleEvery)
+	check(c.SampledPerSecond < 0 || c.SampledPerSecond <= 1_000_000, "sampled_per_second = %d, want 1–1000000 (negative disables)", c.SampledPerSecond)
 	check(c.TailQuantile < 0 || (c.TailQuantile >= 0.5 && c.TailQuantile < 1), "tail_quantile = %g, want 0.5 ≤ q < 1 (negative disables)", c.TailQuantile)
 	check(c.TailWindow >= 6*time.Second && c.TailWindow <= time.Hour, "tail_window = %s, want 6s–1h", c.TailWindow)
 	check(c.TailMinCount >= 1, "tail_min_count = %d, want ≥ 1", c.TailMinCount)

@@ -25,7 +25,7 @@ func TestConfigFromYAML(t *testing.T) {
 	want := Config{
 		OTLPGRPC: "0.0.0.0:4317", LineUDP: "127.0.0.1:7171", LineUnix: "/run/spikehunt/agent.sock", LineUnixMode: 0o660,
 		MaxRequestBytes: 4 << 20, SocketReadBuffer: 4 << 20,
-		SampleEvery: 20, SlowThreshold: 250 * time.Millisecond,
+		SampleEvery: 20, SampledPerSecond: 250, SlowThreshold: 250 * time.Millisecond,
 		ServiceSlowThresholds: map[string]time.Duration{"billy": time.Second, "search": 80 * time.Millisecond},
 		TailQuantile:          0.995, TailWindow: time.Minute, TailMinCount: 200,
 		MaxServices: 32, MaxEndpoints: 200, CardinalityIdle: 10 * time.Minute, QueueSize: 4096,

@@ -29,6 +29,8 @@ func testConfig(t testing.TB) Config {
 		LineUDP:     "127.0.0.1:0",
 		LineUnix:    filepath.Join(dir, "agent.sock"),
 		SampleEvery: 1,
+		// Every request: no per-second budget.
+		SampledPerSecond: -1,
 	}
 }
 

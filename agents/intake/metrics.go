@@ -54,7 +54,7 @@ func newMetrics(queueLen func() float64) *metrics {
 		}, []string{"source", "reason"}),
 		overflow: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spikehunt_intake_overflow_total",
-			Help: "Requests filed under _overflow because the service (kind=service) or endpoint (kind=endpoint) cap was reached.",
+			Help: "Requests filed under _overflow because the service (kind=service) or endpoint (kind=endpoint, kept requests only) cap was reached.",
 		}, []string{"kind"}),
 		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spikehunt_intake_spans_ignored_total",

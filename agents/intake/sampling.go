@@ -10,16 +10,21 @@ import (
 // Sampling (DESIGN.md §3). A request is slow when its latency reaches the
 // service's fixed threshold or lies above the service's rolling tail
 // quantile on this host (tail.go); slow requests are always kept with
-// weight 1. The others are kept one in SampleEvery with weight
-// SampleEvery. Whether a request is slow depends only on its latency and
-// on requests before it, never on the coin, so the per-second max is
-// exact and a weighted quantile over the kept requests is unbiased.
+// weight 1. The others are kept one in N with weight N: N is SampleEvery,
+// doubled as often as needed to keep a busy service's sampled requests
+// under SampledPerSecond (sampleRate). Whether a request is slow depends
+// only on its latency and on requests before it, and N only on requests
+// before it, never on the coin, so the per-second max is exact and a
+// weighted quantile over the kept requests is unbiased.
 //
 // The coin is the trace id when there is one: a hash of all 16 bytes
 // modulo N, so every agent keeps the same traces (a trace's server spans
 // on several services of a host are kept or dropped together) and ids
-// whose random bits are not where W3C puts them still sample evenly.
-// Without a trace id it is a per-goroutine pseudo-random draw.
+// whose random bits are not where W3C puts them still sample evenly. As
+// every N is SampleEvery times a power of two, a trace kept at a low rate
+// is kept at every higher one: a busy service's kept traces are also kept
+// by the quiet services they pass through. Without a trace id it is a
+// per-goroutine pseudo-random draw.
 
 type outcome uint8
 
@@ -49,6 +54,37 @@ func keepTrace(traceID [16]byte, every uint32) bool {
 	h *= 0x94d049bb133111eb
 	h ^= h >> 31
 	return h%uint64(every) == 0
+}
+
+// sampleRate is one service's adaptive rate. The owning serviceState's
+// mutex guards it.
+type sampleRate struct {
+	sec   int64  // the second being counted (unix s)
+	count uint64 // requests in it so far
+	shift uint8  // N = SampleEvery << shift
+}
+
+// maxRateShift bounds the doubling: with SampleEvery ≤ 10^6, N stays
+// below 2^32 (the weight is a uint32).
+const maxRateShift = 12
+
+// every counts a request at now (unix ns) and returns its N. The shift
+// is chosen when a second begins, from the whole second before: the
+// smallest that would have kept at most perSecond of its requests.
+func (r *sampleRate) every(base, perSecond int, now int64) uint32 {
+	if sec := now / 1e9; sec != r.sec {
+		var last uint64
+		if sec == r.sec+1 {
+			last = r.count
+		}
+		r.shift = 0
+		for perSecond > 0 && r.shift < maxRateShift && last > uint64(perSecond)*uint64(base)<<r.shift {
+			r.shift++
+		}
+		r.sec, r.count = sec, 0
+	}
+	r.count++
+	return uint32(base) << r.shift
 }
 
 // tally is what one batch (a datagram, an OTLP request) has classified so
@@ -100,41 +136,46 @@ func (t *tally) flush() {
 	t.outcomes = [numOutcomes]int{}
 }
 
-// classify files r under its (capped) service and endpoint, runs the
-// sampler and sets r.Service, r.Endpoint and r.Weight. It reports whether
-// r is kept. The tally's now is the receive time: the rolling window moves
-// with the intake's clock, not with span timestamps that an SDK may have
-// batched for seconds. The caller flushes the tally after the batch.
+// classify runs the sampler on r and, when r is kept, files it under its
+// (capped) service and endpoint: it sets r.Weight, r.Service and
+// r.Endpoint and reports whether r is kept. Only kept requests take an
+// endpoint slot: one sampled out is never exported, and skipping the
+// lookup saves most of its cost. The tally's now is the receive time: the
+// rolling window moves with the intake's clock, not with span timestamps
+// that an SDK may have batched for seconds. The caller flushes the tally
+// after the batch.
 func classify[T name](t *tally, svc, ep T, r *telemetry.Request) bool {
 	in, now := t.in, t.now
 	st, over := service(t, svc)
 	st.mu.Lock()
-	var epName string
-	if over {
-		epName = Overflow
-	} else {
-		var epOver bool
-		epName, epOver = endpointLocked(st, ep, in.cfg.MaxEndpoints, in.card.idle, now)
-		if epOver {
-			in.m.overflowEndpoint.Inc()
-		}
-	}
 	slow := st.tail.above(r.Duration, now)
+	every := st.rate.every(in.cfg.SampleEvery, in.cfg.SampledPerSecond, now)
 	st.mu.Unlock()
-
 	if st.threshold > 0 && r.Duration >= st.threshold {
 		slow = true
 	}
-	r.Service, r.Endpoint = st.name, epName
 	var o outcome
 	switch {
 	case slow:
 		o, r.Weight = keptSlow, 1
-	case keepTrace(r.TraceID, uint32(in.cfg.SampleEvery)):
-		o, r.Weight = keptSampled, uint32(in.cfg.SampleEvery)
+	case keepTrace(r.TraceID, every):
+		o, r.Weight = keptSampled, every
 	default:
 		o = sampledOut
 	}
 	t.outcomes[o]++
-	return o != sampledOut
+	if o == sampledOut {
+		return false
+	}
+	r.Service, r.Endpoint = st.name, Overflow
+	if !over {
+		st.mu.Lock()
+		name, epOver := endpointLocked(st, ep, in.cfg.MaxEndpoints, in.card.idle, now)
+		st.mu.Unlock()
+		r.Endpoint = name
+		if epOver {
+			in.m.overflowEndpoint.Inc()
+		}
+	}
+	return true
 }

@@ -70,6 +70,7 @@ func unixOnly(t testing.TB) Config {
 func TestSamplingKeepsSlowAndWeightsTheRest(t *testing.T) {
 	cfg := unixOnly(t)
 	cfg.SampleEvery = 10
+	cfg.SampledPerSecond = -1 // a fixed rate, however fast the lines come
 	cfg.SlowThreshold = 100 * time.Millisecond
 	cfg.TailQuantile = -1 // only the fixed threshold, so "slow" is known up front
 	cfg.QueueSize = 1 << 16
@@ -238,5 +239,82 @@ func TestCardinalityOverflow(t *testing.T) {
 	want = []string{"b /1", "c /1"}
 	if diff := cmp.Diff(want, names(collect(t, in, len(want), 5*time.Second))); diff != "" {
 		t.Errorf("after a went idle (-want +got):\n%s", diff)
+	}
+}
+
+// A service far busier than SampleEvery × SampledPerSecond is sampled more
+// thinly from its second second on, with weights that still add up to its
+// traffic; a quiet service next to it keeps the base rate.
+func TestSampledPerSecondBoundsABusyService(t *testing.T) {
+	cfg := unixOnly(t)
+	cfg.SampleEvery, cfg.SampledPerSecond = 10, 100
+	cfg.SlowThreshold, cfg.TailQuantile = -1, -1 // nothing is slow: only the coin keeps
+	cfg.QueueSize = 1 << 16
+	// 101 lines a datagram, a datagram every 5 ms: busy at 20,000
+	// requests/s, quiet at 200.
+	start := time.Unix(t0.Unix(), 0)
+	clock := newFakeClock(start.Add(-5*time.Millisecond), 5*time.Millisecond)
+	in := startIntake(t, cfg, func(in *Intake) { in.now = clock.now })
+
+	const seconds, perSecond = 4, 200
+	rng := rand.New(rand.NewPCG(7, 8))
+	var lines []string
+	for range seconds * perSecond {
+		for range 100 {
+			lines = append(lines, fmt.Sprintf("busy /a 1000 200 %016x%016x", rng.Uint64(), rng.Uint64()))
+		}
+		lines = append(lines, fmt.Sprintf("quiet /b 1000 200 %016x%016x", rng.Uint64(), rng.Uint64()))
+	}
+	stop := drain(t, in, SourceUnixgram, len(lines))
+	sendLines(t, "unixgram", in.Addrs().LineUnix, lines, 101)
+	kept := stop()
+
+	type key struct {
+		svc string
+		sec int64
+	}
+	count, weights := map[key]int{}, map[key]int{}
+	for _, r := range kept {
+		k := key{r.Service, int64(r.Start.Add(r.Duration).Sub(start) / time.Second)}
+		count[k]++
+		weights[k] += int(r.Weight)
+		if r.Service == "quiet" && r.Weight != 10 {
+			t.Fatalf("quiet request kept with weight %d, want the base 10", r.Weight)
+		}
+		if r.Service == "busy" && k.sec > 0 && r.Weight != 320 {
+			// 20,000 a second needs N ≥ 200 for 100 a second: 10 × 2^5.
+			t.Fatalf("busy request in second %d kept with weight %d, want 320", k.sec, r.Weight)
+		}
+	}
+	if n := count[key{"busy", 0}]; n < 1600 || n > 2400 {
+		t.Errorf("busy kept %d in its first second, want about 2000 (no second before it to go by)", n)
+	}
+	total := 0
+	for sec := int64(1); sec < seconds; sec++ {
+		n := count[key{"busy", sec}]
+		if n < 30 || n > 110 {
+			t.Errorf("busy kept %d in second %d, want about 62 (at most about SampledPerSecond)", n, sec)
+		}
+		total += weights[key{"busy", sec}]
+	}
+	if want := 20000 * (seconds - 1); total < want*75/100 || total > want*125/100 {
+		t.Errorf("busy weights add up to %d over %d s, want about %d: sampling is biased", total, seconds-1, want)
+	}
+}
+
+// Rates are SampleEvery times powers of two, so a trace kept at a low rate
+// is kept at every higher one.
+func TestThinnerRatesKeepSubsetsOfTraces(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for range 100000 {
+		var id [16]byte
+		for i := range id {
+			id[i] = byte(rng.Uint32())
+		}
+		for shift := range maxRateShift {
+			if keepTrace(id, 10<<(shift+1)) && !keepTrace(id, 10<<shift) {
+				t.Fatalf("trace %x kept at 1 in %d but not at 1 in %d", id, 10<<(shift+1), 10<<shift)
+			}
+		}
 	}
 }

@@ -25,7 +25,7 @@ func TestConfigLoadsEveryKeyOfTheSample(t *testing.T) {
 	}
 	switch {
 	case cfg.Resource.HWClass != "gen5", cfg.Paths.ProcFS != "/host/proc", cfg.Collect.IRQInterval != 10*time.Second,
-		cfg.Intake.SampleEvery != 20, cfg.Intake.ServiceSlowThresholds["billy"] != 100*time.Millisecond,
+		cfg.Intake.SampleEvery != 20, cfg.Intake.SampledPerSecond != 200, cfg.Intake.ServiceSlowThresholds["billy"] != 100*time.Millisecond,
 		cfg.Export.MaxSpans != 1000, len(cfg.Kafka.Brokers) != 2, cfg.Kafka.Compression != "zstd",
 		cfg.Spool.MaxBytes != 128<<20, cfg.Spool.FsyncInterval != 500*time.Millisecond, cfg.Listen != "0.0.0.0:9464",
 		cfg.Runtime.GoMaxProcs != 2:

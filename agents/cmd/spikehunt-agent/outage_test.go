@@ -18,7 +18,7 @@ import (
 // keepAll is a config that keeps every request, so each can be counted.
 func keepAll(t *testing.T) string {
 	p := filepath.Join(t.TempDir(), "agent.yaml")
-	if err := os.WriteFile(p, []byte("intake:\n  sample_every: 1\nspool:\n  fsync_interval: 100ms\n"), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte("intake:\n  sample_every: 1\n  sampled_per_second: -1\nspool:\n  fsync_interval: 100ms\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return p
