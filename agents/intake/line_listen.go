@@ -85,14 +85,11 @@ func (in *Intake) consumeDatagram(src *sourceMetrics, dgram []byte, end time.Tim
 			src.drop(reasonClosed, 1)
 			continue
 		}
-		r = telemetry.Request{
-			Start:    end.Add(-rec.latency),
-			Duration: rec.latency,
-			TraceID:  rec.traceID,
-			ThreadID: rec.threadID,
-		}
+		// The sampler needs only the latency and the trace id; the rest of
+		// r is filled in for the few requests it keeps.
+		r.Duration, r.TraceID = rec.latency, rec.traceID
 		if classify(&k, rec.service, rec.endpoint, &r) {
-			r.Status = statusString(rec.status)
+			r.Start, r.ThreadID, r.Status = end.Add(-rec.latency), rec.threadID, statusString(rec.status)
 			in.offer(src, &r)
 		}
 	}
