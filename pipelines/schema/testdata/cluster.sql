@@ -201,3 +201,20 @@ TTL window_start + INTERVAL 365 DAY;
 
 CREATE TABLE IF NOT EXISTS spikehunt.captures ON CLUSTER 'fleet' AS spikehunt.captures_local
 ENGINE = Distributed('fleet', spikehunt, captures_local, cityHash64(host));
+
+-- migration 5 ingest, checksum 2da534e108b8
+CREATE TABLE IF NOT EXISTS spikehunt.ingest_intents_local ON CLUSTER 'fleet'
+(
+    consumer_group  LowCardinality(String),
+    topic           LowCardinality(String),
+    partition       Int32,
+    first_offset    Int64,
+    last_offset     Int64,
+    written_at      DateTime64(6, 'UTC')
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/{database}/ingest_intents', '{replica}', written_at)
+ORDER BY (consumer_group, topic, partition)
+TTL toDateTime(written_at) + INTERVAL 30 DAY;
+
+CREATE TABLE IF NOT EXISTS spikehunt.ingest_intents ON CLUSTER 'fleet' AS spikehunt.ingest_intents_local
+ENGINE = Distributed('fleet', spikehunt, ingest_intents_local, cityHash64(consumer_group, topic, partition));

@@ -180,3 +180,17 @@ ENGINE = ReplacingMergeTree(updated_at)
 PARTITION BY toYYYYMM(window_start)
 ORDER BY (host, window_start, capture_id)
 TTL window_start + INTERVAL 365 DAY;
+
+-- migration 5 ingest, checksum 2da534e108b8
+CREATE TABLE IF NOT EXISTS spikehunt.ingest_intents
+(
+    consumer_group  LowCardinality(String),
+    topic           LowCardinality(String),
+    partition       Int32,
+    first_offset    Int64,
+    last_offset     Int64,
+    written_at      DateTime64(6, 'UTC')
+)
+ENGINE = ReplacingMergeTree(written_at)
+ORDER BY (consumer_group, topic, partition)
+TTL toDateTime(written_at) + INTERVAL 30 DAY;
