@@ -24,6 +24,7 @@ type command struct {
 
 var commands = map[string]command{
 	"demo":             {"run the main job on one machine with the embedded ClickHouse engine", runDemo},
+	"ingest":           {"consume the OTLP Kafka topics into ClickHouse, exactly once", runIngest},
 	"migrate":          {"apply the ClickHouse schema migrations to a store", runMigrate},
 	"serve-clickhouse": {"serve the ClickHouse HTTP interface over an embedded store", runServeClickHouse},
 	"version":          {"print the version", runVersion},

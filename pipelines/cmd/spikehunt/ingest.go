@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/spikehunt/spikehunt/pipelines/ingest"
+	"github.com/spikehunt/spikehunt/pipelines/schema"
+	"github.com/spikehunt/spikehunt/pipelines/store"
+)
+
+func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("ingest", "Consumes the OTLP topics (spans → requests, metrics → counters) into ClickHouse, exactly\nonce: each batch is inserted with a deduplication token named after its Kafka offsets,\nand the offsets are committed after the insert. Undecodable messages go to the\ndead-letter topic. /metrics and /healthz are served on --listen.", stderr)
+	dsn := fs.String("dsn", envOr("SPIKEHUNT_DSN", ""), "ClickHouse store: chdb:///dir, clickhouse://…, http(s)://… (env SPIKEHUNT_DSN)")
+	brokers := fs.String("kafka.brokers", envOr("SPIKEHUNT_KAFKA_BROKERS", "127.0.0.1:9092"), "Kafka bootstrap brokers, comma-separated (env SPIKEHUNT_KAFKA_BROKERS)")
+	group := fs.String("group", ingest.DefaultGroup, "Kafka consumer group")
+	spans := fs.String("topic.spans", ingest.DefaultSpansTopic, "topic of OTLP trace export requests")
+	metricsTopic := fs.String("topic.metrics", ingest.DefaultMetricsTopic, "topic of OTLP metrics export requests")
+	dlq := fs.String("topic.dlq", ingest.DefaultDLQTopic, "dead-letter topic")
+	rows := fs.Int("batch.rows", 100_000, "insert a partition's batch at this many rows")
+	bytes := fs.Int("batch.bytes", 32<<20, "… or at this many bytes of messages")
+	delay := fs.Duration("batch.delay", time.Second, "… or this long after its first message")
+	migrate := fs.Bool("migrate", false, "apply the schema migrations first (single node)")
+	listen := fs.String("listen", "127.0.0.1:9465", "address for /metrics and /healthz (empty: none)")
+	instance := fs.String("instance-id", envOr("SPIKEHUNT_INSTANCE_ID", ""), "static group member id (a StatefulSet pod name): a restart keeps its partitions at once (env SPIKEHUNT_INSTANCE_ID)")
+	session := fs.Duration("kafka.session-timeout", 45*time.Second, "how long the group waits for a silent member")
+	noDedup := fs.Bool("unsafe.no-dedup", false, "insert without deduplication tokens: loses exactly-once (for the control run of the crash test)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *dsn == "" {
+		fmt.Fprintln(stderr, "--dsn is required")
+		return errUsage
+	}
+	st, err := store.Open(ctx, *dsn)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if *migrate {
+		if _, err := schema.Apply(ctx, st, schema.Options{}); err != nil {
+			return err
+		}
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	cfg := ingest.Config{
+		Brokers: strings.Split(*brokers, ","), Group: *group, SpansTopic: *spans, MetricsTopic: *metricsTopic, DLQTopic: *dlq,
+		MaxRows: *rows, MaxBytes: *bytes, MaxDelay: *delay, NoDedup: *noDedup,
+		InstanceID: *instance, SessionTimeout: *session,
+	}
+	in, err := ingest.New(cfg, st, logger)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	if err := in.Register(reg); err != nil {
+		return err
+	}
+	if *listen != "" {
+		ln, err := net.Listen("tcp", *listen)
+		if err != nil {
+			return err
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+			if err := st.Exec(r.Context(), "SELECT 1"); err != nil {
+				http.Error(w, "clickhouse: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			io.WriteString(w, "ok\n")
+		})
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go srv.Serve(ln)
+		defer srv.Close()
+		fmt.Fprintf(stdout, "spikehunt ingest: %s, %s → %s; metrics http://%s/metrics\n", *spans, *metricsTopic, st.Backend(), ln.Addr())
+	}
+	if err := in.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/spikehunt/spikehunt/agents/export"
+	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/tests/testenv"
+)
+
+// The crash test of exactly-once ingest: requests flow from Kafka while
+// the ingester is killed with SIGKILL again and again, half the time at a
+// random moment and half right after an insert whose offsets are not yet
+// committed. Afterwards every request is in ClickHouse exactly once. The
+// control run, without deduplication, must show duplicates: the test can
+// fail.
+func TestIngestExactlyOnceAcrossKill9(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		dedup    bool
+		requests int
+		kills    int
+	}{
+		{"dedup", true, 1_000_000, 20},
+		{"control-without-dedup", false, 200_000, 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			count, unique := crashRun(t, tc.dedup, tc.requests, tc.kills)
+			t.Logf("%d requests sent, %d rows, %d unique (trace_id, span_id), %d kills", tc.requests, count, unique, tc.kills)
+			if unique != tc.requests {
+				t.Fatalf("%d unique requests in ClickHouse, want %d: requests were lost", unique, tc.requests)
+			}
+			switch {
+			case tc.dedup && count != tc.requests:
+				t.Fatalf("%d rows for %d requests: duplicates", count, tc.requests)
+			case !tc.dedup && count == tc.requests:
+				t.Fatalf("no duplicates without deduplication: the kills never hit the window the handshake guards, so the test proves nothing")
+			}
+		})
+	}
+}
+
+var crashSeq int
+
+func crashRun(t *testing.T, dedup bool, requests, kills int) (count, unique int) {
+	k := testenv.SharedKafka(t)
+	ctx := context.Background()
+	crashSeq++
+	topic, group := fmt.Sprintf("crash-spans-%d", crashSeq), fmt.Sprintf("crash-%d", crashSeq)
+	for _, tp := range []string{topic, topic + "-metrics", topic + "-dlq"} {
+		if err := k.CreateTopic(ctx, tp, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produceRequests(t, k, topic, requests)
+
+	dir := t.TempDir()
+	args := []string{"ingest", "--dsn", "chdb://" + dir + "?database=crash", "--migrate", "--listen", "",
+		"--kafka.brokers", k.Brokers()[0], "--group", group, "--instance-id", "crash-test", "--kafka.session-timeout", "6s",
+		"--topic.spans", topic, "--topic.metrics", topic + "-metrics", "--topic.dlq", topic + "-dlq",
+		"--batch.rows", "20000", "--batch.delay", "200ms"}
+	if !dedup {
+		args = append(args, "--unsafe.no-dedup")
+	}
+	rng := rand.New(rand.NewPCG(uint64(crashSeq), 42))
+	for i := range kills {
+		p := startIngest(t, args, i%2 == 1, 1+rng.IntN(3))
+		if i%2 == 0 { // a random moment
+			time.Sleep(time.Duration(300+rng.IntN(2200)) * time.Millisecond)
+			p.cmd.Process.Kill()
+		}
+		p.wait(t, 10*time.Second) // a self-kill comes after its inserts; one with nothing left to insert is killed
+	}
+	p := startIngest(t, args, false, 0)
+	waitLagZero(t, k, group, topic)
+	p.cmd.Process.Signal(os.Interrupt)
+	p.wait(t, 30*time.Second)
+
+	st, err := store.Open(ctx, "chdb://"+dir+"?database=crash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	tab, err := store.Select(ctx, st, "SELECT count(), uniqExact(trace_id, span_id) FROM requests")
+	if err != nil {
+		t.Fatal(err)
+	}
+	count, _ = strconv.Atoi(tab.Rows[0][0])
+	unique, _ = strconv.Atoi(tab.Rows[0][1])
+	return count, unique
+}
+
+// produceRequests sends n requests from 300 hosts as agent export
+// requests of 1,000 spans, keyed by host.
+func produceRequests(t *testing.T, k *testenv.Kafka, topic string, n int) {
+	t.Helper()
+	cl, err := k.Client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.Lz4Compression()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	t0 := time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var perr error
+	const perMessage = 1000
+	reqs := make([]telemetry.Request, perMessage)
+	for m := 0; m*perMessage < n; m++ {
+		host := fmt.Sprintf("node-%03d", m%300)
+		for i := range reqs {
+			id := m*perMessage + i
+			r := &reqs[i]
+			r.Service, r.Endpoint, r.Status, r.Weight = "billy", "/v1/item", "200", 10
+			r.Start, r.Duration = t0.Add(time.Duration(id)*time.Microsecond), time.Duration(500+id%4000)*time.Microsecond
+			binary.BigEndian.PutUint64(r.TraceID[8:], uint64(id+1))
+			binary.BigEndian.PutUint64(r.SpanID[:], uint64(id+1))
+		}
+		b, err := export.EncodeSpans(telemetry.Resource{HostName: host, HWClass: "gen5"}, reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		cl.Produce(context.Background(), &kgo.Record{Topic: topic, Key: []byte(host), Value: b}, func(_ *kgo.Record, err error) {
+			defer wg.Done()
+			if err != nil {
+				mu.Lock()
+				perr = err
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if perr != nil {
+		t.Fatal(perr)
+	}
+}
+
+type ingestProc struct {
+	cmd *exec.Cmd
+	out *bytes.Buffer
+}
+
+// startIngest starts the binary; with selfKill it SIGKILLs itself after
+// its killAfter-th insert, before committing.
+func startIngest(t *testing.T, args []string, selfKill bool, killAfter int) *ingestProc {
+	t.Helper()
+	p := &ingestProc{cmd: exec.Command(spikehuntBin, args...), out: &bytes.Buffer{}}
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.Env = os.Environ()
+	if selfKill {
+		p.cmd.Env = append(p.cmd.Env, "SPIKEHUNT_TEST_KILL_AFTER_INSERTS="+strconv.Itoa(killAfter))
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// wait waits for the process to end, killing it after timeout.
+func (p *ingestProc) wait(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// waitLagZero waits until the group has committed every message of topic.
+func waitLagZero(t *testing.T, k *testenv.Kafka, group, topic string) {
+	t.Helper()
+	cl, err := k.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		ends, err1 := adm.ListEndOffsets(ctx, topic)
+		committed, err2 := adm.FetchOffsets(ctx, group)
+		if err1 == nil && err2 == nil {
+			behind := int64(0)
+			ends.Each(func(o kadm.ListedOffset) {
+				c, ok := committed.Lookup(topic, o.Partition)
+				if !ok {
+					behind += o.Offset
+					return
+				}
+				behind += o.Offset - c.At
+			})
+			if behind == 0 {
+				return
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("group %s still behind on %s after 3 minutes", group, topic)
+}

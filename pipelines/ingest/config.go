@@ -1,0 +1,76 @@
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config configures an Ingester.
+type Config struct {
+	Brokers      []string
+	Group        string // consumer group (default spikehunt-ingest)
+	SpansTopic   string // default otlp_spans → requests
+	MetricsTopic string // default otlp_metrics → counters
+	DLQTopic     string // default spikehunt.dlq; messages that cannot be ingested, with the reason in headers
+	// A partition's batch is inserted when it holds MaxRows rows or
+	// MaxBytes of messages, or MaxDelay after its first message (defaults
+	// 100,000 rows, 32 MiB, 1 s).
+	MaxRows  int
+	MaxBytes int
+	MaxDelay time.Duration
+	// InstanceID makes this member static (KIP-345): restarted with the
+	// same id, it takes its partitions back at once instead of after the
+	// session timeout. Empty: a dynamic member.
+	InstanceID string
+	// SessionTimeout is how long the group waits for a silent member
+	// before giving its partitions away (default 45 s, Kafka's).
+	SessionTimeout time.Duration
+	// NoDedup inserts without deduplication tokens. Only for the control
+	// run that proves the crash test can fail: it loses exactly-once.
+	NoDedup bool
+}
+
+// Defaults.
+const (
+	DefaultGroup        = "spikehunt-ingest"
+	DefaultSpansTopic   = "otlp_spans"
+	DefaultMetricsTopic = "otlp_metrics"
+	DefaultDLQTopic     = "spikehunt.dlq"
+)
+
+// Validate fills defaults and checks bounds.
+func (c *Config) Validate() error {
+	if len(c.Brokers) == 0 {
+		return errors.New("ingest: no Kafka brokers: set --kafka.brokers")
+	}
+	def := func(p *string, v string) {
+		if *p == "" {
+			*p = v
+		}
+	}
+	def(&c.Group, DefaultGroup)
+	def(&c.SpansTopic, DefaultSpansTopic)
+	def(&c.MetricsTopic, DefaultMetricsTopic)
+	def(&c.DLQTopic, DefaultDLQTopic)
+	if c.MaxRows == 0 {
+		c.MaxRows = 100_000
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = 32 << 20
+	}
+	if c.MaxDelay == 0 {
+		c.MaxDelay = time.Second
+	}
+	switch {
+	case c.MaxRows < 1:
+		return fmt.Errorf("ingest: max rows %d, want ≥ 1", c.MaxRows)
+	case c.MaxBytes < 1<<10:
+		return fmt.Errorf("ingest: max bytes %d, want ≥ 1 KiB", c.MaxBytes)
+	case c.MaxDelay < time.Millisecond:
+		return fmt.Errorf("ingest: max delay %s, want ≥ 1ms", c.MaxDelay)
+	case c.SpansTopic == c.MetricsTopic:
+		return fmt.Errorf("ingest: spans and metrics share topic %q: a message's signal is known by its topic", c.SpansTopic)
+	}
+	return nil
+}

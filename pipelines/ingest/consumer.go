@@ -1,0 +1,297 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/spikehunt/spikehunt/pipelines/store"
+)
+
+// Ingester consumes the OTLP topics into ClickHouse, exactly once (see
+// intent.go). One goroutine runs it; it is not safe for concurrent use.
+type Ingester struct {
+	cfg     Config
+	st      store.Store
+	log     *slog.Logger
+	cl      *kgo.Client
+	m       *metrics
+	parts   map[topicPartition]*partBatch
+	pending map[topicPartition]intent // read at assignment, used by the partition's first batch
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// partBatch is one partition's batch being filled.
+type partBatch struct {
+	spans       *RequestRows
+	counters    *CounterRows
+	first, last int64
+	msgs, bytes int
+	started     time.Time
+	cutAt       int64 // ≥ 0: re-forming an intent, close exactly at this offset
+}
+
+// New connects to Kafka as a member of cfg.Group; nothing is consumed
+// until Run.
+func New(cfg Config, st store.Store, log *slog.Logger) (*Ingester, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	in := &Ingester{cfg: cfg, st: st, log: log, m: newMetrics(), parts: map[topicPartition]*partBatch{}, pending: map[topicPartition]intent{}}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.ConsumeTopics(cfg.SpansTopic, cfg.MetricsTopic),
+		kgo.DisableAutoCommit(),
+		// Rebalances wait for the poll loop, which closes batches only
+		// between polls: a partition never changes owner mid-handshake.
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(in.assigned),
+		kgo.OnPartitionsRevoked(in.dropped),
+		kgo.OnPartitionsLost(in.dropped),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	}
+	if cfg.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
+	}
+	if cfg.SessionTimeout > 0 {
+		opts = append(opts, kgo.SessionTimeout(cfg.SessionTimeout), kgo.HeartbeatInterval(cfg.SessionTimeout/10))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: kafka: %w", err)
+	}
+	in.cl = cl
+	return in, nil
+}
+
+// Register registers the ingester's metrics.
+func (in *Ingester) Register(reg prometheus.Registerer) error { return in.m.register(reg) }
+
+// assigned reads the intents of newly assigned partitions.
+func (in *Ingester) assigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	for topic, parts := range assigned {
+		for _, p := range parts {
+			for wait := time.Duration(0); ctx.Err() == nil; wait = backoff(wait) {
+				it, ok, err := readIntent(ctx, in.st, in.cfg.Group, topic, p)
+				if err == nil {
+					if ok {
+						in.pending[topicPartition{topic, p}] = it
+					}
+					break
+				}
+				in.log.Warn("ingest: read intent; retrying", "topic", topic, "partition", p, "err", err)
+				sleep(ctx, backoff(wait))
+			}
+		}
+	}
+}
+
+// dropped forgets the partial batches of partitions this member lost.
+// They had no intent yet, so the next owner reads them again.
+func (in *Ingester) dropped(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	for topic, parts := range lost {
+		for _, p := range parts {
+			delete(in.parts, topicPartition{topic, p})
+			delete(in.pending, topicPartition{topic, p})
+		}
+	}
+}
+
+// Run consumes until ctx ends, then closes the Kafka client. Batches not
+// yet inserted are left to be read again: their offsets are not committed.
+func (in *Ingester) Run(ctx context.Context) error {
+	defer in.cl.Close()
+	for ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(ctx, in.cfg.MaxDelay/2)
+		fetches := in.cl.PollRecords(pctx, 10_000)
+		cancel()
+		if fetches.IsClientClosed() {
+			return nil
+		}
+		fetches.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				in.log.Warn("ingest: fetch", "topic", topic, "partition", p, "err", err)
+			}
+		})
+		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+			if n := len(p.Records); n > 0 {
+				in.m.setLag(p.Topic, p.Partition, p.HighWatermark-p.Records[n-1].Offset-1)
+			}
+		})
+		var err error
+		fetches.EachRecord(func(r *kgo.Record) {
+			if err == nil {
+				err = in.add(ctx, r)
+			}
+		})
+		if err == nil {
+			err = in.flushDue(ctx)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		in.cl.AllowRebalance()
+	}
+	return nil
+}
+
+func (in *Ingester) add(ctx context.Context, r *kgo.Record) error {
+	tp := topicPartition{r.Topic, r.Partition}
+	b := in.parts[tp]
+	if b != nil && b.msgs > 0 && b.cutAt >= 0 && r.Offset > b.cutAt {
+		if err := in.flush(ctx, tp, b); err != nil {
+			return err
+		}
+	}
+	if b == nil {
+		b = &partBatch{spans: NewRequestRows(), counters: NewCounterRows(), cutAt: -1}
+		in.parts[tp] = b
+	}
+	if b.msgs == 0 {
+		b.first, b.started, b.cutAt = r.Offset, time.Now(), -1
+		if it, ok := in.pending[tp]; ok {
+			delete(in.pending, tp)
+			if it.first == r.Offset {
+				b.cutAt = it.last
+			}
+		}
+	}
+	var derr error
+	switch r.Topic {
+	case in.cfg.SpansTopic:
+		var skipped int
+		_, skipped, derr = b.spans.AppendTraces(r.Value)
+		in.m.skipped.Add(float64(skipped))
+	case in.cfg.MetricsTopic:
+		_, derr = b.counters.AppendMetrics(r.Value)
+	}
+	if derr != nil {
+		if err := in.deadLetter(ctx, r, derr); err != nil {
+			return err
+		}
+	}
+	b.last, b.msgs, b.bytes = r.Offset, b.msgs+1, b.bytes+len(r.Value)
+	full := b.spans.Rows()+b.counters.Rows() >= in.cfg.MaxRows || b.bytes >= in.cfg.MaxBytes
+	if (b.cutAt >= 0 && r.Offset >= b.cutAt) || (b.cutAt < 0 && full) {
+		return in.flush(ctx, tp, b)
+	}
+	return nil
+}
+
+// flushDue inserts the batches older than MaxDelay, except one that is
+// re-forming an intent: it must end where the intent says.
+func (in *Ingester) flushDue(ctx context.Context) error {
+	for tp, b := range in.parts {
+		if b.msgs > 0 && b.cutAt < 0 && time.Since(b.started) >= in.cfg.MaxDelay {
+			if err := in.flush(ctx, tp, b); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// flush runs the handshake for b, retrying with backoff while ClickHouse
+// or Kafka refuse, until ctx ends.
+func (in *Ingester) flush(ctx context.Context, tp topicPartition, b *partBatch) error {
+	it := intent{b.first, b.last}
+	table, rows := "requests", b.spans.Rows()
+	input := b.spans.Input()
+	if tp.topic == in.cfg.MetricsTopic {
+		table, rows, input = "counters", b.counters.Rows(), b.counters.Input()
+	}
+	step := "intent"
+	for wait := time.Duration(0); ; wait = backoff(wait) {
+		err := func() error {
+			if step == "intent" {
+				if err := writeIntent(ctx, in.st, in.cfg.Group, tp.topic, tp.partition, it); err != nil {
+					return err
+				}
+				step = "insert"
+			}
+			if step == "insert" {
+				if rows > 0 {
+					opts := []store.Option{store.WithSetting("distributed_foreground_insert", "1")}
+					tok := token(in.cfg.Group, tp.topic, tp.partition, it.first, it.last)
+					if in.cfg.NoDedup {
+						// A token never used before: without one,
+						// ClickHouse would still drop a block whose hash it
+						// has seen (insert_deduplicate = 0 does not stop
+						// that on a non-replicated table).
+						tok = uniqueToken()
+					}
+					opts = append(opts, store.WithSetting("insert_deduplication_token", tok))
+					start := time.Now()
+					if err := in.st.Insert(ctx, table, input, opts...); err != nil {
+						return err
+					}
+					in.m.insertSecs.WithLabelValues(table).Observe(time.Since(start).Seconds())
+					in.afterInsert()
+				}
+				step = "commit"
+			}
+			return in.commit(ctx, tp, b.last+1)
+		}()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		in.m.retries.WithLabelValues(step).Inc()
+		in.log.Warn("ingest: batch not stored yet; retrying", "step", step, "topic", tp.topic, "partition", tp.partition,
+			"offsets", strconv.FormatInt(it.first, 10)+"-"+strconv.FormatInt(it.last, 10), "err", err)
+		sleep(ctx, backoff(wait))
+	}
+	in.m.rows.WithLabelValues(table).Add(float64(rows))
+	in.m.batchRows.WithLabelValues(table).Observe(float64(rows))
+	b.spans.Reset()
+	b.counters.Reset()
+	b.msgs, b.bytes, b.cutAt = 0, 0, -1
+	return nil
+}
+
+func (in *Ingester) commit(ctx context.Context, tp topicPartition, next int64) error {
+	offsets := map[string]map[int32]kgo.EpochOffset{tp.topic: {tp.partition: {Epoch: -1, Offset: next}}}
+	var cerr error
+	in.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsgOffsetCommitRequest, resp *kmsgOffsetCommitResponse, err error) {
+		if err != nil {
+			cerr = err
+			return
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if e := kerrErrorForCode(p.ErrorCode); e != nil {
+					cerr = fmt.Errorf("commit %s/%d: %w", t.Topic, p.Partition, e)
+				}
+			}
+		}
+	})
+	return cerr
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

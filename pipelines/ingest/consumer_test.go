@@ -1,0 +1,302 @@
+package ingest
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/spikehunt/spikehunt/agents/export"
+	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/pipelines/schema"
+	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/tests/testenv"
+)
+
+var topicSeq atomic.Int64
+
+// pipeline is one test's broker topics, database and ingest config.
+type pipeline struct {
+	k   *testenv.Kafka
+	st  *store.Embedded
+	cfg Config
+}
+
+func newPipeline(t *testing.T, partitions int32) *pipeline {
+	t.Helper()
+	k := testenv.SharedKafka(t)
+	st := testenv.ClickHouse(t)
+	ctx := context.Background()
+	if _, err := schema.Apply(ctx, st, schema.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	n := topicSeq.Add(1)
+	cfg := Config{
+		Brokers: k.Brokers(), Group: fmt.Sprintf("g%d", n),
+		SpansTopic: fmt.Sprintf("spans%d", n), MetricsTopic: fmt.Sprintf("metrics%d", n), DLQTopic: fmt.Sprintf("dlq%d", n),
+		MaxRows: 5000, MaxDelay: 200 * time.Millisecond,
+	}
+	for _, topic := range []string{cfg.SpansTopic, cfg.MetricsTopic, cfg.DLQTopic} {
+		if err := k.CreateTopic(ctx, topic, partitions); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &pipeline{k: k, st: st, cfg: cfg}
+}
+
+// start runs an ingester until the test ends.
+func (p *pipeline) start(t *testing.T) {
+	t.Helper()
+	in, err := New(p.cfg, p.st, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- in.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
+
+func (p *pipeline) produce(t *testing.T, recs ...*kgo.Record) {
+	t.Helper()
+	cl, err := p.k.Client(kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (p *pipeline) query(t *testing.T, q string) string {
+	t.Helper()
+	tab, err := store.Select(context.Background(), p.st, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, r := range tab.Rows {
+		rows = append(rows, strings.Join(r, "\t"))
+	}
+	return strings.Join(rows, "\n")
+}
+
+func (p *pipeline) waitFor(t *testing.T, q, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	got := ""
+	for time.Now().Before(deadline) {
+		if got = p.query(t, q); got == want {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s = %q, want %q", q, got, want)
+}
+
+var t0 = time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
+
+// agentSpans is one agent export request of n requests from host, trace
+// ids numbered from id.
+func agentSpans(t *testing.T, host string, n, id int) []byte {
+	t.Helper()
+	reqs := make([]telemetry.Request, n)
+	for i := range reqs {
+		r := &reqs[i]
+		r.Service, r.Endpoint, r.Status = "billy", fmt.Sprintf("/v1/item/%d", (id+i)%4), "200"
+		r.Start, r.Duration = t0.Add(time.Duration(id+i)*time.Millisecond), time.Duration(1000+i)*time.Microsecond
+		binary.BigEndian.PutUint64(r.TraceID[8:], uint64(id+i))
+		binary.BigEndian.PutUint64(r.SpanID[:], uint64(id+i))
+		r.Weight = 10
+	}
+	b, err := export.EncodeSpans(telemetry.Resource{HostName: host, NodeName: host, HWClass: "gen5"}, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// The agent's encoding → Kafka → ingest → requests and counters.
+func TestAgentMessagesBecomeRows(t *testing.T) {
+	p := newPipeline(t, 3)
+	var recs []*kgo.Record
+	for h := range 6 {
+		host := "node-" + strconv.Itoa(h)
+		for m := range 5 {
+			recs = append(recs, &kgo.Record{Topic: p.cfg.SpansTopic, Key: []byte(host), Value: agentSpans(t, host, 100, (h*5+m)*100)})
+		}
+	}
+	pts := []telemetry.Point{
+		{Metric: "system.cpu.time", Unit: "s", Start: t0, End: t0.Add(1003 * time.Millisecond), Value: 0.9,
+			Attrs: []telemetry.Attr{telemetry.Int("cpu.logical_number", 2), telemetry.Str("cpu.mode", "softirq")}},
+		{Metric: "system.network.packet.count", Unit: "{packet}", Start: t0, End: t0.Add(time.Second), Value: 8000,
+			Attrs: []telemetry.Attr{telemetry.Str("network.interface.name", "eth1"), telemetry.Str("network.io.direction", "receive"),
+				telemetry.Str("spikehunt.network.operstate", "down")}},
+	}
+	mb, err := export.EncodeMetrics(telemetry.Resource{HostName: "node-0"}, pts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs = append(recs, &kgo.Record{Topic: p.cfg.MetricsTopic, Key: []byte("node-0"), Value: mb})
+	p.produce(t, recs...)
+	p.start(t)
+
+	p.waitFor(t, "SELECT count(), uniqExact(trace_id, span_id), uniqExact(host) FROM requests", "3000\t3000\t6")
+	if got := p.query(t, "SELECT endpoint, count(), sum(weight) FROM requests GROUP BY endpoint ORDER BY endpoint"); got !=
+		"/v1/item/0\t750\t7500\n/v1/item/1\t750\t7500\n/v1/item/2\t750\t7500\n/v1/item/3\t750\t7500" {
+		t.Errorf("requests by endpoint:\n%s", got)
+	}
+	// Request 1234 of the fleet: its trace id, duration and host survive.
+	if got := p.query(t, "SELECT host, hw_class, latency_us, ts FROM requests WHERE trace_id = unhex('000000000000000000000000000004D2')"); got !=
+		"node-2\tgen5\t1034\t2026-11-22T03:00:01.234Z" {
+		t.Errorf("request 1234: %q", got)
+	}
+	p.waitFor(t, "SELECT metric, cpu, device, mode, value, interval_ms, attrs['spikehunt.network.operstate'] FROM counters ORDER BY metric",
+		"system.cpu.time\t2\t\tsoftirq\t0.9\t1003\t\nsystem.network.packet.count\t-1\teth1\treceive\t8000\t1000\tdown")
+}
+
+// An ingester that crashed after writing an intent (and maybe inserting)
+// but before committing: the next one re-forms exactly that batch, and the
+// token makes the retry a no-op. Without deduplication the same recovery
+// duplicates the batch, which is what proves the test can fail.
+func TestCrashedBatchIsReformedExactly(t *testing.T) {
+	for _, dedup := range []bool{true, false} {
+		t.Run(fmt.Sprintf("dedup=%v", dedup), func(t *testing.T) {
+			p := newPipeline(t, 1)
+			p.cfg.NoDedup = !dedup
+			p.cfg.MaxRows, p.cfg.MaxDelay = 1_000_000, time.Second // alone, it would take all ten messages as one batch
+			var recs []*kgo.Record
+			for m := range 10 {
+				recs = append(recs, &kgo.Record{Topic: p.cfg.SpansTopic, Partition: 0, Value: agentSpans(t, "node-1", 100, m*100)})
+			}
+			p.produce(t, recs...)
+
+			// The crashed ingester's batch: offsets 0–6, intent written,
+			// rows inserted, offsets not committed.
+			ctx := context.Background()
+			crashed := NewRequestRows()
+			for _, r := range recs[:7] {
+				if _, _, err := crashed.AppendTraces(r.Value); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := writeIntent(ctx, p.st, p.cfg.Group, p.cfg.SpansTopic, 0, intent{0, 6}); err != nil {
+				t.Fatal(err)
+			}
+			opts := []store.Option{store.WithSetting("insert_deduplication_token", token(p.cfg.Group, p.cfg.SpansTopic, 0, 0, 6))}
+			if !dedup {
+				opts = []store.Option{store.WithSetting("insert_deduplication_token", uniqueToken())}
+			}
+			if err := p.st.Insert(ctx, "requests", crashed.Input(), opts...); err != nil {
+				t.Fatal(err)
+			}
+
+			p.start(t)
+			if dedup {
+				p.waitFor(t, "SELECT count(), uniqExact(trace_id, span_id) FROM requests", "1000\t1000")
+			} else {
+				p.waitFor(t, "SELECT count(), uniqExact(trace_id, span_id) FROM requests", "1700\t1000")
+			}
+			// And the ingester moved on: its own intent is the next batch.
+			p.waitFor(t, fmt.Sprintf("SELECT first_offset, last_offset FROM ingest_intents FINAL WHERE consumer_group = '%s'", p.cfg.Group), "7\t9")
+		})
+	}
+}
+
+// Messages that cannot be ingested go to the dead-letter topic with their
+// reason; the messages around them are ingested; the partition moves on.
+func TestPoisonMessagesGoToTheDeadLetterTopic(t *testing.T) {
+	p := newPipeline(t, 1)
+	metricsMsg, err := export.EncodeMetrics(telemetry.Resource{HostName: "node-1"}, []telemetry.Point{
+		{Metric: "system.cpu.time", Start: t0, End: t0.Add(time.Second), Value: 1, Attrs: []telemetry.Attr{telemetry.Int("cpu.logical_number", 0)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ancient, err := export.EncodeSpans(telemetry.Resource{HostName: "node-1"}, []telemetry.Request{
+		{Service: "billy", Endpoint: "/", Start: time.Unix(5, 0), Duration: time.Millisecond, Status: "200"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := agentSpans(t, "node-1", 50, 0)
+	poison := map[string][]byte{
+		"garbage":   []byte("this is not protobuf \xff\xff\xff"),
+		"truncated": good[:len(good)/2],
+		"metrics":   metricsMsg,
+		"ancient":   ancient,
+	}
+	recs := []*kgo.Record{{Topic: p.cfg.SpansTopic, Value: good}}
+	for name, v := range poison {
+		recs = append(recs, &kgo.Record{Topic: p.cfg.SpansTopic, Key: []byte(name), Value: v})
+	}
+	recs = append(recs, &kgo.Record{Topic: p.cfg.SpansTopic, Value: agentSpans(t, "node-1", 50, 50)})
+	p.produce(t, recs...)
+	p.start(t)
+	p.waitFor(t, "SELECT count() FROM requests", "100")
+
+	cl, err := p.k.Client(kgo.ConsumeTopics(p.cfg.DLQTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	got := map[string]string{}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for len(got) < len(poison) && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			h := map[string]string{}
+			for _, kv := range r.Headers {
+				h[kv.Key] = string(kv.Value)
+			}
+			if h["spikehunt.source.topic"] != p.cfg.SpansTopic || h["spikehunt.dlq.detail"] == "" {
+				t.Errorf("dead letter %s without its source or detail: %v", r.Key, h)
+			}
+			got[string(r.Key)] = h["spikehunt.dlq.reason"]
+		})
+	}
+	for name := range poison {
+		if got[name] == "" {
+			t.Errorf("%s: not dead-lettered (got %v)", name, got)
+		}
+	}
+	if got["ancient"] != "timestamp" {
+		t.Errorf("a span from 1970 dead-lettered as %q, want timestamp", got["ancient"])
+	}
+}
+
+// ClickHouse refusing inserts (here: the table is gone for a while) pauses
+// the ingest; once it is back, every row arrives, once.
+func TestIngestWaitsForClickHouse(t *testing.T) {
+	p := newPipeline(t, 2)
+	ctx := context.Background()
+	if err := p.st.Exec(ctx, "RENAME TABLE requests TO requests_away"); err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for m := range 8 {
+		host := "node-" + strconv.Itoa(m%4)
+		recs = append(recs, &kgo.Record{Topic: p.cfg.SpansTopic, Key: []byte(host), Value: agentSpans(t, host, 100, m*100)})
+	}
+	p.produce(t, recs...)
+	p.start(t)
+	time.Sleep(2 * time.Second)
+	if got := p.query(t, "SELECT count() FROM requests_away"); got != "0" {
+		t.Fatalf("rows arrived in the renamed table: %s", got)
+	}
+	if err := p.st.Exec(ctx, "RENAME TABLE requests_away TO requests"); err != nil {
+		t.Fatal(err)
+	}
+	p.waitFor(t, "SELECT count(), uniqExact(trace_id, span_id) FROM requests", "800\t800")
+}

@@ -1,0 +1,59 @@
+package ingest
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the ingester's self-observability (/metrics).
+type metrics struct {
+	rows        *prometheus.CounterVec   // {table}
+	batchRows   *prometheus.HistogramVec // {table}
+	insertSecs  *prometheus.HistogramVec // {table}
+	retries     *prometheus.CounterVec   // {step}
+	deadLetters *prometheus.CounterVec   // {reason}
+	skipped     prometheus.Counter
+	lag         *prometheus.GaugeVec // {topic, partition}
+}
+
+func newMetrics() *metrics {
+	return &metrics{
+		rows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spikehunt_ingest_rows_total", Help: "Rows inserted, by table (rows/s: rate of this).",
+		}, []string{"table"}),
+		batchRows: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "spikehunt_ingest_batch_rows", Help: "Rows per inserted batch.",
+			Buckets: prometheus.ExponentialBuckets(100, 4, 8),
+		}, []string{"table"}),
+		insertSecs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "spikehunt_ingest_insert_seconds", Help: "Time to insert one batch, retries excluded.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
+		}, []string{"table"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spikehunt_ingest_errors_total", Help: "Failed steps of a batch (intent, insert, commit), each retried with backoff.",
+		}, []string{"step"}),
+		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spikehunt_ingest_dead_letters_total", Help: "Messages sent to the dead-letter topic, by reason.",
+		}, []string{"reason"}),
+		skipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spikehunt_ingest_spans_skipped_total", Help: "Valid spans that are not requests (client, internal, child spans).",
+		}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "spikehunt_ingest_consumer_lag", Help: "Messages behind the partition's high watermark, as of the last fetch.",
+		}, []string{"topic", "partition"}),
+	}
+}
+
+func (m *metrics) register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{m.rows, m.batchRows, m.insertSecs, m.retries, m.deadLetters, m.skipped, m.lag} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *metrics) setLag(topic string, partition int32, lag int64) {
+	m.lag.WithLabelValues(topic, strconv.Itoa(int(partition))).Set(float64(max(lag, 0)))
+}
