@@ -18,6 +18,7 @@ chdb_dir=$cache/chdb/$CHDB_VERSION
 kafka_dir=$cache/kafka/$KAFKA_VERSION
 envtest_dir=$cache/envtest/k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION
 helm_dir=$cache/helm/$HELM_VERSION
+otelcol_dir=$cache/otelcol/$OTELCOL_VERSION
 
 # Temporary folders, removed when the script ends however it ends.
 scratch=()
@@ -37,6 +38,7 @@ SPIKEHUNT_LIBCHDB=$chdb_dir/libchdb.so
 SPIKEHUNT_KAFKA_LIBS=$kafka_dir/libs
 KUBEBUILDER_ASSETS=$envtest_dir
 SPIKEHUNT_HELM=$helm_dir/helm
+SPIKEHUNT_OTELCOL=$otelcol_dir/spikehunt-otelcol
 EOF
 }
 
@@ -151,6 +153,28 @@ install_helm() {
 	say "helm -> $helm_dir"
 }
 
+install_otelcol() {
+	local manifest=$root/pipelines/otel/builder-config.yaml
+	local want
+	want="builder $OTELCOL_VERSION manifest $(sha256sum "$manifest" | cut -d' ' -f1)"
+	stamped "$otelcol_dir" "$want" && return
+	need go "Go 1.24+ (https://go.dev/dl)"
+	mkdir -p "$otelcol_dir/build"
+	if [ ! -x "$otelcol_dir/builder-$OTELCOL_VERSION" ]; then
+		say "installing the Collector builder $OTELCOL_VERSION"
+		GOBIN=$otelcol_dir GOFLAGS= go install "go.opentelemetry.io/collector/cmd/builder@v$OTELCOL_VERSION" ||
+			die "go install go.opentelemetry.io/collector/cmd/builder@v$OTELCOL_VERSION failed"
+		mv "$otelcol_dir/builder" "$otelcol_dir/builder-$OTELCOL_VERSION"
+	fi
+	say "building the gateway Collector from $manifest (~2 min cold)"
+	sed "s#^\([[:space:]]*output_path:\).*#\1 $otelcol_dir/build#" "$manifest" >"$otelcol_dir/manifest.yaml"
+	(cd "$otelcol_dir" && GOFLAGS= "./builder-$OTELCOL_VERSION" --config manifest.yaml >build.log 2>&1) ||
+		die "the Collector build failed (log: $otelcol_dir/build.log): $(tail -n 3 "$otelcol_dir/build.log" | tr '\n' ' ')"
+	mv "$otelcol_dir/build/spikehunt-otelcol" "$otelcol_dir/spikehunt-otelcol"
+	stamp "$otelcol_dir" "$want"
+	say "spikehunt-otelcol -> $otelcol_dir"
+}
+
 install_debian() {
 	local missing=()
 	for p in $DEBIAN_PACKAGES; do
@@ -172,13 +196,14 @@ mkdir -p "$cache"
 [ $# -eq 0 ] && set -- all
 for what in "$@"; do
 	case $what in
-	all) install_chdb; install_kafka; install_envtest; install_helm; install_debian ;;
+	all) install_chdb; install_kafka; install_envtest; install_helm; install_otelcol; install_debian ;;
 	chdb) install_chdb ;;
 	kafka) install_kafka ;;
 	envtest) install_envtest ;;
 	helm) install_helm ;;
+	otelcol) install_otelcol ;;
 	debian) install_debian ;;
 	env) print_env ;;
-	*) die "unknown component '$what' (want: all chdb kafka envtest helm debian env)" ;;
+	*) die "unknown component '$what' (want: all chdb kafka envtest helm otelcol debian env)" ;;
 	esac
 done

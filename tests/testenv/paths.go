@@ -19,10 +19,11 @@ type DepPaths struct {
 	KafkaLibs         string // SPIKEHUNT_KAFKA_LIBS: folder of the Kafka broker's jars.
 	KubebuilderAssets string // KUBEBUILDER_ASSETS: folder with kube-apiserver and etcd.
 	Helm              string // SPIKEHUNT_HELM: the helm binary.
+	Otelcol           string // SPIKEHUNT_OTELCOL: the gateway Collector built from pipelines/otel.
 }
 
 // depVars lists the variables of DepPaths in the order install.sh prints them.
-var depVars = []string{"SPIKEHUNT_LIBCHDB", "SPIKEHUNT_KAFKA_LIBS", "KUBEBUILDER_ASSETS", "SPIKEHUNT_HELM"}
+var depVars = []string{"SPIKEHUNT_LIBCHDB", "SPIKEHUNT_KAFKA_LIBS", "KUBEBUILDER_ASSETS", "SPIKEHUNT_HELM", "SPIKEHUNT_OTELCOL"}
 
 // Paths returns each install location from the environment variable of the
 // same name when it is set, else from `<repo root>/deps/install.sh env`. The
@@ -59,6 +60,7 @@ func resolvePaths(getenv func(string) string, scriptEnv func() ([]byte, error)) 
 		KafkaLibs:         values["SPIKEHUNT_KAFKA_LIBS"],
 		KubebuilderAssets: values["KUBEBUILDER_ASSETS"],
 		Helm:              values["SPIKEHUNT_HELM"],
+		Otelcol:           values["SPIKEHUNT_OTELCOL"],
 	}, nil
 }
 
@@ -134,6 +136,12 @@ func (p DepPaths) LibCHDBFile() (string, error) {
 // HelmBinary returns the path of the helm binary, or an error saying how to install it.
 func (p DepPaths) HelmBinary() (string, error) {
 	return requirePath("helm", "SPIKEHUNT_HELM", p.Helm, "")
+}
+
+// OtelcolBinary returns the path of the gateway Collector, or an error
+// saying how to build it.
+func (p DepPaths) OtelcolBinary() (string, error) {
+	return requirePath("the gateway Collector", "SPIKEHUNT_OTELCOL", p.Otelcol, "")
 }
 
 // requirePath checks that path exists and, when inside is not empty, that

@@ -37,9 +37,9 @@ func TestResolvePaths(t *testing.T) {
 		{
 			name: "the script is not run when every variable is set",
 			env: map[string]string{"SPIKEHUNT_LIBCHDB": "/e/l", "SPIKEHUNT_KAFKA_LIBS": "/e/k",
-				"KUBEBUILDER_ASSETS": "/e/a", "SPIKEHUNT_HELM": "/e/h"},
+				"KUBEBUILDER_ASSETS": "/e/a", "SPIKEHUNT_HELM": "/e/h", "SPIKEHUNT_OTELCOL": "/e/o"},
 			scriptErr: errors.New("must not run"),
-			want:      DepPaths{LibCHDB: "/e/l", KafkaLibs: "/e/k", KubebuilderAssets: "/e/a", Helm: "/e/h"},
+			want:      DepPaths{LibCHDB: "/e/l", KafkaLibs: "/e/k", KubebuilderAssets: "/e/a", Helm: "/e/h", Otelcol: "/e/o"},
 		},
 		{
 			name:     "a variable the script does not print stays empty",
@@ -49,7 +49,7 @@ func TestResolvePaths(t *testing.T) {
 		},
 		{
 			name:       "a failing script names the unset variables",
-			env:        map[string]string{"SPIKEHUNT_LIBCHDB": "/e/l", "SPIKEHUNT_HELM": "/e/h"},
+			env:        map[string]string{"SPIKEHUNT_LIBCHDB": "/e/l", "SPIKEHUNT_HELM": "/e/h", "SPIKEHUNT_OTELCOL": "/e/o"},
 			scriptErr:  errors.New("deps/install.sh env failed: exit status 1"),
 			wantRuns:   1,
 			wantErrHas: "SPIKEHUNT_KAFKA_LIBS, KUBEBUILDER_ASSETS unset and deps/install.sh env failed",
@@ -94,6 +94,7 @@ func TestMissingDependencyErrorsSayToRunMakeDeps(t *testing.T) {
 		{"an envtest folder without kube-apiserver", DepPaths.EnvtestAssetsDir, DepPaths{KubebuilderAssets: empty}, "kube-apiserver"},
 		{"a nonexistent libchdb.so", DepPaths.LibCHDBFile, DepPaths{LibCHDB: notThere}, "SPIKEHUNT_LIBCHDB=" + notThere},
 		{"an unset helm", DepPaths.HelmBinary, DepPaths{}, "SPIKEHUNT_HELM"},
+		{"an unset Collector", DepPaths.OtelcolBinary, DepPaths{}, "SPIKEHUNT_OTELCOL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
