@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 )
 
 // OTLPConfig configures the OTLP/gRPC sink (an OpenTelemetry Collector).
@@ -20,6 +21,9 @@ type OTLPConfig struct {
 	Endpoint string        `yaml:"endpoint"` // host:port, e.g. otel-gateway:4317
 	Insecure bool          `yaml:"insecure"` // plaintext; default TLS
 	Timeout  time.Duration `yaml:"timeout"`
+	// Headers go with every export as gRPC metadata. The agent adds
+	// host.name: the gateway Collector keys its Kafka records by it.
+	Headers map[string]string `yaml:"headers"`
 }
 
 // OTLPSink exports to a Collector over OTLP/gRPC, one request at a time in
@@ -106,6 +110,9 @@ func (s *OTLPSink) loop() {
 func (s *OTLPSink) export(it otlpItem) error {
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.Timeout)
 	defer cancel()
+	for k, v := range s.cfg.Headers {
+		ctx = metadata.AppendToOutgoingContext(ctx, k, v)
+	}
 	switch it.kind {
 	case KindTraces:
 		req := ptraceotlp.NewExportRequest()

@@ -152,7 +152,13 @@ type consumed struct {
 
 func consume(t *testing.T, k *testenv.Kafka, want func(c *consumed) bool, timeout time.Duration) *consumed {
 	t.Helper()
-	cl, err := k.Client(kgo.ConsumeTopics("otlp_spans", "otlp_metrics"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	return consumeTopics(t, k, "otlp_spans", "otlp_metrics", want, timeout)
+}
+
+// consumeTopics is consume from other topics.
+func consumeTopics(t *testing.T, k *testenv.Kafka, spansTopic, metricsTopic string, want func(c *consumed) bool, timeout time.Duration) *consumed {
+	t.Helper()
+	cl, err := k.Client(kgo.ConsumeTopics(spansTopic, metricsTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +179,7 @@ func consume(t *testing.T, k *testenv.Kafka, want func(c *consumed) bool, timeou
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			switch r.Topic {
-			case "otlp_spans":
+			case spansTopic:
 				td, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(r.Value)
 				if err != nil {
 					t.Errorf("undecodable span message: %v", err)
@@ -196,7 +202,7 @@ func consume(t *testing.T, k *testenv.Kafka, want func(c *consumed) bool, timeou
 						c.weights[id] = w.Int()
 					}
 				}
-			case "otlp_metrics":
+			case metricsTopic:
 				md, err := (&pmetric.ProtoUnmarshaler{}).UnmarshalMetrics(r.Value)
 				if err != nil {
 					t.Errorf("undecodable metric message: %v", err)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -91,6 +92,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	log.Info("spool opened", "dir", cfg.Spool.Dir, "recovery", rec)
 	var sink export.Sink
 	if cfg.Sink == "otlp" {
+		if _, ok := cfg.OTLP.Headers["host.name"]; !ok {
+			cfg.OTLP.Headers = maps.Clone(cfg.OTLP.Headers)
+			if cfg.OTLP.Headers == nil {
+				cfg.OTLP.Headers = map[string]string{}
+			}
+			cfg.OTLP.Headers["host.name"] = res.HostName
+		}
 		sink, err = export.NewOTLPSink(cfg.OTLP)
 	} else {
 		cfg.Kafka.Key = res.HostName
