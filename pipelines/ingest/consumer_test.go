@@ -300,3 +300,47 @@ func TestIngestWaitsForClickHouse(t *testing.T) {
 	}
 	p.waitFor(t, "SELECT count(), uniqExact(trace_id, span_id) FROM requests", "800\t800")
 }
+
+// Members joining and leaving the group move partitions between them
+// while messages flow; every request still lands exactly once.
+func TestRebalancesCauseNoDuplicates(t *testing.T) {
+	p := newPipeline(t, 6)
+	p.cfg.MaxRows = 2000
+	p.cfg.SessionTimeout = 6 * time.Second
+	produce := func(from, to int) {
+		var recs []*kgo.Record
+		for m := from; m < to; m++ {
+			host := fmt.Sprintf("node-%02d", m%24)
+			recs = append(recs, &kgo.Record{Topic: p.cfg.SpansTopic, Key: []byte(host), Value: agentSpans(t, host, 500, m*500)})
+		}
+		p.produce(t, recs...)
+	}
+	run := func() (stop func()) {
+		in, err := New(p.cfg, p.st, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- in.Run(ctx) }()
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}
+	}
+	produce(0, 40)
+	stopA := run()
+	time.Sleep(500 * time.Millisecond)
+	produce(40, 80)
+	stopB := run() // B joins: partitions move from A to B
+	time.Sleep(time.Second)
+	produce(80, 120)
+	stopA() // A leaves: its partitions go to B
+	produce(120, 160)
+	stopC := run() // C joins
+	defer stopC()
+	defer stopB()
+	p.waitFor(t, "SELECT count(), uniqExact(trace_id, span_id) FROM requests", "80000\t80000")
+}
