@@ -6,7 +6,7 @@ GO ?= go
 # Install locations of the pinned components (SPIKEHUNT_LIBCHDB, KUBEBUILDER_ASSETS, …).
 $(foreach kv,$(shell deps/install.sh env 2>/dev/null),$(eval export $(kv)))
 
-.PHONY: all deps deps-demo build demo test vet fmt-check cross bench bench-store bench-agent fuzz clean
+.PHONY: all deps deps-demo build demo test vet fmt-check cross bench bench-store bench-agent bench-ingest fuzz clean
 
 all: build
 
@@ -45,7 +45,7 @@ FUZZ_TARGETS := ./pipelines/store:FuzzDecodeNative ./pipelines/chhttp:FuzzTransc
 fuzz:                ## each fuzz target for FUZZTIME
 	for t in $(FUZZ_TARGETS); do $(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME); done
 
-bench: bench-store bench-agent ## every bench-* target
+bench: bench-store bench-agent bench-ingest ## every bench-* target
 
 bench-store: deps-demo
 	tests/bench.sh store ./pipelines/store
@@ -55,6 +55,11 @@ bench-store: deps-demo
 bench-agent: deps
 	BENCHTIME=1x tests/bench.sh agent ./agents/cmd/spikehunt-agent -- -bench AgentUnderLoad
 	BENCHTIME=300x tests/bench.sh agent-sample ./agents/collect -- -bench '^BenchmarkSample$$'
+
+# One `spikehunt ingest` into the embedded engine over 5,000,000 agent spans
+# from 300 hosts (SPIKEHUNT_BENCH_SPANS to change), from a real broker.
+bench-ingest: deps
+	BENCHTIME=1x tests/bench.sh ingest ./pipelines/cmd/spikehunt -- -bench '^BenchmarkIngest$$'
 
 clean:
 	rm -rf bin .cache/demo .cache/bench

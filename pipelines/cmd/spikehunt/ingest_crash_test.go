@@ -106,7 +106,7 @@ func crashRun(t *testing.T, dedup bool, requests, kills int) (count, unique int)
 
 // produceRequests sends n requests from 300 hosts as agent export
 // requests of 1,000 spans, keyed by host.
-func produceRequests(t *testing.T, k *testenv.Kafka, topic string, n int) {
+func produceRequests(t testing.TB, k *testenv.Kafka, topic string, n int) {
 	t.Helper()
 	cl, err := k.Client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.Lz4Compression()))
 	if err != nil {
@@ -126,8 +126,11 @@ func produceRequests(t *testing.T, k *testenv.Kafka, topic string, n int) {
 			r := &reqs[i]
 			r.Service, r.Endpoint, r.Status, r.Weight = "billy", "/v1/item", "200", 10
 			r.Start, r.Duration = t0.Add(time.Duration(id)*time.Microsecond), time.Duration(500+id%4000)*time.Microsecond
-			binary.BigEndian.PutUint64(r.TraceID[8:], uint64(id+1))
-			binary.BigEndian.PutUint64(r.SpanID[:], uint64(id+1))
+			// Ids as random as real ones (they do not compress), and
+			// unique: splitmix64 is a bijection.
+			binary.BigEndian.PutUint64(r.TraceID[:8], splitmix(uint64(id)^0x5bd1e995))
+			binary.BigEndian.PutUint64(r.TraceID[8:], splitmix(uint64(id)))
+			binary.BigEndian.PutUint64(r.SpanID[:], splitmix(uint64(id)^0x9e3779b9))
 		}
 		b, err := export.EncodeSpans(telemetry.Resource{HostName: host, HWClass: "gen5"}, reqs)
 		if err != nil {
@@ -149,6 +152,14 @@ func produceRequests(t *testing.T, k *testenv.Kafka, topic string, n int) {
 	}
 }
 
+// splitmix64's finalizer.
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
 type ingestProc struct {
 	cmd *exec.Cmd
 	out *bytes.Buffer
@@ -156,7 +167,7 @@ type ingestProc struct {
 
 // startIngest starts the binary; with selfKill it SIGKILLs itself after
 // its killAfter-th insert, before committing.
-func startIngest(t *testing.T, args []string, selfKill bool, killAfter int) *ingestProc {
+func startIngest(t testing.TB, args []string, selfKill bool, killAfter int) *ingestProc {
 	t.Helper()
 	p := &ingestProc{cmd: exec.Command(spikehuntBin, args...), out: &bytes.Buffer{}}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
@@ -171,7 +182,7 @@ func startIngest(t *testing.T, args []string, selfKill bool, killAfter int) *ing
 }
 
 // wait waits for the process to end, killing it after timeout.
-func (p *ingestProc) wait(t *testing.T, timeout time.Duration) {
+func (p *ingestProc) wait(t testing.TB, timeout time.Duration) {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- p.cmd.Wait() }()
@@ -184,7 +195,7 @@ func (p *ingestProc) wait(t *testing.T, timeout time.Duration) {
 }
 
 // waitLagZero waits until the group has committed every message of topic.
-func waitLagZero(t *testing.T, k *testenv.Kafka, group, topic string) {
+func waitLagZero(t testing.TB, k *testenv.Kafka, group, topic string) {
 	t.Helper()
 	cl, err := k.Client()
 	if err != nil {
