@@ -2,14 +2,11 @@ package ingest
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/spikehunt/spikehunt/pipelines/store"
 )
@@ -20,7 +17,7 @@ type Ingester struct {
 	cfg     Config
 	st      store.Store
 	log     *slog.Logger
-	cl      *kgo.Client
+	src     Source
 	m       *metrics
 	parts   map[topicPartition]*partBatch
 	pending map[topicPartition]intent // read at assignment, used by the partition's first batch
@@ -41,48 +38,48 @@ type partBatch struct {
 	cutAt       int64 // ≥ 0: re-forming an intent, close exactly at this offset
 }
 
-// New connects to Kafka as a member of cfg.Group; nothing is consumed
-// until Run.
+// New joins cfg.Group on Kafka; nothing is consumed until Run.
 func New(cfg Config, st store.Store, log *slog.Logger) (*Ingester, error) {
+	in, err := newIngester(cfg, st, log)
+	if err != nil {
+		return nil, err
+	}
+	if in.src, err = newKafkaSource(in.cfg, in, in.log); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// NewWithMemory is New over an in-process source instead of Kafka (the
+// embedded demo): src's topics are cfg's, its partitions its own.
+func NewWithMemory(cfg Config, st store.Store, src *MemorySource, log *slog.Logger) (*Ingester, error) {
+	if len(cfg.Brokers) == 0 {
+		cfg.Brokers = []string{"in-process"}
+	}
+	in, err := newIngester(cfg, st, log)
+	if err != nil {
+		return nil, err
+	}
+	src.attach(in)
+	in.src = src
+	return in, nil
+}
+
+func newIngester(cfg Config, st store.Store, log *slog.Logger) (*Ingester, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	in := &Ingester{cfg: cfg, st: st, log: log, m: newMetrics(), parts: map[topicPartition]*partBatch{}, pending: map[topicPartition]intent{}}
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(cfg.Brokers...),
-		kgo.ConsumerGroup(cfg.Group),
-		kgo.ConsumeTopics(cfg.SpansTopic, cfg.MetricsTopic),
-		kgo.DisableAutoCommit(),
-		// Rebalances wait for the poll loop, which closes batches only
-		// between polls: a partition never changes owner mid-handshake.
-		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsAssigned(in.assigned),
-		kgo.OnPartitionsRevoked(in.dropped),
-		kgo.OnPartitionsLost(in.dropped),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-	}
-	if cfg.InstanceID != "" {
-		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
-	}
-	if cfg.SessionTimeout > 0 {
-		opts = append(opts, kgo.SessionTimeout(cfg.SessionTimeout), kgo.HeartbeatInterval(cfg.SessionTimeout/10))
-	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("ingest: kafka: %w", err)
-	}
-	in.cl = cl
-	return in, nil
+	return &Ingester{cfg: cfg, st: st, log: log, m: newMetrics(), parts: map[topicPartition]*partBatch{}, pending: map[topicPartition]intent{}}, nil
 }
 
 // Register registers the ingester's metrics.
 func (in *Ingester) Register(reg prometheus.Registerer) error { return in.m.register(reg) }
 
 // assigned reads the intents of newly assigned partitions.
-func (in *Ingester) assigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
+func (in *Ingester) assigned(ctx context.Context, assigned map[string][]int32) {
 	for topic, parts := range assigned {
 		for _, p := range parts {
 			for wait := time.Duration(0); ctx.Err() == nil; wait = backoff(wait) {
@@ -102,7 +99,7 @@ func (in *Ingester) assigned(ctx context.Context, _ *kgo.Client, assigned map[st
 
 // dropped forgets the partial batches of partitions this member lost.
 // They had no intent yet, so the next owner reads them again.
-func (in *Ingester) dropped(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+func (in *Ingester) dropped(lost map[string][]int32) {
 	for topic, parts := range lost {
 		for _, p := range parts {
 			delete(in.parts, topicPartition{topic, p})
@@ -111,33 +108,29 @@ func (in *Ingester) dropped(_ context.Context, _ *kgo.Client, lost map[string][]
 	}
 }
 
-// Run consumes until ctx ends, then closes the Kafka client. Batches not
-// yet inserted are left to be read again: their offsets are not committed.
+// Run consumes until ctx ends, then closes the source. Batches not yet
+// inserted are left to be read again: their offsets are not committed.
 func (in *Ingester) Run(ctx context.Context) error {
-	defer in.cl.Close()
+	defer in.src.Close()
 	for ctx.Err() == nil {
 		pctx, cancel := context.WithTimeout(ctx, in.cfg.MaxDelay/2)
-		fetches := in.cl.PollRecords(pctx, 10_000)
+		msgs, err := in.src.Poll(pctx)
 		cancel()
-		if fetches.IsClientClosed() {
-			return nil
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
 		}
-		fetches.EachError(func(topic string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-				in.log.Warn("ingest: fetch", "topic", topic, "partition", p, "err", err)
+		for i := range msgs {
+			m := &msgs[i]
+			if m.Lag >= 0 && (i == len(msgs)-1 || msgs[i+1].Partition != m.Partition || msgs[i+1].Topic != m.Topic) {
+				in.m.setLag(m.Topic, m.Partition, m.Lag)
 			}
-		})
-		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
-			if n := len(p.Records); n > 0 {
-				in.m.setLag(p.Topic, p.Partition, p.HighWatermark-p.Records[n-1].Offset-1)
+			if err = in.add(ctx, m); err != nil {
+				break
 			}
-		})
-		var err error
-		fetches.EachRecord(func(r *kgo.Record) {
-			if err == nil {
-				err = in.add(ctx, r)
-			}
-		})
+		}
 		if err == nil {
 			err = in.flushDue(ctx)
 		}
@@ -147,12 +140,12 @@ func (in *Ingester) Run(ctx context.Context) error {
 			}
 			return err
 		}
-		in.cl.AllowRebalance()
+		in.src.Between()
 	}
 	return nil
 }
 
-func (in *Ingester) add(ctx context.Context, r *kgo.Record) error {
+func (in *Ingester) add(ctx context.Context, r *Message) error {
 	tp := topicPartition{r.Topic, r.Partition}
 	b := in.parts[tp]
 	if b != nil && b.msgs > 0 && b.cutAt >= 0 && r.Offset > b.cutAt {
@@ -183,7 +176,7 @@ func (in *Ingester) add(ctx context.Context, r *kgo.Record) error {
 		_, derr = b.counters.AppendMetrics(r.Value)
 	}
 	if derr != nil {
-		if err := in.deadLetter(ctx, r, derr); err != nil {
+		if err := in.deadLetter(ctx, *r, derr); err != nil {
 			return err
 		}
 	}
@@ -247,7 +240,7 @@ func (in *Ingester) flush(ctx context.Context, tp topicPartition, b *partBatch) 
 				}
 				step = "commit"
 			}
-			return in.commit(ctx, tp, b.last+1)
+			return in.src.Commit(ctx, tp.topic, tp.partition, b.last+1)
 		}()
 		if err == nil {
 			break
@@ -266,25 +259,6 @@ func (in *Ingester) flush(ctx context.Context, tp topicPartition, b *partBatch) 
 	b.counters.Reset()
 	b.msgs, b.bytes, b.cutAt = 0, 0, -1
 	return nil
-}
-
-func (in *Ingester) commit(ctx context.Context, tp topicPartition, next int64) error {
-	offsets := map[string]map[int32]kgo.EpochOffset{tp.topic: {tp.partition: {Epoch: -1, Offset: next}}}
-	var cerr error
-	in.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsgOffsetCommitRequest, resp *kmsgOffsetCommitResponse, err error) {
-		if err != nil {
-			cerr = err
-			return
-		}
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				if e := kerrErrorForCode(p.ErrorCode); e != nil {
-					cerr = fmt.Errorf("commit %s/%d: %w", t.Topic, p.Partition, e)
-				}
-			}
-		}
-	})
-	return cerr
 }
 
 func sleep(ctx context.Context, d time.Duration) {

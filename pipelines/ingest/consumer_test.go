@@ -344,3 +344,72 @@ func TestRebalancesCauseNoDuplicates(t *testing.T) {
 	defer stopB()
 	p.waitFor(t, "SELECT count(), uniqExact(trace_id, span_id) FROM requests", "80000\t80000")
 }
+
+// The in-process source (the embedded demo's Kafka): the same rows, dead
+// letters and exactly-once, without a broker; a second ingester on the
+// same source resumes where the first committed.
+func TestMemorySourceIngestsLikeKafka(t *testing.T) {
+	st := testenv.ClickHouse(t)
+	ctx := context.Background()
+	if _, err := schema.Apply(ctx, st, schema.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	src := NewMemorySource(4)
+	cfg := Config{MaxRows: 3000, MaxDelay: 100 * time.Millisecond}
+	run := func() (stop func()) {
+		in, err := NewWithMemory(cfg, st, src, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- in.Run(rctx) }()
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}
+	}
+	produce := func(from, to int) {
+		for m := from; m < to; m++ {
+			host := fmt.Sprintf("node-%d", m%8)
+			src.Produce(DefaultSpansTopic, []byte(host), agentSpans(t, host, 100, m*100))
+		}
+	}
+	count := func() string {
+		tab, err := store.Select(ctx, st, "SELECT count(), uniqExact(trace_id, span_id) FROM requests")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(tab.Rows[0], "\t")
+	}
+	waitCount := func(want string) {
+		deadline := time.Now().Add(20 * time.Second)
+		for count() != want && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if got := count(); got != want {
+			t.Fatalf("requests: %s, want %s", got, want)
+		}
+	}
+	stop := run()
+	produce(0, 50)
+	src.Produce(DefaultSpansTopic, []byte("node-0"), []byte("garbage"))
+	waitCount("5000\t5000")
+	stop()
+	produce(50, 100) // while no ingester runs
+	stop = run()
+	defer stop()
+	waitCount("10000\t10000")
+	if dl := src.DeadLetters(); len(dl) != 1 || dl[0].Reason != "protobuf" {
+		t.Errorf("dead letters %+v, want the garbage message (protobuf)", dl)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for src.Lag() != 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if lag := src.Lag(); lag != 0 {
+		t.Errorf("lag %d after everything was ingested", lag)
+	}
+}

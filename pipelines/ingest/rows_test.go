@@ -15,6 +15,11 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
+	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
+	protobuf "google.golang.org/protobuf/proto"
 
 	"github.com/spikehunt/spikehunt/agents/export"
 	"github.com/spikehunt/spikehunt/agents/telemetry"
@@ -618,6 +623,62 @@ func TestPointAttributesFillCPUDeviceModeAndAttrs(t *testing.T) {
 				t.Fatalf("row (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// pdata keeps an attribute key repeated on the wire as often as it comes,
+// and its Map API cannot make such a message: build it with the OTLP
+// protobuf types.
+func TestARepeatedAttributeKeyKeepsItsFirstValue(t *testing.T) {
+	str := func(k, v string) *commonpb.KeyValue {
+		return &commonpb.KeyValue{Key: k, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v}}}
+	}
+	num := func(k string, v int64) *commonpb.KeyValue {
+		return &commonpb.KeyValue{Key: k, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: v}}}
+	}
+	few := []*commonpb.KeyValue{
+		str("spikehunt.counter", "first"), str("cpu.mode", "user"), num("cpu.logical_number", 2),
+		str("spikehunt.counter", "second"), str("cpu.mode", "system"), num("cpu.logical_number", 3),
+	}
+	// Past manyAttrs the repeats are found another way.
+	many := append([]*commonpb.KeyValue(nil), few...)
+	var wantMany []string
+	for i := range manyAttrs + 4 {
+		k := fmt.Sprintf("k%02d", i)
+		many = append(many, str(k, "v"))
+		wantMany = append(wantMany, k+"=v")
+	}
+	many = append(many, str("k03", "again"), num("cpu.logical_number", 40000))
+	point := func(attrs []*commonpb.KeyValue) *metricspb.NumberDataPoint {
+		return &metricspb.NumberDataPoint{
+			Attributes:        attrs,
+			StartTimeUnixNano: uint64(fixtureEpoch.UnixNano()), TimeUnixNano: uint64(fixtureEpoch.Add(time.Second).UnixNano()),
+			Value: &metricspb.NumberDataPoint_AsInt{AsInt: 5},
+		}
+	}
+	msg, err := protobuf.Marshal(&colmetricspb.ExportMetricsServiceRequest{ResourceMetrics: []*metricspb.ResourceMetrics{{
+		Resource: &resourcepb.Resource{Attributes: []*commonpb.KeyValue{str("host.name", "web-7"), str("host.name", "web-8")}},
+		ScopeMetrics: []*metricspb.ScopeMetrics{{Metrics: []*metricspb.Metric{{
+			Name: "m",
+			Data: &metricspb.Metric_Sum{Sum: &metricspb.Sum{
+				AggregationTemporality: metricspb.AggregationTemporality_AGGREGATION_TEMPORALITY_DELTA,
+				DataPoints:             []*metricspb.NumberDataPoint{point(few), point(many)},
+			}},
+		}}}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCounterRows()
+	if _, err := c.AppendMetrics(msg); err != nil {
+		t.Fatal(err)
+	}
+	row := counterRowText{TSStart: "2026-11-22T03:00:00.123456Z", IntervalMS: 1000, Host: "web-7", Metric: "m",
+		CPU: 2, Mode: "user", Value: 5, Attrs: "spikehunt.counter=first"}
+	rowMany := row
+	rowMany.Attrs += "," + strings.Join(wantMany, ",")
+	if diff := cmp.Diff([]counterRowText{row, rowMany}, counterRowsIn(t, c)); diff != "" {
+		t.Fatalf("rows (-want +got):\n%s", diff)
 	}
 }
 
