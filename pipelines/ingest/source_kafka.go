@@ -102,4 +102,11 @@ func (s *KafkaSource) DeadLetter(ctx context.Context, m Message, reason, detail 
 }
 
 func (s *KafkaSource) Between() { s.cl.AllowRebalance() }
-func (s *KafkaSource) Close()   { s.cl.Close() }
+
+// Close leaves the group. A poll that returned records blocks rebalances
+// until AllowRebalance, and leaving is one: without it Close would wait
+// forever when Run stops in the middle of a poll's work.
+func (s *KafkaSource) Close() {
+	s.cl.AllowRebalance()
+	s.cl.Close()
+}
