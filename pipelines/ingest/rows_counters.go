@@ -110,17 +110,7 @@ func (c *CounterRows) Rows() int { return c.tsStart.Rows() }
 func (c *CounterRows) Input() proto.Input { return c.input }
 
 // Reset empties the batch and keeps its memory for the next one.
-func (c *CounterRows) Reset() {
-	c.tsStart.Reset()
-	c.interval.Reset()
-	c.host.Reset()
-	c.metric.Reset()
-	c.cpu.Reset()
-	c.device.Reset()
-	c.mode.Reset()
-	c.value.Reset()
-	c.attrs.Reset()
-}
+func (c *CounterRows) Reset() { c.input.Reset() }
 
 func (c *CounterRows) append(row *counterRow) {
 	c.tsStart.AppendRaw(row.tsStart)

@@ -104,17 +104,7 @@ func (r *RequestRows) Rows() int { return r.ts.Rows() }
 func (r *RequestRows) Input() proto.Input { return r.input }
 
 // Reset empties the batch and keeps its memory for the next one.
-func (r *RequestRows) Reset() {
-	r.ts.Reset()
-	for _, c := range [...]*proto.ColLowCardinality[string]{r.service, r.host, r.hwClass, r.endpoint, r.status} {
-		c.Reset()
-	}
-	r.latency.Reset()
-	r.thread.Reset()
-	r.weight.Reset()
-	r.traceID.Reset()
-	r.spanID.Reset()
-}
+func (r *RequestRows) Reset() { r.input.Reset() }
 
 func (r *RequestRows) append(row *requestRow) {
 	r.ts.AppendRaw(row.ts)
