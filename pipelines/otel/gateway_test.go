@@ -1,15 +1,11 @@
 package otel
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
-	"os/exec"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -37,14 +33,6 @@ func TestMain(m *testing.M) {
 // app sent: count, endpoints, durations, host and trace ids; and every
 // Kafka record is keyed by the app's host.
 func TestSDKAppThroughTheGatewayIntoClickHouse(t *testing.T) {
-	paths, err := testenv.Paths()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := paths.OtelcolBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
 	k := testenv.SharedKafka(t)
 	ctx := context.Background()
 	const spansTopic, metricsTopic = "gw_spans", "gw_metrics"
@@ -53,7 +41,8 @@ func TestSDKAppThroughTheGatewayIntoClickHouse(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	grpcAddr := startCollector(t, bin, k.Brokers()[0], spansTopic, metricsTopic)
+	grpcAddr := testenv.StartCollector(t, "config.yaml",
+		"KAFKA_BROKERS=["+k.Brokers()[0]+"]", "SPANS_TOPIC="+spansTopic, "METRICS_TOPIC="+metricsTopic)
 
 	// The app: 400 server spans on two routes with known durations.
 	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(grpcAddr), otlptracegrpc.WithInsecure(),
@@ -134,51 +123,4 @@ func TestSDKAppThroughTheGatewayIntoClickHouse(t *testing.T) {
 	if len(got) != 1 || got[0] != "app-host-7" {
 		t.Errorf("record keys %v, want only app-host-7", keys)
 	}
-}
-
-// startCollector runs the gateway with config.yaml and returns its OTLP
-// gRPC address once it accepts connections.
-func startCollector(t *testing.T, bin, broker, spansTopic, metricsTopic string) string {
-	t.Helper()
-	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
-	cmd := exec.Command(bin, "--config", "file:config.yaml")
-	cmd.Env = append(os.Environ(), "KAFKA_BROKERS=["+broker+"]", "SPANS_TOPIC="+spansTopic, "METRICS_TOPIC="+metricsTopic,
-		"OTLP_GRPC_ENDPOINT="+grpcAddr, "OTLP_HTTP_ENDPOINT="+httpAddr, "TELEMETRY_LEVEL=none")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("collector output:\n%s", lastLines(out.String(), 30))
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := net.Dial("tcp", grpcAddr); err == nil {
-			c.Close()
-			return grpcAddr
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("the collector did not listen on %s:\n%s", grpcAddr, lastLines(out.String(), 30))
-	return ""
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func lastLines(s string, n int) string {
-	l := strings.Split(s, "\n")
-	return strings.Join(l[max(0, len(l)-n):], "\n")
 }

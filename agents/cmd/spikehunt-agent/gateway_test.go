@@ -1,11 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"net"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -16,14 +12,6 @@ import (
 // (pipelines/otel), which writes Kafka records keyed by the agent's host,
 // with the spans and counters intact.
 func TestAgentThroughTheGatewayCollector(t *testing.T) {
-	paths, err := testenv.Paths()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := paths.OtelcolBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
 	k := testenv.SharedKafka(t)
 	const spansTopic, metricsTopic = "gw_otlp_spans", "gw_otlp_metrics"
 	for _, topic := range []string{spansTopic, metricsTopic} {
@@ -31,22 +19,8 @@ func TestAgentThroughTheGatewayCollector(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	grpcAddr, httpAddr := freeTCPAddr(t), freeTCPAddr(t)
-	col := exec.Command(bin, "--config", "file:../../../pipelines/otel/config.yaml")
-	col.Env = append(os.Environ(), "KAFKA_BROKERS=["+k.Brokers()[0]+"]", "SPANS_TOPIC="+spansTopic, "METRICS_TOPIC="+metricsTopic,
-		"OTLP_GRPC_ENDPOINT="+grpcAddr, "OTLP_HTTP_ENDPOINT="+httpAddr, "TELEMETRY_LEVEL=none")
-	var colOut bytes.Buffer
-	col.Stdout, col.Stderr = &colOut, &colOut
-	if err := col.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		col.Process.Signal(os.Interrupt)
-		col.Wait()
-		if t.Failed() {
-			t.Logf("collector output:\n%s", tail(colOut.String(), 30))
-		}
-	})
+	grpcAddr := testenv.StartCollector(t, "../../../pipelines/otel/config.yaml",
+		"KAFKA_BROKERS=["+k.Brokers()[0]+"]", "SPANS_TOPIC="+spansTopic, "METRICS_TOPIC="+metricsTopic)
 
 	p := startAgent(t, k.Brokers(), t.TempDir(), "--host-name", "gw-node", "--sink", "otlp", "--otlp.endpoint", grpcAddr, "--otlp.insecure")
 	const n = 300
@@ -69,14 +43,4 @@ func TestAgentThroughTheGatewayCollector(t *testing.T) {
 	if c.points["system.cpu.time"] == 0 {
 		t.Error("no counters through the gateway")
 	}
-}
-
-func freeTCPAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
