@@ -11,9 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/spikehunt/spikehunt/pipelines/ingest"
 	"github.com/spikehunt/spikehunt/pipelines/schema"
 	"github.com/spikehunt/spikehunt/pipelines/store"
@@ -62,8 +59,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	reg := newRegistry()
 	if err := in.Register(reg); err != nil {
 		return err
 	}
@@ -72,16 +68,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-			if err := st.Exec(r.Context(), "SELECT 1"); err != nil {
-				http.Error(w, "clickhouse: "+err.Error(), http.StatusServiceUnavailable)
-				return
-			}
-			io.WriteString(w, "ok\n")
-		})
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Handler: observabilityMux(reg, st), ReadHeaderTimeout: 10 * time.Second}
 		go srv.Serve(ln)
 		defer srv.Close()
 		fmt.Fprintf(stdout, "spikehunt ingest: %s, %s → %s; metrics http://%s/metrics\n", *spans, *metricsTopic, st.Backend(), ln.Addr())

@@ -11,9 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/spikehunt/spikehunt/pipelines/chhttp"
 	"github.com/spikehunt/spikehunt/pipelines/store"
 )
@@ -36,19 +33,10 @@ func runServeClickHouse(ctx context.Context, args []string, stdout, stderr io.Wr
 		return err
 	}
 	defer st.Close()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	reg := newRegistry()
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	h := chhttp.New(st.(*store.Embedded), chhttp.Config{User: *user, Password: envOr(*password, ""), Logger: logger})
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		if err := st.Exec(r.Context(), "SELECT 1"); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		io.WriteString(w, "ok\n")
-	})
+	mux := observabilityMux(reg, st)
 	mux.Handle("/", chhttp.Instrument(h, reg))
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
