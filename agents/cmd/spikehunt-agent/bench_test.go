@@ -73,7 +73,7 @@ func measureAgent(b *testing.B) (agentFigures, error) {
 	go func() { sentCh <- udpLoad(ctx, udp, 20000) }()
 	time.Sleep(2 * time.Second) // warm-up: connections, first batches
 	pid := p.cmd.Process.Pid
-	user0, sys0 := procCPU(pid)
+	user0, sys0 := testenv.ProcCPU(pid)
 	sw0, wall0 := procSwitches(pid), time.Now()
 	if profile != "" {
 		if err := fetchProfile(p, secs, profile); err != nil {
@@ -81,7 +81,7 @@ func measureAgent(b *testing.B) (agentFigures, error) {
 		}
 	}
 	time.Sleep(time.Until(wall0.Add(time.Duration(secs) * time.Second)))
-	user1, sys1 := procCPU(pid)
+	user1, sys1 := testenv.ProcCPU(pid)
 	sw1, wall := procSwitches(pid), time.Since(wall0).Seconds()
 	rss := procHWM(pid)
 	cancel()
@@ -168,21 +168,6 @@ func udpLoad(ctx context.Context, addr string, rate int) int {
 		}
 		sent += perTick
 	}
-}
-
-// procCPU is the process's user and system CPU time in seconds.
-func procCPU(pid int) (user, sys float64) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, 0
-	}
-	// Fields after the parenthesised command name; utime and stime are the
-	// 14th and 15th fields, in clock ticks (USER_HZ = 100).
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return ut / 100, st / 100
 }
 
 // procSwitches is the sum of voluntary and involuntary context switches

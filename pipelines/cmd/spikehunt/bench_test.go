@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -62,9 +61,10 @@ func measureIngest(b *testing.B) (ingestFigures, error) {
 		"--kafka.brokers", k.Brokers()[0], "--group", group,
 		"--topic.spans", topic, "--topic.metrics", topic + "-metrics", "--topic.dlq", topic + "-dlq"}, false, 0)
 	start := time.Now()
-	cpu0 := procCPUSeconds(p.cmd.Process.Pid)
+	user0, sys0 := testenv.ProcCPU(p.cmd.Process.Pid)
 	waitLagZero(b, k, group, topic)
-	cpu := procCPUSeconds(p.cmd.Process.Pid) - cpu0
+	user1, sys1 := testenv.ProcCPU(p.cmd.Process.Pid)
+	cpu := user1 + sys1 - user0 - sys0
 	wall := time.Since(start).Seconds()
 	p.cmd.Process.Signal(os.Interrupt)
 	p.wait(b, 30*time.Second)
@@ -87,17 +87,4 @@ func measureIngest(b *testing.B) (ingestFigures, error) {
 		return ingestFigures{}, fmt.Errorf("requests has %.0f rows, want %d", rows, spans)
 	}
 	return ingestFigures{perCore: rows / cpu, wallRate: rows / wall, bytesPerRow: bytes / rows}, nil
-}
-
-// procCPUSeconds is a process's user+system CPU time.
-func procCPUSeconds(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100
 }

@@ -1,0 +1,33 @@
+package main
+
+import (
+	"io"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/spikehunt/spikehunt/pipelines/store"
+)
+
+// newRegistry is a registry with the Go runtime and process collectors.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return reg
+}
+
+// observabilityMux serves /metrics from reg and /healthz, which answers
+// 503 while st does not answer SELECT 1.
+func observabilityMux(reg *prometheus.Registry, st store.Store) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := st.Exec(r.Context(), "SELECT 1"); err != nil {
+			http.Error(w, "clickhouse: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok\n")
+	})
+	return mux
+}
