@@ -563,8 +563,8 @@ func TestAgentPointsBecomeCounterRows(t *testing.T) {
 		row("system.network.packet.dropped", 2, -1, "eth0", "receive", 3, "spikehunt.network.operstate=up"),
 		row("system.disk.operations", 1000, -1, "sda", "read", 17, ""),
 		row("spikehunt.softirqs", 1000, 0, "", "NET_RX", 950, ""),
-		row("spikehunt.pressure.stall_time", 1000, -1, "", "full", 0.002, "spikehunt.pressure.resource=io"),
-		row("spikehunt.network.driver_drops", 1000, -1, "eth1", "", 0, "spikehunt.counter=rx_missed_errors,spikehunt.queue=7"),
+		row("spikehunt.pressure.stall_time", 1000, -1, "io", "full", 0.002, ""),
+		row("spikehunt.network.driver_drops", 1000, -1, "eth1", "rx_missed_errors", 0, "spikehunt.queue=7"),
 		row("spikehunt.context_switches", 1000, -1, "", "", 81234, ""),
 		slab,
 	}
@@ -842,12 +842,12 @@ func TestRowsInsertIntoTheRealTables(t *testing.T) {
 	want = [][]string{
 		{"spikehunt.interrupts", stampAt(now, 0), "1500", "web-7", "1", "35", "", "1200", "{'spikehunt.irq.device':'eth0-TxRx-0'}"},
 		{"spikehunt.memory.slab", stampAt(now, time.Second), "0", "web-7", "-1", "", "reclaimable", "1073741824", "{}"},
-		{"spikehunt.network.driver_drops", stampAt(now, 0), "1000", "web-7", "-1", "eth1", "", "0", "{'spikehunt.counter':'rx_missed_errors','spikehunt.queue':'7'}"},
+		{"spikehunt.network.driver_drops", stampAt(now, 0), "1000", "web-7", "-1", "eth1", "rx_missed_errors", "0", "{'spikehunt.queue':'7'}"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("counters (-want +got):\n%s", diff)
 	}
-	if got := selectRows(t, st, "SELECT count(), countIf(length(attrs) = 0) FROM counters"); !cmp.Equal(got, [][]string{{"9", "5"}}) {
+	if got := selectRows(t, st, "SELECT count(), countIf(length(attrs) = 0) FROM counters"); !cmp.Equal(got, [][]string{{"9", "6"}}) {
 		t.Errorf("counters: count, rows without attrs = %q, want 9, 5", got)
 	}
 
