@@ -848,7 +848,7 @@ func TestRowsInsertIntoTheRealTables(t *testing.T) {
 		t.Fatalf("counters (-want +got):\n%s", diff)
 	}
 	if got := selectRows(t, st, "SELECT count(), countIf(length(attrs) = 0) FROM counters"); !cmp.Equal(got, [][]string{{"9", "6"}}) {
-		t.Errorf("counters: count, rows without attrs = %q, want 9, 5", got)
+		t.Errorf("counters: count, rows without attrs = %q, want 9, 6", got)
 	}
 
 	// A block in which no row has attrs: the Map's key column is empty.
