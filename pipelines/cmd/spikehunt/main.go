@@ -25,8 +25,12 @@ type command struct {
 var commands = map[string]command{
 	"demo":             {"run the main job on one machine with the embedded ClickHouse engine", runDemo},
 	"ingest":           {"consume the OTLP Kafka topics into ClickHouse, exactly once", runIngest},
+	"hosts":            {"per-host latency and spike counts: one machine or all of them?", runHosts},
 	"migrate":          {"apply the ClickHouse schema migrations to a store", runMigrate},
+	"patterns":         {"fleet patterns (recurrent, synchronized, isolated) in a sentence each", runPatterns},
 	"serve-clickhouse": {"serve the ClickHouse HTTP interface over an embedded store", runServeClickHouse},
+	"spikes":           {"spike windows per host, with their top suspect", runSpikes},
+	"suspects":         {"the kernel counters that moved with each spike window", runSuspects},
 	"version":          {"print the version", runVersion},
 }
 
