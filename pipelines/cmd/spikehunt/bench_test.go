@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,8 +21,11 @@ import (
 // the embedded engine until the group has committed everything, and
 // reports rows per CPU second of the ingest process (the embedded engine's
 // inserts and merges included: it runs inside that process) and the
-// compressed bytes on disk per requests row after OPTIMIZE … FINAL. It
-// measures once, whatever b.N is.
+// compressed bytes on disk per requests row after OPTIMIZE … FINAL, and
+// the mean rows per insert (the engine's cost per row falls as inserts
+// grow: fewer parts to write and to merge). It measures once, whatever
+// b.N is. SPIKEHUNT_BENCH_CPUPROFILE=file also saves a CPU profile of the
+// ingest process.
 func BenchmarkIngest(b *testing.B) {
 	ingestBench.Do(func() { ingestBench.r, ingestBench.err = measureIngest(b) })
 	if ingestBench.err != nil {
@@ -29,6 +35,7 @@ func BenchmarkIngest(b *testing.B) {
 	b.ReportMetric(r.perCore, "ingest.spans_per_s_per_core:rows/s")
 	b.ReportMetric(r.wallRate, "ingest.spans_per_s_wall:rows/s")
 	b.ReportMetric(r.bytesPerRow, "ingest.stored_bytes_per_request:B")
+	b.ReportMetric(r.perInsert, "ingest.rows_per_insert:rows")
 }
 
 var ingestBench struct {
@@ -37,7 +44,7 @@ var ingestBench struct {
 	err error
 }
 
-type ingestFigures struct{ perCore, wallRate, bytesPerRow float64 }
+type ingestFigures struct{ perCore, wallRate, bytesPerRow, perInsert float64 }
 
 func measureIngest(b *testing.B) (ingestFigures, error) {
 	spans := 5_000_000
@@ -57,15 +64,37 @@ func measureIngest(b *testing.B) (ingestFigures, error) {
 
 	dir := b.TempDir()
 	dsn := "chdb://" + dir + "?database=bench"
-	p := startIngest(b, []string{"ingest", "--dsn", dsn, "--migrate", "--listen", "",
+	// /metrics is read once, at the end, for the batch sizes.
+	args := []string{"ingest", "--dsn", dsn, "--migrate", "--listen", "127.0.0.1:0",
 		"--kafka.brokers", k.Brokers()[0], "--group", group,
-		"--topic.spans", topic, "--topic.metrics", topic + "-metrics", "--topic.dlq", topic + "-dlq"}, false, 0)
+		"--topic.spans", topic, "--topic.metrics", topic + "-metrics", "--topic.dlq", topic + "-dlq"}
+	// SPIKEHUNT_BENCH_INGEST_FLAGS: more flags, to compare settings
+	// (e.g. "--batch.rows 200000") without editing the benchmark.
+	args = append(args, strings.Fields(os.Getenv("SPIKEHUNT_BENCH_INGEST_FLAGS"))...)
+	profile := os.Getenv("SPIKEHUNT_BENCH_CPUPROFILE")
+	if profile != "" {
+		args = append(args, "--debug.pprof")
+	}
+	p := startIngest(b, args, false, 0)
 	start := time.Now()
 	user0, sys0 := testenv.ProcCPU(p.cmd.Process.Pid)
+	profiled := make(chan error, 1)
+	if profile != "" {
+		go func() { profiled <- fetchIngestProfile(p, profile) }()
+	}
 	waitLagZero(b, k, group, topic)
 	user1, sys1 := testenv.ProcCPU(p.cmd.Process.Pid)
 	cpu := user1 + sys1 - user0 - sys0
 	wall := time.Since(start).Seconds()
+	if profile != "" {
+		if err := <-profiled; err != nil {
+			return ingestFigures{}, err
+		}
+	}
+	perInsert, err := rowsPerInsert(p)
+	if err != nil {
+		return ingestFigures{}, err
+	}
 	p.cmd.Process.Signal(os.Interrupt)
 	p.wait(b, 30*time.Second)
 
@@ -86,5 +115,86 @@ func measureIngest(b *testing.B) (ingestFigures, error) {
 	if int(rows) != spans {
 		return ingestFigures{}, fmt.Errorf("requests has %.0f rows, want %d", rows, spans)
 	}
-	return ingestFigures{perCore: rows / cpu, wallRate: rows / wall, bytesPerRow: bytes / rows}, nil
+	return ingestFigures{perCore: rows / cpu, wallRate: rows / wall, bytesPerRow: bytes / rows, perInsert: perInsert}, nil
+}
+
+// fetchIngestProfile saves a CPU profile of the ingest process to path
+// (SPIKEHUNT_BENCH_CPUPROFILE; read it with go tool pprof). It covers
+// SPIKEHUNT_BENCH_PROFILE_SECONDS (default 15) from when the listener is
+// up; with the default 5,000,000 spans the ingest runs longer than that.
+// Threads of the embedded engine show as _ExternalCode.
+func fetchIngestProfile(p *ingestProc, path string) error {
+	secs := 15
+	if v, err := strconv.Atoi(os.Getenv("SPIKEHUNT_BENCH_PROFILE_SECONDS")); err == nil && v > 0 {
+		secs = v
+	}
+	base, err := ingestListener(p)
+	if err != nil {
+		return err
+	}
+	resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, secs))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("cpu profile: %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// ingestListener is the base URL of the ingest's /metrics listener, once
+// it has printed it.
+func ingestListener(p *ingestProc) (string, error) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		out := p.out.String()
+		if i := strings.Index(out, "metrics http://"); i >= 0 {
+			return strings.TrimSuffix(strings.Fields(out[i+len("metrics "):])[0], "/metrics"), nil
+		}
+	}
+	return "", fmt.Errorf("no metrics address in the ingest's output:\n%s", p.out.String())
+}
+
+// rowsPerInsert is the mean size of the ingest's inserts into requests,
+// from its spikehunt_ingest_batch_rows histogram: every insert makes a
+// part, and the engine's merges of parts cost more the smaller they are.
+func rowsPerInsert(p *ingestProc) (float64, error) {
+	base, err := ingestListener(p)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	text, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	var sum, count float64
+	for _, line := range strings.Split(string(text), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		switch f[0] {
+		case `spikehunt_ingest_batch_rows_sum{table="requests"}`:
+			sum, _ = strconv.ParseFloat(f[1], 64)
+		case `spikehunt_ingest_batch_rows_count{table="requests"}`:
+			count, _ = strconv.ParseFloat(f[1], 64)
+		}
+	}
+	if count == 0 {
+		return 0, fmt.Errorf("no inserts into requests in the ingest's /metrics")
+	}
+	return sum / count, nil
 }

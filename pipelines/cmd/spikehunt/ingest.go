@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -29,6 +30,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	delay := fs.Duration("batch.delay", time.Second, "… or this long after its first message")
 	migrate := fs.Bool("migrate", false, "apply the schema migrations first (single node)")
 	listen := fs.String("listen", "127.0.0.1:9465", "address for /metrics and /healthz (empty: none)")
+	pprofOn := fs.Bool("debug.pprof", false, "also serve /debug/pprof/ on --listen (profiling; not for an exposed address)")
 	instance := fs.String("instance-id", envOr("SPIKEHUNT_INSTANCE_ID", ""), "static group member id (a StatefulSet pod name): a restart keeps its partitions at once (env SPIKEHUNT_INSTANCE_ID)")
 	session := fs.Duration("kafka.session-timeout", 45*time.Second, "how long the group waits for a silent member")
 	noDedup := fs.Bool("unsafe.no-dedup", false, "insert without deduplication tokens: loses exactly-once (for the control run of the crash test)")
@@ -68,7 +70,12 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
-		srv := &http.Server{Handler: observabilityMux(reg, st), ReadHeaderTimeout: 10 * time.Second}
+		mux := observabilityMux(reg, st)
+		if *pprofOn {
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		}
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go srv.Serve(ln)
 		defer srv.Close()
 		fmt.Fprintf(stdout, "spikehunt ingest: %s, %s → %s; metrics http://%s/metrics\n", *spans, *metricsTopic, st.Backend(), ln.Addr())
