@@ -102,7 +102,7 @@ func FuzzAppendTraces(f *testing.F) {
 				t.Errorf("row %d: weight 0", i)
 			}
 			for _, name := range [...]string{"service", "host", "endpoint", "status"} {
-				if inputCol[*proto.ColLowCardinality[string]](t, in, name).Row(i) == "" {
+				if inputCol[stringColumn](t, in, name).Row(i) == "" {
 					t.Errorf("row %d: empty %s", i, name)
 				}
 			}

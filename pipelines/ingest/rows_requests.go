@@ -29,13 +29,14 @@ const unknownEndpoint = "unknown"
 // not safe for concurrent use.
 type RequestRows struct {
 	ts                                       *proto.ColDateTime64
-	service, host, hwClass, endpoint, status *proto.ColLowCardinality[string]
+	service, host, hwClass, endpoint, status *lowCardStrings
 	latency, thread, weight                  proto.ColUInt32
 	traceID, spanID                          proto.ColFixedStr
 	input                                    proto.Input
 
-	// pending holds one message's rows until all of them proved valid;
-	// kept to reuse its memory from message to message.
+	direct spanDecoder
+	// pending holds one message's rows on the pdata path until all of
+	// them proved valid; kept to reuse its memory from message to message.
 	pending []requestRow
 }
 
@@ -50,10 +51,10 @@ type requestRow struct {
 
 // NewRequestRows returns an empty batch.
 func NewRequestRows() *RequestRows {
-	lc := func() *proto.ColLowCardinality[string] { return new(proto.ColStr).LowCardinality() }
 	r := &RequestRows{
 		ts:      new(proto.ColDateTime64).WithPrecision(proto.PrecisionMicro).WithLocation(time.UTC),
-		service: lc(), host: lc(), hwClass: lc(), endpoint: lc(), status: lc(),
+		service: newLowCardStrings(), host: newLowCardStrings(), hwClass: newLowCardStrings(),
+		endpoint: newLowCardStrings(), status: newLowCardStrings(),
 	}
 	r.traceID.SetSize(16)
 	r.spanID.SetSize(8)
@@ -79,7 +80,22 @@ func NewRequestRows() *RequestRows {
 // without half of it also in the table. rows is how many rows it appended,
 // skipped how many spans it left out because they are not requests
 // (client, internal, … spans; see isRequest). The error is a *DecodeError.
+// The batch copies what it keeps: msg is the caller's again on return.
+//
+// Messages go through the direct decoder (decode_spans.go); one it will
+// not take is decoded again through pdata (appendTracesPdata), the
+// reference, which then accepts it or says why not.
 func (r *RequestRows) AppendTraces(msg []byte) (rows, skipped int, err error) {
+	if rows, skipped, err := r.direct.appendDirect(r, msg); err == nil {
+		return rows, skipped, nil
+	}
+	return r.appendTracesPdata(msg)
+}
+
+// appendTracesPdata is AppendTraces through pdata: slower, allocating a
+// Span object per span, and the reference the direct decoder is tested
+// against.
+func (r *RequestRows) appendTracesPdata(msg []byte) (rows, skipped int, err error) {
 	td, err := unmarshalTraces(msg)
 	if err != nil {
 		return 0, 0, err
@@ -105,6 +121,28 @@ func (r *RequestRows) Input() proto.Input { return r.input }
 
 // Reset empties the batch and keeps its memory for the next one.
 func (r *RequestRows) Reset() { r.input.Reset() }
+
+// rowsMark is how far the batch's columns and dictionaries reached.
+type rowsMark struct{ rows, service, host, hwClass, endpoint, status int }
+
+func (r *RequestRows) mark() rowsMark {
+	return rowsMark{r.Rows(), len(r.service.dict), len(r.host.dict), len(r.hwClass.dict), len(r.endpoint.dict), len(r.status.dict)}
+}
+
+// truncate takes the batch back to m, undoing a message half appended.
+func (r *RequestRows) truncate(m rowsMark) {
+	r.ts.Data = r.ts.Data[:m.rows]
+	r.service.truncate(m.rows, m.service)
+	r.host.truncate(m.rows, m.host)
+	r.hwClass.truncate(m.rows, m.hwClass)
+	r.endpoint.truncate(m.rows, m.endpoint)
+	r.status.truncate(m.rows, m.status)
+	r.latency = r.latency[:m.rows]
+	r.thread = r.thread[:m.rows]
+	r.weight = r.weight[:m.rows]
+	r.traceID.Buf = r.traceID.Buf[:m.rows*16]
+	r.spanID.Buf = r.spanID.Buf[:m.rows*8]
+}
 
 func (r *RequestRows) append(row *requestRow) {
 	r.ts.AppendRaw(row.ts)

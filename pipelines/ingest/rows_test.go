@@ -196,6 +196,13 @@ func inputCol[T proto.ColInput](t testing.TB, in proto.Input, name string) T {
 	panic("unreachable")
 }
 
+// stringColumn is a String or LowCardinality(String) column read back:
+// ch-go's, or the dictionary column the requests batch fills.
+type stringColumn interface {
+	proto.ColInput
+	Row(i int) string
+}
+
 // inputRows is the row count of every column, which must agree.
 func inputRows(t testing.TB, in proto.Input) int {
 	t.Helper()
@@ -224,9 +231,7 @@ func requestRowsIn(t testing.TB, r *RequestRows) []requestRowText {
 		t.Fatalf("Rows() = %d, columns hold %d", r.Rows(), n)
 	}
 	ts := inputCol[*proto.ColDateTime64](t, in, "ts")
-	lc := func(name string) *proto.ColLowCardinality[string] {
-		return inputCol[*proto.ColLowCardinality[string]](t, in, name)
-	}
+	lc := func(name string) stringColumn { return inputCol[stringColumn](t, in, name) }
 	u32 := func(name string) *proto.ColUInt32 { return inputCol[*proto.ColUInt32](t, in, name) }
 	fixed := func(name string) *proto.ColFixedStr { return inputCol[*proto.ColFixedStr](t, in, name) }
 	out := make([]requestRowText, n)
