@@ -125,72 +125,6 @@ func foldAnyValue(buf []byte, v *attrValue) error {
 	return nil
 }
 
-// checkField checks the one field at pos against s and returns the
-// position after it.
-func checkField(buf []byte, pos int, s *pbSchema) (int, error) {
-	field, wire, p, err := consumeTag(buf, pos)
-	if err != nil {
-		return 0, err
-	}
-	end := p
-	if err := checkMessageField(buf, field, wire, &end, s); err != nil {
-		return 0, err
-	}
-	return end, nil
-}
-
-// checkMessageField checks field's value at *pos against s, moving *pos
-// past it.
-func checkMessageField(buf []byte, field int32, wire int, pos *int, s *pbSchema) error {
-	f := pbField{}
-	if int(field) < len(s.fields) {
-		f = s.fields[field]
-	}
-	var err error
-	p := *pos
-	switch f.kind {
-	case pbUnknown:
-		p, err = consumeUnknown(buf, p, wire)
-	case pbVarint:
-		if wire != wireVarint {
-			return errWire
-		}
-		_, p, err = consumeVarint(buf, p)
-	case pbI64:
-		if wire != wireI64 {
-			return errWire
-		}
-		_, p, err = consumeFixed64(buf, p)
-	case pbI32:
-		if wire != wireI32 {
-			return errWire
-		}
-		_, p, err = consumeFixed32(buf, p)
-	default:
-		if wire != wireLen {
-			return errWire
-		}
-		var start int
-		if start, p, err = consumeLen(buf, p); err != nil {
-			return err
-		}
-		switch n := p - start; f.kind {
-		case pbID16:
-			if n != 0 && n != 16 {
-				return errWire
-			}
-		case pbID8:
-			if n != 0 && n != 8 {
-				return errWire
-			}
-		case pbMessage:
-			err = checkMessage(buf[start:p], f.msg)
-		}
-	}
-	*pos = p
-	return err
-}
-
 // decodeKeyValue decodes a KeyValue: its key (the last key field, as in
 // pdata) and value. key aliases buf.
 func decodeKeyValue(buf []byte) (key []byte, v attrValue, err error) {
@@ -221,7 +155,7 @@ func decodeKeyValue(buf []byte) (key []byte, v attrValue, err error) {
 				return nil, v, err
 			}
 		default: // key_strindex, unknown
-			if err := checkMessageField(buf, field, wire, &p, &pbKeyValue); err != nil {
+			if err := checkFieldValue(buf, field, wire, &p, &pbKeyValue); err != nil {
 				return nil, v, err
 			}
 		}

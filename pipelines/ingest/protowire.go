@@ -196,58 +196,75 @@ func init() {
 // of the wrong length. Nested messages recurse, as in pdata.
 func checkMessage(buf []byte, s *pbSchema) error {
 	for pos := 0; pos < len(buf); {
-		field, wire, p, err := consumeTag(buf, pos)
-		if err != nil {
+		var err error
+		if pos, err = checkField(buf, pos, s); err != nil {
 			return err
 		}
-		f := pbField{}
-		if int(field) < len(s.fields) {
-			f = s.fields[field]
-		}
-		switch f.kind {
-		case pbUnknown:
-			p, err = consumeUnknown(buf, p, wire)
-		case pbVarint:
-			if wire != wireVarint {
-				return errWire
-			}
-			_, p, err = consumeVarint(buf, p)
-		case pbI64:
-			if wire != wireI64 {
-				return errWire
-			}
-			_, p, err = consumeFixed64(buf, p)
-		case pbI32:
-			if wire != wireI32 {
-				return errWire
-			}
-			_, p, err = consumeFixed32(buf, p)
-		default: // length-delimited
-			if wire != wireLen {
-				return errWire
-			}
-			var start int
-			start, p, err = consumeLen(buf, p)
-			if err != nil {
-				return err
-			}
-			switch n := p - start; f.kind {
-			case pbID16:
-				if n != 0 && n != 16 {
-					return errWire
-				}
-			case pbID8:
-				if n != 0 && n != 8 {
-					return errWire
-				}
-			case pbMessage:
-				err = checkMessage(buf[start:p], f.msg)
-			}
-		}
-		if err != nil {
-			return err
-		}
-		pos = p
 	}
 	return nil
+}
+
+// checkField checks the one field at pos against s and returns the
+// position after it.
+func checkField(buf []byte, pos int, s *pbSchema) (int, error) {
+	field, wire, p, err := consumeTag(buf, pos)
+	if err != nil {
+		return 0, err
+	}
+	if err := checkFieldValue(buf, field, wire, &p, s); err != nil {
+		return 0, err
+	}
+	return p, nil
+}
+
+// checkFieldValue checks the value of field, at *pos, against s, and moves
+// *pos past it.
+func checkFieldValue(buf []byte, field int32, wire int, pos *int, s *pbSchema) error {
+	f := pbField{}
+	if int(field) < len(s.fields) {
+		f = s.fields[field]
+	}
+	var err error
+	p := *pos
+	switch f.kind {
+	case pbUnknown:
+		p, err = consumeUnknown(buf, p, wire)
+	case pbVarint:
+		if wire != wireVarint {
+			return errWire
+		}
+		_, p, err = consumeVarint(buf, p)
+	case pbI64:
+		if wire != wireI64 {
+			return errWire
+		}
+		_, p, err = consumeFixed64(buf, p)
+	case pbI32:
+		if wire != wireI32 {
+			return errWire
+		}
+		_, p, err = consumeFixed32(buf, p)
+	default: // length-delimited
+		if wire != wireLen {
+			return errWire
+		}
+		var start int
+		if start, p, err = consumeLen(buf, p); err != nil {
+			return err
+		}
+		switch n := p - start; f.kind {
+		case pbID16:
+			if n != 0 && n != 16 {
+				return errWire
+			}
+		case pbID8:
+			if n != 0 && n != 8 {
+				return errWire
+			}
+		case pbMessage:
+			err = checkMessage(buf[start:p], f.msg)
+		}
+	}
+	*pos = p
+	return err
 }
