@@ -35,6 +35,7 @@ type Stats struct {
 	Points   int64 // counter points
 	Messages int64
 	Bytes    int64
+	Skipped  bool // Load found this configuration loaded already and sent nothing
 }
 
 // flushEvery is how much simulated time one message per signal covers for

@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -296,4 +297,50 @@ func median(xs []float64) float64 {
 	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
 	return s[len(s)/2]
+}
+
+// TestLoadIsIdempotent: a second load of the same configuration sends
+// nothing; a load that did not finish (its record gone, its rows half
+// there) is replaced, not added to.
+func TestLoadIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	st := testenv.ClickHouse(t)
+	if _, err := schema.Apply(ctx, st, schema.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	counts := func() string {
+		tab, err := store.Select(ctx, st, "SELECT toString((SELECT count() FROM requests)), toString((SELECT sum(weighted_count) FROM latency_1s)), toString((SELECT count() FROM counters))")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(tab.Rows[0], " ")
+	}
+	cfg := Config{Scenario: ThousandSpikes, Hosts: 5, Duration: 30 * time.Minute, Start: epoch, Seed: 4}
+	if _, s, err := Load(ctx, st, cfg, nil, nil); err != nil || s.Skipped || s.Kept == 0 {
+		t.Fatalf("first load: %+v, %v", s, err)
+	}
+	want := counts()
+	if _, s, err := Load(ctx, st, cfg, nil, nil); err != nil || !s.Skipped {
+		t.Fatalf("second load: %+v, %v; want skipped", s, err)
+	}
+	if got := counts(); got != want {
+		t.Errorf("after a second load: %s, want %s", got, want)
+	}
+	// A crash half-way: the record is missing and only part of the rows.
+	for _, q := range []string{"DELETE FROM sim_loads WHERE 1", "DELETE FROM requests WHERE host = 'node-0001'", "DELETE FROM counters WHERE host = 'node-0002'"} {
+		if err := st.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, s, err := Load(ctx, st, cfg, nil, nil); err != nil || s.Skipped {
+		t.Fatalf("load after a partial one: %+v, %v", s, err)
+	}
+	if got := counts(); got != want {
+		t.Errorf("after replacing a partial load: %s, want %s", got, want)
+	}
+	// Another seed is another fleet.
+	cfg.Seed = 5
+	if _, s, err := Load(ctx, st, cfg, nil, nil); err != nil || s.Skipped {
+		t.Fatalf("another seed: %+v, %v", s, err)
+	}
 }
