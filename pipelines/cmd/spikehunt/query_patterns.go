@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -260,15 +261,23 @@ func enrichPattern(ctx context.Context, st store.Store, p *patternView) error {
 	return nil
 }
 
-// topSkew is the hardware class whose spike rate is highest relative to the
-// fleet, and that ratio ("" when there is no skew map).
+// topSkew is the hardware class whose spike rate is highest, and how many
+// times the calmest class's rate it is: "2.1× as often on gen5" compares
+// gen5 with gen4, as an SRE reads it, not with the fleet that gen5 is half
+// of. The skew map holds rates relative to the fleet; "" when it has fewer
+// than two classes or the calmest never spiked.
 func topSkew(skew map[string]float64) (class string, ratio float64) {
+	lowest := math.Inf(1)
 	for c, r := range skew {
 		if r > ratio || (r == ratio && c < class) {
 			class, ratio = c, r
 		}
+		lowest = math.Min(lowest, r)
 	}
-	return class, ratio
+	if len(skew) < 2 || lowest <= 0 {
+		return "", 0
+	}
+	return class, ratio / lowest
 }
 
 // describePattern says in one sentence what a pattern means for the fleet,

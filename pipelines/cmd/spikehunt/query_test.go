@@ -118,7 +118,7 @@ func seedQueryFleet(t *testing.T) queryFleet {
 	// Two versions of one pattern (the latest wins) and a retracted one.
 	pattern := func(id, class string, end time.Duration, affected int, deleted int) string {
 		return fmt.Sprintf(`('%s', 'billy', '%s', ['hw-class-skewed'], '%s', '%s', %d, 5, 1020, 0.9, 0.05,
-			{'gen5': 2.1, 'gen4': 0.3}, 0.4,
+			{'gen5': 1.4, 'gen4': 0.6667}, 0.4,
 			[('system.cpu.time', 'softirq', '', 3, 4.5), ('spikehunt.network.pause_frames', 'receive', 'eth1', 1, 1.2)],
 			'v1', now64(3), %d)`, id, class, f.at(end-time.Hour), f.at(end), affected, deleted)
 	}
@@ -297,7 +297,7 @@ func TestQueryCommands(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(got) != 1 || got[0].HostsAffected != 3 || !got[0].LookbackEnd.Equal(f.t0.Add(time.Hour)) ||
-			got[0].Description != sentence || got[0].HWClassSkew["gen5"] != 2.1 || got[0].TypicalPeakMS != 1010 ||
+			got[0].Description != sentence || got[0].HWClassSkew["gen5"] != 1.4 || got[0].TypicalPeakMS != 1010 ||
 			fmt.Sprint(got[0].Suspects[0].CPUs) != "[0 2 4]" || got[0].TopHosts[0] != "h03" {
 			t.Errorf("json: %+v", got)
 		}
@@ -429,7 +429,7 @@ func TestPatternsDescribeInOneSentence(t *testing.T) {
 		{
 			name: "the thousand spikes: every host at its own phase, more on new hardware",
 			p: patternView{Class: "fleet-recurrent", Modifiers: []string{"hw-class-skewed"}, HostsAffected: 48, HostsTotal: 50,
-				RecurrenceIntervalS: 1020, HWClassSkew: map[string]float64{"gen4": 0.5, "gen5": 2.1}, TypicalPeakMS: 1012, Suspects: netRX},
+				RecurrenceIntervalS: 1020, HWClassSkew: map[string]float64{"gen4": 0.65, "gen5": 1.365}, TypicalPeakMS: 1012, Suspects: netRX},
 			want: "Every host stalls ~1.0 s every ~17 min at its own phase; 96% of hosts; 2.1× as often on hw class gen5; during the stalls NET_RX softirq rises on CPUs 0, 2, 4 and 6.",
 		},
 		{
