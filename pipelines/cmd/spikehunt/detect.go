@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spikehunt/spikehunt/pipelines/detect"
+	"github.com/spikehunt/spikehunt/pipelines/schema"
+	"github.com/spikehunt/spikehunt/pipelines/store"
+)
+
+func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("detect", `Runs the detectors: per-host spike windows from latency_1s, their suspects from the
+kernel counters, and the fleet patterns of each service over a look-back. The first
+pass covers --since (or --from/--to) up to --until; with --every, later passes cover
+the time since the last one. Re-running a range rewrites the same rows; rows a
+re-run no longer produces are retracted. One summary line per pass on stdout.`, stderr)
+	dsn := fs.String("dsn", envOr("SPIKEHUNT_DSN", ""), "ClickHouse store: chdb:///dir, clickhouse://…, http(s)://… (env SPIKEHUNT_DSN)")
+	service := fs.String("service", "", "service to examine (empty: every service in latency_1s over the look-back)")
+	since := fs.Duration("since", 6*time.Hour, "the first pass covers this much before --until")
+	from := fs.String("from", "", "start of the first pass, RFC 3339 (instead of --since)")
+	to := fs.String("to", "", "end of the first pass, RFC 3339 (same as --until)")
+	until := fs.String("until", "", `evaluate "as of" this time, RFC 3339 (default now); later passes keep the same distance from the clock`)
+	every := fs.Duration("every", 30*time.Second, "run a pass this often (0: once)")
+	lookback := fs.Duration("lookback", detect.DefaultLookback, "span of spike windows the pattern classifier looks at")
+	k := fs.Float64("k", detect.DefaultK, "a second is slow past k × the typical latency (the larger of the fleet's and the host's bucket median)")
+	floor := fs.Duration("floor", detect.DefaultFloor, "… and past this absolute floor")
+	gap := fs.Duration("gap", detect.DefaultMergeGap, "slow seconds at most this far apart are one window")
+	bucket := fs.Duration("bucket", detect.DefaultBucket, "time slice the medians are taken over")
+	pad := fs.Duration("pad", detect.DefaultPad, "read this much before a pass so windows straddling its start are seen whole")
+	minDeviation := fs.Float64("min-deviation", detect.DefaultMinDeviation, "robust deviation a counter needs to be a suspect")
+	maxSuspects := fs.Int("max-suspects", detect.DefaultMaxSuspects, "suspects kept per spike window")
+	migrate := fs.Bool("migrate", false, "apply the schema migrations first (single node)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *dsn == "" {
+		fmt.Fprintln(stderr, "--dsn is required")
+		return errUsage
+	}
+	cfg := detect.Config{
+		Service:  *service,
+		Spikes:   detect.SpikeConfig{K: *k, Floor: *floor, MergeGap: *gap, Bucket: *bucket, Pad: *pad},
+		Suspects: detect.SuspectConfig{MinDeviation: *minDeviation, Max: *maxSuspects},
+		Patterns: detect.PatternConfig{Lookback: *lookback},
+	}
+	var err error
+	if cfg.To, err = endOfRange(*to, *until); err != nil {
+		fmt.Fprintln(stderr, err)
+		return errUsage
+	}
+	switch {
+	case *from != "":
+		if cfg.From, err = time.Parse(time.RFC3339, *from); err != nil {
+			fmt.Fprintf(stderr, "--from %q: want RFC 3339, e.g. 2026-11-22T10:00:00Z\n", *from)
+			return errUsage
+		}
+	case *since <= 0:
+		fmt.Fprintln(stderr, "--since must be positive")
+		return errUsage
+	default:
+		cfg.From = cfg.To.Add(-*since)
+	}
+	if *every < 0 {
+		fmt.Fprintln(stderr, "--every must be 0 (once) or positive")
+		return errUsage
+	}
+	if err := (&detect.Config{From: cfg.From, To: cfg.To, Spikes: cfg.Spikes, Suspects: cfg.Suspects, Patterns: cfg.Patterns}).Validate(); err != nil {
+		fmt.Fprintln(stderr, strings.TrimPrefix(err.Error(), detect.ErrConfig.Error()+": "))
+		return errUsage
+	}
+
+	progress := func(format string, a ...any) { fmt.Fprintf(stderr, "detect: "+format+"\n", a...) }
+	st, err := store.Open(ctx, *dsn)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	progress("opened the %s store", st.Backend())
+	if *migrate {
+		if _, err := schema.Apply(ctx, st, schema.Options{}); err != nil {
+			return err
+		}
+	}
+	what := "every service"
+	if *service != "" {
+		what = "service " + *service
+	}
+	progress("%s, first pass %s → %s, look-back %v, every %v", what, stamp(cfg.From), stamp(cfg.To), *lookback, *every)
+	err = detect.Run(ctx, st, cfg, *every, func(r detect.Result) { fmt.Fprintln(stdout, summary(r)) })
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// endOfRange is --to, else --until, else now.
+func endOfRange(to, until string) (time.Time, error) {
+	if to != "" && until != "" && to != until {
+		return time.Time{}, fmt.Errorf("--to %s and --until %s disagree: give one", to, until)
+	}
+	s, name := to, "--to"
+	if s == "" {
+		s, name = until, "--until"
+	}
+	if s == "" {
+		return time.Now().UTC().Truncate(time.Second), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s %q: want RFC 3339, e.g. 2026-11-22T10:00:00Z", name, s)
+	}
+	return t.UTC(), nil
+}
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// summary is one line per pass: the range, what was written, the patterns,
+// and where the time went.
+func summary(r detect.Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s → %s: %d service(s), %d spike windows (%d new or changed, %d retracted), %d suspect rows, ",
+		stamp(r.From), stamp(r.To), len(r.Services), len(r.Spikes), r.NewSpikes(), len(r.Retracted), r.SuspectRows)
+	if len(r.Patterns) == 0 {
+		b.WriteString("no pattern")
+	} else {
+		var ps []string
+		for _, p := range r.Patterns {
+			s := fmt.Sprintf("%s %s", p.Service, p.Class)
+			for _, m := range p.Modifiers {
+				s += "+" + m
+			}
+			s += fmt.Sprintf(" %d/%d hosts", p.HostsAffected, p.HostsTotal)
+			if p.RecurrenceInterval > 0 {
+				s += " every " + p.RecurrenceInterval.String()
+			}
+			ps = append(ps, s)
+		}
+		fmt.Fprintf(&b, "%d pattern(s) [%s]", len(r.Patterns), strings.Join(ps, "; "))
+	}
+	if len(r.RetractedPatterns) > 0 {
+		fmt.Fprintf(&b, ", %d pattern(s) retracted", len(r.RetractedPatterns))
+	}
+	t := r.Timing
+	fmt.Fprintf(&b, "; pass %v (spikes %v, suspects %v, patterns %v)", t.Total.Round(time.Millisecond),
+		t.Spikes.Round(time.Millisecond), t.Suspects.Round(time.Millisecond), t.Patterns.Round(time.Millisecond))
+	return b.String()
+}

@@ -1,0 +1,337 @@
+package detect
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// DetectorVersion is written into every row the detectors produce
+// (spikes, spike_suspects, patterns). Bump it when a change to the rules
+// or the defaults makes old rows incomparable with new ones.
+const DetectorVersion = "detect/1"
+
+// Config is one detection pass: which service, which time range, and the
+// knobs of the three stages. The zero value of every knob means its
+// default; Validate fills them in.
+type Config struct {
+	// Service is the service to examine; "" means every service with data
+	// in latency_1s over the pattern look-back ending at To.
+	Service string
+	// Spike windows whose start lies in [From, To) are recomputed (and
+	// rewritten or retracted). Both are truncated to whole seconds, the
+	// grain of latency_1s. Data at or after To is never read: a pass "as of"
+	// To sees what a live pass at To would have seen.
+	From, To time.Time
+
+	Spikes   SpikeConfig
+	Suspects SuspectConfig
+	Patterns PatternConfig
+
+	// Now stamps detected_at, the version of every row written. It must not
+	// go backwards between passes over the same rows: a retraction only wins
+	// over a row with an older stamp. Default time.Now; stamps are also made
+	// strictly increasing within the process.
+	Now func() time.Time
+}
+
+// SpikeConfig is the per-host spike window detector (DESIGN.md §5).
+//
+// A host-second is slow when its max latency exceeds
+//
+//	max(Floor, K × base), base = max(fleet median, host median) of its bucket,
+//
+// where a bucket is a Bucket-long slice of time aligned to the epoch. Slow
+// seconds closer than MergeGap merge into one window.
+type SpikeConfig struct {
+	// K multiplies the base. Default 8: a request that takes eight times the
+	// typical one. 1–1000.
+	K float64
+	// Floor is the least latency that can be a spike, whatever the base: a
+	// service answering in 200 µs does not spike at 2 ms. Default 25 ms.
+	Floor time.Duration
+	// Bucket is the time slice medians are taken over. Long enough that a
+	// 30 s fleet-wide stall is a few percent of it and moves no median;
+	// short enough that a slow creep carries the base along with it.
+	// Default 10 min; 1 min–2 h, a whole number of seconds.
+	Bucket time.Duration
+	// MergeGap: slow seconds separated by at most this many fast seconds
+	// are one window. Default 5 s; 0–10 min.
+	MergeGap time.Duration
+	// Pad is read before From so that a window straddling From is seen
+	// whole. Windows that start in the pad are rewritten, not duplicated;
+	// windows starting in its first MergeGap + 1 s are left alone, since the
+	// pass cannot tell whether they began earlier. It must exceed the
+	// longest window plus MergeGap. Default 15 min (a window longer than
+	// half a bucket would raise the host's own median and end itself).
+	Pad time.Duration
+}
+
+// SuspectConfig ranks the kernel counters of a spike's host.
+type SuspectConfig struct {
+	// Margin widens the window on both sides: the counter intervals
+	// overlapping [start − Margin, end + Margin] make the "during" rate.
+	// Default 1 s.
+	Margin time.Duration
+	// Baseline is how far before the window the series' normal behaviour is
+	// taken from, and Guard the gap left before the window: the baseline is
+	// the intervals inside [start − Baseline, start − Guard], minus those
+	// touching other spike windows of the host. Defaults 30 min and 30 s.
+	Baseline, Guard time.Duration
+	// MinBaselineIntervals: a series with fewer baseline intervals (an
+	// agent that just started, a NIC that just appeared) is not judged.
+	// Default 5.
+	MinBaselineIntervals int
+	// MinDeviation is the significance bar: a series whose robust deviation
+	// (during − median) / scale is below it is not a suspect. Default 6.
+	MinDeviation float64
+	// RelativeFloor: the scale is at least this share of the series' own
+	// median, so that a series that never varies does not turn a 1% move
+	// into a suspect. Default 0.05.
+	RelativeFloor float64
+	// TimeWeight multiplies the deviation of time-valued series (CPU time,
+	// run delay, PSI stall, disk time) for the rank: they are the time a
+	// spike took from the workload, where counts (packets, drops,
+	// interrupts) are its load or echo. Default 100.
+	TimeWeight float64
+	// DownInterfaceWeight multiplies the deviation of packets received on an
+	// interface whose operstate is not up (seed 003): traffic that should
+	// not exist ranks above the softirq time it causes, so it must exceed
+	// TimeWeight. Default 10 000.
+	DownInterfaceWeight float64
+	// Max is how many suspects a window keeps, most deviating first.
+	// Default 10; 1–255.
+	Max int
+	// Settle: windows that ended less than this before From have their
+	// suspects recomputed even when the window itself did not change,
+	// because counters may arrive later than latency. Default 2 min.
+	Settle time.Duration
+	// ChunkWindows bounds how many windows one suspects query handles; a
+	// pass over a long range runs several. Default 2000.
+	ChunkWindows int
+}
+
+// PatternConfig is the fleet classifier (Classify): see its doc for the rules.
+type PatternConfig struct {
+	// Lookback is the span of spike windows, ending at To, a pass
+	// classifies. Default 6 h; 10 min–30 days.
+	Lookback time.Duration
+	// Occurrence: one host's windows starting within this of the previous
+	// one are one occurrence of a spike (a stall with a ragged tail yields
+	// two windows, not a 3-second "interval"). Default 60 s.
+	Occurrence time.Duration
+
+	// BurstSpan is the width of a synchronized burst: spikes of many hosts
+	// within ±BurstSpan/2 of one another. Default 2 min.
+	BurstSpan time.Duration
+	// BurstMinHosts and BurstHostShare: a burst needs at least
+	// max(BurstMinHosts, BurstHostShare × hosts with spikes) distinct
+	// hosts, and more than chance gives at the fleet's spike rate
+	// (Poisson, at BurstAlpha over all the look-back's burst spans).
+	// Defaults 5, 0.2, 0.001.
+	BurstMinHosts  int
+	BurstHostShare float64
+	BurstAlpha     float64
+	// MinSynchronicity: the share of spikes in bursts that makes a pattern
+	// fleet-synchronized. Default 0.5.
+	MinSynchronicity float64
+
+	// RecurrentMinHosts and RecurrentHostShare: fleet-recurrent needs at
+	// least max(RecurrentMinHosts, RecurrentHostShare × fleet) hosts with
+	// two occurrences or more. Defaults 5, 0.1.
+	RecurrentMinHosts  int
+	RecurrentHostShare float64
+	// MaxDispersion: intervals are regular when (p75 − p25) / p50 of the
+	// pooled per-host intervals of a hardware class is at most this.
+	// Periodic 15–20 min gives ~0.15, exponential (Poisson) gaps ~1.6, and
+	// the Poisson intervals that fit in a look-back ~1–1.25, but a noisy
+	// fleet of 30 hosts reaches 0.8 in about 2% of look-backs. Default 0.5.
+	MaxDispersion float64
+	// MinIntervals: a hardware class is judged for regularity only with at
+	// least this many intervals. Default 30.
+	MinIntervals int
+
+	// IsolatedMaxHosts and IsolatedHostShare: isolated-host is at most
+	// max(IsolatedMaxHosts, IsolatedHostShare × fleet) outlier hosts.
+	// Defaults 3, 0.02.
+	IsolatedMaxHosts  int
+	IsolatedHostShare float64
+	// IsolatedAlpha: a host is an outlier when its count is this unlikely
+	// under a Poisson at the mean count of the other hosts,
+	// Bonferroni-corrected over the fleet. Default 0.0001: every pass
+	// re-tests every host, so a looser bar flickers on noise.
+	IsolatedAlpha float64
+	// IsolatedMinShare: the outliers must carry at least this share of the
+	// spikes beyond the fleet's typical count. Default 0.5.
+	IsolatedMinShare float64
+
+	// SkewMinRatio: hw-class-skewed when the highest per-host spike rate of
+	// a class is at least this multiple of the lowest one (among classes
+	// of at least SkewMinHosts hosts), and the difference is significant
+	// (SkewMinZ standard errors of a binomial split of the two classes'
+	// spikes by their host counts). Defaults 1.5, 5, 3.
+	SkewMinRatio float64
+	SkewMinHosts int
+	SkewMinZ     float64
+
+	// SuspectTopRank: a spike's suspects ranked up to this count for the
+	// pattern's suspects. SuspectMinShare: a counter family is a pattern
+	// suspect when it is among those of at least this share of the
+	// pattern's affected hosts and of its spike windows. Defaults 5, 0.2.
+	SuspectTopRank  int
+	SuspectMinShare float64
+	// MaxSuspects is how many counter families a pattern keeps. Default 5.
+	MaxSuspects int
+}
+
+// Defaults; exported so the CLI documents the same values.
+const (
+	DefaultK        = 8.0
+	DefaultFloor    = 25 * time.Millisecond
+	DefaultBucket   = 10 * time.Minute
+	DefaultMergeGap = 5 * time.Second
+	DefaultPad      = 15 * time.Minute
+
+	DefaultMinDeviation = 6.0
+	DefaultMaxSuspects  = 10
+
+	DefaultLookback = 6 * time.Hour
+)
+
+// ErrConfig marks an invalid Config.
+var ErrConfig = errors.New("detect: invalid config")
+
+func configErr(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...))
+}
+
+// Validate fills defaults and checks bounds. Pass calls it.
+func (c *Config) Validate() error {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.To.IsZero() {
+		return configErr("To is not set: the pass must know where its range ends")
+	}
+	c.From, c.To = c.From.UTC().Truncate(time.Second), c.To.UTC().Truncate(time.Second)
+	if !c.From.Before(c.To) {
+		return configErr("From %s is not before To %s", c.From.Format(time.RFC3339), c.To.Format(time.RFC3339))
+	}
+	if err := c.Spikes.validate(); err != nil {
+		return err
+	}
+	if err := c.Suspects.validate(); err != nil {
+		return err
+	}
+	return c.Patterns.validate()
+}
+
+func (c *SpikeConfig) validate() error {
+	def(&c.K, DefaultK)
+	def(&c.Floor, DefaultFloor)
+	def(&c.Bucket, DefaultBucket)
+	def(&c.MergeGap, DefaultMergeGap)
+	def(&c.Pad, DefaultPad)
+	switch {
+	case c.K < 1 || c.K > 1000:
+		return configErr("spikes: K = %g, want 1–1000", c.K)
+	case c.Floor < time.Millisecond || c.Floor > time.Hour:
+		return configErr("spikes: Floor = %v, want 1ms–1h", c.Floor)
+	case c.Bucket < time.Minute || c.Bucket > 2*time.Hour || c.Bucket%time.Second != 0:
+		return configErr("spikes: Bucket = %v, want 1m–2h in whole seconds", c.Bucket)
+	case c.MergeGap < 0 || c.MergeGap > 10*time.Minute || c.MergeGap%time.Second != 0:
+		return configErr("spikes: MergeGap = %v, want 0–10m in whole seconds", c.MergeGap)
+	case c.Pad%time.Second != 0 || c.Pad <= c.MergeGap+time.Second || c.Pad > 24*time.Hour:
+		return configErr("spikes: Pad = %v, want more than MergeGap + 1s (%v), at most 24h, in whole seconds", c.Pad, c.MergeGap+time.Second)
+	}
+	return nil
+}
+
+func (c *SuspectConfig) validate() error {
+	def(&c.Margin, time.Second)
+	def(&c.Baseline, 30*time.Minute)
+	def(&c.Guard, 30*time.Second)
+	def(&c.MinBaselineIntervals, 5)
+	def(&c.MinDeviation, DefaultMinDeviation)
+	def(&c.RelativeFloor, 0.05)
+	def(&c.TimeWeight, 100)
+	def(&c.DownInterfaceWeight, 10_000)
+	def(&c.Max, DefaultMaxSuspects)
+	def(&c.Settle, 2*time.Minute)
+	def(&c.ChunkWindows, 2000)
+	switch {
+	case c.Margin < 0 || c.Margin > time.Minute:
+		return configErr("suspects: Margin = %v, want 0–1m", c.Margin)
+	case c.Guard < 0 || c.Baseline <= c.Guard || c.Baseline > 24*time.Hour:
+		return configErr("suspects: Baseline = %v, Guard = %v: want 0 ≤ Guard < Baseline ≤ 24h", c.Baseline, c.Guard)
+	case c.MinBaselineIntervals < 1:
+		return configErr("suspects: MinBaselineIntervals = %d, want at least 1", c.MinBaselineIntervals)
+	case c.MinDeviation <= 0:
+		return configErr("suspects: MinDeviation = %g, want more than 0", c.MinDeviation)
+	case c.RelativeFloor < 0 || c.RelativeFloor > 1:
+		return configErr("suspects: RelativeFloor = %g, want 0–1", c.RelativeFloor)
+	case c.TimeWeight < 1 || c.DownInterfaceWeight < 1:
+		return configErr("suspects: TimeWeight = %g, DownInterfaceWeight = %g: want at least 1", c.TimeWeight, c.DownInterfaceWeight)
+	case c.Max < 1 || c.Max > 255:
+		return configErr("suspects: Max = %d, want 1–255 (rank is a UInt8)", c.Max)
+	case c.Settle < 0:
+		return configErr("suspects: Settle = %v, want 0 or more", c.Settle)
+	case c.ChunkWindows < 1:
+		return configErr("suspects: ChunkWindows = %d, want at least 1", c.ChunkWindows)
+	}
+	return nil
+}
+
+func (c *PatternConfig) validate() error {
+	def(&c.Lookback, DefaultLookback)
+	def(&c.Occurrence, time.Minute)
+	def(&c.BurstSpan, 2*time.Minute)
+	def(&c.BurstMinHosts, 5)
+	def(&c.BurstHostShare, 0.2)
+	def(&c.BurstAlpha, 0.001)
+	def(&c.MinSynchronicity, 0.5)
+	def(&c.RecurrentMinHosts, 5)
+	def(&c.RecurrentHostShare, 0.1)
+	def(&c.MaxDispersion, 0.5)
+	def(&c.MinIntervals, 30)
+	def(&c.IsolatedMaxHosts, 3)
+	def(&c.IsolatedHostShare, 0.02)
+	def(&c.IsolatedAlpha, 0.0001)
+	def(&c.IsolatedMinShare, 0.5)
+	def(&c.SkewMinRatio, 1.5)
+	def(&c.SkewMinHosts, 5)
+	def(&c.SkewMinZ, 3)
+	def(&c.SuspectTopRank, 5)
+	def(&c.SuspectMinShare, 0.2)
+	def(&c.MaxSuspects, 5)
+	switch {
+	case c.Lookback < 10*time.Minute || c.Lookback > 30*24*time.Hour:
+		return configErr("patterns: Lookback = %v, want 10m–720h", c.Lookback)
+	case c.Occurrence < 0 || c.BurstSpan <= 0:
+		return configErr("patterns: Occurrence = %v, BurstSpan = %v: want Occurrence ≥ 0, BurstSpan > 0", c.Occurrence, c.BurstSpan)
+	case !share(c.BurstHostShare) || !share(c.MinSynchronicity) || !share(c.RecurrentHostShare) ||
+		!share(c.IsolatedHostShare) || !share(c.IsolatedMinShare) || !share(c.SuspectMinShare):
+		return configErr("patterns: every share must be within 0–1")
+	case c.BurstAlpha <= 0 || c.BurstAlpha >= 1 || c.IsolatedAlpha <= 0 || c.IsolatedAlpha >= 1:
+		return configErr("patterns: BurstAlpha = %g, IsolatedAlpha = %g: want within (0, 1)", c.BurstAlpha, c.IsolatedAlpha)
+	case c.BurstMinHosts < 2 || c.RecurrentMinHosts < 1 || c.IsolatedMaxHosts < 1 || c.SkewMinHosts < 1:
+		return configErr("patterns: BurstMinHosts ≥ 2, RecurrentMinHosts, IsolatedMaxHosts and SkewMinHosts ≥ 1")
+	case c.MaxDispersion <= 0 || c.MinIntervals < 2:
+		return configErr("patterns: MaxDispersion = %g, MinIntervals = %d: want > 0 and ≥ 2", c.MaxDispersion, c.MinIntervals)
+	case c.SkewMinRatio <= 1 || c.SkewMinZ < 0:
+		return configErr("patterns: SkewMinRatio = %g (want > 1), SkewMinZ = %g (want ≥ 0)", c.SkewMinRatio, c.SkewMinZ)
+	case c.SuspectTopRank < 1 || c.MaxSuspects < 1:
+		return configErr("patterns: SuspectTopRank and MaxSuspects must be at least 1")
+	}
+	return nil
+}
+
+// def sets *v to d when it is the zero value.
+func def[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
+}
+
+func share(x float64) bool { return x >= 0 && x <= 1 }

@@ -1,0 +1,395 @@
+package detect
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spikehunt/spikehunt/pipelines/store"
+)
+
+// findPatterns classifies the spike windows of service over the look-back
+// ending at cfg.To, writes a patterns row per pattern found, and retracts
+// the rows of the same look-back end that an earlier pass wrote and this one
+// no longer finds. It returns the patterns and the retracted pattern ids.
+func findPatterns(ctx context.Context, st store.Store, cfg *Config, service string, stamp time.Time) ([]Pattern, []string, error) {
+	end := cfg.To
+	start := end.Add(-cfg.Patterns.Lookback)
+	hosts, err := hostSpikes(ctx, st, service, start, end)
+	if err != nil {
+		return nil, nil, err
+	}
+	var patterns []Pattern
+	if len(hosts) > 0 {
+		fleet, dataFrom, illusion, err := fleetAndIllusion(ctx, st, service, start, end)
+		if err != nil {
+			return nil, nil, err
+		}
+		patterns = Classify(FleetSpikes{Service: service, LookbackStart: start, LookbackEnd: end, DataFrom: dataFrom, Fleet: fleet, Hosts: hosts}, cfg.Patterns)
+		if len(patterns) > 0 {
+			families, err := suspectFamilies(ctx, st, service, start, end, cfg.Patterns.SuspectTopRank)
+			if err != nil {
+				return nil, nil, err
+			}
+			spikes := map[string]int{}
+			for _, h := range hosts {
+				spikes[h.Host] = len(h.Starts)
+			}
+			for i := range patterns {
+				p := &patterns[i]
+				p.IllusionShare = illusion
+				p.Suspects = patternSuspects(affectedHosts(*p, FleetSpikes{DataFrom: dataFrom, Fleet: fleet, Hosts: hosts}, cfg.Patterns), spikes, families, cfg.Patterns)
+				p.DetectedAt, p.DetectorVer = stamp, DetectorVersion
+			}
+		}
+	}
+	if err := writePatterns(ctx, st, patterns, stamp); err != nil {
+		return nil, nil, err
+	}
+	gone, err := retractPatterns(ctx, st, service, end, stamp)
+	if err != nil {
+		return nil, nil, err
+	}
+	return patterns, gone, nil
+}
+
+// hostSpikes reads the live spike windows of the look-back, per host: the
+// count and the sorted starts.
+func hostSpikes(ctx context.Context, st store.Store, service string, from, to time.Time) ([]HostSpikes, error) {
+	q := fmt.Sprintf(`SELECT toString(host) AS host, toString(any(hw_class)) AS hw_class,
+    arraySort(groupArray(toUnixTimestamp64Milli(window_start))) AS starts
+FROM spikes FINAL
+WHERE service = %s AND window_start >= %s AND window_start < %s AND is_deleted = 0
+GROUP BY host ORDER BY host`, store.QuoteString(service), msLit(from), msLit(to))
+	var out []HostSpikes
+	err := st.Query(ctx, q, func(b store.Block) error {
+		strs, err := columns[string](b, "host", "hw_class")
+		if err != nil {
+			return err
+		}
+		starts, err := column[[]int64](b, "starts")
+		if err != nil {
+			return err
+		}
+		for i := 0; i < b.Rows; i++ {
+			ms := starts.Row(i)
+			h := HostSpikes{Host: strs[0].Row(i), HWClass: strs[1].Row(i), Starts: make([]time.Time, len(ms))}
+			for k, m := range ms {
+				h.Starts[k] = time.UnixMilli(m).UTC()
+			}
+			out = append(out, h)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("detect: spike windows of %s over the look-back: %w", service, err)
+	}
+	return out, nil
+}
+
+// fleetAndIllusion reads, in one scan of latency_1s over the look-back,
+// the fleet (host → hardware class), when its data begins, and the
+// averaged-latency illusion:
+//
+//	illusion_share = 1 − A_clean / A_all
+//
+// where A_all is the mean over host-minutes of the host's weighted p99 in
+// that minute — what a per-host p99 panel averaged across the fleet
+// shows — and A_clean the same with the seconds inside spike windows left
+// out (host-minutes that were all spike are skipped). A fleet whose p99
+// rests on its spikes has a share near 1: the "uniform regression" is
+// spikes. Per-minute, not one p99 over the whole look-back: 1 s stalls
+// every 15 min are 0.1% of requests and never move a look-back-wide p99,
+// yet dominate every host-minute they land in.
+func fleetAndIllusion(ctx context.Context, st store.Store, service string, from, to time.Time) (fleet map[string]string, dataFrom time.Time, illusion float64, err error) {
+	// Windows that started before the look-back may reach into it.
+	q := fmt.Sprintf(`SELECT toString(host) AS host, toString(any(hw)) AS hw_class,
+    sum(p_all) AS sum_all, toInt64(count()) AS minutes,
+    sumIf(p_clean, isFinite(p_clean)) AS sum_clean, toInt64(countIf(isFinite(p_clean))) AS clean_minutes,
+    toInt64(toUnixTimestamp(min(m))) AS first_minute
+FROM (
+    SELECT host, any(hw_class) AS hw, toStartOfMinute(ts) AS m,
+        toFloat64(quantilesTDigestWeightedMerge(0.99)(quantiles_us)[1]) AS p_all,
+        toFloat64(quantilesTDigestWeightedMergeIf(0.99)(quantiles_us, (host, toUInt32(ts)) NOT IN (
+            SELECT host, arrayJoin(range(toUInt32(toUnixTimestamp(window_start)), toUInt32(toUnixTimestamp(window_end))))
+            FROM spikes FINAL
+            WHERE service = %[1]s AND window_start >= %[2]s AND window_start < %[3]s AND is_deleted = 0
+        ))[1]) AS p_clean
+    FROM latency_1s
+    WHERE service = %[1]s AND ts >= %[4]s AND ts < %[5]s
+    GROUP BY host, m
+)
+GROUP BY host`, store.QuoteString(service), msLit(from.Add(-time.Hour)), msLit(to), secLit(from), secLit(to))
+	fleet = map[string]string{}
+	var sumAll, sumClean float64
+	var minutes, cleanMinutes, first int64
+	err = st.Query(ctx, q, func(b store.Block) error {
+		strs, err := columns[string](b, "host", "hw_class")
+		if err != nil {
+			return err
+		}
+		sums, err := columns[float64](b, "sum_all", "sum_clean")
+		if err != nil {
+			return err
+		}
+		counts, err := columns[int64](b, "minutes", "clean_minutes", "first_minute")
+		if err != nil {
+			return err
+		}
+		for i := 0; i < b.Rows; i++ {
+			if f := counts[2].Row(i); first == 0 || f < first {
+				first = f
+			}
+			fleet[strs[0].Row(i)] = strs[1].Row(i)
+			sumAll += sums[0].Row(i)
+			sumClean += sums[1].Row(i)
+			minutes += counts[0].Row(i)
+			cleanMinutes += counts[1].Row(i)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, time.Time{}, 0, fmt.Errorf("detect: fleet and averaged p99 of %s: %w", service, err)
+	}
+	if first > 0 {
+		dataFrom = time.Unix(first, 0).UTC()
+	}
+	return fleet, dataFrom, illusionShare(sumAll, minutes, sumClean, cleanMinutes), nil
+}
+
+// illusionShare is 1 − A_clean / A_all from the sums, clamped to 0..1.
+func illusionShare(sumAll float64, minutes int64, sumClean float64, cleanMinutes int64) float64 {
+	if minutes == 0 || cleanMinutes == 0 || sumAll <= 0 {
+		return 0
+	}
+	all, clean := sumAll/float64(minutes), sumClean/float64(cleanMinutes)
+	return math.Max(0, math.Min(1, 1-clean/all))
+}
+
+// suspectFamily is one counter family among one host's top suspects over
+// the look-back.
+type suspectFamily struct {
+	host, metric, mode, device string
+	spikes                     int // of the host's spike windows with it in their top ranks
+	cpus                       []int16
+	score                      float64 // mean deviation
+}
+
+func suspectFamilies(ctx context.Context, st store.Store, service string, from, to time.Time, topRank int) ([]suspectFamily, error) {
+	q := fmt.Sprintf(`SELECT toString(host) AS host, toString(metric) AS metric, toString(mode) AS mode, toString(device) AS device,
+    toInt64(uniqExact(spike_id)) AS spikes, groupArray(cpu) AS cpus, avg(deviation) AS score
+FROM spike_suspects FINAL
+WHERE service = %s AND window_start >= %s AND window_start < %s AND is_deleted = 0 AND rank <= %d
+GROUP BY host, metric, mode, device
+ORDER BY host, metric, mode, device`, store.QuoteString(service), msLit(from), msLit(to), topRank)
+	var out []suspectFamily
+	err := st.Query(ctx, q, func(b store.Block) error {
+		strs, err := columns[string](b, "host", "metric", "mode", "device")
+		if err != nil {
+			return err
+		}
+		spikes, err := column[int64](b, "spikes")
+		if err != nil {
+			return err
+		}
+		cpus, err := column[[]int16](b, "cpus")
+		if err != nil {
+			return err
+		}
+		score, err := column[float64](b, "score")
+		if err != nil {
+			return err
+		}
+		for i := 0; i < b.Rows; i++ {
+			out = append(out, suspectFamily{strs[0].Row(i), strs[1].Row(i), strs[2].Row(i), strs[3].Row(i),
+				int(spikes.Row(i)), cpus.Row(i), score.Row(i)})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("detect: suspects of %s over the look-back: %w", service, err)
+	}
+	return out, nil
+}
+
+// affectedHosts lists every host a pattern covers (the pattern keeps only
+// a sample of 20).
+func affectedHosts(p Pattern, f FleetSpikes, cfg PatternConfig) map[string]bool {
+	out := map[string]bool{}
+	switch p.Class {
+	case ClassIsolatedHost, ClassFleetSynchronized:
+		a := Assess(FleetSpikes{Service: p.Service, LookbackStart: p.LookbackStart, LookbackEnd: p.LookbackEnd, DataFrom: f.DataFrom, Fleet: f.Fleet, Hosts: f.Hosts}, cfg)
+		hosts := a.Outliers
+		if p.Class == ClassFleetSynchronized {
+			hosts = a.burstHosts(a.cfg)
+		}
+		for _, h := range hosts {
+			out[h] = true
+		}
+	default:
+		for _, h := range f.Hosts {
+			out[h.Host] = true
+		}
+	}
+	return out
+}
+
+// patternSuspects picks the counter families found among the top suspects
+// of at least SuspectMinShare of the affected hosts and of their spike
+// windows, most widespread first.
+func patternSuspects(affected map[string]bool, spikes map[string]int, families []suspectFamily, cfg PatternConfig) []PatternSuspect {
+	type agg struct {
+		PatternSuspect
+		spikes   int
+		scoreSum float64
+		cpuCount map[int16]int
+	}
+	byKey := map[[3]string]*agg{}
+	totalSpikes := 0
+	for h := range affected {
+		totalSpikes += spikes[h]
+	}
+	for _, f := range families {
+		if !affected[f.host] {
+			continue
+		}
+		k := [3]string{f.metric, f.mode, f.device}
+		a := byKey[k]
+		if a == nil {
+			a = &agg{PatternSuspect: PatternSuspect{Metric: f.metric, Mode: f.mode, Device: f.device}, cpuCount: map[int16]int{}}
+			byKey[k] = a
+		}
+		a.Hosts++
+		a.spikes += f.spikes
+		a.scoreSum += f.score * float64(f.spikes)
+		for _, c := range f.cpus {
+			if c >= 0 {
+				a.cpuCount[c]++
+			}
+		}
+	}
+	minHosts := math.Max(1, cfg.SuspectMinShare*float64(len(affected)))
+	var out []agg
+	for _, a := range byKey {
+		if float64(a.Hosts) < minHosts || float64(a.spikes) < cfg.SuspectMinShare*float64(totalSpikes) {
+			continue
+		}
+		a.Score = a.scoreSum / float64(a.spikes)
+		for c := range a.cpuCount {
+			a.CPUs = append(a.CPUs, int(c))
+		}
+		slices.SortFunc(a.CPUs, func(x, y int) int {
+			if c := cmp.Compare(a.cpuCount[int16(y)], a.cpuCount[int16(x)]); c != 0 {
+				return c
+			}
+			return cmp.Compare(x, y)
+		})
+		out = append(out, *a)
+	}
+	slices.SortFunc(out, func(x, y agg) int {
+		if c := cmp.Compare(y.spikes, x.spikes); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(y.Score, x.Score); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Metric+x.Mode+x.Device, y.Metric+y.Mode+y.Device)
+	})
+	if len(out) > cfg.MaxSuspects {
+		out = out[:cfg.MaxSuspects]
+	}
+	ps := make([]PatternSuspect, len(out))
+	for i, a := range out {
+		ps[i] = a.PatternSuspect
+	}
+	return ps
+}
+
+// writePatterns inserts the patterns as VALUES: a few rows per pass, and
+// Array(Tuple) and Map columns are simplest as literals.
+func writePatterns(ctx context.Context, st store.Store, ps []Pattern, stamp time.Time) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	var rows []string
+	for _, p := range ps {
+		var skew []string
+		classes := make([]string, 0, len(p.HWClassSkew))
+		for c := range p.HWClassSkew {
+			classes = append(classes, c)
+		}
+		slices.Sort(classes)
+		for _, c := range classes {
+			skew = append(skew, store.QuoteString(c), floatLit(finite(p.HWClassSkew[c])))
+		}
+		var sus []string
+		for _, s := range p.Suspects {
+			sus = append(sus, fmt.Sprintf("(%s, %s, %s, toUInt32(%d), %s)", store.QuoteString(s.Metric), store.QuoteString(s.Mode),
+				store.QuoteString(s.Device), s.Hosts, floatLit(finite(s.Score))))
+		}
+		rows = append(rows, fmt.Sprintf("(%s, %s, %s, %s, %s, %s, %d, %d, %s, %s, %s, map(%s), %s, [%s], %s, %s, 0)",
+			store.QuoteString(p.ID), store.QuoteString(p.Service), store.QuoteString(p.Class), strList(p.Modifiers),
+			msLit(p.LookbackStart), msLit(p.LookbackEnd), p.HostsAffected, p.HostsTotal,
+			floatLit(p.RecurrenceInterval.Seconds()), floatLit(finite(p.Regularity)), floatLit(finite(p.Synchronicity)),
+			strings.Join(skew, ", "), floatLit(finite(p.IllusionShare)), strings.Join(sus, ", "),
+			store.QuoteString(DetectorVersion), msLit(stamp)))
+	}
+	q := `INSERT INTO patterns (pattern_id, service, class, modifiers, lookback_start, lookback_end, hosts_affected, hosts_total,
+    recurrence_interval_s, regularity, synchronicity, hw_class_skew, illusion_share, suspects, detector_version, detected_at, is_deleted)
+VALUES ` + strings.Join(rows, ",\n")
+	if err := st.Exec(ctx, q); err != nil {
+		return fmt.Errorf("detect: write %d patterns: %w", len(ps), err)
+	}
+	return nil
+}
+
+// retractPatterns retracts the rows of service at look-back end `end`
+// that the pass at stamp did not write, and returns their pattern ids.
+func retractPatterns(ctx context.Context, st store.Store, service string, end, stamp time.Time) ([]string, error) {
+	where := fmt.Sprintf(`service = %s AND lookback_end = %s AND is_deleted = 0 AND detected_at < %s`,
+		store.QuoteString(service), msLit(end), msLit(stamp))
+	var ids []string
+	err := st.Query(ctx, "SELECT pattern_id FROM patterns FINAL WHERE "+where+" ORDER BY pattern_id", func(b store.Block) error {
+		c, err := column[string](b, "pattern_id")
+		if err != nil {
+			return err
+		}
+		for i := 0; i < b.Rows; i++ {
+			ids = append(ids, c.Row(i))
+		}
+		return nil
+	})
+	if err != nil || len(ids) == 0 {
+		if err != nil {
+			err = fmt.Errorf("detect: find stale patterns of %s: %w", service, err)
+		}
+		return nil, err
+	}
+	q := fmt.Sprintf(`INSERT INTO patterns (pattern_id, service, class, modifiers, lookback_start, lookback_end, hosts_affected, hosts_total,
+    recurrence_interval_s, regularity, synchronicity, hw_class_skew, illusion_share, suspects, detector_version, detected_at, is_deleted)
+SELECT pattern_id, service, class, modifiers, lookback_start, lookback_end, hosts_affected, hosts_total,
+    recurrence_interval_s, regularity, synchronicity, hw_class_skew, illusion_share, suspects, %s, %s, 1
+FROM patterns FINAL WHERE %s`, store.QuoteString(DetectorVersion), msLit(stamp), where)
+	if err := st.Exec(ctx, q); err != nil {
+		return nil, fmt.Errorf("detect: retract %d stale patterns of %s: %w", len(ids), service, err)
+	}
+	return ids, nil
+}
+
+// finite maps NaN and ±Inf to values the table can hold and readers can
+// compare: 0 for NaN, ±MaxFloat64 for infinities.
+func finite(f float64) float64 {
+	switch {
+	case math.IsNaN(f):
+		return 0
+	case math.IsInf(f, 1):
+		return math.MaxFloat64
+	case math.IsInf(f, -1):
+		return -math.MaxFloat64
+	}
+	return f
+}

@@ -1,0 +1,289 @@
+package detect
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ClickHouse/ch-go/proto"
+
+	"github.com/spikehunt/spikehunt/pipelines/store"
+)
+
+// spikeRange is the time a pass reads and writes spike windows over.
+type spikeRange struct {
+	// baseFrom is the first bucket the medians need: the bucket of
+	// readFrom and the one before it (a young bucket borrows the previous
+	// bucket's median, see spikeWindowsSQL).
+	baseFrom time.Time
+	// readFrom = From − Pad: slow seconds are looked at from here.
+	readFrom time.Time
+	// writeFrom: windows starting at or after it are written, and rows
+	// starting at or after it that the pass does not write are retracted.
+	// A window starting closer than MergeGap + 1 s to readFrom may have
+	// begun before it, unseen, so the pass leaves those alone.
+	writeFrom time.Time
+	to        time.Time
+}
+
+func newSpikeRange(cfg *Config) spikeRange {
+	c := cfg.Spikes
+	readFrom := cfg.From.Add(-c.Pad)
+	bucket := int64(c.Bucket / time.Second)
+	first := readFrom.Unix() / bucket * bucket
+	return spikeRange{
+		baseFrom:  time.Unix(first-bucket, 0).UTC(),
+		readFrom:  readFrom,
+		writeFrom: readFrom.Add(c.MergeGap + time.Second),
+		to:        cfg.To,
+	}
+}
+
+// spikeWindowsSQL finds the spike windows of one service in one query,
+// one scan of latency_1s in its sort order (optimize_aggregation_in_order:
+// no hash table over hosts and seconds) grouped by host and bucket, then
+// per bucket the fleet's base, the threshold, the slow seconds, and per
+// host the windows, split at gaps with arraySplit. Nothing goes row by row
+// through Go.
+//
+// What is compared: a second's weighted mean latency (Σ latency × weight /
+// Σ weight), against k × base. Not its max: the agent keeps every request
+// above its rolling p99, so a second's max is the slowest of dozens of
+// requests and, on a lognormal body with σ = 0.5, passes 8 × the median on
+// every host every minute or two; a stall holds up a good share of a
+// second's requests and moves its mean by orders of magnitude. The max is
+// still the window's peak.
+//
+// Only seconds with a row over the floor can be slow (a mean is at most
+// the max), so the scan keeps just those as an array per group. Rows of
+// one second arrive in several inserts until ClickHouse merges them, and
+// the fast part of a second is not among the kept rows, so a second's mean
+// is taken over at least half a typical second's requests (the bucket's
+// requests per second): a part holding only its slowest request must not
+// pass for a stalled second.
+//
+// The base of a bucket:
+//   - the host's: the geometric mean of its per-second means — a robust
+//     enough centre (a 30 s stall at 250× in a 10-minute bucket moves it by
+//     a third, a 1 s stall by 1%), at a fraction of the cost of merging
+//     every second's t-digest (on 24 h × 1,000 hosts, 1.7 s of CPU against
+//     about 7 s). A bucket holding less than half the requests of the
+//     previous one (the young bucket a live pass is in, a host that just
+//     came up) borrows the previous bucket's base: 20 s of a bucket that
+//     are all a stall must not make the stall the norm.
+//   - the fleet's: the median of the hosts' bases weighted by their
+//     requests.
+//   - base = max(fleet's, host's): a host slower than the fleet by nature
+//     is judged by its own norm, a faster one by the fleet's.
+func spikeWindowsSQL(service string, r spikeRange, c SpikeConfig) string {
+	bucket := int64(c.Bucket / time.Second)
+	floor := c.Floor.Microseconds()
+	return fmt.Sprintf(`
+SELECT
+    toString(host) AS host,
+    toString(hw) AS hw_class,
+    toInt64(w[1].1) * 1000 AS start_ms,
+    (toInt64(w[-1].1) + 1) * 1000 AS end_ms,
+    toUInt32(arrayMax(x -> x.2, w)) AS peak_us,
+    w[arrayFirstIndex(x -> x.2 = peak_us, w)] AS at_peak,
+    toFloat64(at_peak.4) AS baseline_us,
+    toFloat64(at_peak.2 / at_peak.3) AS score,
+    lower(hex(cityHash64(%[1]s, toString(host), fromUnixTimestamp64Milli(start_ms, 'UTC')))) AS spike_id
+FROM (
+    SELECT host, any(hw) AS hw,
+        arraySort(x -> x.1, groupArray((ts, mx, thr, base))) AS secs,
+        arraySplit((x, brk) -> brk, secs,
+            arrayMap((x, i) -> i > 1 AND x.1 - secs[i - 1].1 > %[2]d, secs, arrayEnumerate(secs))) AS wins
+    FROM (
+        SELECT host, any(hw) AS hw, ts, max(mx) AS mx, any(thr) AS thr, any(base) AS base,
+            sum(wsum) / greatest(toFloat64(sum(wcount)), any(typical)) AS mean
+        FROM (
+            SELECT host, hw, c.1 AS ts, c.2 AS mx, c.3 AS wsum, c.4 AS wcount, base, typical,
+                greatest(%[3]d, %[4]s * base) AS thr
+            FROM (
+                SELECT host, hw, cand, n / secs / 2 AS typical,
+                    greatest(host_base, quantileExactWeighted(0.5)(host_base, n) OVER (PARTITION BY b)) AS base
+                FROM (
+                    SELECT host, hw, b, cand, n, secs,
+                        if(lagInFrame(b) OVER w = b - %[5]d AND n * 2 < lagInFrame(n) OVER w,
+                           lagInFrame(geo) OVER w, geo) AS host_base
+                    FROM (
+                        SELECT host, hw_class AS hw,
+                            intDiv(toUInt32(ts), %[5]d) * %[5]d AS b,
+                            exp(avg(log(greatest(1, weighted_sum_us / weighted_count)))) AS geo,
+                            sum(weighted_count) AS n,
+                            max(toUInt32(ts)) - min(toUInt32(ts)) + 1 AS secs,
+                            groupArrayIf((toUInt32(ts), max_us, weighted_sum_us, weighted_count),
+                                ts >= %[6]s AND max_us > %[3]d) AS cand
+                        FROM latency_1s
+                        WHERE service = %[1]s AND ts >= %[7]s AND ts < %[8]s
+                        GROUP BY host, hw_class, b
+                    )
+                    WINDOW w AS (PARTITION BY host ORDER BY b ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
+                )
+            )
+            ARRAY JOIN cand AS c
+        )
+        GROUP BY host, ts
+        HAVING mean > thr
+    )
+    GROUP BY host
+)
+ARRAY JOIN wins AS w
+WHERE start_ms >= %[9]d
+ORDER BY host, start_ms`,
+		store.QuoteString(service), int64(c.MergeGap/time.Second)+1, floor, floatLit(c.K), bucket,
+		secLit(r.readFrom), secLit(r.baseFrom), secLit(r.to), r.writeFrom.UnixMilli())
+}
+
+// findSpikeWindows runs spikeWindowsSQL.
+func findSpikeWindows(ctx context.Context, st store.Store, service string, r spikeRange, c SpikeConfig) ([]SpikeWindow, error) {
+	var out []SpikeWindow
+	err := st.Query(ctx, spikeWindowsSQL(service, r, c), func(b store.Block) error {
+		strs, err := columns[string](b, "spike_id", "host", "hw_class")
+		if err != nil {
+			return err
+		}
+		ms, err := columns[int64](b, "start_ms", "end_ms")
+		if err != nil {
+			return err
+		}
+		peak, err := column[uint32](b, "peak_us")
+		if err != nil {
+			return err
+		}
+		fl, err := columns[float64](b, "baseline_us", "score")
+		if err != nil {
+			return err
+		}
+		for i := 0; i < b.Rows; i++ {
+			out = append(out, SpikeWindow{
+				ID: strs[0].Row(i), Service: service, Host: strs[1].Row(i), HWClass: strs[2].Row(i),
+				Start: time.UnixMilli(ms[0].Row(i)).UTC(), End: time.UnixMilli(ms[1].Row(i)).UTC(),
+				PeakUS: peak.Row(i), BaselineUS: fl[0].Row(i), Score: fl[1].Row(i),
+			})
+		}
+		return nil
+	}, store.WithSetting("optimize_aggregation_in_order", "1"))
+	if err != nil {
+		return nil, fmt.Errorf("detect: spike windows of %s: %w", service, err)
+	}
+	return out, nil
+}
+
+// storedWindow is what a pass compares a window against to tell whether it
+// is new or changed.
+type storedWindow struct {
+	end  int64
+	peak uint32
+}
+
+type windowKey struct {
+	host  string
+	start int64 // ms
+}
+
+// storedWindows reads the live spike rows of service starting in [from, to).
+func storedWindows(ctx context.Context, st store.Store, service string, from, to time.Time) (map[windowKey]storedWindow, error) {
+	q := fmt.Sprintf(`SELECT toString(host) AS host, toUnixTimestamp64Milli(window_start) AS start_ms,
+    toUnixTimestamp64Milli(window_end) AS end_ms, toUInt32(peak_us) AS peak_us
+FROM spikes FINAL
+WHERE service = %s AND window_start >= %s AND window_start < %s AND is_deleted = 0`,
+		store.QuoteString(service), msLit(from), msLit(to))
+	out := map[windowKey]storedWindow{}
+	err := st.Query(ctx, q, func(b store.Block) error {
+		host, err := column[string](b, "host")
+		if err != nil {
+			return err
+		}
+		ms, err := columns[int64](b, "start_ms", "end_ms")
+		if err != nil {
+			return err
+		}
+		peak, err := column[uint32](b, "peak_us")
+		if err != nil {
+			return err
+		}
+		for i := 0; i < b.Rows; i++ {
+			out[windowKey{host.Row(i), ms[0].Row(i)}] = storedWindow{ms[1].Row(i), peak.Row(i)}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("detect: read stored spike windows of %s: %w", service, err)
+	}
+	return out, nil
+}
+
+// writeSpikeWindows inserts ws as one block.
+func writeSpikeWindows(ctx context.Context, st store.Store, ws []SpikeWindow, stamp time.Time) error {
+	if len(ws) == 0 {
+		return nil
+	}
+	var (
+		id                              proto.ColStr
+		service, host, hwClass, version = lowCardinality(), lowCardinality(), lowCardinality(), lowCardinality()
+		start, end, detectedAt          = dateTime64ms(), dateTime64ms(), dateTime64ms()
+		peak                            proto.ColUInt32
+		baseline, score                 proto.ColFloat64
+		deleted                         proto.ColUInt8
+	)
+	for _, w := range ws {
+		id.Append(w.ID)
+		service.Append(w.Service)
+		host.Append(w.Host)
+		hwClass.Append(w.HWClass)
+		start.Append(w.Start)
+		end.Append(w.End)
+		peak.Append(w.PeakUS)
+		baseline.Append(w.BaselineUS)
+		score.Append(w.Score)
+		version.Append(DetectorVersion)
+		detectedAt.Append(stamp)
+		deleted.Append(0)
+	}
+	input := proto.Input{
+		{Name: "spike_id", Data: &id}, {Name: "service", Data: service}, {Name: "host", Data: host},
+		{Name: "hw_class", Data: hwClass}, {Name: "window_start", Data: start}, {Name: "window_end", Data: end},
+		{Name: "peak_us", Data: &peak}, {Name: "baseline_us", Data: &baseline}, {Name: "score", Data: &score},
+		{Name: "detector_version", Data: version}, {Name: "detected_at", Data: detectedAt}, {Name: "is_deleted", Data: &deleted},
+	}
+	if err := st.Insert(ctx, "spikes", input); err != nil {
+		return fmt.Errorf("detect: write %d spike windows: %w", len(ws), err)
+	}
+	return nil
+}
+
+// retractStale retracts the live rows of service starting in [from, to)
+// that the pass at stamp did not write: every row the pass wrote carries
+// stamp, so a live row with an older detected_at is one it no longer
+// produces. It returns the retracted spike ids.
+func retractStale(ctx context.Context, st store.Store, service string, from, to, stamp time.Time) ([]string, error) {
+	where := fmt.Sprintf(`service = %s AND window_start >= %s AND window_start < %s AND is_deleted = 0 AND detected_at < %s`,
+		store.QuoteString(service), msLit(from), msLit(to), msLit(stamp))
+	var ids []string
+	err := st.Query(ctx, "SELECT spike_id FROM spikes FINAL WHERE "+where+" ORDER BY spike_id", func(b store.Block) error {
+		c, err := column[string](b, "spike_id")
+		if err != nil {
+			return err
+		}
+		for i := 0; i < b.Rows; i++ {
+			ids = append(ids, c.Row(i))
+		}
+		return nil
+	})
+	if err != nil || len(ids) == 0 {
+		if err != nil {
+			err = fmt.Errorf("detect: find stale spike windows of %s: %w", service, err)
+		}
+		return nil, err
+	}
+	q := fmt.Sprintf(`INSERT INTO spikes (spike_id, service, host, hw_class, window_start, window_end, peak_us, baseline_us, score,
+    detector_version, detected_at, is_deleted)
+SELECT spike_id, service, host, hw_class, window_start, window_end, peak_us, baseline_us, score, %s, %s, 1
+FROM spikes FINAL WHERE %s`, store.QuoteString(DetectorVersion), msLit(stamp), where)
+	if err := st.Exec(ctx, q); err != nil {
+		return nil, fmt.Errorf("detect: retract %d stale spike windows of %s: %w", len(ids), service, err)
+	}
+	return ids, nil
+}

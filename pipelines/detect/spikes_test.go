@@ -1,0 +1,128 @@
+package detect
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// window is a spike window as tests state it: host and seconds from dataStart.
+type window struct {
+	Host       string
+	Start, End int
+}
+
+func windowsOf(rows []spikeRow) []window {
+	var out []window
+	for _, r := range rows {
+		out = append(out, window{r.Host, int(r.Start.Sub(dataStart).Seconds()), int(r.End.Sub(dataStart).Seconds())})
+	}
+	return out
+}
+
+func everyHost(n, start, end int) []window {
+	var out []window
+	for h := 0; h < n; h++ {
+		out = append(out, window{host(h), start, end})
+	}
+	return out
+}
+
+func TestDetectSpikeWindows(t *testing.T) {
+	tests := []struct {
+		name string
+		load fleetLoad
+		want []window
+	}{
+		{
+			name: "a 1 s stall on one host is a one-second window",
+			load: fleetLoad{hosts: 20, seconds: 3600, stall: "h = 3 AND s = 1805"},
+			want: []window{{host(3), 1805, 1806}},
+		},
+		{
+			name: "slow seconds 3 s apart merge into one window",
+			load: fleetLoad{hosts: 20, seconds: 3600, stall: "h = 3 AND s IN (1805, 1806, 1809)"},
+			want: []window{{host(3), 1805, 1810}},
+		},
+		{
+			name: "slow seconds with 6 fast seconds between are two windows",
+			load: fleetLoad{hosts: 20, seconds: 3600, stall: "h = 3 AND s IN (1805, 1812)"},
+			want: []window{{host(3), 1805, 1806}, {host(3), 1812, 1813}},
+		},
+		{
+			name: "a 30 s stall on every host is a window on each host",
+			load: fleetLoad{hosts: 20, seconds: 3600, stall: "s >= 1805 AND s < 1835"},
+			want: everyHost(20, 1805, 1835),
+		},
+		{
+			name: "a stall in the first seconds of a bucket is found",
+			load: fleetLoad{hosts: 20, seconds: 3600, stall: "h = 4 AND s IN (1200, 1201)"},
+			want: []window{{host(4), 1200, 1202}},
+		},
+		{
+			name: "a gradual 5× creep over the hour is no spike",
+			load: fleetLoad{hosts: 20, seconds: 3600, median: "4000 * pow(5, s / 3600)"},
+			want: nil,
+		},
+		{
+			name: "a 20 ms blip on a 1 ms service stays under the 25 ms floor",
+			load: fleetLoad{hosts: 20, seconds: 3600, median: "1000", stall: "h = 3 AND s = 1805", stallUS: 20_000},
+			want: nil,
+		},
+		{
+			name: "a host ten times slower than the fleet is measured against its own median",
+			load: fleetLoad{hosts: 20, seconds: 3600, median: "if(h = 5, 40000, 4000)", stall: "h = 5 AND s = 1805"},
+			want: []window{{host(5), 1805, 1806}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			st := migrated(t)
+			tt.load.insert(t, st)
+			res, err := Pass(ctx, st, Config{Service: "billy", From: dataStart, To: sec(tt.load.seconds)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows := readSpikes(t, st, "billy")
+			if diff := cmp.Diff(tt.want, windowsOf(rows)); diff != "" {
+				t.Fatalf("windows (-want +got):\n%s", diff)
+			}
+			if len(res.Spikes) != len(rows) {
+				t.Errorf("the pass returned %d windows, the table holds %d", len(res.Spikes), len(rows))
+			}
+			for _, w := range res.Spikes {
+				if w.PeakUS < 500_000 || w.Score < 1 || w.BaselineUS < 1000 || w.HWClass == "" || !w.Changed || w.DetectorVer != DetectorVersion {
+					t.Errorf("window %+v: want a peak near the 1 s stall, score ≥ 1, the baseline, the class, Changed", w)
+				}
+				if want := float64(w.PeakUS) / math.Max(25_000, 8*w.BaselineUS); math.Abs(w.Score-want) > 1e-6*want {
+					t.Errorf("window %s: score %g, want peak / threshold = %g", w.ID, w.Score, want)
+				}
+			}
+			// The ids are the table's own DEFAULT expression.
+			if bad := queryRows(t, st, `SELECT count() FROM spikes FINAL WHERE spike_id != lower(hex(cityHash64(service, host, window_start)))`); bad[0][0] != "0" {
+				t.Errorf("%s spike ids differ from the table's DEFAULT", bad[0][0])
+			}
+		})
+	}
+}
+
+func TestDetectSpikeBaselineIsTheTypicalLatency(t *testing.T) {
+	ctx := context.Background()
+	st := migrated(t)
+	fleetLoad{hosts: 20, seconds: 3600, stall: "h = 3 AND s = 1805"}.insert(t, st)
+	res, err := Pass(ctx, st, Config{Service: "billy", From: dataStart, To: sec(3600)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Spikes) != 1 {
+		t.Fatalf("want one window, got %+v", res.Spikes)
+	}
+	w := res.Spikes[0]
+	// Lognormal around 4 ms: the weighted median is 4 ms within t-digest error.
+	if w.BaselineUS < 3600 || w.BaselineUS > 4400 || w.PeakUS != 1_000_000 || w.HWClass != "gen5" {
+		t.Errorf("window %+v: want baseline ≈ 4000 µs, peak 1 s, class gen5", w)
+	}
+}

@@ -1,0 +1,90 @@
+package detect
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ClickHouse/ch-go/proto"
+
+	"github.com/spikehunt/spikehunt/pipelines/store"
+)
+
+// Small helpers shared by the stages: literals, typed result columns and
+// the detected_at stamp.
+
+// msLit is t as a DateTime64(3, 'UTC') literal.
+func msLit(t time.Time) string {
+	return fmt.Sprintf("fromUnixTimestamp64Milli(toInt64(%d), 'UTC')", t.UnixMilli())
+}
+
+// secLit is t as a DateTime('UTC') literal, for latency_1s.ts.
+func secLit(t time.Time) string { return fmt.Sprintf("toDateTime(%d, 'UTC')", t.Unix()) }
+
+// floatLit renders f so ClickHouse reads a Float64.
+func floatLit(f float64) string { return "toFloat64(" + strconv.FormatFloat(f, 'g', -1, 64) + ")" }
+
+// strList renders ss as a ClickHouse array of strings.
+func strList(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = store.QuoteString(s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+// column returns the result column name typed as T: String and
+// LowCardinality(String) are both ColumnOf[string], Array(Int64) is
+// ColumnOf[[]int64], and so on. Queries cast to the type they read.
+func column[T any](b store.Block, name string) (proto.ColumnOf[T], error) {
+	c := b.Col(name)
+	if c == nil {
+		return nil, fmt.Errorf("result has no column %q", name)
+	}
+	typed, ok := c.(proto.ColumnOf[T])
+	if !ok {
+		var zero T
+		return nil, fmt.Errorf("result column %q is %s, not %T", name, c.Type(), zero)
+	}
+	return typed, nil
+}
+
+// columns fetches several columns of one type at once.
+func columns[T any](b store.Block, names ...string) ([]proto.ColumnOf[T], error) {
+	out := make([]proto.ColumnOf[T], len(names))
+	for i, n := range names {
+		c, err := column[T](b, n)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = c
+	}
+	return out, nil
+}
+
+var stamps struct {
+	sync.Mutex
+	last time.Time
+}
+
+// nextStamp is now at millisecond precision (detected_at's), strictly
+// after every stamp this process gave before: rows of a pass must carry a
+// newer version than the pass before it, even one a millisecond earlier.
+func nextStamp(now func() time.Time) time.Time {
+	stamps.Lock()
+	defer stamps.Unlock()
+	t := now().UTC().Truncate(time.Millisecond)
+	if !t.After(stamps.last) {
+		t = stamps.last.Add(time.Millisecond)
+	}
+	stamps.last = t
+	return t
+}
+
+func lowCardinality() *proto.ColLowCardinality[string] { return new(proto.ColStr).LowCardinality() }
+
+func dateTime64ms() *proto.ColDateTime64 {
+	return new(proto.ColDateTime64).WithPrecision(proto.PrecisionMilli).WithLocation(time.UTC)
+}

@@ -1,0 +1,411 @@
+package detect
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/ch-go/proto"
+
+	"github.com/spikehunt/spikehunt/pipelines/store"
+)
+
+// Suspects: for each spike window, every counter series of its host —
+// (metric, cpu, device, mode) — is compared with its own recent past.
+//
+//   - during: the highest per-interval rate (delta / measured interval)
+//     among the counter intervals overlapping [start − Margin,
+//     end + Margin]. Intervals are 1–30 s, so a 1 s storm inside a 10 s
+//     interval shows at a tenth of its height: still far outside a quiet
+//     series' noise. The highest, not the mean over all overlapping
+//     intervals: a storm lands in one interval, and the neighbour the
+//     margin drags in would halve it again.
+//   - baseline: the per-interval rates of the intervals inside
+//     [start − Baseline, start − Guard], minus those touching another spike
+//     window of the host; their median and MAD.
+//   - deviation = (during − median) / max(1.4826 × MAD, RelativeFloor ×
+//     |median|, the metric's absolute floor). Only a rise counts: idle CPU
+//     time falling is the mirror of softirq time rising, so
+//     system.cpu.time/idle is left out; a gauge (slab) is judged by its
+//     growth between readings.
+//   - the rank weighs the deviation by what the series is. Time taken from
+//     the workload — CPU time by mode, run delay, PSI stall time, disk
+//     operation and busy time — explains a latency spike directly and
+//     weighs TimeWeight (100); counts (packets, drops, interrupts, softirqs
+//     raised, switches) are the load or its echo and weigh 1. So a NIC
+//     storm ranks the softirq time on the CPUs it pinned (seed 000) above
+//     the packets and drops that came with it, whose counts, normally
+//     near zero, deviate by thousands. Packets received on an interface
+//     whose operstate is down (seed 003) weigh DownInterfaceWeight
+//     (10 000): traffic that should not exist ranks above the softirq time
+//     it causes.
+//
+// A series is a suspect at deviation ≥ MinDeviation; a spike where no
+// counter moved (a library sleeping in the process) has none, which is an
+// answer too. One query handles all the windows of a chunk: the windows,
+// expanded into the 5-minute slots their baseline and during ranges
+// touch, are joined to the counters of their hosts by (host, slot), so a
+// counter row meets only the windows near it.
+
+// suspectSlot is the join grain between windows and counter rows.
+const suspectSlot = 5 * time.Minute
+
+// maxCounterInterval is the longest counter interval the join is sure to
+// see whole: rows are fetched from this much before the baseline starts.
+const maxCounterInterval = time.Minute
+
+// Absolute floors of the deviation's scale, in the rate's unit per second:
+// a series that is flat zero must move by this much to count. The metrics
+// in seconds are the time-valued ones TimeWeight applies to.
+var absoluteFloors = []struct {
+	metric string
+	floor  float64
+}{
+	// Seconds per second. CPU time comes in 10 ms ticks: on 1 s intervals
+	// one tick is 0.01 s/s, which must stay below the bar.
+	{"system.cpu.time", 0.005},
+	{"spikehunt.cpu.run_delay", 0.002},
+	{"spikehunt.pressure.stall_time", 0.002},
+	{"system.disk.operation_time", 0.002},
+	{"system.disk.io_time", 0.002},
+	{"system.network.io", 64 << 10},    // bytes per second
+	{"spikehunt.memory.slab", 1 << 20}, // bytes of growth per second
+}
+
+// defaultAbsoluteFloor is for counts (packets, interrupts, softirqs,
+// switches, drops): one per second.
+const defaultAbsoluteFloor = 1.0
+
+// downOperstates: operstate values that are not up. "unknown" is what the
+// kernel reports for lo and most virtual devices, which do carry traffic,
+// and "" means the row did not say.
+const notDownOperstates = `'', 'up', 'unknown'`
+
+// timeMetrics are the metrics measured in seconds (of CPU, waiting, disk).
+func timeMetrics() []string {
+	return []string{"system.cpu.time", "spikehunt.cpu.run_delay", "spikehunt.pressure.stall_time",
+		"system.disk.operation_time", "system.disk.io_time"}
+}
+
+func floorExpr() string {
+	var b strings.Builder
+	b.WriteString("multiIf(")
+	for _, f := range absoluteFloors {
+		fmt.Fprintf(&b, "metric = %s, %s, ", store.QuoteString(f.metric), floatLit(f.floor))
+	}
+	b.WriteString(floatLit(defaultAbsoluteFloor) + ")")
+	return b.String()
+}
+
+type suspectChunk struct {
+	windows  []SpikeWindow
+	from, to time.Time // counters are read over [from, to)
+}
+
+// suspectsSQL ranks the suspects of one chunk of windows of service.
+func suspectsSQL(service string, ch suspectChunk, c SuspectConfig) string {
+	var values, hosts []string
+	seen := map[string]bool{}
+	for _, w := range ch.windows {
+		values = append(values, fmt.Sprintf("(%s, %s, %d, %d)", store.QuoteString(w.ID), store.QuoteString(w.Host), w.Start.UnixMilli(), w.End.UnixMilli()))
+		if !seen[w.Host] {
+			seen[w.Host] = true
+			hosts = append(hosts, w.Host)
+		}
+	}
+	slot := suspectSlot.Milliseconds()
+	margin, baseline, guard := c.Margin.Milliseconds(), c.Baseline.Milliseconds(), c.Guard.Milliseconds()
+	return fmt.Sprintf(`
+SELECT spike_id, metric, cpu, device, mode, base, during, deviation
+FROM (
+    SELECT spike_id, metric, cpu, device, mode, base, during,
+        (during - base) / greatest(mad * 1.4826, %[1]s * abs(base), floor_abs) AS raw,
+        raw * multiIf(down, %[2]s, metric IN %[18]s, %[19]s, 1) AS deviation
+    FROM (
+        SELECT spike_id, metric, cpu, device, mode, any(floor_abs) AS floor_abs,
+            maxIf(v * 1000 / len_ms, is_during) AS during,
+            groupArrayIf(v * 1000 / len_ms, is_base) AS rates,
+            arrayReduce('quantileExactInclusive(0.5)', rates) AS base,
+            arrayReduce('quantileExactInclusive(0.5)', arrayMap(r -> abs(r - base), rates)) AS mad,
+            maxIf(down_iface, is_during) AS down
+        FROM (
+            SELECT w.spike_id AS spike_id, c.metric AS metric, c.cpu AS cpu, c.device AS device, c.mode AS mode,
+                c.v AS v, c.len_ms AS len_ms, c.down_iface AS down_iface, c.floor_abs AS floor_abs,
+                c.cs < w.we + %[3]d AND c.ce > w.ws - %[3]d AS is_during,
+                c.cs >= w.ws - %[4]d AND c.ce <= w.ws - %[5]d
+                    AND NOT arrayExists(o -> c.cs < o.2 + %[3]d AND c.ce > o.1 - %[3]d, w.others) AS is_base
+            FROM (
+                SELECT host, metric, cpu, device, mode, cs, len_ms, cs + len_ms AS ce, v, down_iface,
+                    %[6]s AS floor_abs, intDiv(cs, %[7]d) AS slot
+                FROM (
+                    SELECT toString(host) AS host, toString(metric) AS metric, cpu,
+                        multiIf(device != '' AND attrs['spikehunt.counter'] != '', concat(device, ':', attrs['spikehunt.counter']),
+                                device != '', toString(device),
+                                metric = 'spikehunt.pressure.stall_time', attrs['spikehunt.pressure.resource'], '') AS device,
+                        toString(mode) AS mode,
+                        toUnixTimestamp64Milli(ts_start) AS cs, toInt64(interval_ms) AS len_ms, value AS v,
+                        metric = 'system.network.packet.count' AND mode = 'receive'
+                            AND attrs['spikehunt.network.operstate'] NOT IN (%[8]s) AS down_iface
+                    FROM counters
+                    WHERE host IN %[9]s AND ts_start >= %[10]s AND ts_start < %[11]s AND interval_ms > 0
+                        AND NOT (metric = 'system.cpu.time' AND mode = 'idle')
+                    UNION ALL
+                    -- Gauges (interval_ms = 0) become growth between consecutive readings.
+                    SELECT host, metric, cpu, device, mode, prev_t AS cs, t - prev_t AS len_ms, value - prev_v AS v, false AS down_iface
+                    FROM (
+                        SELECT toString(host) AS host, toString(metric) AS metric, cpu,
+                            toString(device) AS device, toString(mode) AS mode,
+                            toUnixTimestamp64Milli(ts_start) AS t, value,
+                            lagInFrame(t) OVER s AS prev_t, lagInFrame(value) OVER s AS prev_v, row_number() OVER s AS rn
+                        FROM counters
+                        WHERE host IN %[9]s AND ts_start >= %[10]s - INTERVAL 1 MINUTE AND ts_start < %[11]s AND interval_ms = 0
+                        WINDOW s AS (PARTITION BY host, metric, cpu, device, mode ORDER BY ts_start ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
+                    )
+                    WHERE rn > 1 AND t > prev_t
+                )
+            ) AS c
+            INNER JOIN (
+                SELECT x.spike_id AS spike_id, x.host AS host, x.ws AS ws, x.we AS we, o.others AS others,
+                    arrayJoin(range(intDiv(x.ws - %[4]d - %[12]d, %[7]d), intDiv(x.we + %[3]d, %[7]d) + 1)) AS slot
+                FROM VALUES('spike_id String, host String, ws Int64, we Int64', %[13]s) AS x
+                LEFT JOIN (
+                    SELECT toString(host) AS host,
+                        groupArray((toUnixTimestamp64Milli(window_start), toUnixTimestamp64Milli(window_end))) AS others
+                    FROM spikes FINAL
+                    WHERE service = %[14]s AND is_deleted = 0 AND host IN %[9]s
+                        AND window_end > %[10]s AND window_start < %[11]s
+                    GROUP BY host
+                ) AS o ON x.host = o.host
+            ) AS w ON c.host = w.host AND c.slot = w.slot
+            WHERE is_during OR is_base
+        )
+        GROUP BY spike_id, metric, cpu, device, mode
+        HAVING length(rates) >= %[15]d AND countIf(is_during) > 0
+    )
+)
+WHERE raw >= %[16]s
+ORDER BY spike_id, deviation DESC, metric, mode, device, cpu
+LIMIT %[17]d BY spike_id`,
+		floatLit(c.RelativeFloor), floatLit(c.DownInterfaceWeight), margin, baseline, guard,
+		floorExpr(), slot, notDownOperstates, strList(hosts), msLit(ch.from), msLit(ch.to),
+		maxCounterInterval.Milliseconds(), strings.Join(values, ", "), store.QuoteString(service),
+		c.MinBaselineIntervals, floatLit(c.MinDeviation), c.Max, strList(timeMetrics()), floatLit(c.TimeWeight))
+}
+
+// suspectRow is one ranked suspect of one window.
+type suspectRow struct {
+	spikeID string
+	Suspect
+}
+
+func querySuspects(ctx context.Context, st store.Store, service string, ch suspectChunk, c SuspectConfig) ([]suspectRow, error) {
+	var out []suspectRow
+	err := st.Query(ctx, suspectsSQL(service, ch, c), func(b store.Block) error {
+		strs, err := columns[string](b, "spike_id", "metric", "device", "mode")
+		if err != nil {
+			return err
+		}
+		cpu, err := column[int16](b, "cpu")
+		if err != nil {
+			return err
+		}
+		fl, err := columns[float64](b, "base", "during", "deviation")
+		if err != nil {
+			return err
+		}
+		for i := 0; i < b.Rows; i++ {
+			id := strs[0].Row(i)
+			rank := 1
+			if n := len(out); n > 0 && out[n-1].spikeID == id {
+				rank = out[n-1].Rank + 1
+			}
+			out = append(out, suspectRow{id, Suspect{
+				Rank: rank, Metric: strs[1].Row(i), CPU: int(cpu.Row(i)), Device: strs[2].Row(i), Mode: strs[3].Row(i),
+				Baseline: fl[0].Row(i), During: fl[1].Row(i), Deviation: fl[2].Row(i),
+			}})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("detect: suspects of %d spike windows of %s: %w", len(ch.windows), service, err)
+	}
+	return out, nil
+}
+
+// rankSuspects computes and writes the suspects of the windows that need
+// them — those starting in [From, To), those that ended within Settle
+// before From (their counters may have been late), and the changed ones —
+// and retracts the suspect rows those windows no longer have, along with
+// every suspect of the retracted windows. It returns the rows written.
+func rankSuspects(ctx context.Context, st store.Store, cfg *Config, service string, windows []SpikeWindow, retracted []string, stamp time.Time) (int, error) {
+	c := cfg.Suspects
+	settled := cfg.From.Add(-c.Settle)
+	var todo []SpikeWindow
+	for _, w := range windows {
+		if w.Changed || !w.Start.Before(cfg.From) || w.End.After(settled) {
+			todo = append(todo, w)
+		}
+	}
+	slices.SortFunc(todo, func(a, b SpikeWindow) int { return a.Start.Compare(b.Start) })
+	written := 0
+	for len(todo) > 0 {
+		n := min(len(todo), c.ChunkWindows)
+		chunk := suspectChunk{windows: todo[:n]}
+		todo = todo[n:]
+		chunk.from = chunk.windows[0].Start.Add(-c.Baseline - maxCounterInterval)
+		for _, w := range chunk.windows {
+			if end := w.End.Add(c.Margin + time.Millisecond); end.After(chunk.to) {
+				chunk.to = end
+			}
+		}
+		rows, err := querySuspects(ctx, st, service, chunk, c)
+		if err != nil {
+			return written, err
+		}
+		if err := writeSuspects(ctx, st, service, chunk.windows, rows, stamp); err != nil {
+			return written, err
+		}
+		written += len(rows)
+		ids := make([]string, len(chunk.windows))
+		for i, w := range chunk.windows {
+			ids[i] = w.ID
+		}
+		if err := retractSuspects(ctx, st, service, ids, chunk.windows[0].Start, chunk.windows[len(chunk.windows)-1].Start, stamp); err != nil {
+			return written, err
+		}
+	}
+	if len(retracted) > 0 {
+		r := newSpikeRange(cfg)
+		if err := retractSuspects(ctx, st, service, retracted, r.writeFrom, r.to, stamp); err != nil {
+			return written, err
+		}
+	}
+	return written, nil
+}
+
+func writeSuspects(ctx context.Context, st store.Store, service string, windows []SpikeWindow, rows []suspectRow, stamp time.Time) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	byID := make(map[string]*SpikeWindow, len(windows))
+	for i := range windows {
+		byID[windows[i].ID] = &windows[i]
+	}
+	var (
+		id                                   proto.ColStr
+		svc, host, metric, device, mode, ver = lowCardinality(), lowCardinality(), lowCardinality(), lowCardinality(), lowCardinality(), lowCardinality()
+		start, detectedAt                    = dateTime64ms(), dateTime64ms()
+		rank, deleted                        proto.ColUInt8
+		cpu                                  proto.ColInt16
+		baseline, during, deviation          proto.ColFloat64
+	)
+	for _, r := range rows {
+		w := byID[r.spikeID]
+		if w == nil {
+			return fmt.Errorf("detect: suspect of unknown spike window %s", r.spikeID)
+		}
+		id.Append(r.spikeID)
+		svc.Append(service)
+		host.Append(w.Host)
+		start.Append(w.Start)
+		rank.Append(uint8(r.Rank))
+		metric.Append(r.Metric)
+		cpu.Append(int16(r.CPU))
+		device.Append(r.Device)
+		mode.Append(r.Mode)
+		baseline.Append(r.Baseline)
+		during.Append(r.During)
+		deviation.Append(r.Deviation)
+		ver.Append(DetectorVersion)
+		detectedAt.Append(stamp)
+		deleted.Append(0)
+	}
+	input := proto.Input{
+		{Name: "spike_id", Data: &id}, {Name: "service", Data: svc}, {Name: "host", Data: host},
+		{Name: "window_start", Data: start}, {Name: "rank", Data: &rank}, {Name: "metric", Data: metric},
+		{Name: "cpu", Data: &cpu}, {Name: "device", Data: device}, {Name: "mode", Data: mode},
+		{Name: "baseline", Data: &baseline}, {Name: "during", Data: &during}, {Name: "deviation", Data: &deviation},
+		{Name: "detector_version", Data: ver}, {Name: "detected_at", Data: detectedAt}, {Name: "is_deleted", Data: &deleted},
+	}
+	if err := st.Insert(ctx, "spike_suspects", input); err != nil {
+		return fmt.Errorf("detect: write %d suspects of %s: %w", len(rows), service, err)
+	}
+	return nil
+}
+
+// retractSuspects retracts the live suspect rows of the given spikes (whose
+// windows start in [from, to]) that the pass at stamp did not write.
+func retractSuspects(ctx context.Context, st store.Store, service string, ids []string, from, to, stamp time.Time) error {
+	q := fmt.Sprintf(`INSERT INTO spike_suspects (spike_id, service, host, window_start, rank, metric, cpu, device, mode,
+    baseline, during, deviation, detector_version, detected_at, is_deleted)
+SELECT spike_id, service, host, window_start, rank, metric, cpu, device, mode, baseline, during, deviation, %s, %s, 1
+FROM spike_suspects FINAL
+WHERE service = %s AND window_start >= %s AND window_start <= %s AND spike_id IN %s
+    AND is_deleted = 0 AND detected_at < %s`,
+		store.QuoteString(DetectorVersion), msLit(stamp), store.QuoteString(service), msLit(from), msLit(to), strList(ids), msLit(stamp))
+	if err := st.Exec(ctx, q); err != nil {
+		return fmt.Errorf("detect: retract stale suspects of %s: %w", service, err)
+	}
+	return nil
+}
+
+// attachSuspects reads the live suspects of windows back from the table:
+// windows that did not change keep the suspects an earlier pass wrote.
+func attachSuspects(ctx context.Context, st store.Store, service string, windows []SpikeWindow) error {
+	if len(windows) == 0 {
+		return nil
+	}
+	from, to := windows[0].Start, windows[0].Start
+	byID := make(map[string]*SpikeWindow, len(windows))
+	for i := range windows {
+		w := &windows[i]
+		w.Suspects = nil
+		byID[w.ID] = w
+		if w.Start.Before(from) {
+			from = w.Start
+		}
+		if w.Start.After(to) {
+			to = w.Start
+		}
+	}
+	q := fmt.Sprintf(`SELECT spike_id, toUInt8(rank) AS rank, toString(metric) AS metric, cpu, toString(device) AS device, toString(mode) AS mode,
+    baseline, during, deviation
+FROM spike_suspects FINAL
+WHERE service = %s AND window_start >= %s AND window_start <= %s AND is_deleted = 0
+ORDER BY spike_id, rank`, store.QuoteString(service), msLit(from), msLit(to))
+	err := st.Query(ctx, q, func(b store.Block) error {
+		strs, err := columns[string](b, "spike_id", "metric", "device", "mode")
+		if err != nil {
+			return err
+		}
+		rank, err := column[uint8](b, "rank")
+		if err != nil {
+			return err
+		}
+		cpu, err := column[int16](b, "cpu")
+		if err != nil {
+			return err
+		}
+		fl, err := columns[float64](b, "baseline", "during", "deviation")
+		if err != nil {
+			return err
+		}
+		for i := 0; i < b.Rows; i++ {
+			w := byID[strs[0].Row(i)]
+			if w == nil {
+				continue
+			}
+			w.Suspects = append(w.Suspects, Suspect{
+				Rank: int(rank.Row(i)), Metric: strs[1].Row(i), CPU: int(cpu.Row(i)), Device: strs[2].Row(i), Mode: strs[3].Row(i),
+				Baseline: fl[0].Row(i), During: fl[1].Row(i), Deviation: fl[2].Row(i),
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("detect: read suspects of %s: %w", service, err)
+	}
+	return nil
+}

@@ -1,0 +1,154 @@
+package detect
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// series names a suspect the way the tests state them.
+func series(s Suspect) string {
+	return fmt.Sprintf("%s cpu=%d device=%s mode=%s", s.Metric, s.CPU, s.Device, s.Mode)
+}
+
+func TestDetectSuspects(t *testing.T) {
+	// Every host stalls for one second at 30:05 and has the same quiet
+	// counters, but for what each case adds during that second.
+	const stallAt = 1805
+	during := func(s []counterSeries, match func(counterSeries) bool, extra float64) []counterSeries {
+		return withExtra(s, match, extra, stallAt, stallAt+1)
+	}
+	oneOf := func(cpus ...int) func(int) bool { return func(c int) bool { return slices.Contains(cpus, c) } }
+	storm := oneOf(0, 2, 4, 6)
+	tests := []struct {
+		name   string
+		series []counterSeries
+		// want are the top suspects, in rank order, or all of them when
+		// exact; within runs of `tie` suspects the order is noise and is
+		// not compared.
+		want  []string
+		exact bool
+		tie   int
+	}{
+		{
+			name: "NET_RX softirq at 100% on CPUs 0, 2, 4, 6 puts those series on top",
+			series: during(during(quietHost(), func(c counterSeries) bool {
+				return c.metric == "spikehunt.softirqs" && c.mode == "NET_RX" && storm(c.cpu)
+			}, 100_000), func(c counterSeries) bool {
+				return c.metric == "system.cpu.time" && c.mode == "softirq" && storm(c.cpu)
+			}, 1.0),
+			// The time taken from the workload first, then the softirqs raised.
+			want: []string{
+				"system.cpu.time cpu=0 device= mode=softirq", "system.cpu.time cpu=2 device= mode=softirq",
+				"system.cpu.time cpu=4 device= mode=softirq", "system.cpu.time cpu=6 device= mode=softirq",
+				"spikehunt.softirqs cpu=0 device= mode=NET_RX", "spikehunt.softirqs cpu=2 device= mode=NET_RX",
+				"spikehunt.softirqs cpu=4 device= mode=NET_RX", "spikehunt.softirqs cpu=6 device= mode=NET_RX",
+			},
+			exact: true,
+			tie:   4,
+		},
+		{
+			name: "packets received on a down interface outrank the softirq time they cause",
+			series: during(during(during(quietHost(), func(c counterSeries) bool {
+				return c.metric == "system.network.packet.count" && c.device == "eth1" && c.mode == "receive"
+			}, 2_000), func(c counterSeries) bool {
+				return c.metric == "system.cpu.time" && c.mode == "softirq" && c.cpu == 1
+			}, 1.0), func(c counterSeries) bool {
+				// Alone, the NET_RX burst deviates more than the packets do.
+				return c.metric == "spikehunt.softirqs" && c.mode == "NET_RX" && c.cpu == 1
+			}, 1_000_000),
+			want: []string{"system.network.packet.count cpu=-1 device=eth1 mode=receive"},
+		},
+		{
+			name: "the same traffic on an up interface ranks as an ordinary counter",
+			series: during(quietHost(), func(c counterSeries) bool {
+				return c.metric == "system.network.packet.count" && c.device == "eth0" && c.mode == "receive"
+			}, 2_000_000),
+			want: []string{"system.network.packet.count cpu=-1 device=eth0 mode=receive"},
+		},
+		{
+			name: "a disk operation_time jump is rank 1",
+			series: during(quietHost(), func(c counterSeries) bool {
+				return c.metric == "system.disk.operation_time" && c.device == "sda" && c.mode == "read"
+			}, 2.0),
+			want: []string{"system.disk.operation_time cpu=-1 device=sda mode=read"},
+		},
+		{
+			name: "memory pressure is told apart from cpu and io pressure",
+			series: during(quietHost(), func(c counterSeries) bool {
+				return c.metric == "spikehunt.pressure.stall_time" && c.resource == "memory"
+			}, 0.8),
+			want:  []string{"spikehunt.pressure.stall_time cpu=-1 device=memory mode=some"},
+			exact: true,
+		},
+		{
+			name: "idle time falling during a storm is no suspect",
+			series: during(during(quietHost(), func(c counterSeries) bool {
+				return c.metric == "system.cpu.time" && c.mode == "idle" && c.cpu == 3
+			}, -0.58), func(c counterSeries) bool {
+				return c.metric == "system.cpu.time" && c.mode == "irq" && c.cpu == 3
+			}, 0.58),
+			want:  []string{"system.cpu.time cpu=3 device= mode=irq"},
+			exact: true,
+		},
+		{
+			name:   "a spike where no counter moved has no suspects",
+			series: quietHost(),
+			want:   nil,
+			exact:  true,
+		},
+	}
+	ctx := context.Background()
+	st := migrated(t)
+	// One fleet, one host per case; the rest of the fleet is quiet.
+	fleetLoad{hosts: 20, seconds: 2400, stall: fmt.Sprintf("h < %d AND s = %d", len(tests), stallAt)}.insert(t, st)
+	for i, tt := range tests {
+		insertCounters(t, st, host(i), 2400, tt.series)
+	}
+	res, err := Pass(ctx, st, Config{Service: "billy", From: dataStart, To: sec(2400)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byHost := map[string]SpikeWindow{}
+	for _, w := range res.Spikes {
+		byHost[w.Host] = w
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, ok := byHost[host(i)]
+			if !ok {
+				t.Fatalf("no spike window on %s: %+v", host(i), res.Spikes)
+			}
+			var got []string
+			for k, s := range w.Suspects {
+				if s.Rank != k+1 {
+					t.Errorf("suspect %d has rank %d", k, s.Rank)
+				}
+				if k > 0 && s.Deviation > w.Suspects[k-1].Deviation {
+					t.Errorf("rank %d deviates more (%g) than rank %d (%g)", s.Rank, s.Deviation, k, w.Suspects[k-1].Deviation)
+				}
+				if s.Deviation < DefaultMinDeviation || s.During <= s.Baseline {
+					t.Errorf("suspect %s: deviation %g, during %g, baseline %g: want a rise past the bar", series(s), s.Deviation, s.During, s.Baseline)
+				}
+				got = append(got, series(s))
+			}
+			if !tt.exact && len(got) > len(tt.want) {
+				got = got[:len(tt.want)]
+			}
+			for k := 0; tt.tie > 0 && k < len(got); k += tt.tie {
+				slices.Sort(got[k:min(k+tt.tie, len(got))])
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("suspects (-want +got):\n%s\nall: %+v", diff, w.Suspects)
+			}
+		})
+	}
+	// The table holds what the pass returned.
+	rows := queryRows(t, st, `SELECT count() FROM spike_suspects FINAL WHERE is_deleted = 0`)
+	if want := fmt.Sprint(res.SuspectRows); rows[0][0] != want {
+		t.Errorf("spike_suspects holds %s live rows, the pass wrote %s", rows[0][0], want)
+	}
+}
