@@ -15,10 +15,21 @@ type Config struct {
 	DLQTopic     string // default spikehunt.dlq; messages that cannot be ingested, with the reason in headers
 	// A partition's batch is inserted when it holds MaxRows rows or
 	// MaxBytes of messages, or MaxDelay after its first message (defaults
-	// 100,000 rows, 32 MiB, 1 s).
-	MaxRows  int
-	MaxBytes int
-	MaxDelay time.Duration
+	// 300,000 rows, 32 MiB, 1 s).
+	//
+	// Every insert makes a part the engine writes and later merges, at a
+	// cost per insert that is large next to its cost per row: 100,000-row
+	// inserts cost it about twice as much per row as 300,000-row ones.
+	// Hence CatchUpDelay: while the ingester is behind on a partition
+	// (more of it is already fetched or waiting in Kafka), its batch stays
+	// open until it is full or CatchUpDelay old (default 10 s). Closing it
+	// at MaxDelay would not make those rows any fresher, only the inserts
+	// smaller when throughput matters most; once caught up, MaxDelay is
+	// what bounds how late rows are.
+	MaxRows      int
+	MaxBytes     int
+	MaxDelay     time.Duration
+	CatchUpDelay time.Duration
 	// InstanceID makes this member static (KIP-345): restarted with the
 	// same id, it takes its partitions back at once instead of after the
 	// session timeout. Empty: a dynamic member.
@@ -54,13 +65,16 @@ func (c *Config) Validate() error {
 	def(&c.MetricsTopic, DefaultMetricsTopic)
 	def(&c.DLQTopic, DefaultDLQTopic)
 	if c.MaxRows == 0 {
-		c.MaxRows = 100_000
+		c.MaxRows = 300_000
 	}
 	if c.MaxBytes == 0 {
 		c.MaxBytes = 32 << 20
 	}
 	if c.MaxDelay == 0 {
 		c.MaxDelay = time.Second
+	}
+	if c.CatchUpDelay == 0 {
+		c.CatchUpDelay = max(10*time.Second, c.MaxDelay)
 	}
 	switch {
 	case c.MaxRows < 1:
@@ -69,6 +83,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("ingest: max bytes %d, want ≥ 1 KiB", c.MaxBytes)
 	case c.MaxDelay < time.Millisecond:
 		return fmt.Errorf("ingest: max delay %s, want ≥ 1ms", c.MaxDelay)
+	case c.CatchUpDelay < c.MaxDelay:
+		return fmt.Errorf("ingest: catch-up delay %s below the max delay %s: a batch behind would close sooner than one caught up", c.CatchUpDelay, c.MaxDelay)
 	case c.SpansTopic == c.MetricsTopic:
 		return fmt.Errorf("ingest: spans and metrics share topic %q: a message's signal is known by its topic", c.SpansTopic)
 	}

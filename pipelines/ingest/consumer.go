@@ -36,6 +36,7 @@ type partBatch struct {
 	msgs, bytes int
 	started     time.Time
 	cutAt       int64 // ≥ 0: re-forming an intent, close exactly at this offset
+	behind      bool  // more of the partition followed the last message when it was fetched
 }
 
 // New joins cfg.Group on Kafka; nothing is consumed until Run.
@@ -181,6 +182,7 @@ func (in *Ingester) add(ctx context.Context, r *Message) error {
 		}
 	}
 	b.last, b.msgs, b.bytes = r.Offset, b.msgs+1, b.bytes+len(r.Value)
+	b.behind = r.Lag > 0
 	full := b.spans.Rows()+b.counters.Rows() >= in.cfg.MaxRows || b.bytes >= in.cfg.MaxBytes
 	if (b.cutAt >= 0 && r.Offset >= b.cutAt) || (b.cutAt < 0 && full) {
 		return in.flush(ctx, tp, b)
@@ -188,11 +190,16 @@ func (in *Ingester) add(ctx context.Context, r *Message) error {
 	return nil
 }
 
-// flushDue inserts the batches older than MaxDelay, except one that is
+// flushDue inserts the batches older than MaxDelay, or CatchUpDelay for
+// one whose partition is behind (see Config), except one that is
 // re-forming an intent: it must end where the intent says.
 func (in *Ingester) flushDue(ctx context.Context) error {
 	for tp, b := range in.parts {
-		if b.msgs > 0 && b.cutAt < 0 && time.Since(b.started) >= in.cfg.MaxDelay {
+		delay := in.cfg.MaxDelay
+		if b.behind {
+			delay = in.cfg.CatchUpDelay
+		}
+		if b.msgs > 0 && b.cutAt < 0 && time.Since(b.started) >= delay {
 			if err := in.flush(ctx, tp, b); err != nil {
 				return err
 			}

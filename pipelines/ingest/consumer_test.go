@@ -413,3 +413,54 @@ func TestMemorySourceIngestsLikeKafka(t *testing.T) {
 		t.Errorf("lag %d after everything was ingested", lag)
 	}
 }
+
+// A batch whose partition is behind stays open past MaxDelay, up to
+// CatchUpDelay, so that catching up makes big inserts; once the ingester
+// has caught up, MaxDelay closes it again.
+func TestABatchBehindItsPartitionWaitsForCatchUpDelay(t *testing.T) {
+	st := testenv.ClickHouse(t)
+	ctx := context.Background()
+	if _, err := schema.Apply(ctx, st, schema.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{MaxRows: 1_000_000, MaxDelay: 50 * time.Millisecond, CatchUpDelay: 600 * time.Millisecond}
+	in, err := NewWithMemory(cfg, st, NewMemorySource(1), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	offset := int64(0)
+	add := func(lag int64) {
+		t.Helper()
+		m := Message{Topic: DefaultSpansTopic, Offset: offset, Value: agentSpans(t, "node-1", 100, int(offset)*100), Lag: lag}
+		offset++
+		if err := in.add(ctx, &m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inserted := func() string {
+		t.Helper()
+		if err := in.flushDue(ctx); err != nil {
+			t.Fatal(err)
+		}
+		tab, err := store.Select(ctx, st, "SELECT count() FROM requests")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tab.Rows[0][0]
+	}
+
+	add(5) // five more messages already in the partition
+	time.Sleep(2 * cfg.MaxDelay)
+	if got := inserted(); got != "0" {
+		t.Fatalf("behind, past MaxDelay: %s rows inserted, want the batch still open", got)
+	}
+	add(0) // caught up
+	if got := inserted(); got != "200" {
+		t.Fatalf("caught up, past MaxDelay: %s rows inserted, want 200", got)
+	}
+	add(3)
+	time.Sleep(cfg.CatchUpDelay)
+	if got := inserted(); got != "300" {
+		t.Fatalf("behind, past CatchUpDelay: %s rows inserted, want 300", got)
+	}
+}
