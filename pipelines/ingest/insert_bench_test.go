@@ -1,0 +1,112 @@
+package ingest
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spikehunt/spikehunt/agents/export"
+	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/pipelines/schema"
+	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/tests/testenv"
+)
+
+// benchPartitionMsgs is one Kafka partition's share of BenchmarkIngest's
+// load (pipelines/cmd/spikehunt): msgs agent messages of 1,000 spans, the
+// partition's 25 of 300 hosts taking turns, 1 µs apart.
+func benchPartitionMsgs(b testing.TB, t0 time.Time, msgs int) [][]byte {
+	b.Helper()
+	out := make([][]byte, msgs)
+	reqs := make([]telemetry.Request, 1000)
+	for m := range out {
+		host := fmt.Sprintf("node-%03d", (m*12)%300)
+		for i := range reqs {
+			id := m*len(reqs) + i
+			r := &reqs[i]
+			r.Service, r.Endpoint, r.Status, r.Weight = "billy", "/v1/item", "200", 10
+			r.Start, r.Duration = t0.Add(time.Duration(id)*time.Microsecond), time.Duration(500+id%4000)*time.Microsecond
+			binary.BigEndian.PutUint64(r.TraceID[:8], uint64(id)*0x9e3779b97f4a7c15)
+			binary.BigEndian.PutUint64(r.TraceID[8:], uint64(id)*0xbf58476d1ce4e5b9)
+			binary.BigEndian.PutUint64(r.SpanID[:], uint64(id)*0x94d049bb133111eb)
+		}
+		msg, err := export.EncodeSpans(telemetry.Resource{HostName: host, HWClass: "gen5"}, reqs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[m] = msg
+	}
+	return out
+}
+
+// processCPU is the CPU time of the whole process, every thread of the
+// embedded engine included.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkInsertRequests splits what a batch of requests costs the ingest
+// process, in CPU time of the whole process per row (cpu-ns/row):
+// decoding its messages, then inserting it, as 100,000 or 300,000 rows,
+// into the requests table with its latency_1s view, into the table
+// alone, and into a Null table (the block's encoding and parsing only).
+// Background merges are stopped: they would land in whichever
+// measurement runs; BenchmarkIngest counts them.
+func BenchmarkInsertRequests(b *testing.B) {
+	ctx := context.Background()
+	st := testenv.ClickHouse(b)
+	if _, err := schema.Apply(ctx, st, schema.Options{Database: st.Database()}); err != nil {
+		b.Fatal(err)
+	}
+	for _, q := range []string{
+		"CREATE TABLE requests_bare AS requests",
+		"CREATE TABLE requests_null AS requests ENGINE = Null",
+		"SYSTEM STOP MERGES",
+	} {
+		if err := st.Exec(ctx, q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	msgs := benchPartitionMsgs(b, time.Now().Add(-time.Minute), 300)
+	r := NewRequestRows()
+	fill := func(n int) {
+		r.Reset()
+		for _, m := range msgs[:n/1000] {
+			if _, _, err := r.AppendTraces(m); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	report := func(b *testing.B, cpu time.Duration, rows int) {
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*rows), "cpu-ns/row")
+	}
+	b.Run("decode", func(b *testing.B) {
+		cpu0 := processCPU()
+		for b.Loop() {
+			fill(100_000)
+		}
+		report(b, processCPU()-cpu0, 100_000)
+	})
+	seq := 0
+	for _, rows := range []int{100_000, 300_000} {
+		fill(rows)
+		for _, table := range []string{"requests", "requests_bare", "requests_null"} {
+			b.Run(fmt.Sprintf("%s/rows=%d", table, rows), func(b *testing.B) {
+				cpu0 := processCPU()
+				for b.Loop() {
+					seq++
+					tok := store.WithSetting("insert_deduplication_token", fmt.Sprintf("bench/%d", seq))
+					if err := st.Insert(ctx, table, r.Input(), tok); err != nil {
+						b.Fatal(err)
+					}
+				}
+				report(b, processCPU()-cpu0, rows)
+			})
+		}
+	}
+}
