@@ -493,6 +493,7 @@ func (d *spanDecoder) appendDirect(r *RequestRows, msg []byte) (rows, skipped in
 			rows, skipped = 0, 0
 		}
 	}()
+	defer func() { d.span = span{} }() // it aliases msg
 	for pos := 0; pos < len(msg); {
 		field, wire, p, err := consumeTag(msg, pos)
 		if err != nil {
@@ -549,7 +550,7 @@ func (d *spanDecoder) resourceSpans(r *RequestRows, buf []byte) (rows, skipped i
 				// before 0.15) and so refuses them malformed, but its
 				// proto unmarshaler never moves them to scope_spans: they
 				// make no rows.
-				_, _, err = d.scopeSpans(nil, buf[start:p], 0, 0, 0)
+				_, _, err = d.scopeSpans(nil, buf[start:p], nil)
 			}
 			if err != nil {
 				return 0, 0, err
@@ -561,35 +562,41 @@ func (d *spanDecoder) resourceSpans(r *RequestRows, buf []byte) (rows, skipped i
 		}
 		pos = p
 	}
-	if len(d.scopes) == 0 {
-		return 0, 0, nil
-	}
 	// The resource's columns, as decodeRequests and hostOf read them.
-	service := res.service.str()
-	if len(service) == 0 {
-		service = []byte(unknownService)
+	rr := rowResource{service: res.service.str(), host: res.host.str(), hwClass: res.hwClass.str()}
+	if len(rr.service) == 0 {
+		rr.service = []byte(unknownService)
 	}
-	host := res.host.str()
-	if len(host) == 0 {
-		host = res.node.str()
+	if len(rr.host) == 0 {
+		rr.host = res.node.str()
 	}
-	if len(host) == 0 {
-		host = []byte(unknownHost)
+	if len(rr.host) == 0 {
+		rr.host = []byte(unknownHost)
 	}
-	serviceKey, hostKey, hwKey := r.service.keyBytes(service), r.host.keyBytes(host), r.hwClass.keyBytes(res.hwClass.str())
 	for _, sc := range d.scopes {
-		n, s, err := d.scopeSpans(r, sc, serviceKey, hostKey, hwKey)
+		n, s, err := d.scopeSpans(r, sc, &rr)
 		if err != nil {
 			return 0, 0, err
 		}
 		rows, skipped = rows+n, skipped+s
 	}
+	clear(d.scopes) // they alias msg, which is the caller's again on return
 	return rows, skipped, nil
 }
 
-// scopeSpans decodes a ScopeSpans into rows of r with the resource's
-// keys; with r nil it only checks it.
-func (d *spanDecoder) scopeSpans(r *RequestRows, buf []byte, service, host, hwClass uint32) (rows, skipped int, err error) {
+// rowResource is a resource's values for its rows, and their keys in the
+// batch's dictionaries once a row needs them: a resource without request
+// spans adds nothing to the dictionaries.
+type rowResource struct {
+	service, host, hwClass []byte
+	keyed                  bool
+	serviceKey, hostKey    uint32
+	hwClassKey             uint32
+}
+
+// scopeSpans decodes a ScopeSpans into rows of r for resource res; with r
+// nil it only checks it.
+func (d *spanDecoder) scopeSpans(r *RequestRows, buf []byte, res *rowResource) (rows, skipped int, err error) {
 	for pos := 0; pos < len(buf); {
 		field, wire, p, err := consumeTag(buf, pos)
 		if err != nil {
@@ -616,7 +623,7 @@ func (d *spanDecoder) scopeSpans(r *RequestRows, buf []byte, service, host, hwCl
 					skipped++
 					break
 				}
-				if err = r.appendSpan(s, service, host, hwClass); err == nil {
+				if err = r.appendSpan(s, res); err == nil {
 					rows++
 				}
 			}
@@ -639,7 +646,7 @@ var unknownEndpointBytes = []byte(unknownEndpoint)
 
 // appendSpan appends the row of request span s, or refuses s as
 // fillRequest would reject it (and then appends nothing).
-func (r *RequestRows) appendSpan(s *span, service, host, hwClass uint32) error {
+func (r *RequestRows) appendSpan(s *span, res *rowResource) error {
 	start, end := s.start, s.end
 	if start == 0 || end == 0 || start < uint64(earliest) || start > uint64(latest) || end < start {
 		return errRefused
@@ -658,10 +665,14 @@ func (r *RequestRows) appendSpan(s *span, service, host, hwClass uint32) error {
 	} else if len(s.name) > 0 {
 		endpoint = s.name
 	}
+	if !res.keyed {
+		res.serviceKey, res.hostKey, res.hwClassKey = r.service.keyBytes(res.service), r.host.keyBytes(res.host), r.hwClass.keyBytes(res.hwClass)
+		res.keyed = true
+	}
 	r.ts.Data = append(r.ts.Data, proto.DateTime64(start/1000))
-	r.service.appendKey(service)
-	r.host.appendKey(host)
-	r.hwClass.appendKey(hwClass)
+	r.service.appendKey(res.serviceKey)
+	r.host.appendKey(res.hostKey)
+	r.hwClass.appendKey(res.hwClassKey)
 	r.endpoint.appendKey(r.endpoint.keyBytes(endpoint))
 	r.latency = append(r.latency, uint32(min((end-start)/1000, math.MaxUint32)))
 	r.status.appendKey(r.statusKey(s))

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"strconv"
@@ -25,6 +26,7 @@ type decodeOutcome struct {
 	rows, skipped int
 	err           error
 	batch         []requestRowText
+	block         []byte // the batch as the insert sends it
 }
 
 func directAndPdata(t testing.TB, msg []byte) (direct, pdata decodeOutcome) {
@@ -38,10 +40,20 @@ func directAndPdata(t testing.TB, msg []byte) (direct, pdata decodeOutcome) {
 		t.Fatal(err)
 	}
 	direct.rows, direct.skipped, direct.err = d.direct.appendDirect(d, msg)
-	direct.batch = requestRowsIn(t, d)
+	direct.batch, direct.block = requestRowsIn(t, d), encodeBlock(t, d.Input())
 	pdata.rows, pdata.skipped, pdata.err = p.appendTracesPdata(msg)
-	pdata.batch = requestRowsIn(t, p)
+	pdata.batch, pdata.block = requestRowsIn(t, p), encodeBlock(t, p.Input())
 	return direct, pdata
+}
+
+// encodeBlock is in as a Native block.
+func encodeBlock(t testing.TB, in proto.Input) []byte {
+	t.Helper()
+	var buf proto.Buffer
+	if err := (proto.Block{Columns: len(in), Rows: in[0].Data.Rows()}).EncodeRawBlock(&buf, 0, in); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Buf
 }
 
 // Hand-made protobuf, for what no marshaler writes: fields out of the
@@ -176,6 +188,7 @@ func TestTheDirectDecoderTakesWhatPdataTakes(t *testing.T) {
 		{"deprecated instrumentation_library_spans: checked, no rows", encRequest(cat(encResource, encLen(nil, 1000, encScope(encSpan()))))},
 		{"an empty message", nil},
 		{"a resource without spans", encRequest(encResource)},
+		{"a resource without request spans", encRequest(cat(resAttr(encStrAttr("service.name", "batch")), encLen(nil, 2, encScope(encSpan(encVarint(nil, 6, 3))))))},
 		{"no resource: unknown service and host", encRequest(encLen(nil, 2, encScope(encSpan())))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -191,6 +204,9 @@ func TestTheDirectDecoderTakesWhatPdataTakes(t *testing.T) {
 			}
 			if diff := cmp.Diff(pdata.batch, direct.batch); diff != "" {
 				t.Errorf("rows (-pdata +direct):\n%s", diff)
+			}
+			if !bytes.Equal(direct.block, pdata.block) {
+				t.Errorf("the rows agree, the insert blocks do not (dictionaries?)")
 			}
 		})
 	}
@@ -283,14 +299,10 @@ func TestTheDictionaryColumnEncodesAsChGoDoes(t *testing.T) {
 
 func newChGoLowCard() *proto.ColLowCardinality[string] { return new(proto.ColStr).LowCardinality() }
 
-// encodeColumn is col as one column of a Native block.
+// encodeColumn is col as the one column of a Native block.
 func encodeColumn(t testing.TB, col proto.ColInput) []byte {
 	t.Helper()
-	var buf proto.Buffer
-	if err := (proto.Block{Columns: 1, Rows: col.Rows()}).EncodeRawBlock(&buf, 0, proto.Input{{Name: "c", Data: col}}); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Buf
+	return encodeBlock(t, proto.Input{{Name: "c", Data: col}})
 }
 
 // BenchmarkDirectVersusPdata decodes the agent's message of 1,000 spans,
@@ -362,6 +374,9 @@ func FuzzSpanDecoderMatchesPdata(f *testing.F) {
 		}
 		if diff := cmp.Diff(pdata.batch, direct.batch); diff != "" {
 			t.Fatalf("batches (-pdata +direct):\n%s", diff)
+		}
+		if !bytes.Equal(direct.block, pdata.block) {
+			t.Fatalf("the rows agree, the insert blocks do not (dictionaries?)")
 		}
 	})
 }
