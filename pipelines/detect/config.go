@@ -107,7 +107,7 @@ type SuspectConfig struct {
 	// because counters may arrive later than latency. Default 2 min.
 	Settle time.Duration
 	// ChunkWindows bounds how many windows one suspects query handles; a
-	// pass over a long range runs several. Default 2000.
+	// pass over a long range runs several. Default 5000.
 	ChunkWindows int
 }
 
@@ -258,7 +258,7 @@ func (c *SuspectConfig) validate() error {
 	def(&c.DownInterfaceWeight, 10_000)
 	def(&c.Max, DefaultMaxSuspects)
 	def(&c.Settle, 2*time.Minute)
-	def(&c.ChunkWindows, 2000)
+	def(&c.ChunkWindows, 5000)
 	switch {
 	case c.Margin < 0 || c.Margin > time.Minute:
 		return configErr("suspects: Margin = %v, want 0–1m", c.Margin)

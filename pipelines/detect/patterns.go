@@ -25,12 +25,16 @@ func findPatterns(ctx context.Context, st store.Store, cfg *Config, service stri
 	}
 	var patterns []Pattern
 	if len(hosts) > 0 {
-		fleet, dataFrom, illusion, err := fleetAndIllusion(ctx, st, service, start, end)
+		fleet, dataFrom, err := fleetOf(ctx, st, service, start, end)
 		if err != nil {
 			return nil, nil, err
 		}
 		patterns = Classify(FleetSpikes{Service: service, LookbackStart: start, LookbackEnd: end, DataFrom: dataFrom, Fleet: fleet, Hosts: hosts}, cfg.Patterns)
 		if len(patterns) > 0 {
+			illusion, err := averagedIllusion(ctx, st, service, start, end)
+			if err != nil {
+				return nil, nil, err
+			}
 			families, err := suspectFamilies(ctx, st, service, start, end, cfg.Patterns.SuspectTopRank)
 			if err != nil {
 				return nil, nil, err
@@ -91,9 +95,43 @@ GROUP BY host ORDER BY host`, store.QuoteString(service), msLit(from), msLit(to)
 	return out, nil
 }
 
-// fleetAndIllusion reads, in one scan of latency_1s over the look-back,
-// the fleet (host → hardware class), when its data begins, and the
-// averaged-latency illusion:
+// fleetOf reads the fleet of the look-back (host → hardware class) and
+// when its data begins, in one in-order scan of two key columns.
+func fleetOf(ctx context.Context, st store.Store, service string, from, to time.Time) (map[string]string, time.Time, error) {
+	q := fmt.Sprintf(`SELECT toString(host) AS host, toString(hw_class) AS hw_class, toInt64(toUnixTimestamp(min(ts))) AS first
+FROM latency_1s
+WHERE service = %s AND ts >= %s AND ts < %s
+GROUP BY host, hw_class`, store.QuoteString(service), secLit(from), secLit(to))
+	fleet := map[string]string{}
+	var first int64
+	err := st.Query(ctx, q, func(b store.Block) error {
+		strs, err := columns[string](b, "host", "hw_class")
+		if err != nil {
+			return err
+		}
+		f, err := column[int64](b, "first")
+		if err != nil {
+			return err
+		}
+		for i := 0; i < b.Rows; i++ {
+			fleet[strs[0].Row(i)] = strs[1].Row(i)
+			if v := f.Row(i); first == 0 || v < first {
+				first = v
+			}
+		}
+		return nil
+	}, store.WithSetting("optimize_aggregation_in_order", "1"))
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("detect: fleet of %s: %w", service, err)
+	}
+	var dataFrom time.Time
+	if first > 0 {
+		dataFrom = time.Unix(first, 0).UTC()
+	}
+	return fleet, dataFrom, nil
+}
+
+// averagedIllusion is the averaged-latency illusion of the look-back:
 //
 //	illusion_share = 1 − A_clean / A_all
 //
@@ -102,17 +140,16 @@ GROUP BY host ORDER BY host`, store.QuoteString(service), msLit(from), msLit(to)
 // shows — and A_clean the same with the seconds inside spike windows left
 // out (host-minutes that were all spike are skipped). A fleet whose p99
 // rests on its spikes has a share near 1: the "uniform regression" is
-// spikes. Per-minute, not one p99 over the whole look-back: 1 s stalls
+// spikes. Per minute, not one p99 over the whole look-back: 1 s stalls
 // every 15 min are 0.1% of requests and never move a look-back-wide p99,
-// yet dominate every host-minute they land in.
-func fleetAndIllusion(ctx context.Context, st store.Store, service string, from, to time.Time) (fleet map[string]string, dataFrom time.Time, illusion float64, err error) {
+// yet dominate every host-minute they land in. It merges every second's
+// t-digest, so a pass computes it only when it found a pattern.
+func averagedIllusion(ctx context.Context, st store.Store, service string, from, to time.Time) (float64, error) {
 	// Windows that started before the look-back may reach into it.
-	q := fmt.Sprintf(`SELECT toString(host) AS host, toString(any(hw)) AS hw_class,
-    sum(p_all) AS sum_all, toInt64(count()) AS minutes,
-    sumIf(p_clean, isFinite(p_clean)) AS sum_clean, toInt64(countIf(isFinite(p_clean))) AS clean_minutes,
-    toInt64(toUnixTimestamp(min(m))) AS first_minute
+	q := fmt.Sprintf(`SELECT sum(p_all) AS sum_all, toInt64(count()) AS minutes,
+    sumIf(p_clean, isFinite(p_clean)) AS sum_clean, toInt64(countIf(isFinite(p_clean))) AS clean_minutes
 FROM (
-    SELECT host, any(hw_class) AS hw, toStartOfMinute(ts) AS m,
+    SELECT host, hw_class, toStartOfMinute(ts) AS m,
         toFloat64(quantilesTDigestWeightedMerge(0.99)(quantiles_us)[1]) AS p_all,
         toFloat64(quantilesTDigestWeightedMergeIf(0.99)(quantiles_us, (host, toUInt32(ts)) NOT IN (
             SELECT host, arrayJoin(range(toUInt32(toUnixTimestamp(window_start)), toUInt32(toUnixTimestamp(window_end))))
@@ -121,44 +158,31 @@ FROM (
         ))[1]) AS p_clean
     FROM latency_1s
     WHERE service = %[1]s AND ts >= %[4]s AND ts < %[5]s
-    GROUP BY host, m
-)
-GROUP BY host`, store.QuoteString(service), msLit(from.Add(-time.Hour)), msLit(to), secLit(from), secLit(to))
-	fleet = map[string]string{}
+    GROUP BY host, hw_class, m
+)`, store.QuoteString(service), msLit(from.Add(-time.Hour)), msLit(to), secLit(from), secLit(to))
 	var sumAll, sumClean float64
-	var minutes, cleanMinutes, first int64
-	err = st.Query(ctx, q, func(b store.Block) error {
-		strs, err := columns[string](b, "host", "hw_class")
-		if err != nil {
-			return err
-		}
+	var minutes, cleanMinutes int64
+	err := st.Query(ctx, q, func(b store.Block) error {
 		sums, err := columns[float64](b, "sum_all", "sum_clean")
 		if err != nil {
 			return err
 		}
-		counts, err := columns[int64](b, "minutes", "clean_minutes", "first_minute")
+		counts, err := columns[int64](b, "minutes", "clean_minutes")
 		if err != nil {
 			return err
 		}
 		for i := 0; i < b.Rows; i++ {
-			if f := counts[2].Row(i); first == 0 || f < first {
-				first = f
-			}
-			fleet[strs[0].Row(i)] = strs[1].Row(i)
 			sumAll += sums[0].Row(i)
 			sumClean += sums[1].Row(i)
 			minutes += counts[0].Row(i)
 			cleanMinutes += counts[1].Row(i)
 		}
 		return nil
-	})
+	}, store.WithSetting("optimize_aggregation_in_order", "1"))
 	if err != nil {
-		return nil, time.Time{}, 0, fmt.Errorf("detect: fleet and averaged p99 of %s: %w", service, err)
+		return 0, fmt.Errorf("detect: averaged p99 of %s: %w", service, err)
 	}
-	if first > 0 {
-		dataFrom = time.Unix(first, 0).UTC()
-	}
-	return fleet, dataFrom, illusionShare(sumAll, minutes, sumClean, cleanMinutes), nil
+	return illusionShare(sumAll, minutes, sumClean, cleanMinutes), nil
 }
 
 // illusionShare is 1 − A_clean / A_all from the sums, clamped to 0..1.

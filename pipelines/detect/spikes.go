@@ -105,11 +105,14 @@ FROM (
                     greatest(host_base, quantileExactWeighted(0.5)(host_base, n) OVER (PARTITION BY b)) AS base
                 FROM (
                     SELECT host, hw, b, cand, n, secs,
-                        if(lagInFrame(b) OVER w = b - %[5]d AND n * 2 < lagInFrame(n) OVER w,
+                        if(lagInFrame(b) OVER w = b - 1 AND n * 2 < lagInFrame(n) OVER w,
                            lagInFrame(geo) OVER w, geo) AS host_base
                     FROM (
                         SELECT host, hw_class AS hw,
-                            intDiv(toUInt32(ts), %[5]d) * %[5]d AS b,
+                            -- The bucket's number, not its start: intDiv(ts, n) is
+                            -- monotonic in the sort key and keeps the aggregation in
+                            -- order; intDiv(ts, n) * n is not recognised as such.
+                            intDiv(toUInt32(ts), %[5]d) AS b,
                             exp(avg(log(greatest(1, weighted_sum_us / weighted_count)))) AS geo,
                             sum(weighted_count) AS n,
                             max(toUInt32(ts)) - min(toUInt32(ts)) + 1 AS secs,

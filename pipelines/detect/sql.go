@@ -35,6 +35,21 @@ func strList(ss []string) string {
 	return "[" + strings.Join(q, ", ") + "]"
 }
 
+// bigQuery lifts the 256 KiB default of max_query_size for statements
+// that may carry many ids as literals (the changed windows of a pass, the
+// retracted ones).
+var bigQuery = store.WithSetting("max_query_size", "16777216")
+
+// quotedList renders ss as quoted strings separated by commas, the inside
+// of an IN (…).
+func quotedList(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = store.QuoteString(s)
+	}
+	return strings.Join(q, ", ")
+}
+
 // column returns the result column name typed as T: String and
 // LowCardinality(String) are both ColumnOf[string], Array(Int64) is
 // ColumnOf[[]int64], and so on. Queries cast to the type they read.

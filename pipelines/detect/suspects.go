@@ -99,39 +99,38 @@ func floorExpr() string {
 	return b.String()
 }
 
+// suspectChunk is a set of windows whose suspects one query ranks: the
+// spike rows that the condition `where` selects. The windows are read back
+// from the table the pass has just written, not sent as literals (a full
+// day of a large fleet has tens of thousands), and without FINAL: the
+// rows the pass wrote are exactly those carrying its detected_at.
 type suspectChunk struct {
-	windows  []SpikeWindow
+	where    string    // a condition on spikes rows, read without FINAL
+	windows  int       // how many it selects
 	from, to time.Time // counters are read over [from, to)
 }
 
 // suspectsSQL ranks the suspects of one chunk of windows of service.
 func suspectsSQL(service string, ch suspectChunk, c SuspectConfig) string {
-	var values, hosts []string
-	seen := map[string]bool{}
-	for _, w := range ch.windows {
-		values = append(values, fmt.Sprintf("(%s, %s, %d, %d)", store.QuoteString(w.ID), store.QuoteString(w.Host), w.Start.UnixMilli(), w.End.UnixMilli()))
-		if !seen[w.Host] {
-			seen[w.Host] = true
-			hosts = append(hosts, w.Host)
-		}
-	}
+	windows := "SELECT spike_id, host, toUnixTimestamp64Milli(window_start) AS ws, toUnixTimestamp64Milli(window_end) AS we FROM spikes WHERE " + ch.where
+	hosts := "(SELECT host FROM spikes WHERE " + ch.where + ")"
 	slot := suspectSlot.Milliseconds()
 	margin, baseline, guard := c.Margin.Milliseconds(), c.Baseline.Milliseconds(), c.Guard.Milliseconds()
 	return fmt.Sprintf(`
-SELECT spike_id, metric, cpu, device, mode, base, during, deviation
+SELECT spike_id, host, ws, metric, cpu, device, mode, base, during, deviation
 FROM (
-    SELECT spike_id, metric, cpu, device, mode, base, during,
+    SELECT spike_id, host, ws, metric, cpu, device, mode, base, during,
         (during - base) / greatest(mad * 1.4826, %[1]s * abs(base), floor_abs) AS raw,
         raw * multiIf(down, %[2]s, metric IN %[18]s, %[19]s, 1) AS deviation
     FROM (
-        SELECT spike_id, metric, cpu, device, mode, any(floor_abs) AS floor_abs,
+        SELECT spike_id, host, ws, metric, cpu, device, mode, any(floor_abs) AS floor_abs,
             maxIf(v * 1000 / len_ms, is_during) AS during,
             groupArrayIf(v * 1000 / len_ms, is_base) AS rates,
             arrayReduce('quantileExactInclusive(0.5)', rates) AS base,
             arrayReduce('quantileExactInclusive(0.5)', arrayMap(r -> abs(r - base), rates)) AS mad,
             maxIf(down_iface, is_during) AS down
         FROM (
-            SELECT w.spike_id AS spike_id, c.metric AS metric, c.cpu AS cpu, c.device AS device, c.mode AS mode,
+            SELECT w.spike_id AS spike_id, w.host AS host, w.ws AS ws, c.metric AS metric, c.cpu AS cpu, c.device AS device, c.mode AS mode,
                 c.v AS v, c.len_ms AS len_ms, c.down_iface AS down_iface, c.floor_abs AS floor_abs,
                 c.cs < w.we + %[3]d AND c.ce > w.ws - %[3]d AS is_during,
                 c.cs >= w.ws - %[4]d AND c.ce <= w.ws - %[5]d
@@ -169,7 +168,7 @@ FROM (
             INNER JOIN (
                 SELECT x.spike_id AS spike_id, x.host AS host, x.ws AS ws, x.we AS we, o.others AS others,
                     arrayJoin(range(intDiv(x.ws - %[4]d - %[12]d, %[7]d), intDiv(x.we + %[3]d, %[7]d) + 1)) AS slot
-                FROM VALUES('spike_id String, host String, ws Int64, we Int64', %[13]s) AS x
+                FROM (%[13]s) AS x
                 LEFT JOIN (
                     SELECT toString(host) AS host,
                         groupArray((toUnixTimestamp64Milli(window_start), toUnixTimestamp64Milli(window_end))) AS others
@@ -181,7 +180,7 @@ FROM (
             ) AS w ON c.host = w.host AND c.slot = w.slot
             WHERE is_during OR is_base
         )
-        GROUP BY spike_id, metric, cpu, device, mode
+        GROUP BY spike_id, host, ws, metric, cpu, device, mode
         HAVING length(rates) >= %[15]d AND countIf(is_during) > 0
     )
 )
@@ -189,21 +188,26 @@ WHERE raw >= %[16]s
 ORDER BY spike_id, deviation DESC, metric, mode, device, cpu
 LIMIT %[17]d BY spike_id`,
 		floatLit(c.RelativeFloor), floatLit(c.DownInterfaceWeight), margin, baseline, guard,
-		floorExpr(), slot, notDownOperstates, strList(hosts), msLit(ch.from), msLit(ch.to),
-		maxCounterInterval.Milliseconds(), strings.Join(values, ", "), store.QuoteString(service),
+		floorExpr(), slot, notDownOperstates, hosts, msLit(ch.from), msLit(ch.to),
+		maxCounterInterval.Milliseconds(), windows, store.QuoteString(service),
 		c.MinBaselineIntervals, floatLit(c.MinDeviation), c.Max, strList(timeMetrics()), floatLit(c.TimeWeight))
 }
 
 // suspectRow is one ranked suspect of one window.
 type suspectRow struct {
-	spikeID string
+	spikeID, host string
+	start         time.Time
 	Suspect
 }
 
 func querySuspects(ctx context.Context, st store.Store, service string, ch suspectChunk, c SuspectConfig) ([]suspectRow, error) {
 	var out []suspectRow
 	err := st.Query(ctx, suspectsSQL(service, ch, c), func(b store.Block) error {
-		strs, err := columns[string](b, "spike_id", "metric", "device", "mode")
+		strs, err := columns[string](b, "spike_id", "host", "metric", "device", "mode")
+		if err != nil {
+			return err
+		}
+		ws, err := column[int64](b, "ws")
 		if err != nil {
 			return err
 		}
@@ -221,15 +225,15 @@ func querySuspects(ctx context.Context, st store.Store, service string, ch suspe
 			if n := len(out); n > 0 && out[n-1].spikeID == id {
 				rank = out[n-1].Rank + 1
 			}
-			out = append(out, suspectRow{id, Suspect{
-				Rank: rank, Metric: strs[1].Row(i), CPU: int(cpu.Row(i)), Device: strs[2].Row(i), Mode: strs[3].Row(i),
+			out = append(out, suspectRow{id, strs[1].Row(i), time.UnixMilli(ws.Row(i)).UTC(), Suspect{
+				Rank: rank, Metric: strs[2].Row(i), CPU: int(cpu.Row(i)), Device: strs[3].Row(i), Mode: strs[4].Row(i),
 				Baseline: fl[0].Row(i), During: fl[1].Row(i), Deviation: fl[2].Row(i),
 			}})
 		}
 		return nil
-	})
+	}, bigQuery)
 	if err != nil {
-		return nil, fmt.Errorf("detect: suspects of %d spike windows of %s: %w", len(ch.windows), service, err)
+		return nil, fmt.Errorf("detect: suspects of %d spike windows of %s: %w", ch.windows, service, err)
 	}
 	return out, nil
 }
@@ -243,55 +247,66 @@ func rankSuspects(ctx context.Context, st store.Store, cfg *Config, service stri
 	c := cfg.Suspects
 	settled := cfg.From.Add(-c.Settle)
 	var todo []SpikeWindow
+	var changed []string // changed windows the time condition below does not cover
 	for _, w := range windows {
-		if w.Changed || !w.Start.Before(cfg.From) || w.End.After(settled) {
+		inRange := !w.Start.Before(cfg.From) || w.End.After(settled)
+		if inRange || w.Changed {
 			todo = append(todo, w)
+		}
+		if w.Changed && !inRange {
+			changed = append(changed, w.ID)
 		}
 	}
 	slices.SortFunc(todo, func(a, b SpikeWindow) int { return a.Start.Compare(b.Start) })
+	need := fmt.Sprintf("(window_start >= %s OR window_end > %s", msLit(cfg.From), msLit(settled))
+	if len(changed) > 0 {
+		need += " OR spike_id IN " + strList(changed)
+	}
+	need += ")"
 	written := 0
 	for len(todo) > 0 {
+		// A chunk ends between two distinct starts: it is a time range.
 		n := min(len(todo), c.ChunkWindows)
-		chunk := suspectChunk{windows: todo[:n]}
-		todo = todo[n:]
-		chunk.from = chunk.windows[0].Start.Add(-c.Baseline - maxCounterInterval)
-		for _, w := range chunk.windows {
+		for n < len(todo) && todo[n].Start.Equal(todo[n-1].Start) {
+			n++
+		}
+		first, last := todo[0], todo[n-1]
+		chunk := suspectChunk{
+			where: fmt.Sprintf("service = %s AND detected_at = %s AND is_deleted = 0 AND window_start >= %s AND window_start <= %s AND %s",
+				store.QuoteString(service), msLit(stamp), msLit(first.Start), msLit(last.Start), need),
+			windows: n,
+			from:    first.Start.Add(-c.Baseline - maxCounterInterval),
+		}
+		for _, w := range todo[:n] {
 			if end := w.End.Add(c.Margin + time.Millisecond); end.After(chunk.to) {
 				chunk.to = end
 			}
 		}
+		todo = todo[n:]
 		rows, err := querySuspects(ctx, st, service, chunk, c)
 		if err != nil {
 			return written, err
 		}
-		if err := writeSuspects(ctx, st, service, chunk.windows, rows, stamp); err != nil {
+		if err := writeSuspects(ctx, st, service, rows, stamp); err != nil {
 			return written, err
 		}
 		written += len(rows)
-		ids := make([]string, len(chunk.windows))
-		for i, w := range chunk.windows {
-			ids[i] = w.ID
-		}
-		if err := retractSuspects(ctx, st, service, ids, chunk.windows[0].Start, chunk.windows[len(chunk.windows)-1].Start, stamp); err != nil {
+		if err := retractSuspects(ctx, st, service, "SELECT spike_id FROM spikes WHERE "+chunk.where, first.Start, last.Start, stamp); err != nil {
 			return written, err
 		}
 	}
 	if len(retracted) > 0 {
 		r := newSpikeRange(cfg)
-		if err := retractSuspects(ctx, st, service, retracted, r.writeFrom, r.to, stamp); err != nil {
+		if err := retractSuspects(ctx, st, service, quotedList(retracted), r.writeFrom, r.to, stamp); err != nil {
 			return written, err
 		}
 	}
 	return written, nil
 }
 
-func writeSuspects(ctx context.Context, st store.Store, service string, windows []SpikeWindow, rows []suspectRow, stamp time.Time) error {
+func writeSuspects(ctx context.Context, st store.Store, service string, rows []suspectRow, stamp time.Time) error {
 	if len(rows) == 0 {
 		return nil
-	}
-	byID := make(map[string]*SpikeWindow, len(windows))
-	for i := range windows {
-		byID[windows[i].ID] = &windows[i]
 	}
 	var (
 		id                                   proto.ColStr
@@ -302,14 +317,10 @@ func writeSuspects(ctx context.Context, st store.Store, service string, windows 
 		baseline, during, deviation          proto.ColFloat64
 	)
 	for _, r := range rows {
-		w := byID[r.spikeID]
-		if w == nil {
-			return fmt.Errorf("detect: suspect of unknown spike window %s", r.spikeID)
-		}
 		id.Append(r.spikeID)
 		svc.Append(service)
-		host.Append(w.Host)
-		start.Append(w.Start)
+		host.Append(r.host)
+		start.Append(r.start)
 		rank.Append(uint8(r.Rank))
 		metric.Append(r.Metric)
 		cpu.Append(int16(r.CPU))
@@ -335,17 +346,18 @@ func writeSuspects(ctx context.Context, st store.Store, service string, windows 
 	return nil
 }
 
-// retractSuspects retracts the live suspect rows of the given spikes (whose
-// windows start in [from, to]) that the pass at stamp did not write.
-func retractSuspects(ctx context.Context, st store.Store, service string, ids []string, from, to, stamp time.Time) error {
+// retractSuspects retracts the live suspect rows of the spikes in ids (a
+// subquery or a list of quoted ids), whose windows start in
+// [from, to], that the pass at stamp did not write.
+func retractSuspects(ctx context.Context, st store.Store, service, ids string, from, to, stamp time.Time) error {
 	q := fmt.Sprintf(`INSERT INTO spike_suspects (spike_id, service, host, window_start, rank, metric, cpu, device, mode,
     baseline, during, deviation, detector_version, detected_at, is_deleted)
 SELECT spike_id, service, host, window_start, rank, metric, cpu, device, mode, baseline, during, deviation, %s, %s, 1
 FROM spike_suspects FINAL
-WHERE service = %s AND window_start >= %s AND window_start <= %s AND spike_id IN %s
+WHERE service = %s AND window_start >= %s AND window_start <= %s AND spike_id IN (%s)
     AND is_deleted = 0 AND detected_at < %s`,
-		store.QuoteString(DetectorVersion), msLit(stamp), store.QuoteString(service), msLit(from), msLit(to), strList(ids), msLit(stamp))
-	if err := st.Exec(ctx, q); err != nil {
+		store.QuoteString(DetectorVersion), msLit(stamp), store.QuoteString(service), msLit(from), msLit(to), ids, msLit(stamp))
+	if err := st.Exec(ctx, q, bigQuery); err != nil {
 		return fmt.Errorf("detect: retract stale suspects of %s: %w", service, err)
 	}
 	return nil
