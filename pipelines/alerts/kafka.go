@@ -1,0 +1,102 @@
+package alerts
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// DefaultTopic is the alerts topic of DESIGN.md §3.
+const DefaultTopic = "spikehunt.alerts"
+
+// KafkaConfig configures a KafkaSink.
+type KafkaConfig struct {
+	Brokers []string
+	Topic   string // default spikehunt.alerts
+	// SendTimeout bounds one Send, retries included. Default 30s.
+	SendTimeout time.Duration
+	// ClientID names the producer in broker logs. Default spikehunt-alerts.
+	ClientID string
+}
+
+// Validate fills defaults and checks the configuration.
+func (c *KafkaConfig) Validate() error {
+	if len(c.Brokers) == 0 {
+		return errors.New("alerts: kafka: no brokers: set --kafka.brokers")
+	}
+	if c.Topic == "" {
+		c.Topic = DefaultTopic
+	}
+	if c.SendTimeout == 0 {
+		c.SendTimeout = 30 * time.Second
+	}
+	if c.SendTimeout < 100*time.Millisecond {
+		return fmt.Errorf("alerts: kafka: send timeout %s, want ≥ 100ms", c.SendTimeout)
+	}
+	if c.ClientID == "" {
+		c.ClientID = "spikehunt-alerts"
+	}
+	return nil
+}
+
+// KafkaSink produces each alert as one record: key = service (so one
+// service's alerts stay in order on one partition), value = the JSON
+// document, headers schema and kind. The producer is idempotent with
+// acks=all, so a retry inside the client never duplicates a record. Close
+// it when done.
+type KafkaSink struct {
+	cfg KafkaConfig
+	cl  *kgo.Client
+}
+
+// NewKafkaSink connects lazily: a broker that is down fails the first Send,
+// not the constructor.
+func NewKafkaSink(cfg KafkaConfig) (*KafkaSink, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.DefaultProduceTopic(cfg.Topic),
+		kgo.ClientID(cfg.ClientID),
+		// Idempotence is franz-go's default and requires acks=all; both
+		// are spelled out because the exactly-once-per-send promise rests
+		// on them.
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0),
+		kgo.RecordDeliveryTimeout(cfg.SendTimeout),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("alerts: kafka: %w", err)
+	}
+	return &KafkaSink{cfg: cfg, cl: cl}, nil
+}
+
+// Send produces the alerts and waits until the brokers acknowledged all of
+// them.
+func (k *KafkaSink) Send(ctx context.Context, alerts []Alert) error {
+	recs := make([]*kgo.Record, 0, len(alerts))
+	for _, a := range alerts {
+		v, err := json.Marshal(a)
+		if err != nil {
+			return fmt.Errorf("alerts: encode %s: %w", a.AlertID, err)
+		}
+		recs = append(recs, &kgo.Record{
+			Key: []byte(a.Service), Value: v,
+			Headers: []kgo.RecordHeader{{Key: "schema", Value: []byte(a.Schema)}, {Key: "kind", Value: []byte(a.Kind)}},
+		})
+	}
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.SendTimeout)
+	defer cancel()
+	if err := k.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return fmt.Errorf("alerts: produce to %s: %w", k.cfg.Topic, err)
+	}
+	return nil
+}
+
+// Close flushes nothing (Send is synchronous) and closes the client.
+func (k *KafkaSink) Close() { k.cl.Close() }
