@@ -2,55 +2,63 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"text/tabwriter"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
-	"github.com/ClickHouse/ch-go/proto"
-
+	"github.com/spikehunt/spikehunt/pipelines/detect"
+	"github.com/spikehunt/spikehunt/pipelines/report"
 	"github.com/spikehunt/spikehunt/pipelines/schema"
+	"github.com/spikehunt/spikehunt/pipelines/sim"
 	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
-// The demo, for now: migrate an embedded store, load a small synthetic fleet,
-// and print per-host latency from the per-second rollup. Later issues replace
-// the body (the fleet simulator, the detectors, captures), never the name.
-
-type demoFleet struct {
-	hosts   int
-	minutes int
-	rps     int
-	seed    uint64
-	start   time.Time
-}
+// The demo is the main job on one machine: simulate a fleet with the
+// thousand-spikes problem (seed 004) into the embedded engine through the
+// real ingest, run the detectors, and say what an SRE needs to hear, in the
+// order they ask: does the average look bad, is it one machine or all of
+// them, what moves in the kernel, what to capture next. It also writes an
+// HTML report with the plots.
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cache, _ := os.UserCacheDir()
-	fs := newFlags("demo", "Migrates an embedded store, loads a small synthetic fleet (one host stalls for\na second, as in the thousand-spikes story), and prints per-host latency.\nRe-running within the same hour loads nothing twice: every batch carries a\ndeduplication token.", stderr)
+	fs := newFlags("demo", `Simulates a fleet where every host stalls for about a second every 15–20 minutes,
+each at its own moment (the "thousand spikes"), ingests it into the embedded ClickHouse
+engine, runs the detectors, and prints the finding: the averaged view, the per-host
+pattern, the hardware-class skew, the suspects, and what to capture next. Writes an
+HTML report with plots. Re-running within the same hour loads nothing twice (every
+batch carries a deduplication token) and rewrites the same detections.`, stderr)
 	dsn := fs.String("dsn", "chdb://"+filepath.Join(cache, "spikehunt", "demo")+"?database=demo", "store to use")
-	f := demoFleet{}
-	fs.IntVar(&f.hosts, "hosts", 8, "hosts in the fleet (2–1000)")
-	fs.IntVar(&f.minutes, "minutes", 5, "minutes of traffic (1–120)")
-	fs.IntVar(&f.rps, "rps", 20, "requests per second per host (1–2000)")
-	seed := fs.Int64("seed", 1, "random seed; the same seed gives the same fleet")
+	hosts := fs.Int("hosts", 300, "hosts in the fleet (2–5000)")
+	hours := fs.Float64("hours", 6, "simulated hours (0.5–48)")
+	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same fleet")
+	scenario := fs.String("scenario", sim.ThousandSpikes, "fleet scenario: "+strings.Join(sim.Scenarios(), ", "))
+	cause := fs.String("cause", sim.CauseNICSoftirq, "what moves in the kernel during a stall: "+strings.Join(sim.Causes(), ", "))
+	counterStep := fs.Duration("counter-step", 30*time.Second, "kernel counter interval of the simulated agents (the real agent: 1 s)")
+	reportPath := fs.String("report", "", "HTML report file (default: spikehunt-demo.html next to the store, or in the current directory)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if f.hosts < 2 || f.hosts > 1000 || f.minutes < 1 || f.minutes > 120 || f.rps < 1 || f.rps > 2000 {
-		fmt.Fprintln(stderr, "--hosts must be 2–1000, --minutes 1–120, --rps 1–2000")
+	if *hosts < 2 || *hosts > 5000 || *hours < 0.5 || *hours > 48 {
+		fmt.Fprintln(stderr, "--hosts must be 2–5000, --hours 0.5–48")
 		return errUsage
 	}
-	f.seed = uint64(*seed)
-	// The window ends at the top of the current hour, so data stays inside
-	// every retention and a re-run within the hour is the same data.
-	f.start = time.Now().UTC().Truncate(time.Hour).Add(-time.Duration(f.minutes) * time.Minute)
-
-	step := func(format string, a ...any) { fmt.Fprintf(stderr, "demo: "+format+"\n", a...) }
+	cfg := sim.Config{Scenario: *scenario, Cause: *cause, Hosts: *hosts, Seed: *seed,
+		Duration: time.Duration(*hours * float64(time.Hour)).Truncate(time.Minute), CounterStep: *counterStep}.Defaults()
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return errUsage
+	}
+	began := time.Now()
+	step := func(format string, a ...any) {
+		fmt.Fprintf(stderr, "demo: %5.1fs  "+format+"\n", append([]any{time.Since(began).Seconds()}, a...)...)
+	}
 	step("opening %s", *dsn)
 	st, err := store.Open(ctx, *dsn)
 	if err != nil {
@@ -61,110 +69,253 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := migrate(ctx, st, schema.Options{}, io.Discard); err != nil {
 		return err
 	}
-	step("loading %d hosts × %d min × %d req/s (%d requests)", f.hosts, f.minutes, f.rps, f.hosts*f.minutes*60*f.rps)
-	began := time.Now()
-	rows, err := f.load(ctx, st)
+	end := cfg.Start.Add(cfg.Duration)
+	step("simulating %d hosts × %s of %s (%s UTC) into the ingest", cfg.Hosts, cfg.Duration, cfg.Scenario, cfg.Start.Format("2006-01-02 15:04"))
+	lastTenth := -1
+	_, stats, err := sim.Load(ctx, st, cfg, nil, func(done, total int) {
+		if t := 10 * done / total; t != lastTenth {
+			lastTenth = t
+			step("  %d/%d hosts simulated and ingested", done, total)
+		}
+	})
 	if err != nil {
 		return err
 	}
-	step("loaded %d rows in %v", rows, time.Since(began).Round(time.Millisecond))
-	return f.report(ctx, st, stdout)
-}
-
-// load writes the fleet's requests host by host, one batch per host.
-func (f demoFleet) load(ctx context.Context, st store.Store) (int, error) {
-	var (
-		ts                                    = new(proto.ColDateTime64).WithPrecision(proto.PrecisionMicro)
-		service, host, hwClass, endpoint, sts = lc(), lc(), lc(), lc(), lc()
-		latency, thread, weight               proto.ColUInt32
-		traceID, spanID                       proto.ColFixedStr
-	)
-	traceID.SetSize(16)
-	spanID.SetSize(8)
-	input := proto.Input{
-		{Name: "ts", Data: ts}, {Name: "service", Data: service}, {Name: "host", Data: host},
-		{Name: "hw_class", Data: hwClass}, {Name: "endpoint", Data: endpoint}, {Name: "latency_us", Data: &latency},
-		{Name: "status", Data: sts}, {Name: "trace_id", Data: &traceID}, {Name: "span_id", Data: &spanID},
-		{Name: "thread_id", Data: &thread}, {Name: "weight", Data: &weight},
+	if stats.Skipped {
+		step("this fleet (scenario, seed, hosts, hours) was loaded by an earlier run in this hour: reusing it")
+	} else {
+		step("ingested %s requests kept (of %s served) and %s counter points", count(stats.Kept), count(stats.Requests), count(stats.Points))
 	}
-	total := 0
-	ids := make([]byte, 24)
-	for h := 0; h < f.hosts; h++ {
-		for _, c := range input {
-			c.Data.(proto.Resettable).Reset()
-		}
-		rng := rand.New(rand.NewPCG(f.seed, uint64(h)))
-		name := fmt.Sprintf("demo-%03d", h)
-		class := []string{"gen4", "gen5"}[h%2]
-		// The last host stalls: one request per second at 1 s for one second
-		// in the middle of the window (a library's sleep, seed 004).
-		stallAt := -1
-		if h == f.hosts-1 {
-			stallAt = f.minutes * 30
-		}
-		for s := 0; s < f.minutes*60; s++ {
-			sec := f.start.Add(time.Duration(s) * time.Second)
-			for k := 0; k < f.rps; k++ {
-				// Lognormal body around 4 ms.
-				us := math.Exp(math.Log(4000) + 0.5*rng.NormFloat64())
-				if s == stallAt {
-					us += 1e6
-				}
-				ts.Append(sec.Add(time.Duration(k) * time.Second / time.Duration(f.rps)))
-				service.Append("billy")
-				host.Append(name)
-				hwClass.Append(class)
-				endpoint.Append([]string{"/get", "/put", "/list"}[k%3])
-				latency.Append(uint32(us))
-				sts.Append("OK")
-				for i := range ids {
-					ids[i] = byte(rng.Uint32())
-				}
-				traceID.Append(ids[:16])
-				spanID.Append(ids[16:])
-				thread.Append(uint32(1000 + k%16))
-				weight.Append(1)
-			}
-		}
-		token := fmt.Sprintf("demo-%d-%s-%d-%d-%d", f.seed, name, f.start.Unix(), f.minutes, f.rps)
-		if err := st.Insert(ctx, "requests", input, store.WithSetting("insert_deduplication_token", token)); err != nil {
-			return total, fmt.Errorf("insert %s: %w", name, err)
-		}
-		total += latency.Rows()
-	}
-	return total, nil
-}
 
-func lc() *proto.ColLowCardinality[string] { return new(proto.ColStr).LowCardinality() }
-
-// report prints per-host latency from latency_1s, the detectors' input.
-func (f demoFleet) report(ctx context.Context, st store.Store, out io.Writer) error {
-	window := fmt.Sprintf("service = 'billy' AND ts >= toDateTime(%d, 'UTC') AND ts < toDateTime(%d, 'UTC')",
-		f.start.Unix(), f.start.Add(time.Duration(f.minutes)*time.Minute).Unix())
-	q := `SELECT a.host, a.hw, a.n, round(a.q[1] / 1000, 1), round(a.q[2] / 1000, 1), round(a.mx / 1000, 1), b.slow
-	FROM (
-		SELECT host, any(hw_class) AS hw, sum(weighted_count) AS n,
-		       quantilesTDigestWeightedMerge(0.5, 0.99)(quantiles_us) AS q, max(max_us) AS mx
-		FROM latency_1s WHERE ` + window + ` GROUP BY host
-	) AS a
-	JOIN (
-		SELECT host, countIf(m > 500000) AS slow
-		FROM (SELECT host, ts, max(max_us) AS m FROM latency_1s WHERE ` + window + ` GROUP BY host, ts)
-		GROUP BY host
-	) AS b USING (host)
-	ORDER BY a.host`
-	tab, err := store.Select(ctx, st, q)
+	step("detecting: spike windows per host, their suspects, fleet patterns")
+	res, err := detect.Pass(ctx, st, detect.Config{Service: cfg.Service, From: cfg.Start, To: end,
+		Patterns: detect.PatternConfig{Lookback: cfg.Duration}})
 	if err != nil {
-		return fmt.Errorf("query latency_1s: %w", err)
+		return err
 	}
-	fmt.Fprintf(out, "per-host latency of service billy, %s – %s UTC\n\n", f.start.Format("15:04"), f.start.Add(time.Duration(f.minutes)*time.Minute).Format("15:04"))
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "host\thw_class\trequests\tp50 ms\tp99 ms\tmax ms\tseconds > 500 ms\t")
-	for _, r := range tab.Rows {
-		for _, v := range r {
-			fmt.Fprintf(tw, "%s\t", v)
+	step("detected %d spike windows and %d patterns in %s", len(res.Spikes), len(res.Patterns), res.Timing.Total.Round(time.Millisecond))
+
+	scope := queryScope{service: cfg.Service, from: cfg.Start, to: end.Add(time.Second), rangeText: "over the simulated hours"}
+	text, err := demoFinding(ctx, st, cfg, scope, res)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, strings.Join(text, "\n"))
+
+	path := *reportPath
+	if path == "" {
+		path = "spikehunt-demo.html"
+		if dir, ok := strings.CutPrefix(strings.SplitN(*dsn, "?", 2)[0], "chdb://"); ok && dir != "" {
+			path = filepath.Join(dir, "spikehunt-demo.html")
 		}
-		fmt.Fprintln(tw)
 	}
-	return tw.Flush()
+	if err := writeReport(ctx, st, cfg, text, path); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nReport with plots: %s\nExplore: spikehunt patterns|hosts|spikes|suspects --dsn '%s' --from %s --to %s\n",
+		path, *dsn, cfg.Start.Format(time.RFC3339), end.Format(time.RFC3339))
+	step("done")
+	return nil
+}
+
+// demoFinding words what the detectors found in four steps.
+func demoFinding(ctx context.Context, st store.Store, cfg sim.Config, scope queryScope, res detect.Result) ([]string, error) {
+	var out []string
+	say := func(format string, a ...any) { out = append(out, fmt.Sprintf(format, a...)) }
+	avg, err := averagedView(ctx, st, cfg.Service, scope, res.Spikes)
+	if err != nil {
+		return nil, err
+	}
+	say("1. The averaged view")
+	say("   Fleet mean latency %.2f ms and p99 %.1f ms, flat hour after hour: on an averaged dashboard this reads", avg.meanMS, avg.p99MS)
+	say("   as a uniform regression, and a short profile of any one host will almost never catch the cause.")
+	if avg.meanMS > 0 && len(res.Spikes) > 0 {
+		say("   Yet %.0f%% of that mean comes from %d spike windows covering %.2f%% of the fleet's seconds.",
+			100*(1-avg.meanWithoutMS/avg.meanMS), len(res.Spikes), 100*avg.spikeShare)
+	}
+	say("")
+	say("2. Per host: one machine, or all of them?")
+	hosts, err := loadHosts(ctx, st, scope)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range hostSummaries(hosts, false) {
+		say("   %s.", l)
+	}
+	patterns, err := loadPatterns(ctx, st, scope)
+	if err != nil {
+		return nil, err
+	}
+	if len(patterns) == 0 {
+		say("   No fleet pattern: the spikes neither recur per host, nor line up across hosts, nor crowd on a few.")
+	}
+	for _, p := range patterns {
+		say("   %s", p.Description)
+		if len(p.HWClassSkew) > 0 {
+			var parts []string
+			for _, c := range sortedKeys(p.HWClassSkew) {
+				parts = append(parts, fmt.Sprintf("%s %.1f×", c, p.HWClassSkew[c]))
+			}
+			say("   Spike rate by hardware class, against the fleet: %s.", strings.Join(parts, ", "))
+		}
+		if p.IllusionShare > 0 {
+			say("   These spike windows explain %.0f%% of the fleet-averaged p99.", 100*p.IllusionShare)
+		}
+	}
+	say("")
+	say("3. Suspects: what moved in the kernel during the spikes")
+	var suspects []patternSuspectView
+	for _, p := range patterns {
+		suspects = append(suspects, p.Suspects...)
+	}
+	if len(suspects) == 0 {
+		say("   No kernel counter moved with the spikes: the time is spent inside the process (a sleep, a lock,")
+		say("   a pause). Off-CPU stacks will show where.")
+	}
+	for i, s := range suspects {
+		if i == 4 {
+			break
+		}
+		say("   %s: among the top suspects of %d affected hosts' spikes", suspectLabel(s.Metric, s.Mode, s.Device, s.CPUs), s.Hosts)
+	}
+	say("")
+	say("4. What to capture next")
+	for _, l := range captureAdvice(patterns, suspects) {
+		say("   %s", l)
+	}
+	return out, nil
+}
+
+// averaged is the fleet's averaged latency over the range, and the mean
+// without the spike windows' seconds.
+type averaged struct {
+	meanMS, p99MS, meanWithoutMS, spikeShare float64
+}
+
+func averagedView(ctx context.Context, st store.Store, service string, scope queryScope, spikes []detect.SpikeWindow) (averaged, error) {
+	var a averaged
+	tab, err := store.Select(ctx, st, `SELECT sum(weighted_sum_us) / sum(weighted_count) / 1000,
+		quantilesTDigestWeightedMerge(0.5, 0.9, 0.99, 0.999)(quantiles_us)[3] / 1000, count()
+		FROM latency_1s WHERE `+scope.where("ts"))
+	if err != nil || len(tab.Rows) == 0 {
+		return a, fmt.Errorf("demo: averaged latency: %w", errors.Join(err, errors.New("no rows")))
+	}
+	a.meanMS, _ = strconv.ParseFloat(tab.Rows[0][0], 64)
+	a.p99MS, _ = strconv.ParseFloat(tab.Rows[0][1], 64)
+	if len(spikes) == 0 {
+		a.meanWithoutMS = a.meanMS
+		return a, nil
+	}
+	// The spike windows' host-seconds, left out of the mean.
+	var b strings.Builder
+	b.WriteString("[")
+	var spikeSeconds int64
+	for i, s := range spikes {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, "(%s,%d,%d)", store.QuoteString(s.Host), s.Start.Unix(), s.End.Unix())
+		spikeSeconds += max(1, s.End.Unix()-s.Start.Unix())
+	}
+	b.WriteString("]")
+	tab, err = store.Select(ctx, st, `WITH `+b.String()+` AS w
+		SELECT sum(weighted_sum_us) / sum(weighted_count) / 1000, uniqExact(host)
+		FROM latency_1s WHERE `+scope.where("ts")+`
+		  AND NOT arrayExists(x -> x.1 = host AND toUnixTimestamp(ts) >= x.2 AND toUnixTimestamp(ts) < x.3, w)`)
+	if err != nil || len(tab.Rows) == 0 {
+		return a, fmt.Errorf("demo: averaged latency without spikes: %w", errors.Join(err, errors.New("no rows")))
+	}
+	a.meanWithoutMS, _ = strconv.ParseFloat(tab.Rows[0][0], 64)
+	hosts, _ := strconv.ParseFloat(tab.Rows[0][1], 64)
+	if span := scope.to.Sub(scope.from).Seconds() * hosts; span > 0 {
+		a.spikeShare = float64(spikeSeconds) / span
+	}
+	return a, nil
+}
+
+// captureAdvice says which captures to arm, where, and how soon they
+// should catch a spike.
+func captureAdvice(patterns []patternView, suspects []patternSuspectView) []string {
+	if len(patterns) == 0 {
+		return []string{"Nothing recurs: keep the detectors running; arm captures when a pattern appears."}
+	}
+	p := patterns[0]
+	armed := min(max(p.HostsAffected/25, 2), 12)
+	if p.Class == classIsolatedHost {
+		armed = p.HostsAffected
+	}
+	var out []string
+	where := fmt.Sprintf("on %d of the %d affected hosts, stratified by hardware class", armed, p.HostsAffected)
+	if p.Class == classIsolatedHost {
+		where = "on " + andList(p.TopHosts[:min(len(p.TopHosts), p.HostsAffected)])
+	}
+	trigger := max(100, min(500, p.TypicalPeakMS/2))
+	out = append(out, "Arm perf flight recorders (cpu-clock at 99 Hz + sched:sched_switch: on- and off-CPU time)",
+		fmt.Sprintf("%s, fired by the agent when a request passes %.0f ms.", where, trigger))
+	if p.RecurrenceIntervalS > 0 {
+		// Each armed host spikes once per interval at its own phase: the
+		// first of them is expected after interval / (armed + 1).
+		every := time.Duration(p.RecurrenceIntervalS * float64(time.Second))
+		wait := every / time.Duration(armed+1)
+		if p.Class == classFleetSynchronized {
+			wait = every
+		}
+		out = append(out, fmt.Sprintf("With a spike every ~%s per host, the first capture should land within ~%s.", spokenDuration(every), spokenDuration(wait)))
+	}
+	for _, s := range suspects {
+		switch {
+		case s.Metric == "system.cpu.time" && s.Mode == "softirq", s.Metric == "spikehunt.softirqs":
+			return append(out, "Add the bpftrace softirq-duration histogram per CPU on the same hosts: how long each NET_RX run",
+				"takes against the 100 µs line (the Linux view of seed 000's DPC-duration chart).")
+		case strings.HasPrefix(s.Metric, "system.network."):
+			return append(out, "Check the interface's state and what feeds it (ip -s link; the switch port): a down interface",
+				"still receiving is traffic the kernel handles and then drops.")
+		case strings.HasPrefix(s.Metric, "system.disk."):
+			return append(out, "Add ftrace block_rq_issue/block_rq_complete on the same hosts: it tells the device's time from",
+				"time spent above it, in a filter layer.")
+		}
+	}
+	return out
+}
+
+// writeReport renders the HTML report.
+func writeReport(ctx context.Context, st store.Store, cfg sim.Config, text []string, path string) error {
+	f, err := report.Gather(ctx, st, cfg.Service, cfg.Start, cfg.Start.Add(cfg.Duration))
+	if err != nil {
+		return err
+	}
+	for _, l := range text {
+		if l = strings.TrimSpace(l); l != "" {
+			f.Text = append(f.Text, l)
+		}
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("demo: report: %w", err)
+	}
+	if err := report.Write(out, f); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func sortedKeys(m map[string]float64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// count prints 12345678 as 12.3M.
+func count(n int64) string {
+	switch {
+	case n >= 1e6:
+		return fmt.Sprintf("%.1fM", float64(n)/1e6)
+	case n >= 1e4:
+		return fmt.Sprintf("%.0fk", float64(n)/1e3)
+	}
+	return strconv.FormatInt(n, 10)
 }

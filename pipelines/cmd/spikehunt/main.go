@@ -25,6 +25,7 @@ type command struct {
 var commands = map[string]command{
 	"demo":             {"run the main job on one machine with the embedded ClickHouse engine", runDemo},
 	"detect":           {"find spike windows, their suspect kernel counters and fleet patterns, on an interval", runDetect},
+	"eval":             {"score the detectors on every simulated scenario (make eval)", runEval},
 	"ingest":           {"consume the OTLP Kafka topics into ClickHouse, exactly once", runIngest},
 	"hosts":            {"per-host latency and spike counts: one machine or all of them?", runHosts},
 	"migrate":          {"apply the ClickHouse schema migrations to a store", runMigrate},

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spikehunt/spikehunt/pipelines/eval"
+	"github.com/spikehunt/spikehunt/pipelines/sim"
+	"github.com/spikehunt/spikehunt/pipelines/store"
+)
+
+func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("eval", `Scores the detectors against the fleet simulator's ground truth: each scenario is
+simulated into its own database of an embedded store, ingested, and detected pass
+after pass as a live detector would; then it prints, per scenario, spike-window
+recall and precision (by overlap), the pattern class found, the detection delay in
+recurrence periods from the pattern's second occurrence, and top-1 suspect accuracy.`, stderr)
+	dir := fs.String("dir", filepath.Join(os.TempDir(), "spikehunt-eval"), "embedded store directory (one database per scenario; emptied first)")
+	hosts := fs.Int("hosts", eval.DefaultHosts, "hosts per scenario")
+	duration := fs.Duration("duration", eval.DefaultDuration, "simulated time per scenario")
+	seed := fs.Uint64("seed", 1, "random seed")
+	only := fs.String("scenarios", "", "comma-separated scenarios to run (default all: "+strings.Join(sim.Scenarios(), ", ")+")")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	want := map[string]bool{}
+	for _, s := range strings.Split(*only, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			want[s] = true
+		}
+	}
+	for s := range want {
+		if !slices.Contains(sim.Scenarios(), s) {
+			fmt.Fprintf(stderr, "unknown scenario %q (one of %s)\n", s, strings.Join(sim.Scenarios(), ", "))
+			return errUsage
+		}
+	}
+	if err := os.RemoveAll(*dir); err != nil {
+		return err
+	}
+	var results []eval.Result
+	for _, cfg := range eval.Scenarios(*hosts, *duration, *seed) {
+		if len(want) > 0 && !want[cfg.Scenario] {
+			continue
+		}
+		db := "eval_" + strings.ReplaceAll(cfg.Scenario, "-", "_")
+		st, err := store.Open(ctx, "chdb://"+*dir+"?database="+db)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "eval: %s: %d hosts × %s\n", cfg.Scenario, *hosts, *duration)
+		r, err := eval.RunScenario(ctx, st, cfg, eval.Options{Progress: func(f string, a ...any) {
+			fmt.Fprintf(stderr, "eval: "+f+"\n", a...)
+		}})
+		st.Close()
+		if err != nil {
+			return err
+		}
+		results = append(results, r)
+	}
+	printEval(stdout, results)
+	return nil
+}
+
+// printEval is the table make eval prints, and the median delay.
+func printEval(w io.Writer, rs []eval.Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "scenario\ttruth\tdetected\trecall\tprecision\tclass wanted\tclass found\tdelay (periods)\ttop-1 suspect\tload\tdetect")
+	var delays []float64
+	for _, r := range rs {
+		wantClass := orNone(r.Truth.Class)
+		if len(r.Truth.Modifiers) > 0 {
+			wantClass += "+" + strings.Join(r.Truth.Modifiers, "+")
+		}
+		found := orNone(strings.Join(r.Classes, ","))
+		if r.Truth.Class == "" && r.WrongPasses > 0 {
+			found += fmt.Sprintf(" (%d/%d passes wrong)", r.WrongPasses, r.Passes)
+		}
+		delay := "-"
+		if r.Truth.Class != "" {
+			delay = "never"
+			if !math.IsNaN(r.Delay) {
+				delay = fmt.Sprintf("%.2f", r.Delay)
+				delays = append(delays, r.Delay)
+			}
+		}
+		top1 := "-"
+		if r.Top1.Spikes > 0 {
+			top1 = fmt.Sprintf("%.2f (%d/%d)", r.Top1.Accuracy(), r.Top1.Right, r.Top1.Spikes)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Scenario, r.Windows.Truth, r.Windows.Detected,
+			r.Windows.Recall(), r.Windows.Precision(), wantClass, found, delay, top1, r.Load.Round(time.Second), r.Detect.Round(time.Second))
+	}
+	tw.Flush()
+	if len(delays) > 0 {
+		sort.Float64s(delays)
+		fmt.Fprintf(w, "\nmedian detection delay: %.2f periods over %d scenarios with a pattern\n", delays[len(delays)/2], len(delays))
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
