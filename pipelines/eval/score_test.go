@@ -52,10 +52,10 @@ func TestScoreTop1(t *testing.T) {
 		return []detect.Suspect{{Rank: 1, Metric: "system.cpu.time", Mode: "softirq", CPU: cpu}}
 	}
 	got := []detect.SpikeWindow{
-		{Host: "a", Start: at(100), End: at(104), Suspects: softirq(4)},                 // right
-		{Host: "a", Start: at(101), End: at(102), Suspects: softirq(3)},                 // wrong CPU
-		{Host: "a", Start: at(102), End: at(103)},                                       // no suspects: wrong
-		{Host: "a", Start: at(500), End: at(501), Suspects: softirq(0)},                 // a noise stall: not judged
+		{Host: "a", Start: at(100), End: at(104), Suspects: softirq(4)},                  // right
+		{Host: "a", Start: at(101), End: at(102), Suspects: softirq(3)},                  // wrong CPU
+		{Host: "a", Start: at(102), End: at(103)},                                        // no suspects: wrong
+		{Host: "a", Start: at(500), End: at(501), Suspects: softirq(0)},                  // a noise stall: not judged
 		{Host: "b", Start: at(100), End: at(101), Suspects: []detect.Suspect{{Rank: 1}}}, // another host: not judged
 	}
 	if s := ScoreTop1(tr, got); s.Spikes != 3 || s.Right != 1 {
