@@ -121,6 +121,22 @@ type hostOccurrences struct {
 // beyond chance, no outliers. The returned patterns carry everything but
 // IllusionShare, Suspects and the detection stamps, which need the store.
 func Classify(f FleetSpikes, cfg PatternConfig) []Pattern {
+	cs := classify(f, cfg)
+	out := make([]Pattern, len(cs))
+	for i, c := range cs {
+		out[i] = c.Pattern
+	}
+	return out
+}
+
+// classified is a pattern with every host it covers (Pattern keeps a
+// sample of 20).
+type classified struct {
+	Pattern
+	hosts []string
+}
+
+func classify(f FleetSpikes, cfg PatternConfig) []classified {
 	a := Assess(f, cfg)
 	return a.patterns(f)
 }
@@ -374,12 +390,12 @@ func (a *Assessment) assessSkew(cfg PatternConfig) {
 	a.Skewed = a.SkewRatio >= cfg.SkewMinRatio && a.SkewZ >= cfg.SkewMinZ
 }
 
-func (a *Assessment) patterns(f FleetSpikes) []Pattern {
+func (a *Assessment) patterns(f FleetSpikes) []classified {
 	cfg := a.cfg
 	if a.Occurrences == 0 {
 		return nil
 	}
-	base := func(class string, hosts []string) Pattern {
+	base := func(class string, hosts []string) classified {
 		p := Pattern{
 			ID: PatternID(f.Service, class), Service: f.Service, Class: class,
 			LookbackStart: f.LookbackStart, LookbackEnd: f.LookbackEnd,
@@ -393,9 +409,9 @@ func (a *Assessment) patterns(f FleetSpikes) []Pattern {
 		if class != ClassIsolatedHost && a.Skewed {
 			p.Modifiers = []string{ModifierHWClassSkewed}
 		}
-		return p
+		return classified{p, hosts}
 	}
-	var out []Pattern
+	var out []classified
 	synchronized := len(a.Bursts) > 0 && a.Synchronicity >= cfg.MinSynchronicity
 	if synchronized {
 		out = append(out, base(ClassFleetSynchronized, a.burstHosts(cfg)))

@@ -37,33 +37,35 @@ type Config struct {
 
 // SpikeConfig is the per-host spike window detector (DESIGN.md §5).
 //
-// A host-second is slow when its max latency exceeds
+// A host-second is slow when its weighted mean latency exceeds
 //
-//	max(Floor, K × base), base = max(fleet median, host median) of its bucket,
+//	max(Floor, K × base), base = max(fleet's, host's typical latency) in its bucket,
 //
-// where a bucket is a Bucket-long slice of time aligned to the epoch. Slow
-// seconds closer than MergeGap merge into one window.
+// where a bucket is a Bucket-long slice of time aligned to the epoch (see
+// spikeWindowsSQL for what "typical" is and why the mean). Slow seconds at
+// most MergeGap apart merge into one window. Zero fields take the defaults,
+// so MergeGap cannot be set to 0.
 type SpikeConfig struct {
-	// K multiplies the base. Default 8: a request that takes eight times the
-	// typical one. 1–1000.
+	// K multiplies the base. Default 8: a second whose requests took eight
+	// times the typical ones. 1–1000.
 	K float64
 	// Floor is the least latency that can be a spike, whatever the base: a
 	// service answering in 200 µs does not spike at 2 ms. Default 25 ms.
 	Floor time.Duration
-	// Bucket is the time slice medians are taken over. Long enough that a
-	// 30 s fleet-wide stall is a few percent of it and moves no median;
-	// short enough that a slow creep carries the base along with it.
+	// Bucket is the time slice the typical latency is taken over. Long
+	// enough that a 30 s fleet-wide stall is a few percent of it; short
+	// enough that a slow creep carries the base along with it.
 	// Default 10 min; 1 min–2 h, a whole number of seconds.
 	Bucket time.Duration
 	// MergeGap: slow seconds separated by at most this many fast seconds
-	// are one window. Default 5 s; 0–10 min.
+	// are one window. Default 5 s; up to 10 min.
 	MergeGap time.Duration
 	// Pad is read before From so that a window straddling From is seen
 	// whole. Windows that start in the pad are rewritten, not duplicated;
 	// windows starting in its first MergeGap + 1 s are left alone, since the
 	// pass cannot tell whether they began earlier. It must exceed the
-	// longest window plus MergeGap. Default 15 min (a window longer than
-	// half a bucket would raise the host's own median and end itself).
+	// longest window plus MergeGap. Default 15 min (a stall of a large part
+	// of a bucket raises the host's own typical latency and ends its window).
 	Pad time.Duration
 }
 

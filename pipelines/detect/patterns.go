@@ -29,8 +29,8 @@ func findPatterns(ctx context.Context, st store.Store, cfg *Config, service stri
 		if err != nil {
 			return nil, nil, err
 		}
-		patterns = Classify(FleetSpikes{Service: service, LookbackStart: start, LookbackEnd: end, DataFrom: dataFrom, Fleet: fleet, Hosts: hosts}, cfg.Patterns)
-		if len(patterns) > 0 {
+		found := classify(FleetSpikes{Service: service, LookbackStart: start, LookbackEnd: end, DataFrom: dataFrom, Fleet: fleet, Hosts: hosts}, cfg.Patterns)
+		if len(found) > 0 {
 			illusion, err := averagedIllusion(ctx, st, service, start, end)
 			if err != nil {
 				return nil, nil, err
@@ -43,11 +43,16 @@ func findPatterns(ctx context.Context, st store.Store, cfg *Config, service stri
 			for _, h := range hosts {
 				spikes[h.Host] = len(h.Starts)
 			}
-			for i := range patterns {
-				p := &patterns[i]
+			for _, c := range found {
+				p := c.Pattern
+				affected := make(map[string]bool, len(c.hosts))
+				for _, h := range c.hosts {
+					affected[h] = true
+				}
 				p.IllusionShare = illusion
-				p.Suspects = patternSuspects(affectedHosts(*p, FleetSpikes{DataFrom: dataFrom, Fleet: fleet, Hosts: hosts}, cfg.Patterns), spikes, families, cfg.Patterns)
+				p.Suspects = patternSuspects(affected, spikes, families, cfg.Patterns)
 				p.DetectedAt, p.DetectorVer = stamp, DetectorVersion
+				patterns = append(patterns, p)
 			}
 		}
 	}
@@ -240,28 +245,6 @@ ORDER BY host, metric, mode, device`, store.QuoteString(service), msLit(from), m
 	return out, nil
 }
 
-// affectedHosts lists every host a pattern covers (the pattern keeps only
-// a sample of 20).
-func affectedHosts(p Pattern, f FleetSpikes, cfg PatternConfig) map[string]bool {
-	out := map[string]bool{}
-	switch p.Class {
-	case ClassIsolatedHost, ClassFleetSynchronized:
-		a := Assess(FleetSpikes{Service: p.Service, LookbackStart: p.LookbackStart, LookbackEnd: p.LookbackEnd, DataFrom: f.DataFrom, Fleet: f.Fleet, Hosts: f.Hosts}, cfg)
-		hosts := a.Outliers
-		if p.Class == ClassFleetSynchronized {
-			hosts = a.burstHosts(a.cfg)
-		}
-		for _, h := range hosts {
-			out[h] = true
-		}
-	default:
-		for _, h := range f.Hosts {
-			out[h.Host] = true
-		}
-	}
-	return out
-}
-
 // patternSuspects picks the counter families found among the top suspects
 // of at least SuspectMinShare of the affected hosts and of their spike
 // windows, most widespread first.
@@ -325,6 +308,9 @@ func patternSuspects(affected map[string]bool, spikes map[string]int, families [
 	})
 	if len(out) > cfg.MaxSuspects {
 		out = out[:cfg.MaxSuspects]
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	ps := make([]PatternSuspect, len(out))
 	for i, a := range out {

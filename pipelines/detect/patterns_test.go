@@ -193,3 +193,59 @@ func TestDetectIllusionShare(t *testing.T) {
 		})
 	}
 }
+
+func TestDetectPatternSuspectsAreTheFamiliesMostAffectedHostsShare(t *testing.T) {
+	cfg := PatternConfig{}
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	softirq := func(host string, spikes int, cpus ...int16) suspectFamily {
+		return suspectFamily{host: host, metric: "system.cpu.time", mode: "softirq", spikes: spikes, cpus: cpus, score: 2000}
+	}
+	disk := func(host string, spikes int) suspectFamily {
+		return suspectFamily{host: host, metric: "system.disk.operation_time", mode: "write", device: "sda", spikes: spikes, score: 9000}
+	}
+	tests := []struct {
+		name     string
+		affected []string
+		families []suspectFamily
+		want     []PatternSuspect
+	}{
+		{
+			name:     "softirq on CPUs 0, 2, 4, 6 of every host is the suspect, most frequent CPUs first",
+			affected: []string{"a", "b", "c"},
+			families: []suspectFamily{softirq("a", 10, 0, 2, 4, 6, 0), softirq("b", 10, 2, 0, 4, 6), softirq("c", 10, 6, 4, 0)},
+			want:     []PatternSuspect{{Metric: "system.cpu.time", Mode: "softirq", CPUs: []int{0, 4, 6, 2}, Hosts: 3, Score: 2000}},
+		},
+		{
+			name:     "a family on one host in ten is not the pattern's",
+			affected: []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"},
+			families: []suspectFamily{disk("a", 10)},
+			want:     nil,
+		},
+		{
+			name:     "hosts outside the pattern do not count",
+			affected: []string{"a"},
+			families: []suspectFamily{disk("a", 10), softirq("z", 10, 1)},
+			want:     []PatternSuspect{{Metric: "system.disk.operation_time", Mode: "write", Device: "sda", Hosts: 1, Score: 9000}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			affected, spikes := map[string]bool{}, map[string]int{}
+			for _, h := range tt.affected {
+				affected[h], spikes[h] = true, 10
+			}
+			if diff := cmp.Diff(tt.want, patternSuspects(affected, spikes, tt.families, cfg)); diff != "" {
+				t.Errorf("pattern suspects (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDetectPatternIDIsStablePerServiceAndClass(t *testing.T) {
+	a, b := PatternID("billy", ClassFleetRecurrent), PatternID("billy", ClassFleetRecurrent)
+	if a != b || a == PatternID("billy", ClassIsolatedHost) || a == PatternID("cart", ClassFleetRecurrent) {
+		t.Errorf("pattern ids: %s %s %s %s", a, b, PatternID("billy", ClassIsolatedHost), PatternID("cart", ClassFleetRecurrent))
+	}
+}

@@ -60,33 +60,39 @@ const maxCounterInterval = time.Minute
 // a series that is flat zero must move by this much to count. The metrics
 // in seconds are the time-valued ones TimeWeight applies to.
 var absoluteFloors = []struct {
-	metric string
-	floor  float64
+	metric  string
+	floor   float64
+	seconds bool
 }{
 	// Seconds per second. CPU time comes in 10 ms ticks: on 1 s intervals
 	// one tick is 0.01 s/s, which must stay below the bar.
-	{"system.cpu.time", 0.005},
-	{"spikehunt.cpu.run_delay", 0.002},
-	{"spikehunt.pressure.stall_time", 0.002},
-	{"system.disk.operation_time", 0.002},
-	{"system.disk.io_time", 0.002},
-	{"system.network.io", 64 << 10},    // bytes per second
-	{"spikehunt.memory.slab", 1 << 20}, // bytes of growth per second
+	{"system.cpu.time", 0.005, true},
+	{"spikehunt.cpu.run_delay", 0.002, true},
+	{"spikehunt.pressure.stall_time", 0.002, true},
+	{"system.disk.operation_time", 0.002, true},
+	{"system.disk.io_time", 0.002, true},
+	{"system.network.io", 64 << 10, false},    // bytes per second
+	{"spikehunt.memory.slab", 1 << 20, false}, // bytes of growth per second
 }
 
 // defaultAbsoluteFloor is for counts (packets, interrupts, softirqs,
 // switches, drops): one per second.
 const defaultAbsoluteFloor = 1.0
 
-// downOperstates: operstate values that are not up. "unknown" is what the
-// kernel reports for lo and most virtual devices, which do carry traffic,
-// and "" means the row did not say.
+// notDownOperstates are the operstate values that do not count as down:
+// "up"; "unknown", which the kernel reports for lo and most virtual
+// devices, which do carry traffic; and "", a row that did not say.
 const notDownOperstates = `'', 'up', 'unknown'`
 
 // timeMetrics are the metrics measured in seconds (of CPU, waiting, disk).
 func timeMetrics() []string {
-	return []string{"system.cpu.time", "spikehunt.cpu.run_delay", "spikehunt.pressure.stall_time",
-		"system.disk.operation_time", "system.disk.io_time"}
+	var out []string
+	for _, f := range absoluteFloors {
+		if f.seconds {
+			out = append(out, f.metric)
+		}
+	}
+	return out
 }
 
 func floorExpr() string {
