@@ -14,8 +14,9 @@ var benchLine = []byte("billy /search/{q} 5210 200 4bf92f3577b34da6a3ce929d0e0e4
 func BenchmarkLineParse(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(benchLine)))
+	var rec lineRecord
 	for b.Loop() {
-		if _, err := parseLine(benchLine); err != nil {
+		if err := parseLine(benchLine, &rec); err != nil {
 			b.Fatal(err)
 		}
 	}

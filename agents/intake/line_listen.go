@@ -70,10 +70,11 @@ func (in *Intake) consumeDatagram(src *sourceMetrics, dgram []byte, end time.Tim
 	k := newTally(in, src, end.UnixNano())
 	defer k.flush()
 	var r telemetry.Request
+	var rec lineRecord
 	for rest := dgram; len(rest) > 0; {
 		var line []byte
 		line, rest = nextLine(rest)
-		rec, lerr := parseLine(line)
+		lerr := parseLine(line, &rec)
 		if lerr == errBlank {
 			continue
 		}

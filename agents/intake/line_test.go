@@ -2,6 +2,7 @@ package intake
 
 import (
 	"bytes"
+	"encoding/hex"
 	"strings"
 	"testing"
 	"time"
@@ -59,7 +60,8 @@ func TestParseLine(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec, err := parseLine([]byte(tt.line))
+			var rec lineRecord
+			err := parseLine([]byte(tt.line), &rec)
 			if tt.reason != "" || tt.want == (want{}) {
 				if err == nil {
 					t.Fatalf("parseLine(%q) = %+v, want error %q", tt.line, rec, tt.reason)
@@ -82,7 +84,8 @@ func TestParseLine(t *testing.T) {
 
 func TestParseLineCutsLongNames(t *testing.T) {
 	long := strings.Repeat("é", 200) // 400 bytes
-	rec, err := parseLine([]byte("billy " + long + " 1 200"))
+	var rec lineRecord
+	err := parseLine([]byte("billy "+long+" 1 200"), &rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,4 +178,22 @@ func TestUnixgramReplacesStaleSocketButNotALiveOne(t *testing.T) {
 	third := startIntake(t, cfg)
 	sendDatagram(t, "unixgram", cfg.LineUnix, []byte("billy /x 1 200\n"))
 	collect(t, third, 1, 5*time.Second)
+}
+
+// decodeTraceID decodes eight digits at a time with word arithmetic: hold
+// it to encoding/hex with every byte value at every position.
+func TestDecodeTraceIDEveryByte(t *testing.T) {
+	base := []byte("0123456789abcdefABCDEF0123456789")
+	for pos := range base {
+		for c := range 256 {
+			s := bytes.Clone(base)
+			s[pos] = byte(c)
+			want, err := hex.DecodeString(string(s))
+			var got [16]byte
+			ok := decodeTraceID(&got, s)
+			if ok != (err == nil) || (ok && !bytes.Equal(got[:], want)) {
+				t.Fatalf("decodeTraceID(%q) = %x, %v; encoding/hex says %x, %v", s, got, ok, want, err)
+			}
+		}
+	}
 }
