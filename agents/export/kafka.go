@@ -36,6 +36,9 @@ func (c *KafkaConfig) defaults() {
 	}
 }
 
+// dialTimeout is franz-go's default, kept with our dialer.
+const dialTimeout = 10 * time.Second
+
 // KafkaSink produces to Kafka with an idempotent producer and acks from
 // every in-sync replica. Records are never failed by time or retry count:
 // during an outage they wait in the producer's buffer, bounded by
@@ -75,6 +78,10 @@ func NewKafkaSink(cfg KafkaConfig, opts ...kgo.Opt) (*KafkaSink, error) {
 		// delivery timeout: records wait out an outage and are never
 		// produced twice by a retry of ours.
 		kgo.AllowAutoTopicCreation(),
+		// Each record is a whole export request, batched by the exporter:
+		// franz-go's default 10 ms linger would only add a timer wake-up.
+		kgo.ProducerLinger(0),
+		kgo.Dialer(dialBroker),
 	}
 	cl, err := kgo.NewClient(append(append(base, extra...), opts...)...)
 	if err != nil {
