@@ -182,17 +182,30 @@ func (c *Collector) Run(ctx context.Context, interval, slowInterval time.Duratio
 	}
 	send(c.Sample())
 	send(c.SampleSlow())
-	fast := time.NewTicker(interval)
+	// Passes tick on the agent's grid (telemetry.UntilTick), with the
+	// exporter's drain: the points leave in the same wake-up. The first
+	// interval, from the baseline above, is at least half a period, so
+	// that no delta is taken over a sliver of time.
+	first := func(d time.Duration) *time.Timer {
+		now := time.Now()
+		wait := telemetry.UntilTick(now, d)
+		if wait < d/2 {
+			wait += d
+		}
+		return time.NewTimer(wait)
+	}
+	fast, slow := first(interval), first(slowInterval)
 	defer fast.Stop()
-	slow := time.NewTicker(slowInterval)
 	defer slow.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-fast.C:
+			fast.Reset(telemetry.UntilTick(time.Now(), interval))
 			send(c.Sample())
 		case <-slow.C:
+			slow.Reset(telemetry.UntilTick(time.Now(), slowInterval))
 			send(c.SampleSlow())
 		}
 	}

@@ -73,9 +73,11 @@ func (e *Exporter) Run(ctx context.Context, reqs <-chan telemetry.Request, point
 	// rather than received one by one: a receive that finds the exporter
 	// parked wakes it, and at thousands of requests a second those
 	// wake-ups cost more than the encoding. The intake's queue holds far
-	// more than one tick of requests.
+	// more than one tick of requests. The tick is on the agent's grid
+	// (telemetry.UntilTick), so a sampling pass's points and a batch of
+	// requests leave in one wake-up, often in one produce request.
 	tick := min(e.cfg.MaxDelay, drainEvery)
-	drain := time.NewTicker(tick)
+	drain := time.NewTimer(telemetry.UntilTick(time.Now(), tick))
 	defer drain.Stop()
 	flushEvery := int(e.cfg.MaxDelay / tick) // ticks per flush; a partial batch waits at most MaxDelay
 	ticks := 0
@@ -116,6 +118,7 @@ loop:
 				})
 			}
 		case <-drain.C:
+			drain.Reset(telemetry.UntilTick(time.Now(), tick))
 			take()
 			if ticks++; ticks >= flushEvery {
 				ticks = 0

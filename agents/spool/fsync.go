@@ -5,19 +5,24 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/spikehunt/spikehunt/agents/telemetry"
 )
 
 // syncLoop fsyncs what was appended and acknowledged every FsyncInterval,
-// without holding the lock Append takes. Close stops it.
+// without holding the lock Append takes. Close stops it. It ticks on the
+// agent's grid (telemetry.UntilTick): the fsyncs share a wake-up with the
+// exporter's writes; the first comes sooner than FsyncInterval, none later.
 func (s *Spool) syncLoop() {
 	defer close(s.done)
-	t := time.NewTicker(s.cfg.FsyncInterval)
+	t := time.NewTimer(telemetry.UntilTick(time.Now(), s.cfg.FsyncInterval))
 	defer t.Stop()
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
+			t.Reset(telemetry.UntilTick(time.Now(), s.cfg.FsyncInterval))
 			if err := s.syncNow(); err != nil {
 				s.mu.Lock()
 				s.stats.FsyncErrors++

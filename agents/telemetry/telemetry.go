@@ -55,3 +55,15 @@ type Resource struct {
 	NodeName string
 	HWClass  string
 }
+
+// UntilTick is how long from now until the next tick of a period-d task,
+// in (0, d]. Every periodic task of the agent (the exporter's drain, the
+// sampling passes, the spool's fsync) ticks on one grid, the whole
+// multiples of its period on the wall clock, so that tasks due at the
+// same time wake the process once: at the agent's load a wake-up costs
+// more than most of the work it does. A task re-arms its timer with
+// UntilTick after each tick, which also keeps it on the grid when it runs
+// late. A step of the wall clock only shifts the next tick.
+func UntilTick(now time.Time, d time.Duration) time.Duration {
+	return now.Truncate(d).Add(d).Sub(now)
+}
