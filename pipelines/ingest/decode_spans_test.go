@@ -208,6 +208,10 @@ func TestTheDirectDecoderTakesWhatPdataTakes(t *testing.T) {
 			if !bytes.Equal(direct.block, pdata.block) {
 				t.Errorf("the rows agree, the insert blocks do not (dictionaries?)")
 			}
+			before := pdataFallbacks.Load()
+			if _, _, err := NewRequestRows().AppendTraces(tc.msg); err != nil || pdataFallbacks.Load() != before {
+				t.Errorf("AppendTraces: %v, %d fallbacks to pdata; want none", err, pdataFallbacks.Load()-before)
+			}
 		})
 	}
 }

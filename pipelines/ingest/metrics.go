@@ -14,6 +14,7 @@ type metrics struct {
 	retries     *prometheus.CounterVec   // {step}
 	deadLetters *prometheus.CounterVec   // {reason}
 	skipped     prometheus.Counter
+	fallbacks   prometheus.CounterFunc
 	lag         *prometheus.GaugeVec // {topic, partition}
 }
 
@@ -39,6 +40,10 @@ func newMetrics() *metrics {
 		skipped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "spikehunt_ingest_spans_skipped_total", Help: "Valid spans that are not requests (client, internal, child spans).",
 		}),
+		fallbacks: prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "spikehunt_ingest_span_decoder_fallbacks_total",
+			Help: "Span messages the direct decoder left to the pdata decoder, which accepted them: right rows, slower; report a growing count.",
+		}, func() float64 { return float64(pdataFallbacks.Load()) }),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "spikehunt_ingest_consumer_lag", Help: "Messages behind the partition's high watermark, as of the last fetch.",
 		}, []string{"topic", "partition"}),
@@ -46,7 +51,7 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.rows, m.batchRows, m.insertSecs, m.retries, m.deadLetters, m.skipped, m.lag} {
+	for _, c := range []prometheus.Collector{m.rows, m.batchRows, m.insertSecs, m.retries, m.deadLetters, m.skipped, m.fallbacks, m.lag} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
