@@ -22,7 +22,7 @@
 //
 //	00000000000000000001.seg   segment files, named after the sequence
 //	00000000000000004097.seg   number of their first record (20 digits)
-//	ack                        the ack point (26 bytes, replaced by rename)
+//	ack                        the ack point (two slots, written in turn)
 //	lock                       the flock target
 //
 // A segment is a run of frames, integers little-endian:
@@ -36,11 +36,15 @@
 // torn tail. Segments are deleted whole: when Ack has covered all their
 // records (except the segment being written), or when the cap needs room.
 //
-// The ack file is "SPAK", version 1, flags (bit 0: closed cleanly), the
-// last acknowledged sequence number (u64), the writer's FsyncInterval in
-// nanoseconds (u64) and a CRC-32C of those 22 bytes. It is written to
-// ack.tmp, fsynced and renamed over ack; the directory is fsynced after
-// every segment creation, deletion and ack rename.
+// The ack file has two slots a page apart, each "SPAK", version 2, flags
+// (bit 0: closed cleanly), the last acknowledged sequence number (u64),
+// the writer's FsyncInterval in nanoseconds (u64), a generation (u64) and
+// a CRC-32C of those 30 bytes; the intact slot of the higher generation
+// counts. Open writes the file whole (ack.tmp, fsynced, renamed over ack);
+// later writes overwrite the older slot in place and fsync the file, so a
+// torn write leaves the one before it. The 26-byte version 1 file of
+// earlier agents is still read. The directory is fsynced after every
+// segment creation and deletion and after the ack rename.
 //
 // # Crash safety and the loss bound
 //

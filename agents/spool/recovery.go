@@ -147,14 +147,17 @@ func countIntact(data []byte, from int) int {
 func (s *Spool) recover() (Recovery, error) {
 	var rec Recovery
 	dir := s.cfg.Dir
-	st, found, err := readAckFile(dir)
+	st, found, torn, err := readAckFile(dir)
 	switch {
 	case errors.Is(err, errAckDamaged):
 		s.log.Warn("spool: ack file is damaged; replaying every record", "dir", dir, "err", err)
 		rec.AckLost = true
 	case err != nil:
 		return rec, err
+	case torn:
+		s.log.Warn("spool: the ack file's last write was torn; using the one before it", "dir", dir, "acked_seq", st.ack)
 	}
+	s.ackGen = st.gen
 	os.Remove(ackTmpPath(dir))
 
 	bases, err := listSegments(dir)

@@ -90,6 +90,13 @@ type spooled struct {
 	segs []*segment // path and recs only
 }
 
+// lastOf is the last record of segment i: an ack point there frees
+// segments 0 to i and no more.
+func (sp spooled) lastOf(i int) uint64 {
+	g := sp.segs[i]
+	return g.recs[len(g.recs)-1].seq
+}
+
 func (sp spooled) flip(t *testing.T, seg, rec, at int, b byte) uint64 {
 	t.Helper()
 	g := sp.segs[seg]
@@ -167,11 +174,33 @@ func TestReopeningDamagedFiles(t *testing.T) {
 			return outcome{Next: n + 1, AckLost: true}
 		}},
 		{"an ack point past the records (acked, then lost in a crash) is kept", func(t *testing.T, sp spooled) outcome {
-			st := encodeAck(ackState{ack: n + 10, clean: true})
-			if err := os.WriteFile(filepath.Join(sp.cfg.Dir, ackFileName), st, 0o640); err != nil {
+			writeAckSlots(t, sp.cfg.Dir, ackState{ack: n + 10, clean: true, gen: 7}, nil)
+			return outcome{Missing: span(1, n), Next: n + 11, Clean: true}
+		}},
+		{"the ack file of earlier agents (version 1) is read", func(t *testing.T, sp spooled) outcome {
+			ack := sp.lastOf(1)
+			if err := os.WriteFile(filepath.Join(sp.cfg.Dir, ackFileName), encodeAckV1(ackState{ack: ack, clean: true}), 0o640); err != nil {
 				t.Fatal(err)
 			}
-			return outcome{Missing: span(1, n), Next: n + 11, Clean: true}
+			return outcome{Missing: span(1, ack), Next: n + 1, Clean: true}
+		}},
+		{"of two ack slots the later write counts", func(t *testing.T, sp spooled) outcome {
+			older, newer := ackState{ack: sp.lastOf(1), gen: 8}, ackState{ack: sp.lastOf(3), clean: true, gen: 9}
+			writeAckSlots(t, sp.cfg.Dir, newer, &older)
+			return outcome{Missing: span(1, newer.ack), Next: n + 1, Clean: true}
+		}},
+		{"a torn ack slot leaves the one written before it", func(t *testing.T, sp spooled) outcome {
+			older, torn := ackState{ack: sp.lastOf(1), clean: true, gen: 8}, ackState{ack: sp.lastOf(3), gen: 9}
+			writeAckSlots(t, sp.cfg.Dir, torn, &older)
+			f, err := os.OpenFile(filepath.Join(sp.cfg.Dir, ackFileName), os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.WriteAt([]byte{0xff, 0xff}, ackSlotOffset(torn.gen)+8); err != nil { // half of the new ack point
+				t.Fatal(err)
+			}
+			return outcome{Missing: span(1, older.ack), Next: n + 1, Clean: true}
 		}},
 		{"files that are not segments are left alone", func(t *testing.T, sp spooled) outcome {
 			for _, name := range []string{"notes.txt", "1.seg", "0000000000000000000x.seg"} {
@@ -215,5 +244,19 @@ func TestReopeningDamagedFiles(t *testing.T) {
 				t.Errorf("reopened (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// writeAckSlots replaces the ack file with st in its slot and, unless
+// other is nil, other in the other slot.
+func writeAckSlots(t *testing.T, dir string, st ackState, other *ackState) {
+	t.Helper()
+	b := make([]byte, ackFileSize)
+	copy(b[ackSlotOffset(st.gen):], encodeAckSlot(st))
+	if other != nil {
+		copy(b[ackSlotOffset(other.gen):], encodeAckSlot(*other))
+	}
+	if err := os.WriteFile(filepath.Join(dir, ackFileName), b, 0o640); err != nil {
+		t.Fatal(err)
 	}
 }

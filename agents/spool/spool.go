@@ -51,7 +51,9 @@ type Spool struct {
 	log    *slog.Logger
 	unlock func() error // releases the directory lock
 
-	ackMu sync.Mutex // serializes ack file writes; taken before mu
+	ackMu   sync.Mutex // serializes ack file writes; taken before mu
+	ackFile *os.File   // the ack file, written in place; nil until Open writes it (ackMu)
+	ackGen  uint64     // generation of the last ack file write (ackMu)
 
 	mu       sync.Mutex
 	segs     []*segment // oldest first
@@ -97,6 +99,7 @@ func Open(cfg Config, logger *slog.Logger) (*Spool, Recovery, error) {
 		if s.w != nil {
 			s.w.Close()
 		}
+		s.closeAckFile()
 		unlock()
 		return nil, rec, err
 	}
@@ -229,6 +232,6 @@ func (s *Spool) Close() error {
 	}
 	s.mu.Unlock()
 	errs = append(errs, s.persistAck(errors.Join(errs...) == nil))
-	errs = append(errs, s.unlock())
+	errs = append(errs, s.closeAckFile(), s.unlock())
 	return errors.Join(errs...)
 }

@@ -20,8 +20,44 @@ func crash(t testing.TB, s *Spool) {
 	if s.w != nil {
 		s.w.Close()
 	}
+	if s.ackFile != nil {
+		s.ackFile.Close()
+	}
 	if err := s.unlock(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// After Open, the ack point is written into the same file, alternating
+// between its two slots; a crash then finds the last one written.
+func TestTheAckPointIsWrittenInPlace(t *testing.T) {
+	cfg := testConfig(t)
+	s, _ := mustOpen(t, cfg)
+	path := filepath.Join(cfg.Dir, ackFileName)
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, s, 1, 300)
+	for _, ack := range []uint64{100, 150, 200} {
+		if err := s.Ack(ack); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.syncNow(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(before, after) || after.Size() != ackFileSize {
+		t.Errorf("the ack file was replaced or resized (%d bytes): want writes in place", after.Size())
+	}
+	crash(t, s)
+	_, rec := mustOpen(t, cfg)
+	if rec.AckedSeq != 200 || rec.Clean || rec.AckLost {
+		t.Fatalf("after a crash: %+v, want ack point 200, unclean", rec)
 	}
 }
 
