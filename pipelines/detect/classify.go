@@ -108,9 +108,10 @@ type hostOccurrences struct {
 //     spike that doubles an interval).
 //     It fires once the hosts that had their second spike are many, long
 //     before every host had it.
-//   - isolated-host: 1 to max(3, 2% of the fleet) hosts whose counts a
-//     Poisson at the other hosts' mean count cannot explain (Bonferroni
-//     over the fleet, α = 0.0001), carrying at least half the
+//   - isolated-host: 1 to max(3, 2% of the fleet) hosts with three spikes
+//     or more whose counts a Poisson at the other hosts' mean count (plus
+//     one spike) cannot explain (Bonferroni over the fleet, α = 0.0001),
+//     carrying at least half the
 //     spikes beyond that typical count (a little noise on every host does
 //     not hide one host spiking every few minutes).
 //   - hw-class-skewed (a modifier of the fleet classes): the per-host rate
@@ -309,12 +310,11 @@ func (a *Assessment) assessOutliers(cfg PatternConfig) {
 	// Each host is tested against the mean of all the others: unbiased for
 	// a fleet of independent spikers (a trimmed mean would understate the
 	// rate and make chance highs "outliers"), and a few bad hosts raise it
-	// too little to hide one another. A quiet fleet is taken to spike once
-	// per host and day at least, so that a host needs a few spikes, more
-	// the longer the look-back, to stand out from nothing.
-	floor := math.Max(a.observed.Hours()/24, 0.001)
+	// too little to hide one another. One spike is added to the others, as
+	// if the quiet fleet had just had its first: a host needs three spikes
+	// to stand out from 300 silent ones, four from 10.
 	for _, h := range a.perHost {
-		rate := math.Max(floor, float64(a.Occurrences-len(h.occ))/float64(n-1))
+		rate := float64(a.Occurrences-len(h.occ)+1) / float64(n-1)
 		if len(h.occ) >= isolatedMinSpikes && poissonTail(len(h.occ), rate)*float64(n) < cfg.IsolatedAlpha {
 			a.Outliers = append(a.Outliers, h.host)
 			a.OutlierSpikes += len(h.occ)
@@ -333,7 +333,7 @@ func (a *Assessment) assessOutliers(cfg PatternConfig) {
 	for _, c := range counts[top:] {
 		rest += c
 	}
-	a.TypicalRate = math.Max(floor, float64(rest)/float64(n-top))
+	a.TypicalRate = float64(rest+1) / float64(n-top)
 	excess := float64(a.Occurrences) - a.TypicalRate*float64(n)
 	outlierExcess := float64(a.OutlierSpikes) - a.TypicalRate*float64(len(a.Outliers))
 	if len(a.Outliers) > 0 && outlierExcess > 0 {

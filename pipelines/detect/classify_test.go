@@ -178,6 +178,28 @@ func TestDetectClassifyFindsEachPatternOnSyntheticFleets(t *testing.T) {
 			},
 		},
 		{
+			name:  "a third spike on one host of 300 silent ones makes it isolated-host",
+			hosts: 300,
+			spikes: func(i int, _ string, _ *rand.Rand) []time.Time {
+				if i == 9 {
+					return []time.Time{lookbackEnd.Add(-30 * time.Minute), lookbackEnd.Add(-18 * time.Minute), lookbackEnd.Add(-6 * time.Minute)}
+				}
+				return nil
+			},
+			want: []string{ClassIsolatedHost},
+		},
+		{
+			name:  "two spikes on one host are not yet a pattern",
+			hosts: 300,
+			spikes: func(i int, _ string, _ *rand.Rand) []time.Time {
+				if i == 9 {
+					return []time.Time{lookbackEnd.Add(-18 * time.Minute), lookbackEnd.Add(-6 * time.Minute)}
+				}
+				return nil
+			},
+			want: nil,
+		},
+		{
 			name:  "rare independent spikes (one per ~5 h per host) are no pattern",
 			hosts: 300, spikes: poisson(start.Add(-6*time.Hour), 5*time.Hour),
 			want: nil,

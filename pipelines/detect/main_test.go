@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 }
 
 // migrated is a fresh database with the schema applied.
-func migrated(t *testing.T) *store.Embedded {
+func migrated(t testing.TB) *store.Embedded {
 	t.Helper()
 	st := testenv.ClickHouse(t)
 	if _, err := schema.Apply(context.Background(), st, schema.Options{}); err != nil {
