@@ -23,7 +23,7 @@ import (
 // inserts and merges included: it runs inside that process) and the
 // compressed bytes on disk per requests row after OPTIMIZE … FINAL, and
 // the mean rows per insert (the engine's cost per row falls as inserts
-// grow: fewer parts to write and to merge). It measures once, whatever
+// grow: fewer parts to write and to merge) and the peak RSS. It measures once, whatever
 // b.N is. SPIKEHUNT_BENCH_CPUPROFILE=file also saves a CPU profile of the
 // ingest process.
 func BenchmarkIngest(b *testing.B) {
@@ -36,6 +36,7 @@ func BenchmarkIngest(b *testing.B) {
 	b.ReportMetric(r.wallRate, "ingest.spans_per_s_wall:rows/s")
 	b.ReportMetric(r.bytesPerRow, "ingest.stored_bytes_per_request:B")
 	b.ReportMetric(r.perInsert, "ingest.rows_per_insert:rows")
+	b.ReportMetric(r.peakRSS, "ingest.peak_rss:MiB")
 }
 
 var ingestBench struct {
@@ -44,7 +45,7 @@ var ingestBench struct {
 	err error
 }
 
-type ingestFigures struct{ perCore, wallRate, bytesPerRow, perInsert float64 }
+type ingestFigures struct{ perCore, wallRate, bytesPerRow, perInsert, peakRSS float64 }
 
 func measureIngest(b *testing.B) (ingestFigures, error) {
 	spans := 5_000_000
@@ -95,6 +96,7 @@ func measureIngest(b *testing.B) (ingestFigures, error) {
 	if err != nil {
 		return ingestFigures{}, err
 	}
+	peakRSS := ingestPeakRSS(p.cmd.Process.Pid)
 	p.cmd.Process.Signal(os.Interrupt)
 	p.wait(b, 30*time.Second)
 
@@ -115,7 +117,7 @@ func measureIngest(b *testing.B) (ingestFigures, error) {
 	if int(rows) != spans {
 		return ingestFigures{}, fmt.Errorf("requests has %.0f rows, want %d", rows, spans)
 	}
-	return ingestFigures{perCore: rows / cpu, wallRate: rows / wall, bytesPerRow: bytes / rows, perInsert: perInsert}, nil
+	return ingestFigures{perCore: rows / cpu, wallRate: rows / wall, bytesPerRow: bytes / rows, perInsert: perInsert, peakRSS: peakRSS}, nil
 }
 
 // fetchIngestProfile saves a CPU profile of the ingest process to path
@@ -197,4 +199,17 @@ func rowsPerInsert(p *ingestProc) (float64, error) {
 		return 0, fmt.Errorf("no inserts into requests in the ingest's /metrics")
 	}
 	return sum / count, nil
+}
+
+// ingestPeakRSS is the process's peak resident memory in MiB (VmHWM):
+// batches are held in memory until inserted, so bigger ones cost RAM.
+func ingestPeakRSS(pid int) float64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
 }
