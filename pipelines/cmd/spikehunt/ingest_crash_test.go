@@ -90,11 +90,10 @@ func crashRun(t *testing.T, dedup bool, requests, kills int) (count, unique int)
 	p.cmd.Process.Signal(os.Interrupt)
 	p.wait(t, 30*time.Second)
 
-	st, err := store.Open(ctx, "chdb://"+dir+"?database=crash")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	// Read through serve-clickhouse in a process of its own: this test
+	// process may hold the shared embedded engine open on another directory
+	// (one engine per process).
+	st := serveStore(t, "chdb://"+dir+"?database=crash")
 	tab, err := store.Select(ctx, st, "SELECT count(), uniqExact(trace_id, span_id) FROM requests")
 	if err != nil {
 		t.Fatal(err)

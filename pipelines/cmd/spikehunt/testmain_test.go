@@ -1,11 +1,16 @@
 package main
 
 import (
+	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/spikehunt/spikehunt/pipelines/store"
 
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
@@ -27,4 +32,37 @@ func TestMain(m *testing.M) {
 	testenv.StopShared()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// serveStore serves the embedded store dsn with `spikehunt serve-clickhouse`
+// in a child process and returns an HTTP store onto it, both closed when
+// the test ends. Tests use it to read a data directory other than the
+// shared engine's: one embedded engine per process.
+func serveStore(t *testing.T, dsn string) store.Store {
+	t.Helper()
+	cmd := exec.Command(spikehuntBin, "serve-clickhouse", "--dsn", dsn, "--listen", "127.0.0.1:0")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	i := strings.LastIndex(line, "http://")
+	if err != nil || i < 0 {
+		t.Fatalf("serve-clickhouse: %q, %v", line, err)
+	}
+	db := "default"
+	if _, q, ok := strings.Cut(dsn, "?database="); ok {
+		db = q
+	}
+	st, err := store.Open(context.Background(), strings.TrimSpace(line[i:])+"/"+db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
