@@ -51,7 +51,7 @@ FUZZ_TARGETS := ./pipelines/store:FuzzDecodeNative ./pipelines/chhttp:FuzzTransc
 fuzz:                ## each fuzz target for FUZZTIME
 	for t in $(FUZZ_TARGETS); do $(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s; done
 
-bench: bench-store bench-agent bench-ingest ## every bench-* target
+bench: bench-store bench-agent bench-ingest bench-detect ## every bench-* target
 
 bench-store: deps-demo
 	tests/bench.sh store ./pipelines/store
@@ -66,6 +66,12 @@ bench-agent: deps
 # from 300 hosts (SPIKEHUNT_BENCH_SPANS to change), from a real broker.
 bench-ingest: deps
 	BENCHTIME=1x tests/bench.sh ingest ./pipelines/cmd/spikehunt -- -bench '^BenchmarkIngest$$'
+
+# One detector pass over 24 h × 1,000 hosts of 1 s rollups (loading them
+# takes minutes), and the median detection delay over the eval scenarios.
+bench-detect: deps-demo
+	SPIKEHUNT_BENCH_HOSTS=1000 SPIKEHUNT_BENCH_HOURS=24 BENCHTIME=1x tests/bench.sh detect ./pipelines/detect -- -bench '^BenchmarkDetectFullPass$$' -timeout 60m
+	BENCHTIME=1x tests/bench.sh detect-delay ./pipelines/eval -- -bench '^BenchmarkDetectionDelay$$' -timeout 60m
 
 clean:
 	rm -rf bin .cache/demo .cache/bench
