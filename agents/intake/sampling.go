@@ -2,6 +2,7 @@ package intake
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"math/rand/v2"
 
 	"github.com/spikehunt/spikehunt/agents/telemetry"
@@ -53,7 +54,19 @@ func keepTrace(traceID [16]byte, every uint32) bool {
 	h ^= h >> 27
 	h *= 0x94d049bb133111eb
 	h ^= h >> 31
-	return h%uint64(every) == 0
+	return divides(every, h)
+}
+
+// divides reports h%d == 0 (d > 0) without a 64-bit division for most h:
+// d is a multiple of 2^z, so h must end in z zero bits, and the rest of h
+// must divide by d's odd part. For a busy service, whose N is SampleEvery
+// << shift, the first test alone rejects all but one in 2^shift.
+func divides(d uint32, h uint64) bool {
+	z := bits.TrailingZeros32(d)
+	if h&(1<<z-1) != 0 {
+		return false
+	}
+	return (h>>z)%uint64(d>>z) == 0
 }
 
 // sampleRate is one service's adaptive rate. The owning serviceState's

@@ -318,3 +318,19 @@ func TestThinnerRatesKeepSubsetsOfTraces(t *testing.T) {
 		}
 	}
 }
+
+func TestDividesIsTheRemainderTest(t *testing.T) {
+	ds := []uint32{1, 2, 3, 5, 7, 10, 16, 20, 80, 1000, 10 << 12, 1_000_000 << 12, 1<<32 - 1, 1 << 31}
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, d := range ds {
+		for range 20000 {
+			h := r.Uint64()
+			if r.IntN(2) == 0 {
+				h -= h % uint64(d) // a multiple, which random h rarely is
+			}
+			if got, want := divides(d, h), h%uint64(d) == 0; got != want {
+				t.Fatalf("divides(%d, %d) = %v, want %v", d, h, got, want)
+			}
+		}
+	}
+}

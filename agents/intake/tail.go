@@ -55,12 +55,13 @@ type tailEstimate struct {
 	total      [tailBuckets]uint32
 	n          uint32
 	epoch      int64 // newest slot epoch seen
+	epochEnd   int64 // unix ns at which epoch ends
 	limit      time.Duration
 	computedAt int64 // unix ns of the last quantile walk; 0 = never
 }
 
 func newTailEstimate(q float64, window time.Duration, minCount int) *tailEstimate {
-	t := &tailEstimate{q: q, minCount: uint32(minCount), slotWidth: int64(window) / tailSlots, epoch: math.MinInt64}
+	t := &tailEstimate{q: q, minCount: uint32(minCount), slotWidth: int64(window) / tailSlots, epoch: math.MinInt64, epochEnd: math.MinInt64}
 	for i := range t.slots {
 		t.slots[i].epoch = -1
 	}
@@ -114,6 +115,9 @@ func (t *tailEstimate) above(d time.Duration, now int64) bool {
 // advance moves the window to now's slot, forgetting slots older than the
 // window. Time going backwards (a clock step) keeps the current slot.
 func (t *tailEstimate) advance(now int64) {
+	if now < t.epochEnd { // nearly always: spares a division per request
+		return
+	}
 	epoch := now / t.slotWidth
 	if epoch <= t.epoch {
 		return
@@ -127,7 +131,7 @@ func (t *tailEstimate) advance(now int64) {
 		}
 	}
 	t.slots[epoch%tailSlots].epoch = epoch
-	t.epoch = epoch
+	t.epoch, t.epochEnd = epoch, (epoch+1)*t.slotWidth
 }
 
 func (t *tailEstimate) forget(s *tailSlot) {
