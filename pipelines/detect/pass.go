@@ -3,6 +3,7 @@ package detect
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spikehunt/spikehunt/pipelines/store"
@@ -83,6 +84,8 @@ func passService(ctx context.Context, st store.Store, cfg *Config, service strin
 	if err != nil {
 		return err
 	}
+	// The rows of the range as stored: a window is new or changed against
+	// them, and those the pass no longer produces are retracted.
 	stored, err := storedWindows(ctx, st, service, r.writeFrom, r.to)
 	if err != nil {
 		return err
@@ -90,14 +93,19 @@ func passService(ctx context.Context, st store.Store, cfg *Config, service strin
 	for i := range windows {
 		w := &windows[i]
 		w.DetectedAt, w.DetectorVer = res.DetectedAt, DetectorVersion
-		old, ok := stored[windowKey{w.Host, w.Start.UnixMilli()}]
-		w.Changed = !ok || old.end != w.End.UnixMilli() || old.peak != w.PeakUS
+		k := windowKey{w.Host, w.Start.UnixMilli()}
+		old, ok := stored[k]
+		w.Changed = !ok || !old.End.Equal(w.End) || old.PeakUS != w.PeakUS
+		delete(stored, k)
 	}
-	if err := writeSpikeWindows(ctx, st, windows, res.DetectedAt); err != nil {
-		return err
+	var stale []SpikeWindow
+	var retracted []string
+	for _, w := range stored {
+		stale = append(stale, w)
+		retracted = append(retracted, w.ID)
 	}
-	retracted, err := retractStale(ctx, st, service, r.writeFrom, r.to, res.DetectedAt)
-	if err != nil {
+	slices.Sort(retracted)
+	if err := writeSpikeWindows(ctx, st, windows, stale, res.DetectedAt); err != nil {
 		return err
 	}
 	res.Timing.Spikes += time.Since(t)

@@ -3,6 +3,7 @@ package detect
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ClickHouse/ch-go/proto"
@@ -12,9 +13,9 @@ import (
 
 // spikeRange is the time a pass reads and writes spike windows over.
 type spikeRange struct {
-	// baseFrom is the first bucket the medians need: the bucket of
-	// readFrom and the one before it (a young bucket borrows the previous
-	// bucket's median, see spikeWindowsSQL).
+	// baseFrom is the first bucket the typical latencies need: the one
+	// before readFrom's (a young bucket borrows the previous bucket's, see
+	// spikeWindowsSQL).
 	baseFrom time.Time
 	// readFrom = From − Pad: slow seconds are looked at from here.
 	readFrom time.Time
@@ -174,28 +175,19 @@ func findSpikeWindows(ctx context.Context, st store.Store, service string, r spi
 	return out, nil
 }
 
-// storedWindow is what a pass compares a window against to tell whether it
-// is new or changed.
-type storedWindow struct {
-	end  int64
-	peak uint32
-}
-
-type windowKey struct {
-	host  string
-	start int64 // ms
-}
-
-// storedWindows reads the live spike rows of service starting in [from, to).
-func storedWindows(ctx context.Context, st store.Store, service string, from, to time.Time) (map[windowKey]storedWindow, error) {
-	q := fmt.Sprintf(`SELECT toString(host) AS host, toUnixTimestamp64Milli(window_start) AS start_ms,
-    toUnixTimestamp64Milli(window_end) AS end_ms, toUInt32(peak_us) AS peak_us
+// storedWindows reads the live spike rows of service starting in [from,
+// to), by host and start: what a pass compares its windows with (new or
+// changed?) and retracts when it no longer produces them.
+func storedWindows(ctx context.Context, st store.Store, service string, from, to time.Time) (map[windowKey]SpikeWindow, error) {
+	q := fmt.Sprintf(`SELECT spike_id, toString(host) AS host, toString(hw_class) AS hw_class,
+    toUnixTimestamp64Milli(window_start) AS start_ms, toUnixTimestamp64Milli(window_end) AS end_ms,
+    toUInt32(peak_us) AS peak_us, baseline_us, score
 FROM spikes FINAL
 WHERE service = %s AND window_start >= %s AND window_start < %s AND is_deleted = 0`,
 		store.QuoteString(service), msLit(from), msLit(to))
-	out := map[windowKey]storedWindow{}
+	out := map[windowKey]SpikeWindow{}
 	err := st.Query(ctx, q, func(b store.Block) error {
-		host, err := column[string](b, "host")
+		strs, err := columns[string](b, "spike_id", "host", "hw_class")
 		if err != nil {
 			return err
 		}
@@ -207,8 +199,17 @@ WHERE service = %s AND window_start >= %s AND window_start < %s AND is_deleted =
 		if err != nil {
 			return err
 		}
+		fl, err := columns[float64](b, "baseline_us", "score")
+		if err != nil {
+			return err
+		}
 		for i := 0; i < b.Rows; i++ {
-			out[windowKey{host.Row(i), ms[0].Row(i)}] = storedWindow{ms[1].Row(i), peak.Row(i)}
+			w := SpikeWindow{
+				ID: strs[0].Row(i), Service: service, Host: strs[1].Row(i), HWClass: strs[2].Row(i),
+				Start: time.UnixMilli(ms[0].Row(i)).UTC(), End: time.UnixMilli(ms[1].Row(i)).UTC(),
+				PeakUS: peak.Row(i), BaselineUS: fl[0].Row(i), Score: fl[1].Row(i),
+			}
+			out[windowKey{w.Host, ms[0].Row(i)}] = w
 		}
 		return nil
 	})
@@ -218,9 +219,15 @@ WHERE service = %s AND window_start >= %s AND window_start < %s AND is_deleted =
 	return out, nil
 }
 
-// writeSpikeWindows inserts ws as one block.
-func writeSpikeWindows(ctx context.Context, st store.Store, ws []SpikeWindow, stamp time.Time) error {
-	if len(ws) == 0 {
+type windowKey struct {
+	host  string
+	start int64 // ms
+}
+
+// writeSpikeWindows inserts ws, and the stale rows retracted (is_deleted =
+// 1), as one block stamped detected_at = stamp.
+func writeSpikeWindows(ctx context.Context, st store.Store, ws, stale []SpikeWindow, stamp time.Time) error {
+	if len(ws)+len(stale) == 0 {
 		return nil
 	}
 	var (
@@ -231,7 +238,7 @@ func writeSpikeWindows(ctx context.Context, st store.Store, ws []SpikeWindow, st
 		baseline, score                 proto.ColFloat64
 		deleted                         proto.ColUInt8
 	)
-	for _, w := range ws {
+	for i, w := range slices.Concat(ws, stale) {
 		id.Append(w.ID)
 		service.Append(w.Service)
 		host.Append(w.Host)
@@ -243,7 +250,7 @@ func writeSpikeWindows(ctx context.Context, st store.Store, ws []SpikeWindow, st
 		score.Append(w.Score)
 		version.Append(DetectorVersion)
 		detectedAt.Append(stamp)
-		deleted.Append(0)
+		deleted.Append(b2u(i >= len(ws)))
 	}
 	input := proto.Input{
 		{Name: "spike_id", Data: &id}, {Name: "service", Data: service}, {Name: "host", Data: host},
@@ -252,41 +259,14 @@ func writeSpikeWindows(ctx context.Context, st store.Store, ws []SpikeWindow, st
 		{Name: "detector_version", Data: version}, {Name: "detected_at", Data: detectedAt}, {Name: "is_deleted", Data: &deleted},
 	}
 	if err := st.Insert(ctx, "spikes", input); err != nil {
-		return fmt.Errorf("detect: write %d spike windows: %w", len(ws), err)
+		return fmt.Errorf("detect: write %d spike windows, retract %d: %w", len(ws), len(stale), err)
 	}
 	return nil
 }
 
-// retractStale retracts the live rows of service starting in [from, to)
-// that the pass at stamp did not write: every row the pass wrote carries
-// stamp, so a live row with an older detected_at is one it no longer
-// produces. It returns the retracted spike ids.
-func retractStale(ctx context.Context, st store.Store, service string, from, to, stamp time.Time) ([]string, error) {
-	where := fmt.Sprintf(`service = %s AND window_start >= %s AND window_start < %s AND is_deleted = 0 AND detected_at < %s`,
-		store.QuoteString(service), msLit(from), msLit(to), msLit(stamp))
-	var ids []string
-	err := st.Query(ctx, "SELECT spike_id FROM spikes FINAL WHERE "+where+" ORDER BY spike_id", func(b store.Block) error {
-		c, err := column[string](b, "spike_id")
-		if err != nil {
-			return err
-		}
-		for i := 0; i < b.Rows; i++ {
-			ids = append(ids, c.Row(i))
-		}
-		return nil
-	})
-	if err != nil || len(ids) == 0 {
-		if err != nil {
-			err = fmt.Errorf("detect: find stale spike windows of %s: %w", service, err)
-		}
-		return nil, err
+func b2u(b bool) uint8 {
+	if b {
+		return 1
 	}
-	q := fmt.Sprintf(`INSERT INTO spikes (spike_id, service, host, hw_class, window_start, window_end, peak_us, baseline_us, score,
-    detector_version, detected_at, is_deleted)
-SELECT spike_id, service, host, hw_class, window_start, window_end, peak_us, baseline_us, score, %s, %s, 1
-FROM spikes FINAL WHERE %s`, store.QuoteString(DetectorVersion), msLit(stamp), where)
-	if err := st.Exec(ctx, q); err != nil {
-		return nil, fmt.Errorf("detect: retract %d stale spike windows of %s: %w", len(ids), service, err)
-	}
-	return ids, nil
+	return 0
 }
