@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -193,5 +195,85 @@ func TestConfigErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v, want an error containing %q", tc.cfg, err, tc.want)
 		}
+	}
+}
+
+// datagramSink is a unix datagram socket that counts what it receives.
+type datagramSink struct {
+	mu               sync.Mutex
+	datagrams, lines int
+}
+
+func newDatagramSink(t *testing.T) (*datagramSink, string) {
+	path := socketPath(t)
+	pc, err := net.ListenPacket("unixgram", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	s := &datagramSink{}
+	go func() {
+		buf := make([]byte, 1<<16)
+		for {
+			n, _, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.datagrams++
+			s.lines += strings.Count(string(buf[:n]), "\n")
+			s.mu.Unlock()
+		}
+	}()
+	return s, path
+}
+
+func (s *datagramSink) counts() (datagrams, lines int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.datagrams, s.lines
+}
+
+// waitFor polls until the sink has want datagrams, or fails.
+func (s *datagramSink) waitFor(t *testing.T, want int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if d, _ := s.counts(); d >= want {
+			return
+		}
+	}
+	d, l := s.counts()
+	t.Fatalf("received %d datagrams (%d lines), want %d", d, l, want)
+}
+
+// A full datagram waits for the flush, so that the datagrams of one flush
+// reach the agent back to back; four full ones go at once.
+func TestFullDatagramsWaitForTheFlush(t *testing.T) {
+	sink, path := newDatagramSink(t)
+	c, err := client.New(client.Config{Addr: "unixgram://" + path, Service: "billy", FlushInterval: time.Minute, MaxDatagram: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const perDatagram = 1024 / len("billy /a 1000 200\n") // 56 lines
+	record := func(n int) {
+		for range n {
+			c.Record("/a", time.Millisecond, "200", [16]byte{}, 0)
+		}
+	}
+	record(2*perDatagram + 10) // two full datagrams and part of a third
+	time.Sleep(100 * time.Millisecond)
+	if d, _ := sink.counts(); d != 0 {
+		t.Fatalf("%d datagrams sent before the flush, want none", d)
+	}
+	record(2*perDatagram + 10) // four full, part of a fifth
+	sink.waitFor(t, 4)
+	time.Sleep(100 * time.Millisecond)
+	if d, l := sink.counts(); d != 4 || l != 4*perDatagram {
+		t.Fatalf("after four full datagrams: %d datagrams, %d lines; want 4 and %d", d, l, 4*perDatagram)
+	}
+	c.Close()
+	sink.waitFor(t, 5)
+	if d, l := sink.counts(); d != 5 || l != 4*perDatagram+20 || c.Dropped() != 0 {
+		t.Fatalf("after Close: %d datagrams, %d lines, %d dropped; want 5, %d, 0", d, l, c.Dropped(), 4*perDatagram+20)
 	}
 }

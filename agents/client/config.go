@@ -22,16 +22,18 @@ type Config struct {
 	// QueueSize bounds the requests waiting to be sent (default 8192).
 	// Record drops and counts when it is full.
 	QueueSize int
-	// FlushInterval is how long a request may wait for its datagram to
-	// fill (default 50ms: well inside the 100 ms in which the agent's
-	// local capture trigger must see a slow request).
+	// FlushInterval is how long a request may wait to be sent (default
+	// 50ms: well inside the 100 ms in which the agent's local capture
+	// trigger must see a slow request). Full datagrams wait for it too,
+	// up to four, and then go together.
 	FlushInterval time.Duration
 	// MaxDatagram bounds one datagram (default 60 KiB; 1 KiB to 64 KiB,
 	// the agent's limit, and to 65,507 bytes over UDP, the largest UDP
 	// payload). Large datagrams are cheap for both sides: at 20,000
-	// requests/s the agent wakes about 40 times a second, where one
-	// request per datagram would wake it 20,000 times. Lower it only for
-	// a kernel with a smaller datagram limit.
+	// requests/s the agent wakes about 20 times a second (the datagrams
+	// of one flush go back to back), where one request per datagram would
+	// wake it 20,000 times. Lower it only for a kernel with a smaller
+	// datagram limit.
 	MaxDatagram int
 }
 

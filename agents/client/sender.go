@@ -19,23 +19,41 @@ const (
 	maxStatusBytes = 32
 )
 
-// sender owns the socket and the datagram being filled; only its
+// heldDatagrams is how many full datagrams wait for the flush tick; one
+// more sends them all at once. A full datagram waits rather than going at
+// once because every datagram that finds the agent idle wakes it, and
+// datagrams sent back to back are read in one wake-up: at 20,000
+// requests/s a tick's lines fill one datagram and spill into a second,
+// and sending both at the tick halves the agent's wake-ups. The cost is
+// the memory of the datagrams held (4 × 60 KiB by default).
+const heldDatagrams = 4
+
+// sender owns the socket and the datagrams being filled; only its
 // goroutine touches them.
 type sender struct {
 	cfg              Config
 	network, address string
 	dropped          *atomic.Uint64
 
-	conn  net.Conn // nil until dialed, and after a failed send
-	buf   []byte   // the datagram being filled
-	lines uint64   // lines in buf
-	line  []byte   // scratch for one line
+	conn  net.Conn   // nil until dialed, and after a failed send
+	buf   []byte     // the datagrams waiting for the tick, back to back
+	full  []datagram // the full ones in buf
+	start int        // where the datagram being filled starts in buf
+	lines uint64     // lines in it
+	line  []byte     // scratch for one line
+}
+
+// datagram is a full datagram in sender.buf, which ends at end.
+type datagram struct {
+	end   int
+	lines uint64
 }
 
 func newSender(cfg Config, network, address string, dropped *atomic.Uint64) *sender {
 	return &sender{
 		cfg: cfg, network: network, address: address, dropped: dropped,
 		buf:  make([]byte, 0, cfg.MaxDatagram),
+		full: make([]datagram, 0, heldDatagrams),
 		line: make([]byte, 0, 2*maxNameBytes+maxStatusBytes+64),
 	}
 }
@@ -69,36 +87,48 @@ func (s *sender) run(ch <-chan record, done <-chan struct{}) {
 	}
 }
 
-// add appends r's line to the datagram, sending the datagram first if the
-// line would not fit.
+// add appends r's line to the datagram being filled, starting a new one
+// if the line would not fit, and sends them all when heldDatagrams are
+// full.
 func (s *sender) add(r *record) {
 	s.line = appendLine(s.line[:0], s.cfg.Service, r)
-	if len(s.buf)+len(s.line) > s.cfg.MaxDatagram {
-		s.flush()
+	if s.lines > 0 && len(s.buf)-s.start+len(s.line) > s.cfg.MaxDatagram {
+		s.full = append(s.full, datagram{end: len(s.buf), lines: s.lines})
+		s.start, s.lines = len(s.buf), 0
+		if len(s.full) == heldDatagrams {
+			s.flush()
+		}
 	}
 	s.buf = append(s.buf, s.line...)
 	s.lines++
 }
 
-// flush sends the datagram, dialing first if need be. A failure drops the
-// datagram's lines and the connection; the next flush redials, which is
-// how the client finds an agent that started or restarted.
+// flush sends the datagrams, back to back, dialing first if need be. A
+// failure drops the lines of that datagram and of those after it, and the
+// connection; the next flush redials, which is how the client finds an
+// agent that started or restarted.
 func (s *sender) flush() {
-	if s.lines == 0 {
-		return
+	if s.lines > 0 {
+		s.full = append(s.full, datagram{end: len(s.buf), lines: s.lines})
 	}
-	err := s.send()
-	if err != nil {
-		s.dropped.Add(s.lines)
-		if s.conn != nil {
-			s.conn.Close()
-			s.conn = nil
+	from := 0
+	for i, d := range s.full {
+		if err := s.send(s.buf[from:d.end]); err != nil {
+			for _, lost := range s.full[i:] {
+				s.dropped.Add(lost.lines)
+			}
+			if s.conn != nil {
+				s.conn.Close()
+				s.conn = nil
+			}
+			break
 		}
+		from = d.end
 	}
-	s.buf, s.lines = s.buf[:0], 0
+	s.buf, s.full, s.start, s.lines = s.buf[:0], s.full[:0], 0, 0
 }
 
-func (s *sender) send() error {
+func (s *sender) send(dgram []byte) error {
 	if s.conn == nil {
 		c, err := net.DialTimeout(s.network, s.address, writeTimeout)
 		if err != nil {
@@ -109,7 +139,7 @@ func (s *sender) send() error {
 	if err := s.conn.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil {
 		return err
 	}
-	_, err := s.conn.Write(s.buf)
+	_, err := s.conn.Write(dgram)
 	return err
 }
 
