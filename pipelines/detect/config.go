@@ -108,8 +108,15 @@ type SuspectConfig struct {
 	// suspects recomputed even when the window itself did not change,
 	// because counters may arrive later than latency. Default 2 min.
 	Settle time.Duration
-	// ChunkWindows bounds how many windows one suspects query handles; a
-	// pass over a long range runs several. Default 5000.
+	// ChunkBytes and ChunkWindows bound one suspects query; a pass over a
+	// long range runs several. A query holds, per window and counter
+	// series, the baseline's rates: the chunk takes as many windows as fit
+	// in ChunkBytes at the counter rows per second its hosts have now
+	// (290 kB a window for 100 series at 10 s over a 30-minute baseline:
+	// about 900 windows in the default 256 MiB), at most ChunkWindows
+	// (default 20,000). Each query costs ~0.1 s of planning, so a large
+	// backfill wants large chunks.
+	ChunkBytes   int64
 	ChunkWindows int
 }
 
@@ -260,7 +267,8 @@ func (c *SuspectConfig) validate() error {
 	def(&c.DownInterfaceWeight, 10_000)
 	def(&c.Max, DefaultMaxSuspects)
 	def(&c.Settle, 2*time.Minute)
-	def(&c.ChunkWindows, 5000)
+	def(&c.ChunkBytes, 256<<20)
+	def(&c.ChunkWindows, 20_000)
 	switch {
 	case c.Margin < 0 || c.Margin > time.Minute:
 		return configErr("suspects: Margin = %v, want 0–1m", c.Margin)
@@ -278,8 +286,8 @@ func (c *SuspectConfig) validate() error {
 		return configErr("suspects: Max = %d, want 1–255 (rank is a UInt8)", c.Max)
 	case c.Settle < 0:
 		return configErr("suspects: Settle = %v, want 0 or more", c.Settle)
-	case c.ChunkWindows < 1:
-		return configErr("suspects: ChunkWindows = %d, want at least 1", c.ChunkWindows)
+	case c.ChunkWindows < 1 || c.ChunkBytes < 1<<20:
+		return configErr("suspects: ChunkWindows = %d, ChunkBytes = %d: want at least 1 window and 1 MiB", c.ChunkWindows, c.ChunkBytes)
 	}
 	return nil
 }

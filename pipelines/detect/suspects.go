@@ -113,13 +113,14 @@ func floorExpr() string {
 type suspectChunk struct {
 	where    string    // a condition on spikes rows, read without FINAL
 	windows  int       // how many it selects
+	hosts    []string  // their hosts
 	from, to time.Time // counters are read over [from, to)
 }
 
 // suspectsSQL ranks the suspects of one chunk of windows of service.
 func suspectsSQL(service string, ch suspectChunk, c SuspectConfig) string {
 	windows := "SELECT spike_id, host, toUnixTimestamp64Milli(window_start) AS ws, toUnixTimestamp64Milli(window_end) AS we FROM spikes WHERE " + ch.where
-	hosts := "(SELECT host FROM spikes WHERE " + ch.where + ")"
+	hosts := strList(ch.hosts)
 	slot := suspectSlot.Milliseconds()
 	margin, baseline, guard := c.Margin.Milliseconds(), c.Baseline.Milliseconds(), c.Guard.Milliseconds()
 	return fmt.Sprintf(`
@@ -176,9 +177,13 @@ FROM (
                     arrayJoin(range(intDiv(x.ws - %[4]d - %[12]d, %[7]d), intDiv(x.we + %[3]d, %[7]d) + 1)) AS slot
                 FROM (%[13]s) AS x
                 LEFT JOIN (
+                    -- Without FINAL: an outdated version of a window only
+                    -- keeps a few more intervals out of the baseline, and a
+                    -- FINAL over a table that every pass rewrites costs more
+                    -- than the rest of the query.
                     SELECT toString(host) AS host,
                         groupArray((toUnixTimestamp64Milli(window_start), toUnixTimestamp64Milli(window_end))) AS others
-                    FROM spikes FINAL
+                    FROM spikes
                     WHERE service = %[14]s AND is_deleted = 0 AND host IN %[9]s
                         AND window_end > %[10]s AND window_start < %[11]s
                     GROUP BY host
@@ -269,15 +274,28 @@ func rankSuspects(ctx context.Context, st store.Store, cfg *Config, service stri
 		need += " OR spike_id IN " + strList(changed)
 	}
 	need += ")"
+	if len(todo) == 0 && len(retracted) == 0 {
+		return 0, nil
+	}
+	perChunk, err := windowsPerChunk(ctx, st, todo, cfg.To, c)
+	if err != nil {
+		return 0, err
+	}
 	written := 0
 	for len(todo) > 0 {
 		// A chunk ends between two distinct starts: it is a time range.
-		n := min(len(todo), c.ChunkWindows)
+		n := min(len(todo), perChunk)
 		for n < len(todo) && todo[n].Start.Equal(todo[n-1].Start) {
 			n++
 		}
 		first, last := todo[0], todo[n-1]
+		var hosts []string
+		for _, w := range todo[:n] {
+			hosts = append(hosts, w.Host)
+		}
+		slices.Sort(hosts)
 		chunk := suspectChunk{
+			hosts: slices.Compact(hosts),
 			where: fmt.Sprintf("service = %s AND detected_at = %s AND is_deleted = 0 AND window_start >= %s AND window_start <= %s AND %s",
 				store.QuoteString(service), msLit(stamp), msLit(first.Start), msLit(last.Start), need),
 			windows: n,
@@ -308,6 +326,45 @@ func rankSuspects(ctx context.Context, st store.Store, cfg *Config, service stri
 		}
 	}
 	return written, nil
+}
+
+// windowsPerChunk sizes the chunks of rankSuspects: as many windows as
+// fit in ChunkBytes at the counter rows per second the windows' hosts
+// produced over the last 15 minutes before to (16 bytes a baseline rate),
+// at most ChunkWindows.
+func windowsPerChunk(ctx context.Context, st store.Store, todo []SpikeWindow, to time.Time, c SuspectConfig) (int, error) {
+	if len(todo) == 0 {
+		return c.ChunkWindows, nil
+	}
+	hosts := make([]string, 0, len(todo))
+	for _, w := range todo {
+		hosts = append(hosts, w.Host)
+	}
+	slices.Sort(hosts)
+	hosts = slices.Compact(hosts)
+	const span = 15 * time.Minute
+	q := fmt.Sprintf(`SELECT toFloat64(count()) / greatest(1, uniqExact(host)) / %d AS per_host_per_s
+FROM counters WHERE host IN %s AND ts_start >= %s AND ts_start < %s`,
+		int64(span/time.Second), strList(hosts), msLit(to.Add(-span)), msLit(to))
+	var rate float64
+	err := st.Query(ctx, q, func(b store.Block) error {
+		r, err := column[float64](b, "per_host_per_s")
+		if err != nil {
+			return err
+		}
+		if b.Rows > 0 {
+			rate = r.Row(0)
+		}
+		return nil
+	}, bigQuery)
+	if err != nil {
+		return 0, fmt.Errorf("detect: size suspect chunks: %w", err)
+	}
+	perWindow := rate * c.Baseline.Seconds() * 16
+	if perWindow <= 0 {
+		return c.ChunkWindows, nil
+	}
+	return max(1, min(c.ChunkWindows, int(float64(c.ChunkBytes)/perWindow))), nil
 }
 
 func writeSuspects(ctx context.Context, st store.Store, service string, rows []suspectRow, stamp time.Time) error {
