@@ -57,8 +57,8 @@ type Assessment struct {
 	MedianInterval  time.Duration
 
 	// TypicalRate is the fleet's per-host occurrence count without its top
-	// hosts; Outliers are the hosts whose counts a Poisson at the mean of
-	// all other hosts cannot explain.
+	// hosts (plus one spike); Outliers are the hosts whose counts a Poisson
+	// at the mean of all other hosts (plus one spike) cannot explain.
 	TypicalRate   float64
 	Outliers      []string
 	OutlierSpikes int
@@ -111,9 +111,10 @@ type hostOccurrences struct {
 //   - isolated-host: 1 to max(3, 2% of the fleet) hosts with three spikes
 //     or more whose counts a Poisson at the other hosts' mean count (plus
 //     one spike) cannot explain (Bonferroni over the fleet, α = 0.0001),
-//     carrying at least half the
-//     spikes beyond that typical count (a little noise on every host does
-//     not hide one host spiking every few minutes).
+//     carrying at least half the spikes beyond the fleet's typical count
+//     (a little noise on every host does not hide one host spiking every
+//     few minutes; a fleet that spikes everywhere, a few hosts more, is
+//     not "isolated").
 //   - hw-class-skewed (a modifier of the fleet classes): the per-host rate
 //     of the busiest hardware class (≥ 5 hosts) is ≥ 1.5 × that of the
 //     quietest, at ≥ 3 standard errors.
