@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spikehunt/spikehunt/pipelines/alerts"
 	"github.com/spikehunt/spikehunt/pipelines/detect"
 	"github.com/spikehunt/spikehunt/pipelines/schema"
 	"github.com/spikehunt/spikehunt/pipelines/store"
@@ -35,6 +36,9 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	minDeviation := fs.Float64("min-deviation", detect.DefaultMinDeviation, "robust deviation a counter needs to be a suspect")
 	maxSuspects := fs.Int("max-suspects", detect.DefaultMaxSuspects, "suspects kept per spike window")
 	migrate := fs.Bool("migrate", false, "apply the schema migrations first (single node)")
+	alertBrokers := fs.String("alerts.kafka.brokers", envOr("SPIKEHUNT_ALERTS_BROKERS", ""), "publish alerts (new spike-window groups, pattern changes) to Kafka at these brokers; empty: no alerts (env SPIKEHUNT_ALERTS_BROKERS)")
+	alertTopic := fs.String("alerts.topic", alerts.DefaultTopic, "topic of the alerts, keyed by service")
+	alertState := fs.String("alerts.state", "", "file that keeps what was alerted across restarts (default: rebuilt from the detector tables at start)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -91,7 +95,20 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 		what = "service " + *service
 	}
 	progress("%s, first pass %s → %s, look-back %v, every %v", what, stamp(cfg.From), stamp(cfg.To), *lookback, *every)
-	err = detect.Run(ctx, st, cfg, *every, func(r detect.Result) { fmt.Fprintln(stdout, summary(r)) })
+	var pub *alertPublisher
+	if *alertBrokers != "" {
+		if pub, err = newAlertPublisher(ctx, st, strings.Split(*alertBrokers, ","), *alertTopic, *alertState); err != nil {
+			return err
+		}
+		defer pub.close()
+		progress("alerts go to %s on %s", *alertTopic, *alertBrokers)
+	}
+	err = detect.Run(ctx, st, cfg, *every, func(r detect.Result) {
+		fmt.Fprintln(stdout, summary(r))
+		if pub != nil {
+			pub.publish(ctx, r, stdout, stderr)
+		}
+	})
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
