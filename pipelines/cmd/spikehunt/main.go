@@ -30,6 +30,7 @@ var commands = map[string]command{
 	"hosts":            {"per-host latency and spike counts: one machine or all of them?", runHosts},
 	"migrate":          {"apply the ClickHouse schema migrations to a store", runMigrate},
 	"patterns":         {"fleet patterns (recurrent, synchronized, isolated) in a sentence each", runPatterns},
+	"sim":              {"simulate a fleet (every scenario parameter a flag) into a store or Kafka", runSim},
 	"serve-clickhouse": {"serve the ClickHouse HTTP interface over an embedded store", runServeClickHouse},
 	"spikes":           {"spike windows per host, with their top suspect", runSpikes},
 	"suspects":         {"the kernel counters that moved with each spike window", runSuspects},

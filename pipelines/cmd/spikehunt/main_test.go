@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/spikehunt/spikehunt/pipelines/sim"
 	"github.com/spikehunt/spikehunt/pipelines/store"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
@@ -65,6 +68,36 @@ func TestDemoFindsTheThousandSpikesAndIsIdempotent(t *testing.T) {
 	}
 }
 
+// spikehunt sim takes every parameter as a flag: a 4-host fleet with a
+// 7-minute period and 3 s stalls lands in the store as planned, and the
+// truth it prints says so.
+func TestSimFlagsShapeTheFleet(t *testing.T) {
+	st := testenv.ClickHouse(t)
+	dsn := "chdb://" + st.Dir() + "?database=" + st.Database()
+	code, out, errs := runCLI(t, "sim", "--dsn", dsn, "--hosts", "4", "--duration", "30m", "--period-min", "7m", "--period-max", "7m",
+		"--spike-length", "3s", "--jitter", "0.01", "--skew", "1", "--counter-step", "30s", "--truth")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+	var truth sim.Truth
+	if err := json.Unmarshal([]byte(out), &truth); err != nil {
+		t.Fatalf("truth: %v\n%s", err, out)
+	}
+	// 30 minutes at one stall per 7 per host: 4 or 5 each.
+	if n := len(truth.Windows); n < 16 || n > 20 || truth.Period != 7*time.Minute {
+		t.Fatalf("%d windows, period %v", n, truth.Period)
+	}
+	for _, w := range truth.Windows {
+		if w.End.Sub(w.Start) != 3*time.Second {
+			t.Fatalf("window %+v", w)
+		}
+	}
+	tab, err := store.Select(context.Background(), st, "SELECT uniqExact(host), countIf(max_us > 1000000) > 0 FROM latency_1s")
+	if err != nil || tab.Rows[0][0] != "4" || tab.Rows[0][1] != "1" {
+		t.Errorf("latency_1s: %v, %v", tab.Rows, err)
+	}
+}
+
 func TestMigrateTwiceIsANoOp(t *testing.T) {
 	// The shared engine: one embedded engine per process, on one directory.
 	st := testenv.ClickHouse(t)
@@ -92,6 +125,8 @@ func TestCommandLineMistakes(t *testing.T) {
 		{[]string{"migrate", "--dsn", "http://127.0.0.1:1/db?dial_timeout=300ms"}, 1, "unreachable"},
 		{[]string{"demo", "--hosts", "1"}, 2, "--hosts must be 2–5000"},
 		{[]string{"demo", "--scenario", "gremlins"}, 2, `unknown scenario "gremlins"`},
+		{[]string{"sim", "--dsn", "chdb:///tmp/x", "--kafka.brokers", "k:9092"}, 2, "give one of --dsn or --kafka.brokers"},
+		{[]string{"sim", "--dsn", "chdb:///tmp/x", "--fraction", "2"}, 2, "fraction 2, want [0, 1]"},
 		{[]string{"serve-clickhouse", "--dsn", "http://host:8123/db"}, 2, "must name an embedded store"},
 		{[]string{"demo", "extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"migrate", "--cluster", "prod", "--print"}, 2, "needs --database"},

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spikehunt/spikehunt/pipelines/schema"
+	"github.com/spikehunt/spikehunt/pipelines/sim"
+	"github.com/spikehunt/spikehunt/pipelines/store"
+)
+
+func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("sim", `Simulates a fleet as its agents would report it (sampled per-request spans and kernel
+counters, OTLP), either into a store through the ingest (--dsn) or into Kafka
+(--kafka.brokers) for a running spikehunt ingest. Prints the ground truth as JSON
+(--truth) for scoring. Every parameter of a scenario is a flag; zero means the
+scenario's default.`, stderr)
+	dsn := fs.String("dsn", "", "load into this store through the in-process ingest (chdb:///dir, …)")
+	brokers := fs.String("kafka.brokers", "", "… or produce to these Kafka brokers (topics otlp_spans, otlp_metrics)")
+	truthOut := fs.Bool("truth", false, "print the ground truth (spike windows, expected class and suspects) as JSON on stdout")
+	var c sim.Config
+	var classes string
+	var start string
+	fs.StringVar(&c.Scenario, "scenario", sim.ThousandSpikes, "scenario: "+strings.Join(sim.Scenarios(), ", "))
+	fs.StringVar(&c.Cause, "cause", "", "what the kernel counters show during a stall: "+strings.Join(sim.Causes(), ", ")+" (default: the scenario's)")
+	fs.StringVar(&c.Service, "service", "", "service name (default checkout)")
+	fs.Uint64Var(&c.Seed, "seed", 1, "random seed")
+	fs.IntVar(&c.Hosts, "hosts", 0, "fleet size (default 300)")
+	fs.StringVar(&classes, "hw-classes", "", "hardware classes, comma-separated (default gen4,gen5)")
+	fs.StringVar(&start, "start", "", "first simulated second, RFC 3339 (default: --duration before the current hour)")
+	fs.DurationVar(&c.Duration, "duration", 0, "simulated time (default 6h)")
+	fs.Float64Var(&c.RPS, "rps", 0, "requests per second per host (default 30)")
+	fs.IntVar(&c.SampleEvery, "sample-every", 0, "the agent keeps 1 in N fast requests (default 30)")
+	fs.IntVar(&c.CPUs, "cpus", 0, "logical CPUs per host (default 8)")
+	fs.DurationVar(&c.CounterStep, "counter-step", 0, "kernel counter interval (default 10s)")
+	fs.DurationVar(&c.PeriodMin, "period-min", 0, "shortest per-host recurrence period (default 15m; bad-host: the mean interval)")
+	fs.DurationVar(&c.PeriodMax, "period-max", 0, "longest per-host recurrence period (default 20m)")
+	fs.Float64Var(&c.Jitter, "jitter", 0, "each interval varies by ± jitter × period (default 0.03)")
+	fs.Float64Var(&c.Fraction, "fraction", 0, "share of hosts affected (default: the scenario's)")
+	fs.DurationVar(&c.SpikeLength, "spike-length", 0, "how long a stall lasts (default: the scenario's)")
+	fs.StringVar(&c.SkewClass, "skew-class", "", "hardware class that stalls more often (thousand-spikes: gen5)")
+	fs.Float64Var(&c.Skew, "skew", 0, "how many times more often (thousand-spikes: 2)")
+	fs.Float64Var(&c.Noise, "noise", 0, "extra independent spikes per host per hour, in any scenario")
+	fs.Float64Var(&c.Creep, "creep", 0, "slow-creep: latency multiplier reached at the end (default 5)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if (*dsn == "") == (*brokers == "") {
+		fmt.Fprintln(stderr, "give one of --dsn or --kafka.brokers")
+		return errUsage
+	}
+	if classes != "" {
+		c.HWClasses = strings.Split(classes, ",")
+	}
+	if start != "" {
+		t, err := time.Parse(time.RFC3339, start)
+		if err != nil {
+			fmt.Fprintf(stderr, "--start %q: want RFC 3339, e.g. 2026-11-22T06:00:00Z\n", start)
+			return errUsage
+		}
+		c.Start = t
+	}
+	c = c.Defaults()
+	if err := c.Validate(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return errUsage
+	}
+	fmt.Fprintf(stderr, "sim: %s, %d hosts × %s from %s, seed %d\n", c.Scenario, c.Hosts, c.Duration, c.Start.Format(time.RFC3339), c.Seed)
+	lastTenth := -1
+	progress := func(done, total int) {
+		if t := 10 * done / total; t != lastTenth {
+			lastTenth = t
+			fmt.Fprintf(stderr, "sim: %d/%d hosts\n", done, total)
+		}
+	}
+	truth, stats, err := simulate(ctx, c, *dsn, *brokers, progress)
+	if err != nil {
+		return err
+	}
+	if stats.Skipped {
+		fmt.Fprintln(stderr, "sim: this fleet was loaded into the store before: nothing sent")
+	} else {
+		fmt.Fprintf(stderr, "sim: sent %d requests kept (of %d served), %d counter points in %d messages\n", stats.Kept, stats.Requests, stats.Points, stats.Messages)
+	}
+	if *truthOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(truth)
+	}
+	fmt.Fprintf(stdout, "%s: %d spike windows on %d of %d hosts; expected pattern: %s\n", c.Scenario, len(truth.Windows), truth.AffectedHosts, truth.HostsTotal, orNone(truth.Class))
+	return nil
+}
+
+// simulate sends the fleet into the store at dsn through the in-process
+// ingest, or else to Kafka at brokers.
+func simulate(ctx context.Context, c sim.Config, dsn, brokers string, progress func(int, int)) (sim.Truth, sim.Stats, error) {
+	if dsn != "" {
+		st, err := store.Open(ctx, dsn)
+		if err != nil {
+			return sim.Truth{}, sim.Stats{}, err
+		}
+		defer st.Close()
+		if _, err := schema.Apply(ctx, st, schema.Options{}); err != nil {
+			return sim.Truth{}, sim.Stats{}, err
+		}
+		return sim.Load(ctx, st, c, nil, progress)
+	}
+	sink, err := sim.NewKafkaSink(strings.Split(brokers, ","), "", "")
+	if err != nil {
+		return sim.Truth{}, sim.Stats{}, err
+	}
+	truth, stats, err := sim.Run(ctx, c, sink, progress)
+	if cerr := sink.Close(ctx); err == nil {
+		err = cerr
+	}
+	return truth, stats, err
+}
