@@ -206,29 +206,22 @@ func averagedView(ctx context.Context, st store.Store, service string, scope que
 		a.meanWithoutMS = a.meanMS
 		return a, nil
 	}
-	// The spike windows' host-seconds, left out of the mean.
-	var b strings.Builder
-	b.WriteString("[")
-	var spikeSeconds int64
-	for i, s := range spikes {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		fmt.Fprintf(&b, "(%s,%d,%d)", store.QuoteString(s.Host), s.Start.Unix(), s.End.Unix())
-		spikeSeconds += max(1, s.End.Unix()-s.Start.Unix())
-	}
-	b.WriteString("]")
-	tab, err = store.Select(ctx, st, `WITH `+b.String()+` AS w
-		SELECT sum(weighted_sum_us) / sum(weighted_count) / 1000, uniqExact(host)
-		FROM latency_1s WHERE `+scope.where("ts")+`
-		  AND NOT arrayExists(x -> x.1 = host AND toUnixTimestamp(ts) >= x.2 AND toUnixTimestamp(ts) < x.3, w)`)
+	// The spike windows' host-seconds, left out of the mean: read from the
+	// spikes table the detectors just wrote (thousands of windows are too
+	// many for a query literal).
+	secs := `SELECT host, arrayJoin(range(toUInt32(toUnixTimestamp(window_start)),
+			greatest(toUInt32(toUnixTimestamp(window_end)), toUInt32(toUnixTimestamp(window_start)) + 1))) AS s
+		FROM spikes FINAL WHERE is_deleted = 0 AND service = ` + store.QuoteString(service) + ` AND ` + scope.timeCond("window_start")
+	tab, err = store.Select(ctx, st, `SELECT sum(weighted_sum_us) / sum(weighted_count) / 1000, uniqExact(host), ifNull((SELECT count() FROM (`+secs+`)), 0)
+		FROM latency_1s WHERE `+scope.where("ts")+` AND (host, toUInt32(toUnixTimestamp(ts))) NOT IN (SELECT host, s FROM (`+secs+`))`)
 	if err != nil || len(tab.Rows) == 0 {
 		return a, fmt.Errorf("demo: averaged latency without spikes: %w", errors.Join(err, errors.New("no rows")))
 	}
+	spikeSeconds, _ := strconv.ParseFloat(tab.Rows[0][2], 64)
 	a.meanWithoutMS, _ = strconv.ParseFloat(tab.Rows[0][0], 64)
 	hosts, _ := strconv.ParseFloat(tab.Rows[0][1], 64)
 	if span := scope.to.Sub(scope.from).Seconds() * hosts; span > 0 {
-		a.spikeShare = float64(spikeSeconds) / span
+		a.spikeShare = spikeSeconds / span
 	}
 	return a, nil
 }
