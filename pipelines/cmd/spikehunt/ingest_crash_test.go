@@ -72,7 +72,10 @@ func crashRun(t *testing.T, dedup bool, requests, kills int) (count, unique int)
 	args := []string{"ingest", "--dsn", "chdb://" + dir + "?database=crash", "--migrate", "--listen", "",
 		"--kafka.brokers", k.Brokers()[0], "--group", group, "--instance-id", "crash-test", "--kafka.session-timeout", "6s",
 		"--topic.spans", topic, "--topic.metrics", topic + "-metrics", "--topic.dlq", topic + "-dlq",
-		"--batch.rows", "20000", "--batch.delay", "200ms"}
+		// Batches close at 200 ms even while behind (the catch-up delay would
+		// hold them up to 10 s): every run inserts, so the kills land around
+		// inserts and the control run is sure to show duplicates.
+		"--batch.rows", "20000", "--batch.delay", "200ms", "--batch.catch-up-delay", "200ms"}
 	if !dedup {
 		args = append(args, "--unsafe.no-dedup")
 	}
