@@ -28,12 +28,12 @@ func TestConfigLoadsEveryKeyOfTheSample(t *testing.T) {
 		cfg.Intake.SampleEvery != 20, cfg.Intake.SampledPerSecond != 200, cfg.Intake.ServiceSlowThresholds["billy"] != 100*time.Millisecond,
 		cfg.Export.MaxSpans != 1000, len(cfg.Kafka.Brokers) != 2, cfg.Kafka.Compression != "zstd",
 		cfg.Spool.MaxBytes != 128<<20, cfg.Spool.FsyncInterval != 500*time.Millisecond, cfg.Listen != "0.0.0.0:9464",
-		cfg.Runtime.GoMaxProcs != 2:
+		cfg.Runtime.GoMaxProcs != 2, cfg.Runtime.TimerSlack != 2*time.Millisecond:
 		t.Fatalf("loaded %+v", cfg)
 	}
 	// Keys the sample leaves out keep their defaults.
-	if def := defaultConfig(); def.Runtime.GoMaxProcs != 1 {
-		t.Errorf("default gomaxprocs %d, want 1", def.Runtime.GoMaxProcs)
+	if def := defaultConfig(); def.Runtime.GoMaxProcs != 1 || def.Runtime.TimerSlack != time.Millisecond {
+		t.Errorf("default gomaxprocs %d, timer slack %v; want 1 and 1ms", def.Runtime.GoMaxProcs, def.Runtime.TimerSlack)
 	}
 	if cfg.Intake.MaxServices != 64 || cfg.Spool.SegmentBytes != 8<<20 {
 		t.Fatalf("defaults lost: max_services %d segment_bytes %d", cfg.Intake.MaxServices, cfg.Spool.SegmentBytes)
@@ -48,6 +48,7 @@ func TestConfigMistakesAreClearErrors(t *testing.T) {
 		{"sink: otlp\n", "sink otlp needs otlp.endpoint"},
 		{"intake:\n  sample_every: -3\n", "sample_every"},
 		{"runtime:\n  gomaxprocs: -1\n", "runtime.gomaxprocs"},
+		{"runtime:\n  timer_slack: 1s\n", "runtime.timer_slack"},
 	} {
 		p := filepath.Join(t.TempDir(), "c.yaml")
 		os.WriteFile(p, []byte(tc.yaml), 0o644)

@@ -34,6 +34,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	otlpGRPC := fs.String("intake.otlp-grpc", def.Intake.OTLPGRPC, "OTLP/gRPC trace receiver address (empty disables)")
 	otlpHTTP := fs.String("intake.otlp-http", def.Intake.OTLPHTTP, "OTLP/HTTP trace receiver address (empty disables)")
 	maxProcs := fs.Int("runtime.gomaxprocs", def.Runtime.GoMaxProcs, "GOMAXPROCS; 0 keeps Go's default ($GOMAXPROCS, else the usable CPUs)")
+	timerSlack := fs.Duration("runtime.timer-slack", def.Runtime.TimerSlack, "timer slack of the agent's threads (Linux); 0 keeps the kernel's")
 	pprofOn := fs.Bool("debug.pprof", false, "serve /debug/pprof/ on the metrics listener")
 	logLevel := fs.String("log-level", def.LogLevel, "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -74,6 +75,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	apply("intake.otlp-http", func() { cfg.Intake.OTLPHTTP = *otlpHTTP })
 	apply("log-level", func() { cfg.LogLevel = *logLevel })
 	apply("runtime.gomaxprocs", func() { cfg.Runtime.GoMaxProcs = *maxProcs })
+	apply("runtime.timer-slack", func() { cfg.Runtime.TimerSlack = *timerSlack })
 	apply("debug.pprof", func() { cfg.Debug.Pprof = *pprofOn })
 	return cfg, nil
 }

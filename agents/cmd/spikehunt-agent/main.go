@@ -35,6 +35,7 @@ import (
 )
 
 func main() {
+	applyTimerSlack(os.Args[1:])
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -1,0 +1,6 @@
+//go:build !linux
+
+package main
+
+// applyTimerSlack does nothing: timer slack is a Linux setting.
+func applyTimerSlack([]string) {}
