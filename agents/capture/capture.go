@@ -1,0 +1,187 @@
+// Package capture is the agent's flight recorders: perf, ftrace, bpftrace
+// and Windows Performance Recorder behind one interface, the local trigger
+// that fires them from the agent's own latency stream, the governance that
+// keeps them from loading a struggling host, and the artifacts they leave
+// (DESIGN.md §6).
+//
+// Lifecycle: a Backend checks the machine and makes a Recorder for one
+// Spec. Arm starts the tool recording into a ring it overwrites; Fire dumps
+// what the ring holds (the pre-window) and returns once the dump is on
+// disk; Collect, called after the post-window, dumps again, stops the tool
+// and reports the files and the events it lost; Disarm stops the tool and
+// keeps nothing. A Recorder owns the child process or tracefs instance it
+// made: every path out of Arm that fails releases it, and Disarm is safe
+// to call at any time, twice, and after Collect.
+package capture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// Backend names.
+const (
+	Perf     = "perf"
+	Ftrace   = "ftrace"
+	Bpftrace = "bpftrace"
+	WPR      = "wpr"
+)
+
+// ErrNotSupported marks a backend this machine cannot run (the tool is
+// missing, the kernel lacks the feature, the agent lacks a privilege). The
+// error wrapping it says which and how to fix it.
+var ErrNotSupported = errors.New("not supported")
+
+// ErrInvalid marks a request that is wrong in itself (an unknown backend,
+// profile or script, an absurd size, a bad name): retrying cannot help.
+var ErrInvalid = errors.New("invalid capture request")
+
+// Backend makes recorders of one kind.
+type Backend interface {
+	Name() string
+	// Check reports whether this machine can run the backend; the error
+	// wraps ErrNotSupported and says what is missing.
+	Check() error
+	// New validates spec against the backend and returns a recorder that
+	// writes its files into dir, which exists and belongs to it alone.
+	New(spec Spec, dir string) (Recorder, error)
+}
+
+// Recorder is one capture's tool. Methods are called from one goroutine.
+type Recorder interface {
+	// Arm starts recording and returns once the ring is live.
+	Arm(ctx context.Context) error
+	// Fire writes what the ring holds now — the pre-window — to the
+	// recorder's dir and returns once it is on disk. It does not stop
+	// the recording.
+	Fire(ctx context.Context) error
+	// Collect ends the capture after the post-window: it writes what the
+	// ring gathered since Fire, stops the tool and returns the files.
+	Collect(ctx context.Context) (Result, error)
+	// Disarm stops the tool without keeping anything further.
+	Disarm() error
+}
+
+// Result is what a recorder leaves behind.
+type Result struct {
+	// Files are the recorder's output, as names relative to its dir, in
+	// the order they were written.
+	Files []string
+	// Lost counts events the tool could not record (perf LOST records,
+	// bpftrace lost events, WPR lost events); Overruns counts events a
+	// ring overwrote before they were read (ftrace's per-CPU overrun).
+	// Both go into the metadata: a trace with holes must say so.
+	Lost     uint64
+	Overruns uint64
+	// Clock says how to read the trace's timestamps as wall-clock time:
+	// the clock the tool stamps with and that clock's offset from the
+	// wall clock when the capture was armed.
+	Clock Clock
+	// Notes are facts a reader of the artifact needs ("perf: 2 dumps").
+	Notes []string
+}
+
+// Clock maps a tool's timestamps to wall-clock time: wall = ts + Offset.
+type Clock struct {
+	Name   string        `json:"name"` // "CLOCK_MONOTONIC", "wall", "QPC"
+	Offset time.Duration `json:"offset_ns"`
+}
+
+// Spec asks for one capture.
+type Spec struct {
+	// ID names the capture; it becomes a directory and object name, so it
+	// must match the name rule (ValidName).
+	ID      string
+	Backend string
+	// Profile is a named profile of the backend (events, frequency, call
+	// graphs, ring size). Empty means "default".
+	Profile string
+	// Script is the bpftrace script's name in the allow-listed folder.
+	// A capture request never carries program text.
+	Script string
+	// RingKB overrides the profile's ring size per CPU; 0 keeps it.
+	RingKB int
+	// Pre and Post bound the window [fire − Pre, fire + Post].
+	Pre, Post time.Duration
+	// Trigger fires the capture from the agent's latency stream; the zero
+	// value arms it for a remote or manual Fire only.
+	Trigger Trigger
+	// CPUs, when set, pins the recorder's own process there instead of
+	// the CPUs the governor chooses.
+	CPUs []int
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
+
+// ValidName checks a name that reaches the filesystem or a bucket (a
+// capture id, a profile, a script): lower-case letters, digits, '.', '_'
+// and '-', starting with a letter or digit, no "..", at most 128 bytes.
+func ValidName(what, s string) error {
+	if !nameRE.MatchString(s) || containsDotDot(s) {
+		return fmt.Errorf("%w: %s %q: use 1–128 of a-z 0-9 . _ - starting with a letter or digit, without \"..\"", ErrInvalid, what, s)
+	}
+	return nil
+}
+
+func containsDotDot(s string) bool {
+	for i := 0; i+1 < len(s); i++ {
+		if s[i] == '.' && s[i+1] == '.' {
+			return true
+		}
+	}
+	return false
+}
+
+// Bounds on a spec, named so errors can quote them.
+const (
+	MaxRingKB  = 1 << 20 // 1 GiB per CPU: beyond that a ring is a disk, not a recorder
+	MinRingKB  = 64
+	MaxWindow  = 10 * time.Minute
+	MaxCPUList = 4096
+)
+
+// Validate checks what does not depend on a backend.
+func (s Spec) Validate() error {
+	if err := ValidName("capture id", s.ID); err != nil {
+		return err
+	}
+	switch s.Backend {
+	case Perf, Ftrace, Bpftrace, WPR:
+	default:
+		return fmt.Errorf("%w: unknown backend %q (perf, ftrace, bpftrace or wpr)", ErrInvalid, s.Backend)
+	}
+	if s.Profile != "" {
+		if err := ValidName("profile", s.Profile); err != nil {
+			return err
+		}
+	}
+	if s.Script != "" {
+		if err := ValidName("script", s.Script); err != nil {
+			return err
+		}
+	}
+	if s.Backend == Bpftrace && s.Script == "" {
+		return fmt.Errorf("%w: the bpftrace backend needs a script name from the allow-listed folder", ErrInvalid)
+	}
+	if s.Backend != Bpftrace && s.Script != "" {
+		return fmt.Errorf("%w: a script is only for the bpftrace backend", ErrInvalid)
+	}
+	if s.RingKB != 0 && (s.RingKB < MinRingKB || s.RingKB > MaxRingKB) {
+		return fmt.Errorf("%w: ring size %d KiB per CPU is outside [%d, %d]", ErrInvalid, s.RingKB, MinRingKB, MaxRingKB)
+	}
+	if s.Pre < 0 || s.Post < 0 || s.Pre > MaxWindow || s.Post > MaxWindow {
+		return fmt.Errorf("%w: pre %v and post %v must each be in [0, %v]", ErrInvalid, s.Pre, s.Post, MaxWindow)
+	}
+	if len(s.CPUs) > MaxCPUList {
+		return fmt.Errorf("%w: %d CPUs listed", ErrInvalid, len(s.CPUs))
+	}
+	for _, c := range s.CPUs {
+		if c < 0 || c >= MaxCPUList {
+			return fmt.Errorf("%w: CPU %d", ErrInvalid, c)
+		}
+	}
+	return s.Trigger.Validate()
+}
