@@ -112,6 +112,15 @@ type Spec struct {
 	// CPUs, when set, pins the recorder's own process there instead of
 	// the CPUs the governor chooses.
 	CPUs []int
+	// Govern is how a recorder that runs a process governs it: the
+	// engine fills it from its own configuration and the host's heat;
+	// a request's value is ignored.
+	Govern GovernConfig
+}
+
+// governProcess applies s.Govern to a recorder's process.
+func (s Spec) governProcess(pid int) (Governance, error) {
+	return govern(pid, s.Govern.CPUs, s.Govern.Nice, s.Govern.IOClass)
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)

@@ -22,7 +22,7 @@ type Metadata struct {
 	// covers: [fire − pre, fire + post], clipped to when it was armed.
 	WindowStart time.Time `json:"window_start"`
 	WindowEnd   time.Time `json:"window_end"`
-	Trigger     Fired     `json:"trigger"`
+	Trigger     FireCause `json:"trigger"`
 	Files       []File    `json:"files"`
 	// Requests names the file of per-request records inside the window
 	// (requests.jsonl), one of Files; empty when none were seen.
@@ -50,8 +50,8 @@ type File struct {
 	SHA256 string `json:"sha256"`
 }
 
-// Fired says what fired a capture.
-type Fired struct {
+// FireCause says what fired a capture.
+type FireCause struct {
 	Kind string `json:"kind"` // "latency", "p99", "remote", "manual"
 	// For a local trigger: the request that crossed the line.
 	Service   string        `json:"service,omitempty"`

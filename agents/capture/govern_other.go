@@ -1,0 +1,9 @@
+//go:build !linux
+
+package capture
+
+// govern is Linux-only; elsewhere (WPR on Windows) the recorder runs as
+// the OS starts it and the governance record says so.
+func govern(pid int, cpus []int, nice int, ioClass string) (Governance, error) {
+	return Governance{}, nil
+}
