@@ -3,7 +3,7 @@
 # folder. Idempotent: each component leaves a stamp naming its pinned version,
 # and a second run with every stamp present only checks the stamps.
 #
-#   deps/install.sh [all|chdb|kafka|envtest|helm|debian ...]
+#   deps/install.sh [all|chdb|kafka|s3proxy|envtest|helm|otelcol|debian ...]
 #   deps/install.sh env      # print the install locations as shell variables
 #
 # Versions live in deps/versions.env and nowhere else.
@@ -16,6 +16,7 @@ cache=${SPIKEHUNT_CACHE:-$root/.cache/deps}
 
 chdb_dir=$cache/chdb/$CHDB_VERSION
 kafka_dir=$cache/kafka/$KAFKA_VERSION
+s3proxy_dir=$cache/s3proxy/$S3PROXY_VERSION
 envtest_dir=$cache/envtest/k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION
 helm_dir=$cache/helm/$HELM_VERSION
 otelcol_dir=$cache/otelcol/$OTELCOL_VERSION
@@ -36,6 +37,7 @@ print_env() {
 	cat <<EOF
 SPIKEHUNT_LIBCHDB=$chdb_dir/libchdb.so
 SPIKEHUNT_KAFKA_LIBS=$kafka_dir/libs
+SPIKEHUNT_S3PROXY_LIBS=$s3proxy_dir/libs
 KUBEBUILDER_ASSETS=$envtest_dir
 SPIKEHUNT_HELM=$helm_dir/helm
 SPIKEHUNT_OTELCOL=$otelcol_dir/spikehunt-otelcol
@@ -93,6 +95,39 @@ EOF
 	mv "$tmp/libs" "$kafka_dir/libs"
 	stamp "$kafka_dir" "$want"
 	say "kafka jars -> $kafka_dir/libs ($(ls "$kafka_dir/libs" | wc -l) jars)"
+}
+
+# s3proxy is published as a plain jar: its dependencies (jclouds, Jetty,
+# logback...) come as separate jars, and tests run it as
+# java -cp 'libs/*' org.gaul.s3proxy.Main --properties FILE.
+install_s3proxy() {
+	local want="s3proxy:$S3PROXY_VERSION"
+	stamped "$s3proxy_dir" "$want" && return
+	need java "a Java 17+ runtime (Debian: apt-get install openjdk-17-jre-headless)"
+	need mvn "Maven (Debian: apt-get install maven)"
+	say "fetching s3proxy $S3PROXY_VERSION and its dependencies from Maven Central (~45 MB)"
+	local tmp
+	tmp=$(mktemp -d "$cache/s3proxy.XXXXXX")
+	scratch+=("$tmp")
+	cat >"$tmp/pom.xml" <<EOF
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>dev.spikehunt.deps</groupId>
+  <artifactId>s3proxy</artifactId>
+  <version>1</version>
+  <dependencies>
+    <dependency><groupId>org.gaul</groupId><artifactId>s3proxy</artifactId><version>$S3PROXY_VERSION</version></dependency>
+  </dependencies>
+</project>
+EOF
+	(cd "$tmp" && mvn -q -B -C dependency:copy-dependencies -DoutputDirectory="$tmp/libs" >"$tmp/mvn.log" 2>&1) ||
+		die "mvn could not fetch the s3proxy jars: $(grep -m1 ERROR "$tmp/mvn.log" || tail -n 1 "$tmp/mvn.log")"
+	[ -f "$tmp/libs/s3proxy-$S3PROXY_VERSION.jar" ] || die "mvn fetched no s3proxy-$S3PROXY_VERSION.jar (log: $tmp/mvn.log)"
+	mkdir -p "$s3proxy_dir"
+	rm -rf "$s3proxy_dir/libs"
+	mv "$tmp/libs" "$s3proxy_dir/libs"
+	stamp "$s3proxy_dir" "$want"
+	say "s3proxy jars -> $s3proxy_dir/libs ($(ls "$s3proxy_dir/libs" | wc -l) jars)"
 }
 
 # build_go_main MODDIR OUT PKG REQUIRE... : builds a main package of a module that
@@ -196,14 +231,15 @@ mkdir -p "$cache"
 [ $# -eq 0 ] && set -- all
 for what in "$@"; do
 	case $what in
-	all) install_chdb; install_kafka; install_envtest; install_helm; install_otelcol; install_debian ;;
+	all) install_chdb; install_kafka; install_s3proxy; install_envtest; install_helm; install_otelcol; install_debian ;;
 	chdb) install_chdb ;;
 	kafka) install_kafka ;;
+	s3proxy) install_s3proxy ;;
 	envtest) install_envtest ;;
 	helm) install_helm ;;
 	otelcol) install_otelcol ;;
 	debian) install_debian ;;
 	env) print_env ;;
-	*) die "unknown component '$what' (want: all chdb kafka envtest helm otelcol debian env)" ;;
+	*) die "unknown component '$what' (want: all chdb kafka s3proxy envtest helm otelcol debian env)" ;;
 	esac
 done

@@ -1,14 +1,16 @@
 // Package testenv runs the real components spikehunt's tests talk to: a
-// single-node KRaft Kafka broker and a kube-apiserver with etcd (through
-// controller-runtime's envtest). Nothing here is a mock. The components are
-// installed by `make deps` (deps/install.sh); Paths finds them.
+// single-node KRaft Kafka broker, a kube-apiserver with etcd (through
+// controller-runtime's envtest) and an S3 API server (s3proxy). Nothing
+// here is a mock. The components are installed by `make deps`
+// (deps/install.sh); Paths finds them.
 //
 // # One of each per test binary
 //
 // On 2 cores a broker takes 3-5 s to start and up to 512 MiB of heap, the
-// API server 3-5 s, so a test package shares one of each: SharedKafka and
-// SharedAPIServer start them on first use and StopShared stops them. Every
-// package that uses them needs a TestMain that calls StopShared:
+// API server 3-5 s, s3proxy 2-3 s and up to 256 MiB, so a test package
+// shares one of each: SharedKafka, SharedAPIServer and S3 start them on
+// first use and StopShared stops them. Every package that uses them needs
+// a TestMain that calls StopShared:
 //
 //	func TestMain(m *testing.M) {
 //		code := m.Run()
@@ -26,12 +28,13 @@
 //     stops its server in t.Cleanup; StopShared stops the shared ones. Stop
 //     removes the component's temporary folder, data included.
 //   - A test binary that dies without stopping them (panic, go test -timeout,
-//     SIGKILL) still takes them down on Linux: the broker JVM has Pdeathsig
-//     set, and etcd and kube-apiserver, which envtest starts without it, are
-//     killed by a small /bin/sh reaper that waits for the test binary's end.
-//     Pdeathsig fires when the OS thread that started the JVM exits, which in
-//     Go happens only after runtime.LockOSThread without an unlock; do not
-//     call SharedKafka or StartKafka from such a goroutine.
+//     SIGKILL) still takes them down on Linux: the broker's and s3proxy's
+//     JVMs have Pdeathsig set, and etcd and kube-apiserver, which envtest
+//     starts without it, are killed by a small /bin/sh reaper that waits for
+//     the test binary's end. Pdeathsig fires when the OS thread that started
+//     the JVM exits, which in Go happens only after runtime.LockOSThread
+//     without an unlock; do not call SharedKafka, StartKafka or S3 from such
+//     a goroutine.
 //   - Ports are picked free by binding 127.0.0.1:0 and closing the listener,
 //     so another process can take one before the broker binds it; the window
 //     is the JVM start. Restart reuses the same ports, with the same race

@@ -17,13 +17,14 @@ import (
 type DepPaths struct {
 	LibCHDB           string // SPIKEHUNT_LIBCHDB: libchdb.so, the embedded ClickHouse engine.
 	KafkaLibs         string // SPIKEHUNT_KAFKA_LIBS: folder of the Kafka broker's jars.
+	S3ProxyLibs       string // SPIKEHUNT_S3PROXY_LIBS: folder of s3proxy's jars (an S3 API server).
 	KubebuilderAssets string // KUBEBUILDER_ASSETS: folder with kube-apiserver and etcd.
 	Helm              string // SPIKEHUNT_HELM: the helm binary.
 	Otelcol           string // SPIKEHUNT_OTELCOL: the gateway Collector built from pipelines/otel.
 }
 
 // depVars lists the variables of DepPaths in the order install.sh prints them.
-var depVars = []string{"SPIKEHUNT_LIBCHDB", "SPIKEHUNT_KAFKA_LIBS", "KUBEBUILDER_ASSETS", "SPIKEHUNT_HELM", "SPIKEHUNT_OTELCOL"}
+var depVars = []string{"SPIKEHUNT_LIBCHDB", "SPIKEHUNT_KAFKA_LIBS", "SPIKEHUNT_S3PROXY_LIBS", "KUBEBUILDER_ASSETS", "SPIKEHUNT_HELM", "SPIKEHUNT_OTELCOL"}
 
 // Paths returns each install location from the environment variable of the
 // same name when it is set, else from `<repo root>/deps/install.sh env`. The
@@ -58,6 +59,7 @@ func resolvePaths(getenv func(string) string, scriptEnv func() ([]byte, error)) 
 	return DepPaths{
 		LibCHDB:           values["SPIKEHUNT_LIBCHDB"],
 		KafkaLibs:         values["SPIKEHUNT_KAFKA_LIBS"],
+		S3ProxyLibs:       values["SPIKEHUNT_S3PROXY_LIBS"],
 		KubebuilderAssets: values["KUBEBUILDER_ASSETS"],
 		Helm:              values["SPIKEHUNT_HELM"],
 		Otelcol:           values["SPIKEHUNT_OTELCOL"],
@@ -116,6 +118,12 @@ func repoRoot() (string, error) {
 // KafkaLibsDir returns the folder of Kafka jars, or an error saying how to install it.
 func (p DepPaths) KafkaLibsDir() (string, error) {
 	return requirePath("Kafka jars", "SPIKEHUNT_KAFKA_LIBS", p.KafkaLibs, "kafka-server-*.jar")
+}
+
+// S3ProxyLibsDir returns the folder of s3proxy's jars, or an error saying
+// how to install them.
+func (p DepPaths) S3ProxyLibsDir() (string, error) {
+	return requirePath("s3proxy jars", "SPIKEHUNT_S3PROXY_LIBS", p.S3ProxyLibs, "s3proxy-*.jar")
 }
 
 // EnvtestAssetsDir returns the folder holding kube-apiserver and etcd, or an

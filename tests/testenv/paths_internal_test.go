@@ -36,10 +36,10 @@ func TestResolvePaths(t *testing.T) {
 		},
 		{
 			name: "the script is not run when every variable is set",
-			env: map[string]string{"SPIKEHUNT_LIBCHDB": "/e/l", "SPIKEHUNT_KAFKA_LIBS": "/e/k",
+			env: map[string]string{"SPIKEHUNT_LIBCHDB": "/e/l", "SPIKEHUNT_KAFKA_LIBS": "/e/k", "SPIKEHUNT_S3PROXY_LIBS": "/e/s",
 				"KUBEBUILDER_ASSETS": "/e/a", "SPIKEHUNT_HELM": "/e/h", "SPIKEHUNT_OTELCOL": "/e/o"},
 			scriptErr: errors.New("must not run"),
-			want:      DepPaths{LibCHDB: "/e/l", KafkaLibs: "/e/k", KubebuilderAssets: "/e/a", Helm: "/e/h", Otelcol: "/e/o"},
+			want:      DepPaths{LibCHDB: "/e/l", KafkaLibs: "/e/k", S3ProxyLibs: "/e/s", KubebuilderAssets: "/e/a", Helm: "/e/h", Otelcol: "/e/o"},
 		},
 		{
 			name:     "a variable the script does not print stays empty",
@@ -49,7 +49,7 @@ func TestResolvePaths(t *testing.T) {
 		},
 		{
 			name:       "a failing script names the unset variables",
-			env:        map[string]string{"SPIKEHUNT_LIBCHDB": "/e/l", "SPIKEHUNT_HELM": "/e/h", "SPIKEHUNT_OTELCOL": "/e/o"},
+			env:        map[string]string{"SPIKEHUNT_LIBCHDB": "/e/l", "SPIKEHUNT_S3PROXY_LIBS": "/e/s", "SPIKEHUNT_HELM": "/e/h", "SPIKEHUNT_OTELCOL": "/e/o"},
 			scriptErr:  errors.New("deps/install.sh env failed: exit status 1"),
 			wantRuns:   1,
 			wantErrHas: "SPIKEHUNT_KAFKA_LIBS, KUBEBUILDER_ASSETS unset and deps/install.sh env failed",
@@ -91,6 +91,8 @@ func TestMissingDependencyErrorsSayToRunMakeDeps(t *testing.T) {
 		{"an unset Kafka folder", DepPaths.KafkaLibsDir, DepPaths{}, "SPIKEHUNT_KAFKA_LIBS is not set"},
 		{"a nonexistent Kafka folder", DepPaths.KafkaLibsDir, DepPaths{KafkaLibs: notThere}, notThere},
 		{"a Kafka folder without the broker jar", DepPaths.KafkaLibsDir, DepPaths{KafkaLibs: empty}, "kafka-server-*.jar"},
+		{"an unset s3proxy folder", DepPaths.S3ProxyLibsDir, DepPaths{}, "SPIKEHUNT_S3PROXY_LIBS is not set"},
+		{"an s3proxy folder without the s3proxy jar", DepPaths.S3ProxyLibsDir, DepPaths{S3ProxyLibs: empty}, "s3proxy-*.jar"},
 		{"an envtest folder without kube-apiserver", DepPaths.EnvtestAssetsDir, DepPaths{KubebuilderAssets: empty}, "kube-apiserver"},
 		{"a nonexistent libchdb.so", DepPaths.LibCHDBFile, DepPaths{LibCHDB: notThere}, "SPIKEHUNT_LIBCHDB=" + notThere},
 		{"an unset helm", DepPaths.HelmBinary, DepPaths{}, "SPIKEHUNT_HELM"},

@@ -14,6 +14,7 @@ func TestPathsFindTheInstalledComponents(t *testing.T) {
 	}
 	for name, lookup := range map[string]func() (string, error){
 		"kafka":   p.KafkaLibsDir,
+		"s3proxy": p.S3ProxyLibsDir,
 		"envtest": p.EnvtestAssetsDir,
 	} {
 		if _, err := lookup(); err != nil {

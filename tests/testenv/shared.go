@@ -16,6 +16,10 @@ var shared struct {
 
 	chOnce sync.Once // the embedded ClickHouse engine, see clickhouse.go
 
+	s3Once sync.Once // s3proxy, see s3.go
+	s3     *s3Proxy
+	s3Err  error
+
 	apiOnce sync.Once
 	api     *apiServer
 	apiErr  error
@@ -54,10 +58,11 @@ func SharedKafka(t testing.TB) *Kafka {
 	return k
 }
 
-// StopShared stops whatever SharedKafka, SharedAPIServer and ClickHouse started. Call it
-// from TestMain after m.Run; without it the processes die only with the test
-// binary (Kafka through Pdeathsig, the API server through the reaper on
-// Linux). Errors are printed, not returned: TestMain has nothing to fail.
+// StopShared stops whatever SharedKafka, SharedAPIServer, S3 and ClickHouse
+// started. Call it from TestMain after m.Run; without it the processes die
+// only with the test binary (Kafka and s3proxy through Pdeathsig, the API
+// server through the reaper on Linux). Errors are printed, not returned:
+// TestMain has nothing to fail.
 func StopShared() {
 	shared.mu.Lock()
 	shared.stopped = true
@@ -66,10 +71,16 @@ func StopShared() {
 	// a late Shared call cannot start one that nobody stops.
 	shared.kafkaOnce.Do(func() {})
 	shared.apiOnce.Do(func() {})
+	shared.s3Once.Do(func() {})
 	shared.chOnce.Do(func() {})
 	stopClickHouse()
 	if shared.kafka != nil {
 		if err := shared.kafka.Stop(); err != nil {
+			warn(fmt.Errorf("testenv: StopShared: %w", err))
+		}
+	}
+	if shared.s3 != nil {
+		if err := shared.s3.stop(); err != nil {
 			warn(fmt.Errorf("testenv: StopShared: %w", err))
 		}
 	}
