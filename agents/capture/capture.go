@@ -55,8 +55,10 @@ type Recorder interface {
 	// Arm starts recording and returns once the ring is live.
 	Arm(ctx context.Context) error
 	// Fire writes what the ring holds now — the pre-window — to the
-	// recorder's dir and returns once it is on disk. It does not stop
-	// the recording.
+	// recorder's dir and returns once it is on disk. Recording goes on
+	// for the post-window; a tool that can only write its ring by
+	// stopping (WPR in memory mode) restarts at once and says in the
+	// Result's notes how long the gap was.
 	Fire(ctx context.Context) error
 	// Collect ends the capture after the post-window: it writes what the
 	// ring gathered since Fire, stops the tool and returns the files.

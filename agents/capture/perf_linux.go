@@ -16,13 +16,6 @@ import (
 	"time"
 )
 
-// PerfConfig configures the perf flight recorder.
-type PerfConfig struct {
-	// Binary is the perf executable; "" finds "perf" on PATH.
-	Binary   string
-	Profiles *Profiles
-}
-
 type perfBackend struct{ cfg PerfConfig }
 
 // NewPerf returns the perf backend: `perf record --overwrite

@@ -20,8 +20,8 @@ type Profile struct {
 	FrequencyHz int `json:"frequency_hz,omitempty"`
 	// CallGraph is perf's call-graph mode: "", "fp", "dwarf" or "lbr".
 	CallGraph string `json:"call_graph,omitempty"`
-	// RingKB is the ring size per CPU (perf -m, ftrace buffer_size_kb,
-	// WPR buffers).
+	// RingKB is the ring size per CPU (perf -m, ftrace buffer_size_kb);
+	// for WPR, whose ETW buffers are one pool for all CPUs, the total.
 	RingKB int `json:"ring_kb"`
 }
 

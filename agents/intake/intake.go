@@ -32,6 +32,7 @@ type Intake struct {
 	card *cardinality
 	now  func() time.Time // the receive clock; tests replace it
 	out  chan telemetry.Request
+	tap  func(*telemetry.Request) // set before Start; see Tap
 
 	// mu orders sends on out against Close: senders hold it for reading
 	// around a whole batch and check closed; Close takes it for writing
@@ -58,6 +59,12 @@ type Addrs struct {
 	LineUDP  string // host:port
 	LineUnix string // socket path
 }
+
+// Tap has fn see every kept request as it is queued, on the receiving
+// goroutine: the capture engine's local trigger must fire within 100 ms
+// of a slow request, which a hop through the exporter's batches would
+// not allow. fn must not block or keep r; call Tap before Start.
+func (in *Intake) Tap(fn func(r *telemetry.Request)) { in.tap = fn }
 
 // New checks cfg and builds an intake; nothing is bound until Start.
 func New(cfg Config, logger *slog.Logger) (*Intake, error) {

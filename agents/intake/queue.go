@@ -10,6 +10,9 @@ import "github.com/spikehunt/spikehunt/agents/telemetry"
 // offer hands r to the queue without blocking. The caller holds in.mu for
 // reading and has checked in.closed, so the channel is open.
 func (in *Intake) offer(src *sourceMetrics, r *telemetry.Request) {
+	if in.tap != nil {
+		in.tap(r)
+	}
 	select {
 	case in.out <- *r:
 	default:

@@ -41,9 +41,10 @@ func TestMain(m *testing.M) {
 
 // agentProc is a running agent binary.
 type agentProc struct {
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	sock string
+	cmd     *exec.Cmd
+	out     *syncBuffer
+	sock    string
+	capSock string // the capture control socket
 }
 
 type syncBuffer struct {
@@ -62,13 +63,15 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // Flags in extra override the defaults above them (the last one wins).
 func startAgent(t testing.TB, brokers []string, spoolDir string, extra ...string) *agentProc {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "agent.sock")
+	tmp := t.TempDir()
+	sock := filepath.Join(tmp, "agent.sock")
 	args := append([]string{
+		"--capture.dir", filepath.Join(tmp, "captures"), "--capture.socket", filepath.Join(tmp, "capture.sock"),
 		"--kafka.brokers", strings.Join(brokers, ","), "--spool.dir", spoolDir, "--listen", "127.0.0.1:0",
 		"--intake.line-unix", sock, "--intake.line-udp", "127.0.0.1:0", "--intake.otlp-grpc", "127.0.0.1:0",
 		"--intake.otlp-http", "127.0.0.1:0", "--host-name", "test-node", "--hw-class", "gen5",
 	}, extra...)
-	p := &agentProc{out: &syncBuffer{}, sock: sock}
+	p := &agentProc{out: &syncBuffer{}, sock: sock, capSock: filepath.Join(tmp, "capture.sock")}
 	p.cmd = execAgent(args, p.out)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -27,6 +27,8 @@ type Config struct {
 	Kafka export.KafkaConfig `yaml:"kafka"`
 	OTLP  export.OTLPConfig  `yaml:"otlp"`
 	Spool spool.Config       `yaml:"spool"`
+	// Capture runs the flight recorders (capture.go).
+	Capture CaptureConfig `yaml:"capture"`
 	// Listen serves /metrics and /healthz.
 	Listen   string        `yaml:"listen"`
 	LogLevel string        `yaml:"log_level"`
@@ -100,6 +102,7 @@ func defaultConfig() Config {
 		Sink:     "kafka",
 		Kafka:    export.KafkaConfig{Brokers: []string{"127.0.0.1:9092"}},
 		Spool:    defaultSpool(),
+		Capture:  defaultCaptureConfig(),
 		Listen:   "127.0.0.1:9464",
 		LogLevel: "info",
 		Runtime:  RuntimeConfig{GoMaxProcs: 1, TimerSlack: time.Millisecond},
@@ -162,6 +165,9 @@ func (c *Config) Validate() error {
 		}
 	default:
 		return fmt.Errorf("sink %q: want kafka or otlp", c.Sink)
+	}
+	if err := c.Capture.validate(); err != nil {
+		return err
 	}
 	return c.Spool.Validate()
 }

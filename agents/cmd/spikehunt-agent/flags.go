@@ -13,7 +13,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs := flag.NewFlagSet("spikehunt-agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: spikehunt-agent [--config FILE] [flags]\n\nSamples kernel counters, takes per-request latency (OTLP, line protocol) and exports\nboth as OTLP to Kafka or a Collector, spooling to disk while the destination is down.\nFlags override the config file.\n\nFlags:")
+		fmt.Fprintln(stderr, "Usage: spikehunt-agent [--config FILE] [flags]\n       spikehunt-agent capture arm|fire|disarm|list|get|wait|backends …\n\nSamples kernel counters, takes per-request latency (OTLP, line protocol) and exports\nboth as OTLP to Kafka or a Collector, spooling to disk while the destination is down.\nFlags override the config file.\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	def := defaultConfig()
@@ -37,6 +37,11 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	timerSlack := fs.Duration("runtime.timer-slack", def.Runtime.TimerSlack, "timer slack of the agent's threads (Linux); 0 keeps the kernel's")
 	pprofOn := fs.Bool("debug.pprof", false, "serve /debug/pprof/ on the metrics listener")
 	logLevel := fs.String("log-level", def.LogLevel, "debug, info, warn or error")
+	capOn := fs.Bool("capture.enabled", def.Capture.Enabled, "run the flight recorders (spikehunt-agent capture --help)")
+	capDir := fs.String("capture.dir", def.Capture.Dir, "volume captures are written to")
+	capSock := fs.String("capture.socket", def.Capture.Socket, "capture control socket (root only; empty disables)")
+	capBackends := fs.String("capture.backends", strings.Join(def.Capture.Backends, ","), "capture backends to enable")
+	capScripts := fs.String("capture.script-dir", def.Capture.ScriptDir, "allow-listed bpftrace scripts (an admin's folder)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return Config{}, err
@@ -77,5 +82,10 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	apply("runtime.gomaxprocs", func() { cfg.Runtime.GoMaxProcs = *maxProcs })
 	apply("runtime.timer-slack", func() { cfg.Runtime.TimerSlack = *timerSlack })
 	apply("debug.pprof", func() { cfg.Debug.Pprof = *pprofOn })
+	apply("capture.enabled", func() { cfg.Capture.Enabled = *capOn })
+	apply("capture.dir", func() { cfg.Capture.Dir = *capDir })
+	apply("capture.socket", func() { cfg.Capture.Socket = *capSock })
+	apply("capture.backends", func() { cfg.Capture.Backends = strings.Split(*capBackends, ",") })
+	apply("capture.script-dir", func() { cfg.Capture.ScriptDir = *capScripts })
 	return cfg, nil
 }

@@ -52,6 +52,9 @@ func main() {
 var errUsage = errors.New("usage")
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "capture" {
+		return runCaptureCmd(ctx, args[1:], stdout, stderr)
+	}
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
@@ -84,6 +87,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	in, err := intake.New(cfg.Intake, log)
 	if err != nil {
 		return err
+	}
+	eng, stopCapture, err := startCapture(ctx, cfg.Capture, cfg.Paths.TraceFS, res, log, reg)
+	if err != nil {
+		return err
+	}
+	defer stopCapture()
+	if eng != nil {
+		in.Tap(eng.Observe)
 	}
 	sp, rec, err := spool.Open(cfg.Spool, log)
 	if err != nil {
@@ -145,6 +156,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		exp.Run(runCtx, in.Out(), points)
 	}()
 	col.Run(ctx, cfg.Collect.Interval, cfg.Collect.IRQInterval, func(ps []telemetry.Point) {
+		if eng != nil {
+			eng.ObservePoints(ps)
+		}
 		select {
 		case points <- ps:
 		default:

@@ -1,0 +1,398 @@
+package capture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spikehunt/spikehunt/agents/telemetry"
+)
+
+// State is where a capture is in its life.
+type State string
+
+// States, in order; Failed, Aborted and Disarmed end a capture early.
+const (
+	Armed     State = "Armed"
+	Fired     State = "Fired"     // the pre-window is on disk; recording the post-window
+	Collected State = "Collected" // files sealed and published
+	Failed    State = "Failed"
+	Aborted   State = "Aborted" // the governor stopped it (memory pressure)
+	Disarmed  State = "Disarmed"
+)
+
+// Terminal reports whether s ends a capture.
+func (s State) Terminal() bool { return s == Collected || s == Failed || s == Aborted || s == Disarmed }
+
+// Status is a capture as the engine reports it.
+type Status struct {
+	ID      string    `json:"id"`
+	Backend string    `json:"backend"`
+	State   State     `json:"state"`
+	Error   string    `json:"error,omitempty"`
+	ArmedAt time.Time `json:"armed_at"`
+	FiredAt time.Time `json:"fired_at,omitzero"`
+	// FireToDump is from the firing request's completion (or the remote
+	// fire) to the pre-window dump being on disk.
+	FireToDump time.Duration `json:"fire_to_dump_ns,omitempty"`
+	// Location is where the artifact is: its record's URL in the store
+	// (file:///… or s3://…), or the work directory when the engine has
+	// no store. Files are the files' URLs, in the record's order.
+	Location string    `json:"location,omitempty"`
+	Files    []string  `json:"files,omitempty"`
+	Metadata *Metadata `json:"metadata,omitempty"`
+}
+
+// Engine runs the host's captures: it arms recorders within the budgets,
+// fires them from the latency stream (Observe) or on request, collects
+// them after the post-window, writes the requests of the window beside
+// the trace, seals and publishes the artifact, and aborts recorders under
+// memory pressure (ObservePoints). Each armed capture has one goroutine;
+// Close disarms them all and waits for them.
+type Engine struct {
+	cfg      EngineConfig
+	backends map[string]Backend
+	heat     *Heat
+
+	anyArmed atomic.Bool // Observe's fast path
+	mu       sync.Mutex
+	caps     map[string]*armed
+	ring     *requestRing
+	wg       sync.WaitGroup
+	closed   bool
+	m        *engineMetrics
+}
+
+type armed struct {
+	spec   Spec
+	status Status
+	rec    Recorder
+	dir    string
+	watch  *watch
+	fire   chan FireCause
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+}
+
+// NewEngine checks cfg and makes the work directory.
+func NewEngine(cfg EngineConfig) (*Engine, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.Dir, "work"), 0o750); err != nil {
+		return nil, fmt.Errorf("capture dir: %w", err)
+	}
+	e := &Engine{cfg: cfg, backends: map[string]Backend{}, heat: NewHeat(), caps: map[string]*armed{}, m: newEngineMetrics()}
+	for _, b := range cfg.Backends {
+		e.backends[b.Name()] = b
+	}
+	return e, nil
+}
+
+// Backends reports each backend and whether this machine can run it.
+func (e *Engine) Backends() map[string]error {
+	out := map[string]error{}
+	for n, b := range e.backends {
+		out[n] = b.Check()
+	}
+	return out
+}
+
+// ErrBusy is returned when arming would exceed a budget.
+var ErrBusy = errors.New("capture budget exhausted")
+
+var errNoCapture = errors.New("no capture")
+
+// Arm starts a capture. It returns once the recorder is recording, with
+// ErrInvalid for a bad spec, ErrNotSupported for a backend this host
+// cannot run, and ErrBusy when the host already runs MaxConcurrent.
+func (e *Engine) Arm(ctx context.Context, spec Spec) (Status, error) {
+	if err := spec.Validate(); err != nil {
+		return Status{}, err
+	}
+	b, ok := e.backends[spec.Backend]
+	if !ok {
+		return Status{}, fmt.Errorf("%w: backend %q is not enabled on this agent (enabled: %v)", ErrNotSupported, spec.Backend, e.backendNames())
+	}
+	if err := b.Check(); err != nil {
+		return Status{}, err
+	}
+	if spec.RingKB > e.cfg.MaxRingKB {
+		return Status{}, fmt.Errorf("%w: ring %d KiB per CPU is over this agent's cap of %d KiB", ErrInvalid, spec.RingKB, e.cfg.MaxRingKB)
+	}
+	if free, err := freeBytes(e.cfg.Dir); err == nil && free < e.cfg.MinFreeBytes {
+		return Status{}, fmt.Errorf("%w: %s has %d MiB free, under the %d MiB floor", ErrBusy, e.cfg.Dir, free>>20, e.cfg.MinFreeBytes>>20)
+	}
+	spec.Govern = e.cfg.Govern
+	if len(spec.CPUs) > 0 {
+		spec.Govern.CPUs = spec.CPUs
+	} else if len(spec.Govern.CPUs) == 0 {
+		spec.Govern.CPUs = e.heat.Coolest()
+	}
+
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return Status{}, errors.New("capture engine closed")
+	}
+	if _, dup := e.caps[spec.ID]; dup {
+		e.mu.Unlock()
+		return Status{}, fmt.Errorf("%w: capture %q exists", ErrInvalid, spec.ID)
+	}
+	if n := e.activeLocked(); n >= e.cfg.MaxConcurrent {
+		e.mu.Unlock()
+		e.m.refused.Inc()
+		return Status{}, fmt.Errorf("%w: %d captures running, the most this host allows", ErrBusy, n)
+	}
+	c := &armed{spec: spec, fire: make(chan FireCause, 1), done: make(chan struct{}),
+		status: Status{ID: spec.ID, Backend: spec.Backend, State: "Arming"}}
+	e.caps[spec.ID] = c // reserves the id and a slot while arming
+	e.mu.Unlock()
+
+	fail := func(err error) (Status, error) {
+		e.mu.Lock()
+		delete(e.caps, spec.ID)
+		e.mu.Unlock()
+		return Status{}, err
+	}
+	c.dir = filepath.Join(e.cfg.Dir, "work", spec.ID)
+	if err := os.Mkdir(c.dir, 0o750); err != nil {
+		return fail(fmt.Errorf("capture %s: %w", spec.ID, err))
+	}
+	rec, err := b.New(spec, c.dir)
+	if err != nil {
+		os.RemoveAll(c.dir)
+		return fail(err)
+	}
+	actx, cancel := context.WithTimeout(ctx, e.cfg.ArmTimeout)
+	err = rec.Arm(actx)
+	cancel()
+	if err != nil {
+		rec.Disarm()
+		os.RemoveAll(c.dir)
+		return fail(fmt.Errorf("arm %s: %w", spec.ID, err))
+	}
+	c.rec = rec
+	runCtx, runCancel := context.WithCancelCause(context.Background())
+	c.cancel = runCancel
+	e.mu.Lock()
+	c.status.State, c.status.ArmedAt = Armed, e.cfg.Now()
+	if spec.Trigger.Enabled() {
+		c.watch = &watch{t: spec.Trigger}
+		if e.ring == nil {
+			e.ring = newRequestRing(e.cfg.RequestRing)
+		}
+	}
+	e.refreshArmedLocked()
+	st := c.status
+	e.wg.Add(1)
+	e.mu.Unlock()
+	e.m.armed.Inc()
+	e.cfg.Log.Info("capture armed", "id", spec.ID, "backend", spec.Backend, "profile", spec.Profile, "cpus", spec.Govern.CPUs)
+	go e.run(runCtx, c)
+	return st, nil
+}
+
+func (e *Engine) backendNames() []string {
+	var out []string
+	for n := range e.backends {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (e *Engine) activeLocked() int {
+	n := 0
+	for _, c := range e.caps {
+		if !c.status.State.Terminal() {
+			n++
+		}
+	}
+	return n
+}
+
+// refreshArmedLocked keeps Observe's fast path honest: requests are kept
+// and watched only while some capture is armed.
+func (e *Engine) refreshArmedLocked() {
+	any := false
+	for _, c := range e.caps {
+		if c.status.State == Armed || c.status.State == Fired {
+			any = true
+		}
+	}
+	e.anyArmed.Store(any)
+}
+
+// Observe takes one request from the intake. It is called on the
+// intake's goroutines for every kept request and costs one atomic load
+// while nothing is armed.
+func (e *Engine) Observe(q *telemetry.Request) {
+	if !e.anyArmed.Load() {
+		return
+	}
+	e.mu.Lock()
+	if e.ring != nil {
+		e.ring.add(q)
+	}
+	for _, c := range e.caps {
+		if c.watch == nil || c.status.State != Armed {
+			continue
+		}
+		if f, ok := c.watch.observe(q); ok {
+			select {
+			case c.fire <- f:
+			default:
+			}
+		}
+	}
+	e.mu.Unlock()
+}
+
+// ObservePoints takes one sampling pass: it updates the CPU heat the
+// governor pins by, and aborts every running capture when tasks stalled
+// on memory for more than MemoryStallAbort of the interval.
+func (e *Engine) ObservePoints(pts []telemetry.Point) {
+	e.heat.Observe(pts)
+	stall, _ := e.heat.MemoryStall()
+	if stall <= e.cfg.MemoryStallAbort {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, c := range e.caps {
+		if !c.status.State.Terminal() && c.cancel != nil {
+			c.cancel(fmt.Errorf("%w: memory pressure: tasks stalled %.0f%% of the last interval (limit %.0f%%)", errAbort, 100*stall, 100*e.cfg.MemoryStallAbort))
+		}
+	}
+}
+
+var (
+	errAbort  = errors.New("aborted")
+	errDisarm = errors.New("disarmed")
+)
+
+// Fire fires an armed capture by hand or for the operator.
+func (e *Engine) Fire(id, reason string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c, ok := e.caps[id]
+	if !ok {
+		return fmt.Errorf("%w: %w %q", ErrInvalid, errNoCapture, id)
+	}
+	if c.status.State != Armed {
+		return fmt.Errorf("capture %s is %s, not Armed", id, c.status.State)
+	}
+	kind := "remote"
+	if reason == "" {
+		kind, reason = "manual", "fired by hand"
+	}
+	select {
+	case c.fire <- FireCause{Kind: kind, Reason: reason, RequestAt: e.cfg.Now()}:
+	default:
+	}
+	return nil
+}
+
+// Disarm stops a capture that has not been collected; its files are
+// dropped.
+func (e *Engine) Disarm(id string) error {
+	e.mu.Lock()
+	c, ok := e.caps[id]
+	e.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: %w %q", ErrInvalid, errNoCapture, id)
+	}
+	if c.cancel != nil {
+		c.cancel(errDisarm)
+	}
+	<-c.done
+	return nil
+}
+
+// Get returns one capture's status.
+func (e *Engine) Get(id string) (Status, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c, ok := e.caps[id]
+	if !ok {
+		return Status{}, false
+	}
+	return c.status, true
+}
+
+// List returns every capture the engine knows, oldest first.
+func (e *Engine) List() []Status {
+	e.mu.Lock()
+	out := make([]Status, 0, len(e.caps))
+	for _, c := range e.caps {
+		out = append(out, c.status)
+	}
+	e.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ArmedAt.Before(out[j].ArmedAt) })
+	return out
+}
+
+// Wait blocks until capture id ends or ctx does.
+func (e *Engine) Wait(ctx context.Context, id string) (Status, error) {
+	e.mu.Lock()
+	c, ok := e.caps[id]
+	e.mu.Unlock()
+	if !ok {
+		return Status{}, fmt.Errorf("%w: %w %q", ErrInvalid, errNoCapture, id)
+	}
+	select {
+	case <-c.done:
+		st, _ := e.Get(id)
+		return st, nil
+	case <-ctx.Done():
+		return Status{}, ctx.Err()
+	}
+}
+
+// Forget drops a finished capture from the list (its artifact stays
+// where it was published).
+func (e *Engine) Forget(id string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c, ok := e.caps[id]
+	if !ok {
+		return fmt.Errorf("%w: %w %q", ErrInvalid, errNoCapture, id)
+	}
+	if !c.status.State.Terminal() {
+		return fmt.Errorf("capture %s is %s: disarm it first", id, c.status.State)
+	}
+	delete(e.caps, id)
+	return nil
+}
+
+// Close disarms every capture and waits for their goroutines.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	e.closed = true
+	for _, c := range e.caps {
+		if c.cancel != nil {
+			c.cancel(errDisarm)
+		}
+	}
+	e.mu.Unlock()
+	e.wg.Wait()
+	return nil
+}
+
+func (e *Engine) setState(c *armed, s State, err error) {
+	e.mu.Lock()
+	c.status.State = s
+	if err != nil {
+		c.status.Error = err.Error()
+	}
+	e.refreshArmedLocked()
+	e.mu.Unlock()
+}

@@ -1,0 +1,97 @@
+package capture
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// EngineConfig configures the host's capture engine.
+type EngineConfig struct {
+	// Dir is the volume captures are written to (work/<id> while a
+	// capture runs). Put it on a disk the host's workload does not need.
+	Dir string
+	// Resource names the host in every artifact.
+	Resource HostIdentity
+	Backends []Backend
+	Govern   GovernConfig
+	// Store keeps sealed artifacts; nil leaves them in Dir/work/<id>.
+	Store Store
+	// MaxConcurrent is how many captures may run at once on this host.
+	MaxConcurrent int
+	// MaxRingKB caps a request's ring size per CPU.
+	MaxRingKB int
+	// MemoryStallAbort aborts every running capture when tasks stalled
+	// on memory (PSI some) for more than this share of a sampling
+	// interval. 1 turns it off.
+	MemoryStallAbort float64
+	// RequestRing is how many recent requests are kept, while a capture
+	// is armed, to write the window's requests beside the trace.
+	RequestRing int
+	// MinFreeBytes refuses to arm when Dir has less free space.
+	MinFreeBytes int64
+	ArmTimeout   time.Duration
+	// CollectTimeout bounds a recorder's final dump and stop.
+	CollectTimeout time.Duration
+	Log            *slog.Logger
+	Now            func() time.Time
+}
+
+// HostIdentity is what names the host in an artifact.
+type HostIdentity struct {
+	Host, Node, HWClass string
+}
+
+func (c EngineConfig) withDefaults() EngineConfig {
+	if c.MaxConcurrent == 0 {
+		c.MaxConcurrent = 2
+	}
+	if c.MaxRingKB == 0 {
+		c.MaxRingKB = 64 << 10
+	}
+	if c.MemoryStallAbort == 0 {
+		c.MemoryStallAbort = 0.2
+	}
+	if c.RequestRing == 0 {
+		c.RequestRing = 1 << 16
+	}
+	if c.MinFreeBytes == 0 {
+		c.MinFreeBytes = 256 << 20
+	}
+	if c.ArmTimeout == 0 {
+		c.ArmTimeout = 10 * time.Second
+	}
+	if c.CollectTimeout == 0 {
+		c.CollectTimeout = 30 * time.Second
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate checks the bounds.
+func (c EngineConfig) Validate() error {
+	if c.Dir == "" {
+		return fmt.Errorf("%w: capture dir is empty", ErrInvalid)
+	}
+	if c.MaxConcurrent < 1 || c.MaxConcurrent > 64 {
+		return fmt.Errorf("%w: max concurrent captures %d is outside [1, 64]", ErrInvalid, c.MaxConcurrent)
+	}
+	if c.MaxRingKB < MinRingKB || c.MaxRingKB > MaxRingKB {
+		return fmt.Errorf("%w: ring cap %d KiB is outside [%d, %d]", ErrInvalid, c.MaxRingKB, MinRingKB, MaxRingKB)
+	}
+	if c.MemoryStallAbort <= 0 || c.MemoryStallAbort > 1 {
+		return fmt.Errorf("%w: memory stall abort %v is outside (0, 1]", ErrInvalid, c.MemoryStallAbort)
+	}
+	if c.RequestRing < 1 || c.RequestRing > 1<<24 {
+		return fmt.Errorf("%w: request ring %d is outside [1, %d]", ErrInvalid, c.RequestRing, 1<<24)
+	}
+	if len(c.Backends) == 0 {
+		return fmt.Errorf("%w: no capture backend enabled", ErrInvalid)
+	}
+	return c.Govern.Validate()
+}

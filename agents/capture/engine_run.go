@@ -1,0 +1,161 @@
+package capture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// run is one capture's goroutine: wait for a fire, dump the pre-window,
+// wait out the post-window, collect, write the window's requests, seal and
+// publish. ctx ends it early (disarm, abort, engine close).
+func (e *Engine) run(ctx context.Context, c *armed) {
+	defer e.wg.Done()
+	defer close(c.done)
+	var cause FireCause
+	select {
+	case cause = <-c.fire:
+	case <-ctx.Done():
+		e.stop(c, context.Cause(ctx))
+		return
+	}
+	fctx, cancel := context.WithTimeout(ctx, e.cfg.CollectTimeout)
+	err := c.rec.Fire(fctx)
+	cancel()
+	dumped := e.cfg.Now()
+	if err != nil {
+		c.rec.Disarm()
+		e.fail(c, fmt.Errorf("fire: %w", err))
+		return
+	}
+	fireAt := cause.RequestAt
+	e.mu.Lock()
+	c.status.State, c.status.FiredAt, c.status.FireToDump = Fired, fireAt, dumped.Sub(fireAt)
+	e.refreshArmedLocked()
+	e.mu.Unlock()
+	e.m.fireToDump.Observe(dumped.Sub(fireAt).Seconds())
+	e.cfg.Log.Info("capture fired", "id", c.spec.ID, "trigger", cause.Kind, "latency", cause.Latency, "fire_to_dump", dumped.Sub(fireAt))
+
+	// The post-window runs from the fire, not from the dump.
+	post := time.NewTimer(time.Until(fireAt.Add(c.spec.Post)))
+	select {
+	case <-post.C:
+	case <-ctx.Done():
+		post.Stop()
+		e.stop(c, context.Cause(ctx))
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), e.cfg.CollectTimeout)
+	defer cancel()
+	res, err := c.rec.Collect(cctx)
+	if err != nil {
+		c.rec.Disarm()
+		e.fail(c, fmt.Errorf("collect: %w", err))
+		return
+	}
+	md := e.metadata(c, cause, res)
+	if err := e.writeRequests(c, md); err != nil {
+		e.fail(c, err)
+		return
+	}
+	if err := Seal(c.dir, md); err != nil {
+		e.fail(c, fmt.Errorf("seal: %w", err))
+		return
+	}
+	loc, files := c.dir, []string(nil)
+	if e.cfg.Store != nil {
+		l, err := e.cfg.Store.Put(cctx, md, c.dir)
+		if err != nil {
+			e.fail(c, fmt.Errorf("store: %w", err))
+			return
+		}
+		loc, files = l.Metadata, l.Files
+		os.RemoveAll(c.dir)
+	}
+	e.m.lost.Add(float64(md.Lost + md.Overruns))
+	e.m.bytes.Add(float64(md.Bytes))
+	e.mu.Lock()
+	c.status.State, c.status.Location, c.status.Files, c.status.Metadata = Collected, loc, files, md
+	e.refreshArmedLocked()
+	e.mu.Unlock()
+	e.m.done.WithLabelValues(string(Collected)).Inc()
+	e.cfg.Log.Info("capture collected", "id", c.spec.ID, "location", loc, "bytes", md.Bytes, "lost", md.Lost, "overruns", md.Overruns)
+}
+
+func (e *Engine) metadata(c *armed, cause FireCause, res Result) *Metadata {
+	st, _ := e.Get(c.spec.ID)
+	from := cause.RequestAt.Add(-c.spec.Pre)
+	if from.Before(st.ArmedAt) {
+		from = st.ArmedAt // a ring holds nothing from before it was armed
+	}
+	md := &Metadata{Version: MetadataVersion, ID: c.spec.ID,
+		Host: e.cfg.Resource.Host, Node: e.cfg.Resource.Node, HWClass: e.cfg.Resource.HWClass,
+		Backend: c.spec.Backend, Profile: c.spec.Profile, Script: c.spec.Script, Service: c.spec.Trigger.Service,
+		ArmedAt: st.ArmedAt, FiredAt: cause.RequestAt,
+		WindowStart: from, WindowEnd: cause.RequestAt.Add(c.spec.Post),
+		Trigger: cause, Lost: res.Lost, Overruns: res.Overruns, Clock: res.Clock, Notes: res.Notes,
+		Governance: Governance{CPUs: c.spec.Govern.CPUs, Nice: c.spec.Govern.Nice, IOClass: c.spec.Govern.IOClass}}
+	if md.Service == "" {
+		md.Service = cause.Service
+	}
+	for _, f := range res.Files {
+		md.Files = append(md.Files, File{Name: f})
+	}
+	return md
+}
+
+// writeRequests writes the requests that ended inside the window beside
+// the trace, as requests.jsonl.
+func (e *Engine) writeRequests(c *armed, md *Metadata) error {
+	e.mu.Lock()
+	if e.ring == nil {
+		e.mu.Unlock()
+		return nil
+	}
+	qs, oldest := e.ring.window(md.WindowStart, md.WindowEnd)
+	e.mu.Unlock()
+	if !oldest.IsZero() && oldest.After(md.WindowStart) {
+		md.Notes = append(md.Notes, fmt.Sprintf("requests before %s are not in requests.jsonl: the agent's request ring (%d) was full", oldest.Format(time.RFC3339Nano), e.cfg.RequestRing))
+	}
+	if len(qs) == 0 {
+		return nil
+	}
+	const name = "requests.jsonl"
+	f, err := os.OpenFile(filepath.Join(c.dir, name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o640)
+	if err != nil {
+		return fmt.Errorf("requests: %w", err)
+	}
+	werr := writeRequests(f, qs)
+	if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
+		return fmt.Errorf("requests: %w", err)
+	}
+	md.Requests = name
+	md.Files = append(md.Files, File{Name: name})
+	return nil
+}
+
+// stop ends a capture before collection: disarmed by hand, aborted by the
+// governor, or the engine closing.
+func (e *Engine) stop(c *armed, cause error) {
+	c.rec.Disarm()
+	os.RemoveAll(c.dir)
+	state := Disarmed
+	if errors.Is(cause, errAbort) {
+		state = Aborted
+	}
+	if state == Disarmed {
+		cause = nil
+	}
+	e.setState(c, state, cause)
+	e.m.done.WithLabelValues(string(state)).Inc()
+	e.cfg.Log.Info("capture stopped", "id", c.spec.ID, "state", state, "reason", cause)
+}
+
+func (e *Engine) fail(c *armed, err error) {
+	e.setState(c, Failed, err)
+	e.m.done.WithLabelValues(string(Failed)).Inc()
+	e.cfg.Log.Warn("capture failed", "id", c.spec.ID, "err", err)
+}

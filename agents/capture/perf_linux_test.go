@@ -1,0 +1,267 @@
+package capture
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/tests/testenv"
+)
+
+// slowServer is the test's app: an HTTP server whose handler, on a
+// request for /slow, blocks its OS thread in nanosleep for 1 s, the way a
+// thread blocked on a lock or a disk leaves the CPU. Every request is
+// handed to observe with the handler thread's id.
+type slowServer struct {
+	url  string
+	srv  *http.Server
+	mu   sync.Mutex
+	slow []telemetry.Request
+}
+
+func startSlowServer(t testing.TB, observe func(*telemetry.Request)) *slowServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &slowServer{url: "http://" + ln.Addr().String()}
+	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		runtime.LockOSThread()
+		tid := uint32(unix.Gettid())
+		if r.URL.Path == "/slow" {
+			ts := unix.NsecToTimespec(int64(time.Second))
+			for unix.Nanosleep(&ts, &ts) == unix.EINTR {
+			}
+		}
+		runtime.UnlockOSThread()
+		w.Write([]byte("ok\n"))
+		q := telemetry.Request{Service: "web", Endpoint: r.URL.Path, Start: start, Duration: time.Since(start),
+			Status: "200", ThreadID: tid, Weight: 1}
+		if r.URL.Path == "/slow" {
+			s.mu.Lock()
+			s.slow = append(s.slow, q)
+			s.mu.Unlock()
+		}
+		observe(&q)
+	})}
+	go s.srv.Serve(ln)
+	t.Cleanup(func() { s.srv.Close() })
+	return s
+}
+
+// load sends fast requests at about rate per second until ctx ends.
+func (s *slowServer) load(ctx context.Context, rate int) {
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if resp, err := http.Get(s.url + "/fast"); err == nil {
+				resp.Body.Close()
+			}
+		}
+	}
+}
+
+func (s *slowServer) get(t testing.TB, path string) {
+	resp, err := http.Get(s.url + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+}
+
+func perfEngine(t testing.TB) *Engine {
+	t.Helper()
+	profiles, err := NewProfiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := NewPerf(PerfConfig{Profiles: profiles})
+	if err := b.Check(); err != nil {
+		testenv.RequirePrivileged(t, "perf", err)
+	}
+	if os.Geteuid() != 0 {
+		testenv.RequirePrivileged(t, "perf (root)", fmt.Errorf("running as uid %d", os.Geteuid()))
+	}
+	e, err := NewEngine(EngineConfig{Dir: t.TempDir(), Backends: []Backend{b},
+		Resource: HostIdentity{Host: "test-host"}, Govern: GovernConfig{Nice: 10, IOClass: "idle"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+func TestPerfFlightRecorderCatchesTheSlowRequestsThreadLeavingTheCPU(t *testing.T) {
+	e := perfEngine(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv := startSlowServer(t, e.Observe)
+
+	spec := Spec{ID: "slow-1", Backend: Perf, Pre: 2 * time.Second, Post: time.Second,
+		Trigger: Trigger{Service: "web", Latency: 500 * time.Millisecond, Cooldown: time.Minute}}
+	if _, err := e.Arm(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	lctx, lcancel := context.WithCancel(ctx)
+	defer lcancel()
+	go srv.load(lctx, 200)
+	time.Sleep(1500 * time.Millisecond)
+	srv.get(t, "/slow")
+	st, err := e.Wait(ctx, spec.ID)
+	lcancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != Collected {
+		t.Fatalf("capture ended %s: %s", st.State, st.Error)
+	}
+	slow := srv.slow[0]
+	slowEnd := slow.Start.Add(slow.Duration)
+	md := st.Metadata
+	t.Logf("fire to dump %v, %d files, %d bytes, lost %d, window %s … %s", st.FireToDump, len(md.Files), md.Bytes, md.Lost,
+		md.WindowStart.Format("15:04:05.000"), md.WindowEnd.Format("15:04:05.000"))
+
+	// The window is [fire − pre, fire + post] around the slow request's end.
+	if !md.FiredAt.Equal(slowEnd) {
+		t.Errorf("fired at %v, want the slow request's end %v", md.FiredAt, slowEnd)
+	}
+	if md.WindowEnd.Sub(md.FiredAt) != spec.Post || md.FiredAt.Sub(md.WindowStart) != spec.Pre {
+		t.Errorf("window %v … %v is not [fire − %v, fire + %v] around %v", md.WindowStart, md.WindowEnd, spec.Pre, spec.Post, md.FiredAt)
+	}
+	if md.Trigger.Kind != "latency" || md.Trigger.Latency < time.Second {
+		t.Errorf("trigger %+v, want the 1 s request", md.Trigger)
+	}
+
+	// The handler's thread leaves the CPU for about a second inside the
+	// slow request, as perf recorded it.
+	var perfFiles []string
+	for _, f := range md.Files {
+		if strings.HasPrefix(f.Name, "perf.data") {
+			perfFiles = append(perfFiles, filepath.Join(st.Location, f.Name))
+		}
+	}
+	if len(perfFiles) < 2 {
+		t.Fatalf("want a pre-window and a post-window dump, got %v", md.Files)
+	}
+	off := offCPU(t, perfFiles, slow.ThreadID, md.Clock)
+	if len(off) == 0 {
+		t.Fatalf("no sched_switch of thread %d in %v", slow.ThreadID, perfFiles)
+	}
+	found := false
+	for _, o := range off {
+		inside := !o.from.Before(slow.Start.Add(-5*time.Millisecond)) && !o.to.After(slowEnd.Add(5*time.Millisecond))
+		if inside && o.to.Sub(o.from) > 900*time.Millisecond && o.to.Sub(o.from) < 1100*time.Millisecond {
+			found = true
+			t.Logf("thread %d off CPU %s … %s (%v); request %s … %s", slow.ThreadID,
+				o.from.Format("15:04:05.000000"), o.to.Format("15:04:05.000000"), o.to.Sub(o.from),
+				slow.Start.Format("15:04:05.000000"), slowEnd.Format("15:04:05.000000"))
+		}
+	}
+	if !found {
+		t.Errorf("no ~1 s off-CPU interval of thread %d inside the request %v … %v; saw %v", slow.ThreadID, slow.Start, slowEnd, off)
+	}
+
+	// The slow request is among the request records beside the trace.
+	b, err := os.ReadFile(filepath.Join(st.Location, md.Requests))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sawSlow bool
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		var r requestRecord
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.End.Before(md.WindowStart) || r.End.After(md.WindowEnd) {
+			t.Errorf("request ending %v is outside the window", r.End)
+		}
+		if r.Endpoint == "/slow" && r.ThreadID == slow.ThreadID && r.LatencyMS >= 1000 {
+			sawSlow = true
+		}
+	}
+	if !sawSlow {
+		t.Errorf("the slow request (thread %d) is not in %s", slow.ThreadID, md.Requests)
+	}
+}
+
+type offInterval struct{ from, to time.Time }
+
+// offCPU reads sched_switch records back with perf script and returns the
+// intervals thread tid spent switched out, in wall-clock time.
+func offCPU(t testing.TB, files []string, tid uint32, clk Clock) []offInterval {
+	t.Helper()
+	var out []offInterval
+	var leftAt time.Time
+	want := strconv.FormatUint(uint64(tid), 10)
+	for _, f := range files {
+		b, err := exec.Command("perf", "script", "-i", f, "-F", "time,event,trace").Output()
+		if err != nil {
+			t.Fatalf("perf script %s: %v", f, err)
+		}
+		for line := range strings.Lines(string(b)) {
+			if !strings.Contains(line, "sched_switch") {
+				continue
+			}
+			ts, ok := perfScriptTime(line)
+			if !ok {
+				continue
+			}
+			at := time.Unix(0, ts.Nanoseconds()).Add(clk.Offset)
+			switch {
+			case strings.Contains(line, " prev_pid="+want+" "):
+				leftAt = at
+			case strings.Contains(line, " next_pid="+want+" ") || strings.HasSuffix(strings.TrimSpace(line), "next_pid="+want) || strings.Contains(line, "next_pid="+want+" next_prio"):
+				if !leftAt.IsZero() {
+					out = append(out, offInterval{leftAt, at})
+					leftAt = time.Time{}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// perfScriptTime parses the "12345.678901:" timestamp field.
+func perfScriptTime(line string) (time.Duration, bool) {
+	f := strings.Fields(line)
+	if len(f) == 0 {
+		return 0, false
+	}
+	s := strings.TrimSuffix(f[0], ":")
+	sec, frac, ok := strings.Cut(s, ".")
+	if !ok {
+		return 0, false
+	}
+	si, err1 := strconv.ParseInt(sec, 10, 64)
+	for len(frac) < 9 {
+		frac += "0"
+	}
+	ns, err2 := strconv.ParseInt(frac[:9], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(si)*time.Second + time.Duration(ns), true
+}

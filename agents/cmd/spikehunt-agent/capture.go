@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spikehunt/spikehunt/agents/capture"
+	"github.com/spikehunt/spikehunt/agents/telemetry"
+)
+
+// CaptureConfig configures the flight recorders (agents/capture).
+type CaptureConfig struct {
+	// Enabled runs the capture engine. It costs one atomic load per
+	// request while nothing is armed.
+	Enabled bool `yaml:"enabled"`
+	// Dir is the volume captures are written to.
+	Dir string `yaml:"dir"`
+	// Socket is the control socket (`spikehunt-agent capture …`), mode
+	// 0600: only root arms captures.
+	Socket string `yaml:"socket"`
+	// Backends to enable, of perf, ftrace, bpftrace (Linux) and wpr
+	// (Windows).
+	Backends []string `yaml:"backends"`
+	// PerfBinary, BpftraceBinary and WPRBinary locate the tools.
+	PerfBinary     string `yaml:"perf_binary"`
+	BpftraceBinary string `yaml:"bpftrace_binary"`
+	WPRBinary      string `yaml:"wpr_binary"`
+	// ScriptDir is the administrator's allow-list of bpftrace scripts: a
+	// capture names a script in it and never carries program text.
+	ScriptDir string `yaml:"script_dir"`
+	// Profiles are the administrator's profiles, next to the built-in ones.
+	Profiles         []capture.Profile `yaml:"profiles"`
+	MaxConcurrent    int               `yaml:"max_concurrent"`
+	MaxRingKB        int               `yaml:"max_ring_kb"`
+	MemoryStallAbort float64           `yaml:"memory_stall_abort"`
+	RequestRing      int               `yaml:"request_ring"`
+	// CPUs pins recorders; empty picks the coolest half of the CPUs.
+	CPUs    []int  `yaml:"cpus"`
+	Nice    int    `yaml:"nice"`
+	IOClass string `yaml:"io_class"`
+	// Store is where sealed artifacts go: a local folder (default
+	// <dir>/store) or an S3 bucket.
+	Store capture.StoreConfig `yaml:"store"`
+}
+
+func defaultCaptureConfig() CaptureConfig {
+	c := CaptureConfig{Enabled: true, Dir: "/var/lib/spikehunt/captures", Socket: "/run/spikehunt/capture.sock",
+		ScriptDir: "/etc/spikehunt/bpftrace", Nice: 10, IOClass: "idle"}
+	if runtime.GOOS == "windows" {
+		c.Backends = []string{capture.WPR}
+		c.Dir, c.Socket, c.ScriptDir, c.IOClass = `C:\ProgramData\spikehunt\captures`, "", "", ""
+	} else {
+		c.Backends = []string{capture.Perf, capture.Ftrace, capture.Bpftrace}
+	}
+	return c
+}
+
+// startCapture builds the engine and serves its control socket. A host
+// that cannot run captures (no permission for the volume or the socket)
+// gets a warning and an agent without captures; a wrong configuration is
+// an error.
+func startCapture(ctx context.Context, cfg CaptureConfig, tracefs string, res telemetry.Resource, log *slog.Logger, reg prometheus.Registerer) (*capture.Engine, func(), error) {
+	if !cfg.Enabled {
+		return nil, func() {}, nil
+	}
+	profiles, err := capture.NewProfiles(cfg.Profiles...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("capture.profiles: %w", err)
+	}
+	var backends []capture.Backend
+	for _, name := range cfg.Backends {
+		b, err := newBackend(name, cfg, tracefs, profiles)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := b.Check(); err != nil {
+			log.Warn("capture backend not supported on this host", "backend", name, "err", err)
+		}
+		backends = append(backends, b)
+	}
+	if cfg.Store.Local == nil && cfg.Store.S3 == nil {
+		dir := filepath.Join(cfg.Dir, "store")
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			log.Warn("captures disabled", "err", err)
+			return nil, func() {}, nil
+		}
+		cfg.Store.Local = &capture.LocalStoreConfig{Dir: dir}
+	}
+	store, err := capture.OpenStore(ctx, cfg.Store)
+	if errors.Is(err, capture.ErrInvalid) {
+		return nil, nil, fmt.Errorf("capture.store: %w", err)
+	}
+	if err != nil {
+		log.Warn("captures disabled: the artifact store does not open", "err", err)
+		return nil, func() {}, nil
+	}
+	eng, err := capture.NewEngine(capture.EngineConfig{
+		Store: store,
+		Dir:   cfg.Dir, Resource: capture.HostIdentity{Host: res.HostName, Node: res.NodeName, HWClass: res.HWClass},
+		Backends: backends, MaxConcurrent: cfg.MaxConcurrent, MaxRingKB: cfg.MaxRingKB,
+		MemoryStallAbort: cfg.MemoryStallAbort, RequestRing: cfg.RequestRing,
+		Govern: capture.GovernConfig{CPUs: cfg.CPUs, Nice: cfg.Nice, IOClass: cfg.IOClass}, Log: log,
+	})
+	if errors.Is(err, capture.ErrInvalid) {
+		store.Close()
+		return nil, nil, fmt.Errorf("capture: %w", err)
+	}
+	if err != nil {
+		store.Close()
+		log.Warn("captures disabled", "err", err)
+		return nil, func() {}, nil
+	}
+	if err := eng.Register(reg); err != nil {
+		return nil, nil, err
+	}
+	stop := func() { eng.Close(); store.Close() }
+	if cfg.Socket == "" {
+		return eng, stop, nil
+	}
+	ln, err := listenControl(cfg.Socket)
+	if err != nil {
+		log.Warn("capture control socket unavailable: arming by hand is off", "socket", cfg.Socket, "err", err)
+		return eng, stop, nil
+	}
+	srv := &http.Server{Handler: eng.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	log.Info("capture engine ready", "dir", cfg.Dir, "socket", cfg.Socket, "backends", cfg.Backends)
+	return eng, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		srv.Shutdown(sctx)
+		cancel()
+		eng.Close()
+		store.Close()
+		os.Remove(cfg.Socket)
+	}, nil
+}
+
+// listenControl binds the control socket, owner-only: arming a recorder
+// is root's decision.
+func listenControl(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, err
+	}
+	// A socket left by a killed agent would refuse the bind; one that a
+	// live agent answers on must not be taken over.
+	if c, err := net.Dial("unix", path); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("another agent serves %s", path)
+	}
+	os.Remove(path)
+	old := umask(0o177)
+	ln, err := net.Listen("unix", path)
+	umask(old)
+	if err != nil {
+		return nil, err
+	}
+	return ln, os.Chmod(path, 0o600)
+}
+
+func (c CaptureConfig) validate() error {
+	if !c.Enabled {
+		return nil
+	}
+	if c.Dir == "" {
+		return errors.New("capture.dir is empty")
+	}
+	for _, b := range c.Backends {
+		switch b {
+		case capture.Perf, capture.Ftrace, capture.Bpftrace, capture.WPR:
+		default:
+			return fmt.Errorf("capture.backends: unknown backend %q (perf, ftrace, bpftrace, wpr)", b)
+		}
+	}
+	return nil
+}
+
+// newBackend makes one backend; each reports on Check whether this OS and
+// host can run it.
+func newBackend(name string, cfg CaptureConfig, tracefs string, profiles *capture.Profiles) (capture.Backend, error) {
+	switch name {
+	case capture.Perf:
+		return capture.NewPerf(capture.PerfConfig{Binary: cfg.PerfBinary, Profiles: profiles}), nil
+	case capture.Ftrace:
+		return capture.NewFtrace(capture.FtraceConfig{TraceFS: tracefs, Profiles: profiles}), nil
+	case capture.Bpftrace:
+		return capture.NewBpftrace(capture.BpftraceConfig{ScriptDir: cfg.ScriptDir, Binary: cfg.BpftraceBinary}), nil
+	case capture.WPR:
+		return capture.NewWPR(capture.WPRConfig{Path: cfg.WPRBinary, Profiles: profiles}), nil
+	}
+	return nil, fmt.Errorf("capture.backends: unknown backend %q", name)
+}
