@@ -48,11 +48,11 @@ FUZZ_TARGETS := ./pipelines/store:FuzzDecodeNative ./pipelines/chhttp:FuzzTransc
 	./agents/intake:FuzzLineProtocol ./agents/intake:FuzzOTLPHTTP ./agents/spool:FuzzRecovery \
 	./agents/collect:FuzzParseInterrupts ./agents/collect:FuzzParseNetDev ./agents/collect:FuzzParseSoftirqs \
 	./pipelines/ingest:FuzzAppendTraces ./pipelines/ingest:FuzzAppendMetrics ./pipelines/ingest:FuzzSpanDecoderMatchesPdata \
-	./agents/capture:FuzzDecodeMetadata
+	./agents/capture:FuzzDecodeMetadata ./agents/capture:FuzzDecodeArmRequest ./agents/capture:FuzzParseWPRLost
 fuzz:                ## each fuzz target for FUZZTIME
 	for t in $(FUZZ_TARGETS); do $(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s; done
 
-bench: bench-store bench-agent bench-ingest bench-detect ## every bench-* target
+bench: bench-store bench-agent bench-ingest bench-detect bench-capture ## every bench-* target
 
 bench-store: deps-demo
 	tests/bench.sh store ./pipelines/store
@@ -62,6 +62,11 @@ bench-store: deps-demo
 bench-agent: deps
 	BENCHTIME=1x tests/bench.sh agent ./agents/cmd/spikehunt-agent -- -bench AgentUnderLoad
 	BENCHTIME=300x tests/bench.sh agent-sample ./agents/collect -- -bench '^BenchmarkSample$$'
+
+# An armed perf flight recorder (default profile) under the test server's
+# load, fired five times on a slow request (root; perf from `make deps`).
+bench-capture: deps
+	BENCHTIME=1x tests/bench.sh capture ./agents/capture -- -bench PerfFlightRecorder
 
 # One `spikehunt ingest` into the embedded engine over 5,000,000 agent spans
 # from 300 hosts (SPIKEHUNT_BENCH_SPANS to change), from a real broker.

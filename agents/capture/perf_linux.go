@@ -88,8 +88,13 @@ func perfArgs(p Profile, ringKB int, out string) []string {
 		args = append(args, "--call-graph", p.CallGraph)
 	}
 	for _, e := range p.Events {
-		if !strings.Contains(e, ":") && !strings.Contains(e, "/") && p.FrequencyHz > 0 {
+		tracepoint := strings.Contains(e, ":")
+		switch {
+		case strings.Contains(e, "/"): // the profile spelled its own terms
+		case !tracepoint && p.FrequencyHz > 0:
 			e = fmt.Sprintf("%s/freq=%d/", e, p.FrequencyHz)
+		case tracepoint && p.CallGraph != "" && !p.TracepointStacks:
+			e += "/call-graph=no/"
 		}
 		args = append(args, "-e", e)
 	}

@@ -19,7 +19,13 @@ type Profile struct {
 	// FrequencyHz is the sampling rate of perf's timer event.
 	FrequencyHz int `json:"frequency_hz,omitempty"`
 	// CallGraph is perf's call-graph mode: "", "fp", "dwarf" or "lbr".
+	// It applies to the sampled (timer) events; tracepoints get stacks
+	// only with TracepointStacks.
 	CallGraph string `json:"call_graph,omitempty"`
+	// TracepointStacks unwinds a stack on every tracepoint hit too: with
+	// sched_switch that is where each thread blocked, at the price of an
+	// unwind per context switch (several % of a core on a busy server).
+	TracepointStacks bool `json:"tracepoint_stacks,omitempty"`
 	// RingKB is the ring size per CPU (perf -m, ftrace buffer_size_kb);
 	// for WPR, whose ETW buffers are one pool for all CPUs, the total.
 	RingKB int `json:"ring_kb"`
@@ -28,11 +34,19 @@ type Profile struct {
 // BuiltinProfiles are the profiles every agent has.
 var BuiltinProfiles = []Profile{
 	{
-		// On-CPU samples and every context switch, so that off-CPU waits
-		// (a thread leaving the CPU for a second) are visible.
+		// On-CPU samples with stacks and every context switch, so that
+		// off-CPU waits (a thread leaving the CPU for a second) are
+		// visible; switches without stacks keep it light.
 		Name: "default", Backend: Perf,
 		Events:      []string{"cpu-clock", "sched:sched_switch"},
 		FrequencyHz: 99, CallGraph: "fp", RingKB: 4096,
+	},
+	{
+		// Off-CPU stacks: where each thread blocked, for an hour when
+		// the default profile has shown that the wait is the problem.
+		Name: "offcpu", Backend: Perf,
+		Events:      []string{"cpu-clock", "sched:sched_switch"},
+		FrequencyHz: 99, CallGraph: "fp", TracepointStacks: true, RingKB: 8192,
 	},
 	{
 		// Only on-CPU samples, for hosts where switches are too many.
