@@ -48,7 +48,8 @@ FUZZ_TARGETS := ./pipelines/store:FuzzDecodeNative ./pipelines/chhttp:FuzzTransc
 	./agents/intake:FuzzLineProtocol ./agents/intake:FuzzOTLPHTTP ./agents/spool:FuzzRecovery \
 	./agents/collect:FuzzParseInterrupts ./agents/collect:FuzzParseNetDev ./agents/collect:FuzzParseSoftirqs \
 	./pipelines/ingest:FuzzAppendTraces ./pipelines/ingest:FuzzAppendMetrics ./pipelines/ingest:FuzzSpanDecoderMatchesPdata \
-	./agents/capture:FuzzDecodeMetadata ./agents/capture:FuzzDecodeArmRequest ./agents/capture:FuzzParseWPRLost
+	./agents/capture:FuzzDecodeMetadata ./agents/capture:FuzzDecodeArmRequest ./agents/capture:FuzzParseWPRLost \
+	./agents/capture:FuzzParseFtraceLine ./agents/capture:FuzzParseRingStats ./agents/capture:FuzzBpftraceFlight
 fuzz:                ## each fuzz target for FUZZTIME
 	for t in $(FUZZ_TARGETS); do $(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s; done
 
