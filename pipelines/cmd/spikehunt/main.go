@@ -23,6 +23,7 @@ type command struct {
 }
 
 var commands = map[string]command{
+	"captures":         {"flight-recorder captures and the spike windows they cover", runCaptures},
 	"demo":             {"run the main job on one machine with the embedded ClickHouse engine", runDemo},
 	"detect":           {"find spike windows, their suspect kernel counters and fleet patterns, on an interval", runDetect},
 	"eval":             {"score the detectors on every simulated scenario (make eval)", runEval},
