@@ -6,7 +6,7 @@ GO ?= go
 # Install locations of the pinned components (SPIKEHUNT_LIBCHDB, KUBEBUILDER_ASSETS, …).
 $(foreach kv,$(shell deps/install.sh env 2>/dev/null),$(eval export $(kv)))
 
-.PHONY: all deps deps-demo build demo eval test vet fmt-check cross bench bench-store bench-agent bench-ingest bench-detect fuzz clean
+.PHONY: all deps deps-demo build demo eval test vet fmt-check cross manifests bench bench-store bench-agent bench-ingest bench-detect fuzz clean
 
 all: build
 
@@ -19,6 +19,16 @@ deps-demo:           ## only what the demo needs: the embedded ClickHouse engine
 build:
 	@command -v $(GO) >/dev/null || { echo "go not found: install Go 1.25+ (https://go.dev/dl)"; exit 1; }
 	$(GO) build -o bin/ ./pipelines/cmd/... ./agents/cmd/...
+	$(GO) build -o bin/spikehunt-operator ./operator/cmd
+
+# operator/api's deepcopy code, and the CRDs and the operator's ClusterRole
+# in operator/config, from the Go types and their kubebuilder markers. The
+# operator/config tests fail when the committed files are stale.
+manifests: ## regenerate the operator's generated code and manifests (controller-gen)
+	deps/install.sh controller-gen
+	$(SPIKEHUNT_CONTROLLER_GEN) object paths=./operator/api/...
+	$(SPIKEHUNT_CONTROLLER_GEN) crd rbac:roleName=spikehunt-operator paths=./operator/... \
+		output:crd:artifacts:config=operator/config/crd/bases output:rbac:artifacts:config=operator/config/rbac
 
 cross:               ## the agent must build for Windows (PDH sampler, WPR captures)
 	GOOS=windows GOARCH=amd64 $(GO) build -o /dev/null ./agents/...

@@ -3,7 +3,7 @@
 # folder. Idempotent: each component leaves a stamp naming its pinned version,
 # and a second run with every stamp present only checks the stamps.
 #
-#   deps/install.sh [all|chdb|kafka|s3proxy|envtest|helm|otelcol|debian ...]
+#   deps/install.sh [all|chdb|kafka|s3proxy|envtest|helm|controller-gen|otelcol|debian ...]
 #   deps/install.sh env      # print the install locations as shell variables
 #
 # Versions live in deps/versions.env and nowhere else.
@@ -19,6 +19,7 @@ kafka_dir=$cache/kafka/$KAFKA_VERSION
 s3proxy_dir=$cache/s3proxy/$S3PROXY_VERSION
 envtest_dir=$cache/envtest/k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION
 helm_dir=$cache/helm/$HELM_VERSION
+controller_gen_dir=$cache/controller-gen/$CONTROLLER_TOOLS_VERSION
 otelcol_dir=$cache/otelcol/$OTELCOL_VERSION
 
 # Temporary folders, removed when the script ends however it ends.
@@ -40,6 +41,7 @@ SPIKEHUNT_KAFKA_LIBS=$kafka_dir/libs
 SPIKEHUNT_S3PROXY_LIBS=$s3proxy_dir/libs
 KUBEBUILDER_ASSETS=$envtest_dir
 SPIKEHUNT_HELM=$helm_dir/helm
+SPIKEHUNT_CONTROLLER_GEN=$controller_gen_dir/controller-gen
 SPIKEHUNT_OTELCOL=$otelcol_dir/spikehunt-otelcol
 EOF
 }
@@ -188,6 +190,18 @@ install_helm() {
 	say "helm -> $helm_dir"
 }
 
+install_controller_gen() {
+	local want="controller-gen $CONTROLLER_TOOLS_VERSION"
+	stamped "$controller_gen_dir" "$want" && return
+	need go "Go 1.26+ (https://go.dev/dl)"
+	say "building controller-gen $CONTROLLER_TOOLS_VERSION (~30 s cold)"
+	mkdir -p "$controller_gen_dir"
+	GOBIN=$controller_gen_dir GOFLAGS= go install "sigs.k8s.io/controller-tools/cmd/controller-gen@v$CONTROLLER_TOOLS_VERSION" ||
+		die "go install sigs.k8s.io/controller-tools/cmd/controller-gen@v$CONTROLLER_TOOLS_VERSION failed"
+	stamp "$controller_gen_dir" "$want"
+	say "controller-gen -> $controller_gen_dir"
+}
+
 install_otelcol() {
 	local manifest=$root/pipelines/otel/builder-config.yaml
 	local want
@@ -231,15 +245,16 @@ mkdir -p "$cache"
 [ $# -eq 0 ] && set -- all
 for what in "$@"; do
 	case $what in
-	all) install_chdb; install_kafka; install_s3proxy; install_envtest; install_helm; install_otelcol; install_debian ;;
+	all) install_chdb; install_kafka; install_s3proxy; install_envtest; install_helm; install_controller_gen; install_otelcol; install_debian ;;
 	chdb) install_chdb ;;
 	kafka) install_kafka ;;
 	s3proxy) install_s3proxy ;;
 	envtest) install_envtest ;;
 	helm) install_helm ;;
+	controller-gen) install_controller_gen ;;
 	otelcol) install_otelcol ;;
 	debian) install_debian ;;
 	env) print_env ;;
-	*) die "unknown component '$what' (want: all chdb kafka s3proxy envtest helm otelcol debian env)" ;;
+	*) die "unknown component '$what' (want: all chdb kafka s3proxy envtest helm controller-gen otelcol debian env)" ;;
 	esac
 done

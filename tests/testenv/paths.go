@@ -21,10 +21,11 @@ type DepPaths struct {
 	KubebuilderAssets string // KUBEBUILDER_ASSETS: folder with kube-apiserver and etcd.
 	Helm              string // SPIKEHUNT_HELM: the helm binary.
 	Otelcol           string // SPIKEHUNT_OTELCOL: the gateway Collector built from pipelines/otel.
+	ControllerGen     string // SPIKEHUNT_CONTROLLER_GEN: controller-gen, for operator/api's generated files.
 }
 
 // depVars lists the variables of DepPaths in the order install.sh prints them.
-var depVars = []string{"SPIKEHUNT_LIBCHDB", "SPIKEHUNT_KAFKA_LIBS", "SPIKEHUNT_S3PROXY_LIBS", "KUBEBUILDER_ASSETS", "SPIKEHUNT_HELM", "SPIKEHUNT_OTELCOL"}
+var depVars = []string{"SPIKEHUNT_LIBCHDB", "SPIKEHUNT_KAFKA_LIBS", "SPIKEHUNT_S3PROXY_LIBS", "KUBEBUILDER_ASSETS", "SPIKEHUNT_HELM", "SPIKEHUNT_CONTROLLER_GEN", "SPIKEHUNT_OTELCOL"}
 
 // Paths returns each install location from the environment variable of the
 // same name when it is set, else from `<repo root>/deps/install.sh env`. The
@@ -63,6 +64,7 @@ func resolvePaths(getenv func(string) string, scriptEnv func() ([]byte, error)) 
 		KubebuilderAssets: values["KUBEBUILDER_ASSETS"],
 		Helm:              values["SPIKEHUNT_HELM"],
 		Otelcol:           values["SPIKEHUNT_OTELCOL"],
+		ControllerGen:     values["SPIKEHUNT_CONTROLLER_GEN"],
 	}, nil
 }
 
@@ -150,6 +152,12 @@ func (p DepPaths) HelmBinary() (string, error) {
 // saying how to build it.
 func (p DepPaths) OtelcolBinary() (string, error) {
 	return requirePath("the gateway Collector", "SPIKEHUNT_OTELCOL", p.Otelcol, "")
+}
+
+// ControllerGenBinary returns the path of controller-gen, or an error saying
+// how to install it.
+func (p DepPaths) ControllerGenBinary() (string, error) {
+	return requirePath("controller-gen", "SPIKEHUNT_CONTROLLER_GEN", p.ControllerGen, "")
 }
 
 // requirePath checks that path exists and, when inside is not empty, that

@@ -37,9 +37,10 @@ func TestResolvePaths(t *testing.T) {
 		{
 			name: "the script is not run when every variable is set",
 			env: map[string]string{"SPIKEHUNT_LIBCHDB": "/e/l", "SPIKEHUNT_KAFKA_LIBS": "/e/k", "SPIKEHUNT_S3PROXY_LIBS": "/e/s",
-				"KUBEBUILDER_ASSETS": "/e/a", "SPIKEHUNT_HELM": "/e/h", "SPIKEHUNT_OTELCOL": "/e/o"},
+				"KUBEBUILDER_ASSETS": "/e/a", "SPIKEHUNT_HELM": "/e/h", "SPIKEHUNT_OTELCOL": "/e/o", "SPIKEHUNT_CONTROLLER_GEN": "/e/c"},
 			scriptErr: errors.New("must not run"),
-			want:      DepPaths{LibCHDB: "/e/l", KafkaLibs: "/e/k", S3ProxyLibs: "/e/s", KubebuilderAssets: "/e/a", Helm: "/e/h", Otelcol: "/e/o"},
+			want: DepPaths{LibCHDB: "/e/l", KafkaLibs: "/e/k", S3ProxyLibs: "/e/s", KubebuilderAssets: "/e/a", Helm: "/e/h", Otelcol: "/e/o",
+				ControllerGen: "/e/c"},
 		},
 		{
 			name:     "a variable the script does not print stays empty",
@@ -48,8 +49,9 @@ func TestResolvePaths(t *testing.T) {
 			wantRuns: 1,
 		},
 		{
-			name:       "a failing script names the unset variables",
-			env:        map[string]string{"SPIKEHUNT_LIBCHDB": "/e/l", "SPIKEHUNT_S3PROXY_LIBS": "/e/s", "SPIKEHUNT_HELM": "/e/h", "SPIKEHUNT_OTELCOL": "/e/o"},
+			name: "a failing script names the unset variables",
+			env: map[string]string{"SPIKEHUNT_LIBCHDB": "/e/l", "SPIKEHUNT_S3PROXY_LIBS": "/e/s", "SPIKEHUNT_HELM": "/e/h", "SPIKEHUNT_OTELCOL": "/e/o",
+				"SPIKEHUNT_CONTROLLER_GEN": "/e/c"},
 			scriptErr:  errors.New("deps/install.sh env failed: exit status 1"),
 			wantRuns:   1,
 			wantErrHas: "SPIKEHUNT_KAFKA_LIBS, KUBEBUILDER_ASSETS unset and deps/install.sh env failed",
@@ -97,6 +99,8 @@ func TestMissingDependencyErrorsSayToRunMakeDeps(t *testing.T) {
 		{"a nonexistent libchdb.so", DepPaths.LibCHDBFile, DepPaths{LibCHDB: notThere}, "SPIKEHUNT_LIBCHDB=" + notThere},
 		{"an unset helm", DepPaths.HelmBinary, DepPaths{}, "SPIKEHUNT_HELM"},
 		{"an unset Collector", DepPaths.OtelcolBinary, DepPaths{}, "SPIKEHUNT_OTELCOL"},
+		{"an unset controller-gen", DepPaths.ControllerGenBinary, DepPaths{}, "SPIKEHUNT_CONTROLLER_GEN"},
+		{"a nonexistent controller-gen", DepPaths.ControllerGenBinary, DepPaths{ControllerGen: notThere}, "SPIKEHUNT_CONTROLLER_GEN=" + notThere},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/spikehunt/spikehunt/tests/testenv"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.StopShared()
+	os.Exit(code)
+}
+
+func TestParseFlags(t *testing.T) {
+	type settings struct {
+		Metrics, Probes, LeaseNamespace string
+		LeaderElect                     bool
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		want    settings
+		wantErr bool
+	}{
+		{"no flags serve metrics on 8080 and probes on 8081 without leader election", nil,
+			settings{Metrics: ":8080", Probes: ":8081"}, false},
+		{"--leader-elect turns leader election on", []string{"--leader-elect", "--leader-election-namespace=ops"},
+			settings{Metrics: ":8080", Probes: ":8081", LeaseNamespace: "ops", LeaderElect: true}, false},
+		{"metrics can be turned off", []string{"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:9440"},
+			settings{Metrics: "0", Probes: "127.0.0.1:9440"}, false},
+		{"a stray argument is an error", []string{"run"}, settings{}, true},
+		{"an unknown flag is an error", []string{"--leader-elect-please"}, settings{}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := parseFlags(tt.args)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("error = %v, want error %v", err, tt.wantErr)
+			}
+			got := settings{o.metricsAddr, o.probeAddr, o.leaderElectionNamespace, o.leaderElect}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("settings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestOneOfTwoReplicasLeadsAndTheOtherTakesOver runs two managers as the
+// Deployment does, against a real API server: one holds the Lease, both
+// answer their probes, and when the leader stops the other takes over.
+func TestOneOfTwoReplicasLeadsAndTheOtherTakesOver(t *testing.T) {
+	cfg, admin := testenv.SharedAPIServer(t)
+	type replica struct {
+		name   string
+		probes string
+		cancel context.CancelFunc
+		done   chan error
+		leads  <-chan struct{}
+	}
+	start := func(name string) *replica {
+		o, err := parseFlags([]string{"--leader-elect", "--leader-election-namespace=default",
+			"--metrics-bind-address=0", "--health-probe-bind-address=" + freeAddr(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mgr, err := newManager(cfg, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		r := &replica{name: name, probes: o.probeAddr, cancel: cancel, done: make(chan error, 1), leads: mgr.Elected()}
+		go func() { r.done <- mgr.Start(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-r.done; err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		})
+		return r
+	}
+	a, b := start("a"), start("b")
+
+	for _, r := range []*replica{a, b} {
+		for _, path := range []string{"/healthz", "/readyz"} {
+			if err := eventuallyOK("http://" + r.probes + path); err != nil {
+				t.Errorf("replica %s: %v", r.name, err)
+			}
+		}
+	}
+
+	var leader, standby *replica
+	select {
+	case <-a.leads:
+		leader, standby = a, b
+	case <-b.leads:
+		leader, standby = b, a
+	case <-time.After(30 * time.Second):
+		t.Fatal("no replica became the leader in 30 s")
+	}
+	select {
+	case <-standby.leads:
+		t.Fatalf("both replicas lead")
+	case <-time.After(3 * time.Second):
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var lease coordinationv1.Lease
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: "default", Name: leaderElectionID}, &lease); err != nil {
+		t.Fatalf("the Lease %s: %v", leaderElectionID, err)
+	}
+	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+		t.Errorf("the Lease has no holder: %+v", lease.Spec)
+	}
+
+	leader.cancel()
+	select {
+	case <-standby.leads:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("replica %s did not take over within 20 s of the leader stopping", standby.name)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// eventuallyOK polls url until it answers 200, for up to 20 s.
+func eventuallyOK(url string) error {
+	deadline := time.Now().Add(20 * time.Second)
+	var last error
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("status %s", resp.Status)
+		}
+		last = err
+		time.Sleep(100 * time.Millisecond)
+	}
+	return errors.Join(fmt.Errorf("GET %s never answered 200", url), last)
+}
