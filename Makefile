@@ -55,6 +55,7 @@ test: deps fmt-check vet cross
 
 FUZZTIME ?= 30s
 FUZZ_TARGETS := ./pipelines/store:FuzzDecodeNative ./pipelines/chhttp:FuzzTranscodeNative \
+	./operator/internal/intake:FuzzDecodeDetectorAlert ./operator/internal/intake:FuzzDecodeGrafana ./operator/internal/intake:FuzzDecodeAlertmanager ./operator/internal/intake:FuzzGrafanaSignedRequest \
 	./agents/intake:FuzzLineProtocol ./agents/intake:FuzzOTLPHTTP ./agents/spool:FuzzRecovery \
 	./agents/collect:FuzzParseInterrupts ./agents/collect:FuzzParseNetDev ./agents/collect:FuzzParseSoftirqs \
 	./pipelines/ingest:FuzzAppendTraces ./pipelines/ingest:FuzzAppendMetrics ./pipelines/ingest:FuzzSpanDecoderMatchesPdata \

@@ -1,0 +1,164 @@
+package intake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// KafkaConsumer reads the detector's alerts topic as a member of a consumer
+// group and hands the firing alerts of each poll to a Sink, then commits
+// the poll's offsets. A record that is not a valid spikehunt.alert/v1
+// document is counted, logged and committed with the rest: a poison record
+// never stops the partition.
+type KafkaConsumer struct {
+	cfg     KafkaConfig
+	sink    Sink
+	log     *slog.Logger
+	cl      *kgo.Client
+	metrics *kafkaMetrics
+}
+
+// NewKafkaConsumer creates the group member; it connects lazily and
+// consumes nothing until Run.
+func NewKafkaConsumer(cfg KafkaConfig, sink Sink, log *slog.Logger) (*KafkaConsumer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if sink == nil {
+		return nil, errors.New("intake: kafka: no sink")
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	start := kgo.NewOffset().AtStart()
+	if cfg.StartAt == StartAtLatest {
+		start = kgo.NewOffset().AtEnd()
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ClientID(cfg.ClientID),
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.ConsumeTopics(cfg.Topic),
+		kgo.ConsumeResetOffset(start),
+		// Offsets are committed by Run after the sink took the poll's
+		// alerts, never by a timer that may run before.
+		kgo.DisableAutoCommit(),
+		// A rebalance waits until the poll is handed on and committed, so
+		// the next owner of a partition starts after what this member
+		// delivered, not before it (which would deliver it twice).
+		kgo.BlockRebalanceOnPoll(),
+	}
+	if cfg.SessionTimeout > 0 {
+		opts = append(opts, kgo.SessionTimeout(cfg.SessionTimeout), kgo.HeartbeatInterval(cfg.SessionTimeout/10))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("intake: kafka: %w", err)
+	}
+	return &KafkaConsumer{cfg: cfg, sink: sink, log: log, cl: cl, metrics: newKafkaMetrics()}, nil
+}
+
+// Register adds the consumer's metrics to reg.
+func (c *KafkaConsumer) Register(reg prometheus.Registerer) error { return c.metrics.register(reg) }
+
+// Run consumes until ctx ends, then leaves the group and closes the
+// client; it returns nil then. A poll whose alerts the sink has not taken
+// when ctx ends is not committed: the group's next member reads it again.
+func (c *KafkaConsumer) Run(ctx context.Context) error {
+	defer func() {
+		// Leaving the group is a rebalance, which BlockRebalanceOnPoll holds
+		// until allowed: without this Close would wait for ever when Run
+		// stops between a poll and its commit.
+		c.cl.AllowRebalance()
+		c.cl.Close()
+	}()
+	for {
+		fetches := c.cl.PollRecords(ctx, c.cfg.MaxPollRecords)
+		if fetches.IsClientClosed() {
+			return errors.New("intake: kafka: client closed")
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		fetches.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+				c.log.Warn("intake: kafka: fetch", "topic", topic, "partition", p, "err", err)
+			}
+		})
+		var alerts []Alert
+		polled := 0
+		fetches.EachRecord(func(r *kgo.Record) {
+			polled++
+			if a, ok := c.decode(r); ok {
+				alerts = append(alerts, a)
+			}
+		})
+		if len(alerts) > 0 {
+			if err := c.emit(ctx, alerts); err != nil {
+				return nil // ctx ended; nothing of this poll is committed
+			}
+		}
+		if polled > 0 {
+			// The alerts are handed on: commit them even if ctx just ended,
+			// or the next member delivers them again.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			err := c.cl.CommitUncommittedOffsets(cctx)
+			cancel()
+			if err != nil {
+				c.metrics.commitErrors.Inc()
+				c.log.Warn("intake: kafka: commit offsets; their records come again after a restart or rebalance", "err", err)
+			}
+		}
+		c.cl.AllowRebalance()
+	}
+}
+
+// decode turns one record into an Alert, counting and logging what it
+// refuses or skips.
+func (c *KafkaConsumer) decode(r *kgo.Record) (Alert, bool) {
+	a, skip, err := decodeDetectorAlert(r.Value, c.cfg.Clock.Now())
+	if err != nil {
+		reason := reasonOf(err)
+		c.metrics.rejected.WithLabelValues(reason).Inc()
+		c.log.Warn("intake: kafka: record skipped", "reason", reason, "topic", r.Topic, "partition", r.Partition,
+			"offset", r.Offset, "err", err)
+		return Alert{}, false
+	}
+	c.metrics.accepted.Inc()
+	if skip != "" {
+		c.metrics.skipped.WithLabelValues(skip).Inc()
+		return Alert{}, false
+	}
+	return a, true
+}
+
+// emit hands alerts to the sink, retrying with backoff until it takes
+// them or ctx ends.
+func (c *KafkaConsumer) emit(ctx context.Context, alerts []Alert) error {
+	for wait := time.Duration(0); ; {
+		err := c.sink.Emit(ctx, alerts)
+		if err == nil {
+			c.metrics.emitted.Add(float64(len(alerts)))
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		c.metrics.emitErrors.Inc()
+		wait = min(max(2*wait, 100*time.Millisecond), 10*time.Second)
+		c.log.Warn("intake: kafka: the operator did not take the alerts; retrying", "alerts", len(alerts), "in", wait, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
