@@ -115,8 +115,9 @@ type Spec struct {
 	// the CPUs the governor chooses.
 	CPUs []int
 	// Govern is how a recorder that runs a process governs it: the
-	// engine fills it from its own configuration and the host's heat;
-	// a request's value is ignored.
+	// engine fills it from its own configuration and the host's heat. A
+	// request's Nice and IOClass count only where they are gentler (a
+	// higher nice, idle IO); its CPUs are ignored (see CPUs).
 	Govern GovernConfig
 }
 
@@ -193,6 +194,9 @@ func (s Spec) Validate() error {
 		if c < 0 || c >= MaxCPUList {
 			return fmt.Errorf("%w: CPU %d", ErrInvalid, c)
 		}
+	}
+	if err := s.Govern.Validate(); err != nil {
+		return err
 	}
 	return s.Trigger.Validate()
 }

@@ -41,6 +41,8 @@ type Status struct {
 	// FireToDump is from the firing request's completion (or the remote
 	// fire) to the pre-window dump being on disk.
 	FireToDump time.Duration `json:"fire_to_dump_ns,omitempty"`
+	// Cause is what fired the capture, from Fired on.
+	Cause *FireCause `json:"cause,omitempty"`
 	// Location is where the artifact is: its record's URL in the store
 	// (file:///… or s3://…), or the work directory when the engine has
 	// no store. Files are the files' URLs, in the record's order.
@@ -66,6 +68,7 @@ type Engine struct {
 	ring     *requestRing
 	wg       sync.WaitGroup
 	closed   bool
+	onChange []func(id string)
 	m        *engineMetrics
 }
 
@@ -130,7 +133,7 @@ func (e *Engine) Arm(ctx context.Context, spec Spec) (Status, error) {
 	if free, err := freeBytes(e.cfg.Dir); err == nil && free < e.cfg.MinFreeBytes {
 		return Status{}, fmt.Errorf("%w: %s has %d MiB free, under the %d MiB floor", ErrBusy, e.cfg.Dir, free>>20, e.cfg.MinFreeBytes>>20)
 	}
-	spec.Govern = e.cfg.Govern
+	spec.Govern = e.cfg.Govern.gentler(spec.Govern)
 	if len(spec.CPUs) > 0 {
 		spec.Govern.CPUs = spec.CPUs
 	} else if len(spec.Govern.CPUs) == 0 {
@@ -197,7 +200,28 @@ func (e *Engine) Arm(ctx context.Context, spec Spec) (Status, error) {
 	e.m.armed.Inc()
 	e.cfg.Log.Info("capture armed", "id", spec.ID, "backend", spec.Backend, "profile", spec.Profile, "cpus", spec.Govern.CPUs)
 	go e.run(runCtx, c)
+	e.changed(spec.ID)
 	return st, nil
+}
+
+// OnChange registers fn to be told the id of a capture whose state
+// changed: armed, fired, or ended (Collected, Failed, Aborted, Disarmed).
+// fn runs on the goroutine that made the change, after the engine's lock
+// is released, so it may call Get; it must return quickly, and it may be
+// told of two changes of one capture out of order: Get has the latest.
+func (e *Engine) OnChange(fn func(id string)) {
+	e.mu.Lock()
+	e.onChange = append(e.onChange, fn)
+	e.mu.Unlock()
+}
+
+func (e *Engine) changed(id string) {
+	e.mu.Lock()
+	fns := e.onChange
+	e.mu.Unlock()
+	for _, fn := range fns {
+		fn(id)
+	}
 }
 
 func (e *Engine) backendNames() []string {
@@ -395,4 +419,5 @@ func (e *Engine) setState(c *armed, s State, err error) {
 	}
 	e.refreshArmedLocked()
 	e.mu.Unlock()
+	e.changed(c.spec.ID)
 }

@@ -33,9 +33,10 @@ func (e *Engine) run(ctx context.Context, c *armed) {
 	}
 	fireAt := cause.RequestAt
 	e.mu.Lock()
-	c.status.State, c.status.FiredAt, c.status.FireToDump = Fired, fireAt, dumped.Sub(fireAt)
+	c.status.State, c.status.FiredAt, c.status.FireToDump, c.status.Cause = Fired, fireAt, dumped.Sub(fireAt), &cause
 	e.refreshArmedLocked()
 	e.mu.Unlock()
+	e.changed(c.spec.ID)
 	e.m.fireToDump.Observe(dumped.Sub(fireAt).Seconds())
 	e.cfg.Log.Info("capture fired", "id", c.spec.ID, "trigger", cause.Kind, "latency", cause.Latency, "fire_to_dump", dumped.Sub(fireAt))
 
@@ -81,6 +82,7 @@ func (e *Engine) run(ctx context.Context, c *armed) {
 	c.status.State, c.status.Location, c.status.Files, c.status.Metadata = Collected, loc, files, md
 	e.refreshArmedLocked()
 	e.mu.Unlock()
+	e.changed(c.spec.ID)
 	e.m.done.WithLabelValues(string(Collected)).Inc()
 	e.cfg.Log.Info("capture collected", "id", c.spec.ID, "location", loc, "bytes", md.Bytes, "lost", md.Lost, "overruns", md.Overruns)
 }

@@ -3,6 +3,7 @@ package capture
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -287,6 +288,77 @@ func TestEngineGovernsWithTheCoolestCPUs(t *testing.T) {
 	}
 	if len(g2.CPUs) != 1 || g2.CPUs[0] != 2 {
 		t.Errorf("a spec's own CPUs %v were not kept", g2.CPUs)
+	}
+}
+
+func TestARequestMayOnlySoftenTheAgentsGovernance(t *testing.T) {
+	b := &fileBackend{}
+	e := newTestEngine(t, b, func(c *EngineConfig) { c.Govern = GovernConfig{Nice: 10, IOClass: "best-effort", CPUs: []int{0}} })
+	ctx := context.Background()
+	for i, req := range []GovernConfig{
+		{Nice: 19, IOClass: "idle", CPUs: []int{1}}, // gentler: taken, but not its CPUs
+		{Nice: 0, IOClass: ""},                      // harsher: the agent's stays
+	} {
+		if _, err := e.Arm(ctx, Spec{ID: fmt.Sprint("s", i), Backend: Perf, Govern: req}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []GovernConfig{{Nice: 19, IOClass: "idle", CPUs: []int{0}}, {Nice: 10, IOClass: "best-effort", CPUs: []int{0}}}
+	for i, w := range want {
+		if g := b.specs[i].Govern; g.Nice != w.Nice || g.IOClass != w.IOClass || len(g.CPUs) != 1 || g.CPUs[0] != 0 {
+			t.Errorf("request %d governed %+v, want %+v", i, g, w)
+		}
+	}
+	if _, err := e.Arm(ctx, Spec{ID: "bad", Backend: Perf, Govern: GovernConfig{Nice: 20}}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("nice 20: %v, want ErrInvalid", err)
+	}
+}
+
+func TestEngineTellsOfEveryChangeAndWhatFired(t *testing.T) {
+	b := &fileBackend{}
+	e := newTestEngine(t, b, nil)
+	var mu sync.Mutex
+	var seen []State
+	e.OnChange(func(id string) {
+		st, _ := e.Get(id) // allowed: the engine's lock is released
+		mu.Lock()
+		seen = append(seen, st.State)
+		mu.Unlock()
+	})
+	ctx := context.Background()
+	if _, err := e.Arm(ctx, Spec{ID: "n1", Backend: Perf, Post: 200 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Fire("n1", "alert 7"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, _ := e.Get("n1")
+		if st.State == Fired || st.State.Terminal() {
+			if st.Cause == nil || st.Cause.Kind != "remote" || st.Cause.Reason != "alert 7" {
+				t.Errorf("fired capture's cause %+v, want remote, alert 7", st.Cause)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("never fired")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st, _ := e.Wait(ctx, "n1"); st.State != Collected {
+		t.Fatalf("ended %s: %s", st.State, st.Error)
+	}
+	if _, err := e.Arm(ctx, Spec{ID: "n2", Backend: Perf}); err != nil {
+		t.Fatal(err)
+	}
+	e.Disarm("n2")
+	mu.Lock()
+	defer mu.Unlock()
+	// Each change is told once; a listener reading Get may see a later
+	// state than the change it was told of, never an earlier one.
+	if len(seen) != 5 || seen[len(seen)-1] != Disarmed {
+		t.Errorf("told of %v, want 5 changes (armed, fired, collected, armed, disarmed)", seen)
 	}
 }
 

@@ -128,6 +128,19 @@ type GovernConfig struct {
 	IOClass string
 }
 
+// gentler returns c with req's nice and IO class wherever they are
+// gentler on the host: the higher nice, idle over best-effort over leaving
+// the class as it is. A request can soften the agent's governance, never
+// loosen it. The CPUs stay c's (Spec.CPUs is a request's pinning).
+func (c GovernConfig) gentler(req GovernConfig) GovernConfig {
+	c.Nice = max(c.Nice, req.Nice)
+	rank := map[string]int{"": 0, "best-effort": 1, "idle": 2}
+	if rank[req.IOClass] > rank[c.IOClass] {
+		c.IOClass = req.IOClass
+	}
+	return c
+}
+
 // Validate checks the bounds.
 func (c GovernConfig) Validate() error {
 	if c.Nice < 0 || c.Nice > 19 {
