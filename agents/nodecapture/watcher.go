@@ -338,22 +338,33 @@ func (w *Watcher) stop() error {
 			continue
 		}
 		w.cfg.Engine.Disarm(a.id)
-		c, err := w.client.get(ctx, key)
-		if err != nil {
-			if !apierrors.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("capture %s: %w", key, err))
-			}
-			continue
-		}
 		msg := fmt.Sprintf("the agent on node %s stopped and disarmed the capture; the ring was lost", w.cfg.Node)
 		if st.State == capture.Fired {
 			msg = fmt.Sprintf("the agent on node %s stopped during the post-window; the capture was dropped before its upload", w.cfg.Node)
 		}
-		if err := w.report(ctx, c, failStatus(c, ReasonAgentStopped, msg, w.cfg.Now())); err != nil {
-			errs = append(errs, err)
+		if err := w.reportStopped(ctx, key, msg); err != nil {
+			errs = append(errs, fmt.Errorf("capture %s: %w", key, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// reportStopped marks a Capture Failed for a stopping agent, reading it
+// fresh for each attempt.
+func (w *Watcher) reportStopped(ctx context.Context, key cache.ObjectName, msg string) error {
+	for attempt := 0; ; attempt++ {
+		c, err := w.client.get(ctx, key)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		err = w.report(ctx, c, failStatus(c, ReasonAgentStopped, msg, w.cfg.Now()))
+		if !errors.Is(err, errStale) || attempt == 3 {
+			return err
+		}
+	}
 }
 
 // Register adds the Watcher's metrics to reg.

@@ -51,6 +51,8 @@ type CaptureConfig struct {
 	// Store is where sealed artifacts go: a local folder (default
 	// <dir>/store) or an S3 bucket.
 	Store capture.StoreConfig `yaml:"store"`
+	// Kube arms this node's Capture objects (capture_kube.go).
+	Kube CaptureKubeConfig `yaml:"kube"`
 }
 
 func defaultCaptureConfig() CaptureConfig {
@@ -181,7 +183,7 @@ func (c CaptureConfig) validate() error {
 			return fmt.Errorf("capture.backends: unknown backend %q (perf, ftrace, bpftrace, wpr)", b)
 		}
 	}
-	return nil
+	return c.Kube.validate()
 }
 
 // newBackend makes one backend; each reports on Check whether this OS and

@@ -28,7 +28,8 @@ func TestConfigLoadsEveryKeyOfTheSample(t *testing.T) {
 		cfg.Intake.SampleEvery != 20, cfg.Intake.SampledPerSecond != 200, cfg.Intake.ServiceSlowThresholds["billy"] != 100*time.Millisecond,
 		cfg.Export.MaxSpans != 1000, len(cfg.Kafka.Brokers) != 2, cfg.Kafka.Compression != "zstd",
 		cfg.Spool.MaxBytes != 128<<20, cfg.Spool.FsyncInterval != 500*time.Millisecond, cfg.Listen != "0.0.0.0:9464",
-		cfg.Runtime.GoMaxProcs != 2, cfg.Runtime.TimerSlack != 2*time.Millisecond:
+		cfg.Runtime.GoMaxProcs != 2, cfg.Runtime.TimerSlack != 2*time.Millisecond,
+		cfg.Capture.Kube.Enabled == nil || !*cfg.Capture.Kube.Enabled:
 		t.Fatalf("loaded %+v", cfg)
 	}
 	// Keys the sample leaves out keep their defaults.
@@ -49,6 +50,7 @@ func TestConfigMistakesAreClearErrors(t *testing.T) {
 		{"intake:\n  sample_every: -3\n", "sample_every"},
 		{"runtime:\n  gomaxprocs: -1\n", "runtime.gomaxprocs"},
 		{"runtime:\n  timer_slack: 1s\n", "runtime.timer_slack"},
+		{"capture:\n  kube:\n    kubeconfig: /no/such/kubeconfig\n", "capture.kube.kubeconfig"},
 	} {
 		p := filepath.Join(t.TempDir(), "c.yaml")
 		os.WriteFile(p, []byte(tc.yaml), 0o644)

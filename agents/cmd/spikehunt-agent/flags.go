@@ -42,6 +42,8 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	capSock := fs.String("capture.socket", def.Capture.Socket, "capture control socket (root only; empty disables)")
 	capBackends := fs.String("capture.backends", strings.Join(def.Capture.Backends, ","), "capture backends to enable")
 	capScripts := fs.String("capture.script-dir", def.Capture.ScriptDir, "allow-listed bpftrace scripts (an admin's folder)")
+	capKube := fs.Bool("capture.kube.enabled", false, "arm this node's Capture objects (default: when in a cluster or --capture.kube.kubeconfig is set)")
+	capKubeconfig := fs.String("capture.kube.kubeconfig", "", "kubeconfig for --capture.kube outside the cluster (default: the in-cluster ServiceAccount)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return Config{}, err
@@ -87,5 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	apply("capture.socket", func() { cfg.Capture.Socket = *capSock })
 	apply("capture.backends", func() { cfg.Capture.Backends = strings.Split(*capBackends, ",") })
 	apply("capture.script-dir", func() { cfg.Capture.ScriptDir = *capScripts })
+	apply("capture.kube.enabled", func() { cfg.Capture.Kube.Enabled = capKube })
+	apply("capture.kube.kubeconfig", func() { cfg.Capture.Kube.Kubeconfig = *capKubeconfig })
 	return cfg, nil
 }

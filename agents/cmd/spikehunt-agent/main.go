@@ -96,6 +96,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if eng != nil {
 		in.Tap(eng.Observe)
 	}
+	// Deferred after stopCapture, so it runs first: the watcher disarms
+	// and reports its captures before the engine closes.
+	stopCaptureWatcher, err := startCaptureWatcher(ctx, cfg.Capture.Kube, eng, res.NodeName,
+		cfg.Resource.NodeName != "" || os.Getenv("NODE_NAME") != "", log, reg)
+	if err != nil {
+		return err
+	}
+	defer stopCaptureWatcher()
 	sp, rec, err := spool.Open(cfg.Spool, log)
 	if err != nil {
 		return err
