@@ -29,10 +29,10 @@ func (idleBackend) New(capture.Spec, string) (capture.Recorder, error) {
 
 type idleRecorder struct{}
 
-func (idleRecorder) Arm(context.Context) error                      { return nil }
-func (idleRecorder) Fire(context.Context) error                     { return nil }
+func (idleRecorder) Arm(context.Context) error                       { return nil }
+func (idleRecorder) Fire(context.Context) error                      { return nil }
 func (idleRecorder) Collect(context.Context) (capture.Result, error) { return capture.Result{}, nil }
-func (idleRecorder) Disarm() error                                  { return nil }
+func (idleRecorder) Disarm() error                                   { return nil }
 
 // A report computed from a stale read meets a Conflict (the write is
 // conditional on the resourceVersion read), is decided again from the
