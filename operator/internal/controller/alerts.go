@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
-	"github.com/spikehunt/spikehunt/operator/internal/policy"
+	"github.com/spikehunt/spikehunt/operator/policy"
 )
 
 // Defaults of AlertInboxConfig.

@@ -1,6 +1,6 @@
 // Package controller holds the operator's reconcilers, one per concern
 // (STYLE.md): each fetches its object (ignoring not found), gathers its
-// inputs, calls a pure policy function from operator/internal/policy and
+// inputs, calls a pure policy function from operator/policy and
 // writes status only when it changed. cmd/main.go registers them with the
 // manager.
 //

@@ -19,15 +19,19 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
-	"github.com/spikehunt/spikehunt/operator/internal/policy"
+	"github.com/spikehunt/spikehunt/operator/policy"
 	"github.com/spikehunt/spikehunt/pipelines/store"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv("SPIKEHUNT_TEST_LOG") != "" {
+		ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
+	}
 	code := m.Run()
 	testenv.StopShared()
 	os.Exit(code)
@@ -356,3 +360,23 @@ func nodesOf(cs []v1alpha1.Capture) []string {
 }
 
 func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
+
+// recordingDeleter is the other side of ArtifactDeleter: it records the
+// artifacts it was asked to delete.
+type recordingDeleter struct {
+	mu      sync.Mutex
+	deleted []string
+}
+
+func (d *recordingDeleter) DeleteArtifact(_ context.Context, armingID string, _ v1alpha1.Artifact) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.deleted = append(d.deleted, armingID)
+	return nil
+}
+
+func (d *recordingDeleter) ids() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.deleted)
+}

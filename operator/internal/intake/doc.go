@@ -7,7 +7,7 @@
 // Each source is a pure decoder of untrusted bytes (decodeDetectorAlert,
 // decodeGrafana, decodeAlertmanager: fuzzed) plus a thin wrapper that owns
 // the I/O. Alert.Policy and PolicySink map an Alert onto the Alert of
-// operator/internal/policy, as that package documents. Authentication
+// operator/policy, as that package documents. Authentication
 // happens before a body is parsed:
 //
 //   - Grafana: hex HMAC-SHA256 of "<timestamp>:<body>" with the contact

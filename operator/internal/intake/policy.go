@@ -4,7 +4,7 @@ import (
 	"context"
 	"slices"
 
-	"github.com/spikehunt/spikehunt/operator/internal/policy"
+	"github.com/spikehunt/spikehunt/operator/policy"
 )
 
 // Policy is the alert as the policy functions take it. The Key is the

@@ -6,10 +6,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/spikehunt/spikehunt/operator/internal/policy"
+	"github.com/spikehunt/spikehunt/operator/policy"
 )
 
-// The mapping operator/internal/policy documents for its Alert.
+// The mapping operator/policy documents for its Alert.
 func TestAlertPolicy(t *testing.T) {
 	a, _, err := decodeDetectorAlert(readTestdata(t, "pattern.json"), received)
 	if err != nil {
