@@ -99,6 +99,17 @@ func newEnv(t *testing.T) *env {
 	return &env{admin: admin, agent: agent, ns: ns}
 }
 
+// another returns the environment with a second namespace of the test's.
+func (e *env) another(t *testing.T, suffix string) *env {
+	t.Helper()
+	o := *e
+	o.ns = e.ns + "-" + suffix
+	if err := e.admin.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.ns}}); err != nil {
+		t.Fatal(err)
+	}
+	return &o
+}
+
 func createAll(ctx context.Context, c client.Client, objs []client.Object) error {
 	for _, obj := range objs {
 		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {

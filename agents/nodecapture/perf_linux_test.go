@@ -54,7 +54,7 @@ func TestThePerfRecorderOfACaptureFiresOnTheSlowRequestAndIsUploaded(t *testing.
 	e.capture(t, "slow", "node-p", profile, trigger)
 	e.capture(t, "elsewhere", "node-q", profile, trigger)
 	armed := e.waitPhase(t, "slow", capturev1alpha1.PhaseArmed, 30*time.Second)
-	id := nodecapture.CaptureID(e.ns, "slow")
+	id := "slow"
 	if st, ok := eng.Get(id); !ok || st.State != capture.Armed || st.Backend != capture.Perf {
 		t.Fatalf("engine: %+v %v", st, ok)
 	}
@@ -116,7 +116,7 @@ func TestThePerfRecorderOfACaptureFiresOnTheSlowRequestAndIsUploaded(t *testing.
 	if c := e.get(t, "elsewhere"); c.Status.Phase != "" {
 		t.Errorf("node-q's Capture went %s on node-p's agent", c.Status.Phase)
 	}
-	if _, ok := eng.Get(nodecapture.CaptureID(e.ns, "elsewhere")); ok {
+	if _, ok := eng.Get("elsewhere"); ok {
 		t.Error("node-p's engine armed node-q's Capture")
 	}
 
@@ -139,7 +139,7 @@ func TestThePerfRecorderOfACaptureFiresOnTheSlowRequestAndIsUploaded(t *testing.
 		if err := e.admin.Delete(context.Background(), c); err != nil {
 			t.Fatal(err)
 		}
-		id := nodecapture.CaptureID(e.ns, "deleted")
+		id := "deleted"
 		eventually(t, 30*time.Second, "disarmed", func() error { return seen.saw(id, capture.Disarmed) })
 		if got := seen.of(id); got[len(got)-1] != capture.Disarmed {
 			t.Errorf("engine states %v", got)

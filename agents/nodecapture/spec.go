@@ -1,35 +1,25 @@
 package nodecapture
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
 	capturev1alpha1 "github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 )
 
-// CaptureID is the engine's id for the Capture namespace/armingID: it names
-// the capture's work folder and its artifact (captures/<id>.json in the
-// store), so it is what `spikehunt-agent capture get|fire|disarm` take on
-// the node.
+// CaptureID is the engine's id for a Capture: its spec.armingID, as the
+// API says ("the agent uses it as the capture's id, which names its folder
+// and its artifact"). The operator indexes the capture under it and
+// deletes captures/<armingID>.json from the store at retention, and a
+// person on the node gives it to `spikehunt-agent capture get|fire|disarm`:
+// one id everywhere. The API server checks it against the same rule as
+// capture.ValidName; SpecFor checks it again.
 //
-// It is "<namespace>.<armingID>". The arming id alone is unique only
-// within a namespace — the operator derives it from the policy's name, so
-// two policies of one name in two namespaces arm the same ids on a node —
-// and a namespace holds no '.', so the pair stays unambiguous. The id rule
-// (capture.ValidName) allows 128 bytes; a longer pair is cut and ends in 16
-// hex digits of its sha256, so it stays unique and deterministic.
-func CaptureID(namespace, armingID string) string {
-	id := namespace + "." + armingID
-	if len(id) <= maxIDLength {
-		return id
-	}
-	sum := sha256.Sum256([]byte(id))
-	return id[:maxIDLength-17] + "-" + hex.EncodeToString(sum[:8])
-}
-
-const maxIDLength = 128
+// An arming id is unique within its namespace. Two Captures of one node
+// with the same id in two namespaces cannot both run: the second is Failed
+// ("capture id … is taken"), and a second artifact under an id the store
+// already holds is refused by the store, never overwritten.
+func CaptureID(c *capturev1alpha1.Capture) string { return c.Spec.ArmingID }
 
 // SpecFor maps a Capture to the engine's request. The API server checked
 // the Capture against the CRD's rules; the engine checks the result again
@@ -43,11 +33,11 @@ const maxIDLength = 128
 //	spec.profile.pre, post        → Pre, Post
 //	spec.profile.overhead         → Govern.Nice, Govern.IOClass: only where gentler than the agent's
 //	spec.trigger                  → Trigger (unset: fired only remotely or by hand)
-//	namespace, spec.armingID      → ID (CaptureID)
+//	spec.armingID                 → ID (CaptureID)
 func SpecFor(c *capturev1alpha1.Capture) (capture.Spec, error) {
 	p := c.Spec.Profile
 	s := capture.Spec{
-		ID:      CaptureID(c.Namespace, c.Spec.ArmingID),
+		ID:      CaptureID(c),
 		Backend: string(p.Backend),
 		Profile: p.Profile,
 		Script:  p.Script,

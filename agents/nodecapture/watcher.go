@@ -207,6 +207,15 @@ func (w *Watcher) sync(ctx context.Context, key cache.ObjectName, c *capturev1al
 		w.release(key, a, "its Capture was replaced")
 		a = nil
 	}
+	if c.DeletionTimestamp != nil {
+		// Deleted, and waiting for the operator's finalizer (which
+		// deletes the artifact and the index row): the recorder stops
+		// now; the arming is forgotten when the object goes.
+		if a != nil {
+			w.disarm(a, "its Capture is being deleted")
+		}
+		return nil
+	}
 	phase := c.Status.Phase
 	if phase == "" {
 		phase = capturev1alpha1.PhasePending

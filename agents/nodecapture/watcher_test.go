@@ -124,7 +124,7 @@ func TestTheAgentArmsOnlyItsNodesCapturesAndReportsThemUntilUploaded(t *testing.
 	if c.Status.ArmedAt == nil || cond == nil || cond.Status != metav1.ConditionTrue || c.Status.ObservedGeneration != c.Generation {
 		t.Errorf("armed status %+v", c.Status)
 	}
-	id := nodecapture.CaptureID(e.ns, "mine")
+	id := "mine"
 	if st, ok := eng.Get(id); !ok || st.State != capture.Armed {
 		t.Fatalf("engine has %s: %v %s", id, ok, st.State)
 	}
@@ -132,7 +132,7 @@ func TestTheAgentArmsOnlyItsNodesCapturesAndReportsThemUntilUploaded(t *testing.
 		if c := e.get(t, "theirs"); c.Status.Phase != "" {
 			return fmt.Errorf("node-b's Capture went %s on node-a's agent", c.Status.Phase)
 		}
-		if _, ok := eng.Get(nodecapture.CaptureID(e.ns, "theirs")); ok {
+		if _, ok := eng.Get("theirs"); ok {
 			return errors.New("node-a's engine armed node-b's Capture")
 		}
 		return nil
@@ -208,20 +208,45 @@ func TestACaptureDeletedOrExpiredWhileArmedIsDisarmed(t *testing.T) {
 
 	e.capture(t, "deleted", "node-d", ftrace, nil)
 	e.capture(t, "expired", "node-d", ftrace, nil)
-	e.waitPhase(t, "deleted", capturev1alpha1.PhaseArmed, 20*time.Second)
-	e.waitPhase(t, "expired", capturev1alpha1.PhaseArmed, 20*time.Second)
+	e.capture(t, "finalized", "node-d", ftrace, nil)
+	for _, name := range []string{"deleted", "expired", "finalized"} {
+		e.waitPhase(t, name, capturev1alpha1.PhaseArmed, 20*time.Second)
+	}
 
 	if err := e.admin.Delete(context.Background(), e.get(t, "deleted")); err != nil {
 		t.Fatal(err)
 	}
 	e.setPhase(t, "expired", capturev1alpha1.PhaseExpired) // the operator: its epoch rotated away
+	// The operator's artifact finalizer holds a deleted Capture until the
+	// artifact and index row are gone; its recorder stops at once.
+	ctx := context.Background()
+	fin := e.get(t, "finalized")
+	patch := client.MergeFrom(fin.DeepCopy())
+	fin.Finalizers = []string{"capture.spikehunt.io/artifact"}
+	if err := e.admin.Patch(ctx, fin, patch); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.admin.Delete(ctx, fin); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "finalized disarmed while its object waits", func() error { return seen.saw("finalized", capture.Disarmed) })
+	if fin = e.get(t, "finalized"); fin.DeletionTimestamp == nil || fin.Status.Phase != capturev1alpha1.PhaseArmed {
+		t.Errorf("the terminating Capture: deletionTimestamp %v, phase %s (the agent writes nothing to it)", fin.DeletionTimestamp, fin.Status.Phase)
+	}
+	patch = client.MergeFrom(fin.DeepCopy())
+	fin.Finalizers = nil
+	if err := e.admin.Patch(ctx, fin, patch); err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range []string{"deleted", "expired"} {
-		id := nodecapture.CaptureID(e.ns, name)
+		id := name
 		eventually(t, 20*time.Second, name+" disarmed", func() error { return seen.saw(id, capture.Disarmed) })
 	}
-	eventually(t, 5*time.Second, "the deleted capture forgotten", func() error {
-		if _, ok := eng.Get(nodecapture.CaptureID(e.ns, "deleted")); ok {
-			return errors.New("still listed")
+	eventually(t, 5*time.Second, "the deleted captures forgotten", func() error {
+		for _, id := range []string{"deleted", "finalized"} {
+			if _, ok := eng.Get(id); ok {
+				return fmt.Errorf("%s still listed", id)
+			}
 		}
 		return nil
 	})
@@ -256,7 +281,7 @@ func TestARestartedAgentFailsThePreviousAgentsArmingsAndNeverReArmsThem(t *testi
 		if !strings.HasPrefix(c.Status.Message, "agent restarted; the ring was lost") || cond == nil || cond.Reason != nodecapture.ReasonAgentRestarted {
 			t.Errorf("%s: message %q, condition %+v", name, c.Status.Message, cond)
 		}
-		if _, ok := eng.Get(nodecapture.CaptureID(e.ns, name)); ok {
+		if _, ok := eng.Get(name); ok {
 			t.Errorf("%s was armed again", name)
 		}
 	}
@@ -278,7 +303,24 @@ func TestAStoppingAgentDisarmsItsCapturesAndSaysSo(t *testing.T) {
 	if c.Status.Phase != capturev1alpha1.PhaseFailed || cond == nil || cond.Reason != nodecapture.ReasonAgentStopped {
 		t.Errorf("after the agent stopped: %s %q %+v", c.Status.Phase, c.Status.Message, cond)
 	}
-	if st, _ := eng.Get(nodecapture.CaptureID(e.ns, "armed")); st.State != capture.Disarmed || b.live.Load() != 0 {
+	if st, _ := eng.Get("armed"); st.State != capture.Disarmed || b.live.Load() != 0 {
 		t.Errorf("engine state %s, %d recorders live", st.State, b.live.Load())
+	}
+}
+
+func TestOneArmingIDInTwoNamespacesArmsOnce(t *testing.T) {
+	e := newEnv(t)
+	other := e.another(t, "other") // a policy of the same name in another namespace
+	eng, _ := newEngine(t, "node-g", &fileBackend{})
+	e.startWatcher(t, "node-g", eng)
+	e.capture(t, "checkout-node-g-bait-0123456789abcdef", "node-g", ftrace, nil)
+	e.waitPhase(t, "checkout-node-g-bait-0123456789abcdef", capturev1alpha1.PhaseArmed, 20*time.Second)
+	other.capture(t, "checkout-node-g-bait-0123456789abcdef", "node-g", ftrace, nil)
+	c := other.waitPhase(t, "checkout-node-g-bait-0123456789abcdef", capturev1alpha1.PhaseFailed, 20*time.Second)
+	if !strings.Contains(c.Status.Message, "is taken by Capture "+e.ns+"/checkout-node-g-bait-0123456789abcdef") {
+		t.Errorf("message %q", c.Status.Message)
+	}
+	if n := len(eng.List()); n != 1 {
+		t.Errorf("%d captures armed, want 1", n)
 	}
 }

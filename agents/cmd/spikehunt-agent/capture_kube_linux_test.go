@@ -19,7 +19,6 @@ import (
 
 	"github.com/spikehunt/spikehunt/agents/capture"
 	"github.com/spikehunt/spikehunt/agents/client"
-	"github.com/spikehunt/spikehunt/agents/nodecapture"
 	capturev1alpha1 "github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
@@ -100,7 +99,7 @@ func TestTheAgentArmsItsNodesCapturesFromTheAPIServer(t *testing.T) {
 		t.Fatalf("uploaded status %+v", c.Status)
 	}
 	// The node's CLI knows it by the id the Capture maps to.
-	if out, err := captureCLI(t, p, "get", nodecapture.CaptureID(ns, "bait")); err != nil || !strings.Contains(out, "Collected") {
+	if out, err := captureCLI(t, p, "get", "bait"); err != nil || !strings.Contains(out, "Collected") {
 		t.Errorf("capture get: %v\n%s", err, out)
 	}
 
