@@ -61,6 +61,7 @@ type arming struct {
 	id     string
 	uid    types.UID
 	armErr error // the engine refused it: the Capture is Failed, nothing runs
+	fired  bool  // spec.fire was passed to the engine
 }
 
 // New checks cfg and makes a Watcher; nothing is listed or armed before
@@ -246,6 +247,15 @@ func (w *Watcher) sync(ctx context.Context, key cache.ObjectName, c *capturev1al
 	if !ok {
 		return w.report(ctx, c, failStatus(c, ReasonDisarmed, fmt.Sprintf(
 			"the capture engine on node %s no longer knows capture %s (forgotten by hand)", w.cfg.Node, a.id), now))
+	}
+	if c.Spec.Fire != nil && st.State == capture.Armed && !a.fired {
+		// A remote fire, once: the engine's state moves on and the
+		// listener brings the Capture back here to report it.
+		a.fired = true
+		if err := w.cfg.Engine.Fire(a.id, c.Spec.Fire.Reason); err != nil {
+			w.cfg.Log.Warn("remote fire refused", "capture", key.String(), "err", err)
+		}
+		st, _ = w.cfg.Engine.Get(a.id)
 	}
 	return w.report(ctx, c, reportStatus(c, st, w.cfg.Node, now))
 }

@@ -67,6 +67,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="has(self.patternID) == has(oldSelf.patternID) && (!has(self.patternID) || self.patternID == oldSelf.patternID)",message="patternID is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.trigger) == has(oldSelf.trigger) && (!has(self.trigger) || self.trigger == oldSelf.trigger)",message="trigger is immutable"
 // +kubebuilder:validation:XValidation:rule="!has(self.trigger) || has(self.trigger.service)",message="a Capture's trigger names its service"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.fire) || (has(self.fire) && self.fire == oldSelf.fire)",message="fire is set once and never changed"
 type CaptureSpec struct {
 	// NodeName is the node whose agent arms the capture; the agent lists
 	// Captures with the field selector spec.nodeName=<its node>.
@@ -126,6 +127,22 @@ type CaptureSpec struct {
 	// only a remote or manual fire does.
 	// +optional
 	Trigger *LocalTrigger `json:"trigger,omitempty"`
+
+	// Fire asks the node to fire the capture now (a remote fire: the
+	// operator on a fleet alert, or a person with kubectl). It can be set
+	// once and never changed; the agent fires an Armed capture the first
+	// time it sees it, and a capture that already fired ignores it.
+	// +optional
+	Fire *FireRequest `json:"fire,omitempty"`
+}
+
+// FireRequest is a remote fire.
+type FireRequest struct {
+	// Reason is kept in the capture's metadata ("alert 1234").
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Reason string `json:"reason"`
 }
 
 // PolicyReference names a CapturePolicy in the same namespace.
