@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spikehunt/spikehunt/operator/policy"
 	"github.com/spikehunt/spikehunt/pipelines/detect"
 	"github.com/spikehunt/spikehunt/pipelines/report"
 	"github.com/spikehunt/spikehunt/pipelines/schema"
@@ -96,7 +97,7 @@ batch carries a deduplication token) and rewrites the same detections.`, stderr)
 	step("detected %d spike windows and %d patterns in %s", len(res.Spikes), len(res.Patterns), res.Timing.Total.Round(time.Millisecond))
 
 	scope := queryScope{service: cfg.Service, from: cfg.Start, to: end.Add(time.Second), rangeText: "over the simulated hours"}
-	text, err := demoFinding(ctx, st, cfg, scope, res)
+	text, _, err := demoFinding(ctx, st, cfg, scope, res, fleetNodes(cfg))
 	if err != nil {
 		return err
 	}
@@ -118,13 +119,15 @@ batch carries a deduplication token) and rewrites the same detections.`, stderr)
 	return nil
 }
 
-// demoFinding words what the detectors found in four steps.
-func demoFinding(ctx context.Context, st store.Store, cfg sim.Config, scope queryScope, res detect.Result) ([]string, error) {
+// demoFinding words what the detectors found in four steps. The fourth is
+// the capture policy's decision over nodes as of the end of the simulated
+// hours, which it also returns.
+func demoFinding(ctx context.Context, st store.Store, cfg sim.Config, scope queryScope, res detect.Result, nodes []policy.Node) ([]string, policy.Decision, error) {
 	var out []string
 	say := func(format string, a ...any) { out = append(out, fmt.Sprintf(format, a...)) }
 	avg, err := averagedView(ctx, st, cfg.Service, scope, res.Spikes)
 	if err != nil {
-		return nil, err
+		return nil, policy.Decision{}, err
 	}
 	say("1. The averaged view")
 	say("   Fleet mean latency %.2f ms and p99 %.1f ms, flat hour after hour: on an averaged dashboard this reads", avg.meanMS, avg.p99MS)
@@ -137,14 +140,14 @@ func demoFinding(ctx context.Context, st store.Store, cfg sim.Config, scope quer
 	say("2. Per host: one machine, or all of them?")
 	hosts, err := loadHosts(ctx, st, scope)
 	if err != nil {
-		return nil, err
+		return nil, policy.Decision{}, err
 	}
 	for _, l := range hostSummaries(hosts, false) {
 		say("   %s.", l)
 	}
 	patterns, err := loadPatterns(ctx, st, scope)
 	if err != nil {
-		return nil, err
+		return nil, policy.Decision{}, err
 	}
 	if len(patterns) == 0 {
 		say("   No fleet pattern: the spikes neither recur per host, nor line up across hosts, nor crowd on a few.")
@@ -180,10 +183,14 @@ func demoFinding(ctx context.Context, st store.Store, cfg sim.Config, scope quer
 	}
 	say("")
 	say("4. What to capture next")
-	for _, l := range captureAdvice(patterns, suspects) {
+	d, alerts, err := decideCaptures(cfg.Service, nodes, patterns, cfg.Start.Add(cfg.Duration))
+	if err != nil {
+		return nil, d, err
+	}
+	for _, l := range captureAdvice(patterns, suspects, nodes, d, alerts) {
 		say("   %s", l)
 	}
-	return out, nil
+	return out, d, nil
 }
 
 // averaged is the fleet's averaged latency over the range, and the mean
@@ -224,51 +231,6 @@ func averagedView(ctx context.Context, st store.Store, service string, scope que
 		a.spikeShare = spikeSeconds / span
 	}
 	return a, nil
-}
-
-// captureAdvice says which captures to arm, where, and how soon they
-// should catch a spike.
-func captureAdvice(patterns []patternView, suspects []patternSuspectView) []string {
-	if len(patterns) == 0 {
-		return []string{"Nothing recurs: keep the detectors running; arm captures when a pattern appears."}
-	}
-	p := patterns[0]
-	armed := min(max(p.HostsAffected/25, 2), 12)
-	if p.Class == classIsolatedHost {
-		armed = p.HostsAffected
-	}
-	var out []string
-	where := fmt.Sprintf("on %d of the %d affected hosts, stratified by hardware class", armed, p.HostsAffected)
-	if p.Class == classIsolatedHost {
-		where = "on " + andList(p.TopHosts[:min(len(p.TopHosts), p.HostsAffected)])
-	}
-	trigger := max(100, min(500, p.TypicalPeakMS/2))
-	out = append(out, "Arm perf flight recorders (cpu-clock at 99 Hz + sched:sched_switch: on- and off-CPU time)",
-		fmt.Sprintf("%s, fired by the agent when a request passes %.0f ms.", where, trigger))
-	if p.RecurrenceIntervalS > 0 {
-		// Each armed host spikes once per interval at its own phase: the
-		// first of them is expected after interval / (armed + 1).
-		every := time.Duration(p.RecurrenceIntervalS * float64(time.Second))
-		wait := every / time.Duration(armed+1)
-		if p.Class == classFleetSynchronized {
-			wait = every
-		}
-		out = append(out, fmt.Sprintf("With a spike every ~%s per host, the first capture should land within ~%s.", spokenDuration(every), spokenDuration(wait)))
-	}
-	for _, s := range suspects {
-		switch {
-		case s.Metric == "system.cpu.time" && s.Mode == "softirq", s.Metric == "spikehunt.softirqs":
-			return append(out, "Add the bpftrace softirq-duration histogram per CPU on the same hosts: how long each NET_RX run",
-				"takes against the 100 µs line (the Linux view of seed 000's DPC-duration chart).")
-		case strings.HasPrefix(s.Metric, "system.network."):
-			return append(out, "Check the interface's state and what feeds it (ip -s link; the switch port): a down interface",
-				"still receiving is traffic the kernel handles and then drops.")
-		case strings.HasPrefix(s.Metric, "system.disk."):
-			return append(out, "Add ftrace block_rq_issue/block_rq_complete on the same hosts: it tells the device's time from",
-				"time spent above it, in a filter layer.")
-		}
-	}
-	return out
 }
 
 // writeReport renders the HTML report.

@@ -48,6 +48,7 @@ func TestDemoFindsTheThousandSpikesAndIsIdempotent(t *testing.T) {
 				t.Fatalf("run %d: the finding lacks %q:\n%s", run, want, out)
 			}
 		}
+		checkDemoBait(t, out, 40, 2*time.Hour)
 		tab, err := store.Select(context.Background(), st, "SELECT count() FROM requests")
 		if err != nil {
 			t.Fatal(err)

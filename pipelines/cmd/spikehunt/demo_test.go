@@ -1,0 +1,118 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/spikehunt/spikehunt/operator/policy"
+	"github.com/spikehunt/spikehunt/pipelines/sim"
+)
+
+// Step 4 is the operator's decision, worded: on a fleet of 1,000 nodes in
+// three classes the bait per class is what policy.Sample deals, the
+// pattern's alert asks for its hosts first, and the fleet's budget of 20 at
+// once admits the alert's armings before the bait and says how many bait it
+// refused.
+func TestDemoCaptureAdviceIsThePolicysDecision(t *testing.T) {
+	var nodes []policy.Node
+	for i := range 1000 {
+		class := []string{"gen3", "gen4", "gen5", "gen5"}[i%4] // gen5 is half the fleet
+		nodes = append(nodes, policy.Node{Name: fmt.Sprintf("node-%04d", i), HWClass: class})
+	}
+	p := patternView{
+		PatternID: "p1", Service: "checkout", Class: classFleetRecurrent, Modifiers: []string{modifierHWClassSkewed},
+		HostsAffected: 1000, HostsTotal: 1000, HostsAffectedShare: 1, RecurrenceIntervalS: 900,
+		HWClassSkew: map[string]float64{"gen3": 0.5, "gen4": 1.4, "gen5": 1.1}, TypicalPeakMS: 700,
+		TopHosts: []string{"node-0005", "node-0001", "node-0002"},
+	}
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	d, alerts, err := decideCaptures("checkout", nodes, []patternView{p}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel := policy.Sample(demoPolicyID, nodes, demoSampling, now)
+	if diff := cmp.Diff(sel, d.Selection); diff != "" {
+		t.Fatalf("the decision's bait is not policy.Sample's (-want +got):\n%s", diff)
+	}
+	if len(alerts) != 1 || cmp.Diff([]string{"gen4", "gen5"}, alerts[0].HWClasses) != "" {
+		t.Fatalf("alert %+v: want the classes spiking more often than the fleet, most skewed first", alerts)
+	}
+	out := strings.Join(captureAdvice([]patternView{p}, nil, nodes, d, alerts), "\n")
+	t.Logf("\n%s", out)
+
+	for _, c := range sel.Classes {
+		if c.Chosen == 0 {
+			t.Errorf("class %s gets no bait", c.Class)
+		}
+		if line := fmt.Sprintf("  %s: %d of %d (", c.Class, c.Chosen, c.Nodes); !strings.Contains(out, line) {
+			t.Errorf("advice lacks %q", line)
+		}
+	}
+	for _, want := range []string{
+		"passes 350 ms",
+		"bait on 5% of the hosts in every hardware class, dealt anew every hour:",
+		// The hosts the alert names come first, whatever their class
+		// (node-0002 is gen3); none of them is bait this hour.
+		"The fleet-recurrent pattern's alert asks for 3 more on gen4 and gen5, where the spikes are more frequent,",
+		"its most affected hosts first: node-0005, node-0001, node-0002.",
+		"Budgets (20 at once in the fleet, 30 min between captures on a node, 6 per pattern per hour):",
+		"20 admitted, 17 bait and 3 for the pattern; refused 33 bait (the fleet's limit at once).",
+		// 20 armed hosts, each spiking every 15 min at its own phase.
+		"With a spike every ~15 min per host, the first capture should land within ~43 s.",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("advice lacks %q", want)
+		}
+	}
+}
+
+// checkDemoBait checks the demo's step 4 against policy.Sample over the
+// same fleet at the end of the simulated hours (the demo's --to): every
+// hardware class gets bait, and the bait per class is the sample's.
+func checkDemoBait(t *testing.T, out string, hosts int, hours time.Duration) {
+	t.Helper()
+	_, to, ok := strings.Cut(out, " --to ")
+	if !ok {
+		t.Fatalf("the demo names no --to:\n%s", out)
+	}
+	end, err := time.Parse(time.RFC3339, strings.Fields(to)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sim.Config{Scenario: sim.ThousandSpikes, Hosts: hosts, Seed: 1, Duration: hours, Start: end.Add(-hours)}.Defaults()
+	nodes := fleetNodes(cfg)
+	sel := policy.Sample(demoPolicyID, nodes, demoSampling, end)
+	if len(sel.Classes) != len(cfg.HWClasses) {
+		t.Fatalf("sample over %v: %+v", cfg.HWClasses, sel.Classes)
+	}
+	for _, c := range sel.Classes {
+		var names []string
+		for _, n := range sel.Nodes {
+			if nodes[nodeIndex(t, n)].HWClass == c.Class {
+				names = append(names, n)
+			}
+		}
+		line := fmt.Sprintf("  %s: %d of %d (%s)", c.Class, c.Chosen, c.Nodes, nameSample(names, 4))
+		if c.Chosen == 0 || !strings.Contains(out, line) {
+			t.Errorf("step 4 lacks the bait of class %s, %q:\n%s", c.Class, line, out)
+		}
+	}
+	for _, want := range []string{"pattern's alert asks for 3 more", fmt.Sprintf("all %d admitted, %d bait and 3 for the pattern.", len(sel.Nodes)+3, len(sel.Nodes))} {
+		if !strings.Contains(out, want) {
+			t.Errorf("step 4 lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// nodeIndex is the index of a simulated node-NNNN.
+func nodeIndex(t *testing.T, name string) int {
+	var i int
+	if _, err := fmt.Sscanf(name, "node-%d", &i); err != nil {
+		t.Fatalf("node %q: %v", name, err)
+	}
+	return i
+}
