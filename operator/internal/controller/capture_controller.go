@@ -66,7 +66,8 @@ type ArtifactDeleter interface {
 //     none, and its Indexed condition says so.
 //   - Retention: every Capture carries FinalizerArtifact. When a Capture
 //     is done (Uploaded, Indexed, Failed, Expired) it is stamped
-//     AnnotationEndedAt; its policy's retention.ttl later it is deleted. On
+//     AnnotationEndedAt; its policy's retention.ttl later, and once its
+//     epoch is over (see retainedUntil), it is deleted. On
 //     deletion, for whatever reason, the artifact (through Artifacts) and
 //     the index row go, then the finalizer.
 //
@@ -267,8 +268,8 @@ func triggerText(c *v1alpha1.Capture) string {
 	return string(c.Status.FiredBy)
 }
 
-// retain stamps a done Capture's end and deletes it when its TTL has
-// passed. It returns how long until then (0: not done yet; -1: deleted).
+// retain stamps a done Capture's end and deletes it when its retention
+// is over. It returns how long until then (0: not done yet; -1: deleted).
 func (r *CaptureReconciler) retain(ctx context.Context, c *v1alpha1.Capture, now time.Time) (time.Duration, error) {
 	if !done(c.Status.Phase) {
 		return 0, nil
@@ -286,11 +287,10 @@ func (r *CaptureReconciler) retain(ctx context.Context, c *v1alpha1.Capture, now
 			return 0, client.IgnoreNotFound(err)
 		}
 	}
-	ttl, err := r.ttl(ctx, c)
+	expires, ttl, err := r.retainedUntil(ctx, c, endedAt)
 	if err != nil {
 		return 0, err
 	}
-	expires := endedAt.Add(ttl)
 	if now.Before(expires) {
 		d, _ := untilCapped(now, expires, cmp.Or(r.MaxRequeue, DefaultMaxRequeue))
 		return d, nil
@@ -300,23 +300,36 @@ func (r *CaptureReconciler) retain(ctx context.Context, c *v1alpha1.Capture, now
 		return 0, fmt.Errorf("retire capture %s: %w", c.Name, err)
 	}
 	capturesRetired.Inc()
-	logf.FromContext(ctx).V(1).Info("retention: deleting capture", "capture", c.Name, "endedAt", endedAt, "ttl", ttl)
+	logf.FromContext(ctx).V(1).Info("retention: deleting capture", "capture", c.Name, "endedAt", endedAt.String(), "ttl", ttl.String())
 	return -1, nil
 }
 
-// ttl is the retention of the Capture's policy, DefaultTTL without one.
-func (r *CaptureReconciler) ttl(ctx context.Context, c *v1alpha1.Capture) (time.Duration, error) {
+// retainedUntil is when a Capture that ended at endedAt may go: its
+// policy's retention.ttl later (DefaultTTL without a policy), and not
+// before its epoch is over. While the epoch lasts, the Capture is what
+// tells the policy that the node had this arming: deleted, the policy
+// would arm the node again under the same name and artifact id.
+func (r *CaptureReconciler) retainedUntil(ctx context.Context, c *v1alpha1.Capture, endedAt time.Time) (time.Time, time.Duration, error) {
 	var pol v1alpha1.CapturePolicy
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.PolicyRef.Name}, &pol)
 	switch {
 	case apierrors.IsNotFound(err):
-		return DefaultTTL, nil
+		return endedAt.Add(DefaultTTL), DefaultTTL, nil
 	case err != nil:
-		return 0, fmt.Errorf("the retention of capture %s: %w", c.Name, err)
-	case pol.Spec.Retention.TTL == nil || pol.Spec.Retention.TTL.Duration <= 0:
-		return DefaultTTL, nil
+		return time.Time{}, 0, fmt.Errorf("the retention of capture %s: %w", c.Name, err)
 	}
-	return pol.Spec.Retention.TTL.Duration, nil
+	ttl := DefaultTTL
+	if t := pol.Spec.Retention.TTL; t != nil && t.Duration > 0 {
+		ttl = t.Duration
+	}
+	until := endedAt.Add(ttl)
+	if period := samplingOf(pol.Spec.Sampling).RotationPeriod; period > 0 && c.Spec.Epoch >= 0 {
+		// policy.Sample's epochs: [e·period, (e+1)·period) since the Unix epoch.
+		if end := time.Unix(0, 0).Add(time.Duration(c.Spec.Epoch+1) * period); end.After(until) {
+			until = end
+		}
+	}
+	return until, ttl, nil
 }
 
 // release deletes a deleted Capture's artifact and index row, then removes

@@ -137,7 +137,7 @@ func (e *env) startOperator(t testing.TB, o operatorOptions) *operator {
 	op.alerts = NewAlertInbox(mgr.GetClient(), AlertInboxConfig{Clock: e.clock})
 	op.policies = &CapturePolicyReconciler{Alerts: op.alerts, Clock: e.clock}
 	op.captures = &CaptureReconciler{Store: o.store, Artifacts: o.artifacts, Clock: e.clock,
-		IndexRetry: 100 * time.Millisecond, IndexWait: time.Minute}
+		IndexRetry: 100 * time.Millisecond, IndexWait: time.Minute, Workers: 1}
 	if o.fast {
 		op.policies.MaxRequeue = 100 * time.Millisecond
 		op.captures.MaxRequeue = 100 * time.Millisecond
