@@ -113,6 +113,8 @@ type operator struct {
 type operatorOptions struct {
 	store     store.Store
 	artifacts ArtifactDeleter
+	// decide replaces policy.Decide.
+	decide func(policy.Input) (policy.Decision, error)
 	// fast makes the controllers look at the clock again within 100 ms,
 	// for tests that move the fake clock.
 	fast bool
@@ -135,9 +137,9 @@ func (e *env) startOperator(t testing.TB, o operatorOptions) *operator {
 	}
 	op := &operator{done: make(chan error, 1)}
 	op.alerts = NewAlertInbox(mgr.GetClient(), AlertInboxConfig{Clock: e.clock})
-	op.policies = &CapturePolicyReconciler{Alerts: op.alerts, Clock: e.clock}
+	op.policies = &CapturePolicyReconciler{Alerts: op.alerts, Clock: e.clock, Decide: o.decide}
 	op.captures = &CaptureReconciler{Store: o.store, Artifacts: o.artifacts, Clock: e.clock,
-		IndexRetry: 100 * time.Millisecond, IndexWait: time.Minute, Workers: 1}
+		IndexRetry: 100 * time.Millisecond, IndexWait: time.Minute}
 	if o.fast {
 		op.policies.MaxRequeue = 100 * time.Millisecond
 		op.captures.MaxRequeue = 100 * time.Millisecond
