@@ -6,7 +6,7 @@ GO ?= go
 # Install locations of the pinned components (SPIKEHUNT_LIBCHDB, KUBEBUILDER_ASSETS, …).
 $(foreach kv,$(shell deps/install.sh env 2>/dev/null),$(eval export $(kv)))
 
-.PHONY: all deps deps-demo build demo eval test vet fmt-check cross manifests bench bench-store bench-agent bench-ingest bench-detect fuzz clean
+.PHONY: all deps deps-demo build demo eval test vet fmt-check cross manifests bench bench-store bench-agent bench-ingest bench-detect bench-operator fuzz clean
 
 all: build
 
@@ -64,7 +64,7 @@ FUZZ_TARGETS := ./pipelines/store:FuzzDecodeNative ./pipelines/chhttp:FuzzTransc
 fuzz:                ## each fuzz target for FUZZTIME
 	for t in $(FUZZ_TARGETS); do $(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s; done
 
-bench: bench-store bench-agent bench-ingest bench-detect bench-capture ## every bench-* target
+bench: bench-store bench-agent bench-ingest bench-detect bench-capture bench-operator ## every bench-* target
 
 bench-store: deps-demo
 	tests/bench.sh store ./pipelines/store
@@ -84,6 +84,12 @@ bench-capture: deps
 # from 300 hosts (SPIKEHUNT_BENCH_SPANS to change), from a real broker.
 bench-ingest: deps
 	BENCHTIME=1x tests/bench.sh ingest ./pipelines/cmd/spikehunt -- -bench '^BenchmarkIngest$$'
+
+# 5,000 labelled Nodes on envtest and a CapturePolicy sampling 10% of them:
+# from creating the policy to all 500 chosen Captures existing, with the
+# operator's default client rate (target ≤ 2,000 ms).
+bench-operator: deps
+	BENCHTIME=1x tests/bench.sh operator ./operator/internal/controller -- -bench '^BenchmarkPolicy5000Nodes$$'
 
 # One detector pass over 24 h × 1,000 hosts of 1 s rollups (loading them
 # takes minutes), and the median detection delay over the eval scenarios.

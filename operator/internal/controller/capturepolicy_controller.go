@@ -137,6 +137,7 @@ func (r *CapturePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	began := time.Now()
 	state, mine, err := r.fleet(ctx, string(pol.UID))
 	if err != nil {
 		return ctrl.Result{}, err
@@ -166,6 +167,14 @@ func (r *CapturePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return ctrl.Result{}, err
 	}
 
+	decided := time.Now()
+	if len(d.Create) > 0 {
+		// The cache may still hold a policy that is gone: its Captures
+		// would be made again just as they are being deleted.
+		if gone, err := r.gone(ctx, &pol); err != nil || gone {
+			return ctrl.Result{}, err
+		}
+	}
 	// Expire before create (policy package, "Hazards").
 	expireErr := r.expire(ctx, d.Expire, mine, d.Selection.Epoch, now)
 	created, createErr := r.create(ctx, &pol, d.Create, now)
@@ -191,7 +200,8 @@ func (r *CapturePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	if len(created) > 0 || len(d.Expire) > 0 {
 		log.V(1).Info("applied decision", "epoch", d.Selection.Epoch, "created", len(created),
-			"expired", len(d.Expire), "refused", len(d.Refused))
+			"expired", len(d.Expire), "refused", len(d.Refused), "nodes", len(nodes), "fleet", len(state),
+			"decide", decided.Sub(began).String(), "apply", time.Since(decided).String())
 	}
 
 	statusErr := r.writeStatus(ctx, &pol, decidedStatus(&pol, d, now))
@@ -202,6 +212,20 @@ func (r *CapturePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return ctrl.Result{RequeueAfter: after}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// gone reports whether the policy is deleted or deleting on the API
+// server, past the cache.
+func (r *CapturePolicyReconciler) gone(ctx context.Context, pol *v1alpha1.CapturePolicy) (bool, error) {
+	var live v1alpha1.CapturePolicy
+	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(pol), &live)
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("get policy %s: %w", pol.Name, err)
+	}
+	return live.UID != pol.UID || !live.DeletionTimestamp.IsZero(), nil
 }
 
 func (r *CapturePolicyReconciler) clock() Clock { return clockOr(r.Clock) }

@@ -105,6 +105,7 @@ type operator struct {
 	policies *CapturePolicyReconciler
 	captures *CaptureReconciler
 	alerts   *AlertInbox
+	client   client.Client // the manager's: its cache
 	cancel   context.CancelFunc
 	done     chan error
 }
@@ -125,7 +126,9 @@ type operatorOptions struct {
 func (e *env) startOperator(t testing.TB, o operatorOptions) *operator {
 	t.Helper()
 	skip := true
-	mgr, err := ctrl.NewManager(e.cfg, ctrl.Options{
+	cfg := rest.CopyConfig(e.cfg)
+	cfg.QPS, cfg.Burst = DefaultClientQPS, DefaultClientBurst
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 testScheme(t),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -135,7 +138,7 @@ func (e *env) startOperator(t testing.TB, o operatorOptions) *operator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op := &operator{done: make(chan error, 1)}
+	op := &operator{done: make(chan error, 1), client: mgr.GetClient()}
 	op.alerts = NewAlertInbox(mgr.GetClient(), AlertInboxConfig{Clock: e.clock})
 	op.policies = &CapturePolicyReconciler{Alerts: op.alerts, Clock: e.clock, Decide: o.decide}
 	op.captures = &CaptureReconciler{Store: o.store, Artifacts: o.artifacts, Clock: e.clock,
