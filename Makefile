@@ -6,7 +6,7 @@ GO ?= go
 # Install locations of the pinned components (SPIKEHUNT_LIBCHDB, KUBEBUILDER_ASSETS, …).
 $(foreach kv,$(shell deps/install.sh env 2>/dev/null),$(eval export $(kv)))
 
-.PHONY: all deps deps-demo build demo eval test vet fmt-check cross manifests bench bench-store bench-agent bench-ingest bench-detect bench-operator fuzz clean
+.PHONY: all deps deps-demo build demo eval test e2e vet fmt-check cross manifests bench bench-store bench-agent bench-ingest bench-detect bench-operator fuzz clean
 
 all: build
 
@@ -52,6 +52,13 @@ test: deps fmt-check vet cross
 	mkdir -p .cache
 	$(GO) build -o .cache/testsummary ./tests/testsummary
 	$(GO) test -count=1 -timeout 40m -json $(TEST_FLAGS) ./... | .cache/testsummary
+
+# The full loop alone (make test runs it too): detector alert on Kafka →
+# operator on envtest → Capture → real perf on this machine (root) → S3 →
+# captures row linked to the spike. It lives in operator/e2e, where it may
+# import the operator's internals (tests/e2e/README.md).
+e2e: deps
+	SPIKEHUNT_REQUIRE_PRIVILEGED=$${SPIKEHUNT_REQUIRE_PRIVILEGED:-1} $(GO) test -count=1 -v -timeout 10m $(TEST_FLAGS) ./operator/e2e
 
 FUZZTIME ?= 30s
 FUZZ_TARGETS := ./pipelines/store:FuzzDecodeNative ./pipelines/chhttp:FuzzTranscodeNative \
