@@ -13,18 +13,28 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
+	"strings"
+	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
+	ctrlclientconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	capturev1alpha1 "github.com/spikehunt/spikehunt/operator/api/v1alpha1"
+	"github.com/spikehunt/spikehunt/operator/internal/controller"
+	"github.com/spikehunt/spikehunt/operator/internal/intake"
+	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
 // leaderElectionID names the Lease the replicas compete for.
@@ -36,7 +46,32 @@ type options struct {
 	probeAddr               string
 	leaderElect             bool
 	leaderElectionNamespace string
+	kubeQPS                 float64
+	kubeBurst               int
 	zap                     zap.Options
+
+	// Indexing: the ClickHouse store the captures index lives in.
+	dsn        string
+	indexRetry time.Duration
+	indexWait  time.Duration
+
+	// Alert intake: the detector's Kafka topic and the webhooks.
+	kafkaBrokers          string
+	alertsTopic           string
+	alertsGroup           string
+	alertTTL              time.Duration
+	maxPendingAlerts      int
+	webhookAddr           string
+	webhookTLSCert        string
+	webhookTLSKey         string
+	grafanaSecretFile     string
+	alertmanagerTokenFile string
+
+	// store is the opened --dsn (nil without one); run opens and closes it.
+	store store.Store
+	// skipNameValidation lets one process run several managers (tests):
+	// controller-runtime refuses a controller name twice otherwise.
+	skipNameValidation bool
 }
 
 func parseFlags(args []string) (options, error) {
@@ -46,7 +81,22 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "compete for the Lease "+leaderElectionID+" so that one replica acts; run every replica with it")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the Lease (default: the pod's own namespace)")
-	ctrlconfig.RegisterFlags(fs) // --kubeconfig, for a run outside the cluster
+	fs.Float64Var(&o.kubeQPS, "kube-api-qps", controller.DefaultClientQPS, "requests per second to the Kubernetes API (a policy's Captures are created in parallel)")
+	fs.IntVar(&o.kubeBurst, "kube-api-burst", controller.DefaultClientBurst, "burst of requests to the Kubernetes API")
+	fs.StringVar(&o.dsn, "dsn", "", "ClickHouse DSN of the store with the spikes and captures tables (chdb://DIR?database=DB for the embedded engine, clickhouse://… for a server); empty turns indexing off")
+	fs.DurationVar(&o.indexRetry, "index.retry", controller.DefaultIndexRetry, "how often an uploaded capture no spike overlaps yet is indexed again")
+	fs.DurationVar(&o.indexWait, "index.wait", controller.DefaultIndexWait, "how long after a capture's window it is indexed again for late spikes before it is Indexed with none")
+	fs.StringVar(&o.kafkaBrokers, "alerts.kafka.brokers", "", "comma-separated Kafka brokers of the detector's alerts topic; empty turns the Kafka intake off")
+	fs.StringVar(&o.alertsTopic, "alerts.topic", intake.DefaultTopic, "the detector's alerts topic")
+	fs.StringVar(&o.alertsGroup, "alerts.kafka.group", intake.DefaultGroup, "the consumer group whose committed offsets a restarted operator resumes from")
+	fs.DurationVar(&o.alertTTL, "alerts.ttl", controller.DefaultAlertTTL, "how long an alert whose armings the budgets refuse stays pending")
+	fs.IntVar(&o.maxPendingAlerts, "alerts.max-pending", controller.DefaultMaxPendingAlerts, "alerts pending per policy; beyond it the oldest are dropped (counted)")
+	fs.StringVar(&o.webhookAddr, "webhook.address", intake.DefaultAddress, "address of the HTTPS alert webhook (Grafana, Alertmanager)")
+	fs.StringVar(&o.webhookTLSCert, "webhook.tls-cert-file", "", "PEM certificate (chain) of the alert webhook")
+	fs.StringVar(&o.webhookTLSKey, "webhook.tls-key-file", "", "PEM key of the alert webhook")
+	fs.StringVar(&o.grafanaSecretFile, "webhook.grafana-secret-file", "", "file with the Grafana contact point's HMAC secret; enables "+intake.DefaultGrafanaPath)
+	fs.StringVar(&o.alertmanagerTokenFile, "webhook.alertmanager-token-file", "", "file with the Alertmanager receiver's bearer token; enables "+intake.DefaultAlertmanagerPath)
+	ctrlclientconfig.RegisterFlags(fs) // --kubeconfig, for a run outside the cluster
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
@@ -75,6 +125,8 @@ func newManager(cfg *rest.Config, o options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scheme: %w", err)
 	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = float32(o.kubeQPS), o.kubeBurst
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  s,
 		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
@@ -86,6 +138,7 @@ func newManager(cfg *rest.Config, o options) (ctrl.Manager, error) {
 		// releasing it on shutdown lets a standby take over at once
 		// instead of after the lease duration.
 		LeaderElectionReleaseOnCancel: true,
+		Controller:                    ctrlconfig.Controller{SkipNameValidation: &o.skipNameValidation},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
@@ -96,7 +149,7 @@ func newManager(cfg *rest.Config, o options) (ctrl.Manager, error) {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("readyz check: %w", err)
 	}
-	if err := registerControllers(mgr); err != nil {
+	if err := registerControllers(mgr, o); err != nil {
 		return nil, err
 	}
 	return mgr, nil
@@ -104,14 +157,65 @@ func newManager(cfg *rest.Config, o options) (ctrl.Manager, error) {
 
 // registerControllers adds the operator's reconcilers to mgr. This is the
 // one place a controller is registered: each lives in
-// operator/internal/controller, one per concern, and is built here with its
-// policy function and clock, e.g.
+// operator/internal/controller, one per concern:
 //
-//	if err := (&controller.SamplingReconciler{...}).SetupWithManager(mgr); err != nil {
-//		return fmt.Errorf("sampling controller: %w", err)
-//	}
-func registerControllers(mgr ctrl.Manager) error {
-	_ = mgr // none yet (issue 7)
+//   - capturepolicy: bait and alert armings within the budgets, fed by the
+//     alert inbox, which the intake (Kafka, webhooks) offers alerts to;
+//   - capture: indexing what the agents upload into o.store, retention.
+//
+// The intake runs as Runnables that need the leader's lease: a standby's
+// inbox has no controller to act on it. So the webhook listens on the
+// leader only; senders retry a standby's refused connection.
+//
+// Artifacts: the capture controller deletes the index row and the Capture;
+// deleting the artifact itself (captures/<id>.json and its unreferenced
+// objects in the agents' bucket) needs a controller.ArtifactDeleter,
+// which no flag configures yet: until then the bucket's lifecycle rule
+// expires artifacts.
+func registerControllers(mgr ctrl.Manager, o options) error {
+	inbox := controller.NewAlertInbox(mgr.GetClient(), controller.AlertInboxConfig{TTL: o.alertTTL, MaxPending: o.maxPendingAlerts})
+	if err := (&controller.CapturePolicyReconciler{Alerts: inbox}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("capture policy controller: %w", err)
+	}
+	if err := (&controller.CaptureReconciler{Store: o.store, IndexRetry: o.indexRetry, IndexWait: o.indexWait}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("capture controller: %w", err)
+	}
+
+	log := slog.New(logr.ToSlogHandler(ctrl.Log.WithName("intake")))
+	sink := intake.PolicySink(inbox.Offer)
+	if o.kafkaBrokers != "" {
+		consumer, err := intake.NewKafkaConsumer(intake.KafkaConfig{
+			Brokers: strings.Split(o.kafkaBrokers, ","), Topic: o.alertsTopic, Group: o.alertsGroup,
+		}, sink, log.With("source", "kafka"))
+		if err != nil {
+			return err
+		}
+		if err := consumer.Register(metrics.Registry); err != nil {
+			return fmt.Errorf("kafka intake metrics: %w", err)
+		}
+		if err := mgr.Add(manager.RunnableFunc(consumer.Run)); err != nil {
+			return fmt.Errorf("kafka intake: %w", err)
+		}
+	}
+	if o.grafanaSecretFile != "" || o.alertmanagerTokenFile != "" {
+		cfg := intake.WebhookConfig{Address: o.webhookAddr, TLSCertFile: o.webhookTLSCert, TLSKeyFile: o.webhookTLSKey}
+		if o.grafanaSecretFile != "" {
+			cfg.Grafana = &intake.GrafanaConfig{Secret: intake.SecretSource{File: o.grafanaSecretFile}}
+		}
+		if o.alertmanagerTokenFile != "" {
+			cfg.Alertmanager = &intake.AlertmanagerConfig{Token: intake.SecretSource{File: o.alertmanagerTokenFile}}
+		}
+		wh, err := intake.NewWebhook(cfg, sink, log.With("source", "webhook"))
+		if err != nil {
+			return err
+		}
+		if err := wh.Register(metrics.Registry); err != nil {
+			return fmt.Errorf("webhook intake metrics: %w", err)
+		}
+		if err := mgr.Add(manager.RunnableFunc(wh.Serve)); err != nil {
+			return fmt.Errorf("webhook intake: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -124,6 +228,16 @@ func run(ctx context.Context, args []string) error {
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubernetes config (in a pod, or --kubeconfig / $KUBECONFIG): %w", err)
+	}
+	if o.dsn != "" {
+		st, err := store.Open(ctx, o.dsn)
+		if err != nil {
+			return fmt.Errorf("--dsn: %w", err)
+		}
+		defer st.Close()
+		o.store = st
+	} else {
+		ctrl.Log.WithName("setup").Info("no --dsn: uploaded captures are not indexed")
 	}
 	mgr, err := newManager(cfg, o)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -62,6 +63,8 @@ func TestParseFlags(t *testing.T) {
 // answer their probes, and when the leader stops the other takes over.
 func TestOneOfTwoReplicasLeadsAndTheOtherTakesOver(t *testing.T) {
 	cfg, admin := testenv.SharedAPIServer(t)
+	// The leader's controllers watch the operator's own kinds.
+	testenv.InstallCRDs(t, cfg, filepath.Join("..", "config", "crd", "bases"))
 	type replica struct {
 		name   string
 		probes string
@@ -75,6 +78,7 @@ func TestOneOfTwoReplicasLeadsAndTheOtherTakesOver(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		o.skipNameValidation = true // two replicas in one process
 		mgr, err := newManager(cfg, o)
 		if err != nil {
 			t.Fatal(err)
@@ -159,4 +163,29 @@ func eventuallyOK(url string) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return errors.Join(fmt.Errorf("GET %s never answered 200", url), last)
+}
+
+func TestParseFlagsOfIndexingAndAlertIntake(t *testing.T) {
+	o, err := parseFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type settings struct {
+		DSN, Brokers, Topic, Group, Webhook string
+		QPS                                 float64
+		Burst                               int
+	}
+	got := settings{o.dsn, o.kafkaBrokers, o.alertsTopic, o.alertsGroup, o.webhookAddr, o.kubeQPS, o.kubeBurst}
+	want := settings{Topic: "spikehunt.alerts", Group: "spikehunt-operator-alerts", Webhook: ":8443", QPS: 500, Burst: 1000}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("defaults: indexing and intake off, the client rate raised (-want +got):\n%s", diff)
+	}
+	o, err = parseFlags([]string{"--dsn=chdb:///var/lib/spikehunt?database=prod", "--alerts.kafka.brokers=k1:9092,k2:9092",
+		"--webhook.alertmanager-token-file=/secrets/token", "--webhook.tls-cert-file=/tls/tls.crt", "--webhook.tls-key-file=/tls/tls.key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.dsn != "chdb:///var/lib/spikehunt?database=prod" || o.kafkaBrokers != "k1:9092,k2:9092" || o.alertmanagerTokenFile != "/secrets/token" {
+		t.Errorf("parsed dsn %q, brokers %q, token file %q", o.dsn, o.kafkaBrokers, o.alertmanagerTokenFile)
+	}
 }
