@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,8 +30,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// SPIKEHUNT_TEST_LOG=1 shows the controllers' logs.
 	if os.Getenv("SPIKEHUNT_TEST_LOG") != "" {
 		ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
+	} else {
+		ctrl.SetLogger(logr.Discard())
 	}
 	code := m.Run()
 	testenv.StopShared()
