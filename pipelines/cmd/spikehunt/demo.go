@@ -24,17 +24,22 @@ import (
 // thousand-spikes problem (seed 004) into the embedded engine through the
 // real ingest, run the detectors, and say what an SRE needs to hear, in the
 // order they ask: does the average look bad, is it one machine or all of
-// them, what moves in the kernel, what to capture next. It also writes an
-// HTML report with the plots.
+// them, what moves in the kernel, what to capture next. Where the machine
+// allows it, it then captures on this host for real (demo_local.go). It
+// also writes an HTML report with the plots.
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cache, _ := os.UserCacheDir()
 	fs := newFlags("demo", `Simulates a fleet where every host stalls for about a second every 15–20 minutes,
 each at its own moment (the "thousand spikes"), ingests it into the embedded ClickHouse
 engine, runs the detectors, and prints the finding: the averaged view, the per-host
-pattern, the hardware-class skew, the suspects, and what to capture next. Writes an
-HTML report with plots. Re-running within the same hour loads nothing twice (every
-batch carries a deduplication token) and rewrites the same detections.`, stderr)
+pattern, the hardware-class skew, the suspects, and what to capture next: the
+operator's capture policy (operator/policy) over the simulated hosts. As root with
+perf and spikehunt-agent beside this binary, this host then joins the fleet as one
+more node, catches a real stall of a local workload with perf, and indexes the
+capture against its spike. Writes an HTML report with plots. Re-running within the
+same hour loads nothing twice (every batch carries a deduplication token) and
+rewrites the same detections.`, stderr)
 	dsn := fs.String("dsn", "chdb://"+filepath.Join(cache, "spikehunt", "demo")+"?database=demo", "store to use")
 	hosts := fs.Int("hosts", 300, "hosts in the fleet (2–5000)")
 	hours := fs.Float64("hours", 6, "simulated hours (0.5–48)")
@@ -43,6 +48,8 @@ batch carries a deduplication token) and rewrites the same detections.`, stderr)
 	cause := fs.String("cause", sim.CauseNICSoftirq, "what moves in the kernel during a stall: "+strings.Join(sim.Causes(), ", "))
 	counterStep := fs.Duration("counter-step", 30*time.Second, "kernel counter interval of the simulated agents (the real agent: 1 s)")
 	reportPath := fs.String("report", "", "HTML report file (default: spikehunt-demo.html next to the store, or in the current directory)")
+	localCapture := fs.Bool("local-capture", true, "where the machine allows it (root, perf on PATH, spikehunt-agent beside this binary or --agent),\nalso run a real perf capture on this host as one more node of the fleet and index it against its spike")
+	agentPath := fs.String("agent", "", "spikehunt-agent binary for the local capture (default: the one beside this binary)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -88,6 +95,11 @@ batch carries a deduplication token) and rewrites the same detections.`, stderr)
 		step("ingested %s requests kept (of %s served) and %s counter points", count(stats.Kept), count(stats.Requests), count(stats.Points))
 	}
 
+	if host, err := os.Hostname(); err == nil && host != "" {
+		if err := forgetLocalRows(ctx, st, cfg.Service, host, cfg.Start, end); err != nil {
+			return err
+		}
+	}
 	step("detecting: spike windows per host, their suspects, fleet patterns")
 	res, err := detect.Pass(ctx, st, detect.Config{Service: cfg.Service, From: cfg.Start, To: end,
 		Patterns: detect.PatternConfig{Lookback: cfg.Duration}})
@@ -97,17 +109,39 @@ batch carries a deduplication token) and rewrites the same detections.`, stderr)
 	step("detected %d spike windows and %d patterns in %s", len(res.Spikes), len(res.Patterns), res.Timing.Total.Round(time.Millisecond))
 
 	scope := queryScope{service: cfg.Service, from: cfg.Start, to: end.Add(time.Second), rangeText: "over the simulated hours"}
-	text, _, err := demoFinding(ctx, st, cfg, scope, res, fleetNodes(cfg))
+	nodes := fleetNodes(cfg)
+	var local localHost
+	var notLocal string
+	if *localCapture {
+		if local, notLocal = findLocalHost(*agentPath); notLocal == "" {
+			nodes = append(nodes, policy.Node{Name: local.name, HWClass: localHWClass})
+		}
+	}
+	text, d, trigger, err := demoFinding(ctx, st, cfg, scope, res, nodes)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, strings.Join(text, "\n"))
 
+	dataDir, _ := strings.CutPrefix(strings.SplitN(*dsn, "?", 2)[0], "chdb://")
+	if !strings.HasPrefix(*dsn, "chdb://") {
+		dataDir = ""
+	}
+	if *localCapture {
+		captures := filepath.Join(os.TempDir(), "spikehunt-demo-captures")
+		if dataDir != "" {
+			captures = filepath.Join(dataDir, "captures")
+		}
+		lines := localCaptureSection(ctx, st, cfg.Service, local, notLocal, d, trigger, captures, *dsn, step)
+		fmt.Fprintln(stdout, "\n"+strings.Join(lines, "\n"))
+		text = append(append(text, ""), lines...)
+	}
+
 	path := *reportPath
 	if path == "" {
 		path = "spikehunt-demo.html"
-		if dir, ok := strings.CutPrefix(strings.SplitN(*dsn, "?", 2)[0], "chdb://"); ok && dir != "" {
-			path = filepath.Join(dir, "spikehunt-demo.html")
+		if dataDir != "" {
+			path = filepath.Join(dataDir, "spikehunt-demo.html")
 		}
 	}
 	if err := writeReport(ctx, st, cfg, text, path); err != nil {
@@ -121,13 +155,14 @@ batch carries a deduplication token) and rewrites the same detections.`, stderr)
 
 // demoFinding words what the detectors found in four steps. The fourth is
 // the capture policy's decision over nodes as of the end of the simulated
-// hours, which it also returns.
-func demoFinding(ctx context.Context, st store.Store, cfg sim.Config, scope queryScope, res detect.Result, nodes []policy.Node) ([]string, policy.Decision, error) {
+// hours, which it also returns, with the request latency that fires the
+// captures.
+func demoFinding(ctx context.Context, st store.Store, cfg sim.Config, scope queryScope, res detect.Result, nodes []policy.Node) ([]string, policy.Decision, time.Duration, error) {
 	var out []string
 	say := func(format string, a ...any) { out = append(out, fmt.Sprintf(format, a...)) }
 	avg, err := averagedView(ctx, st, cfg.Service, scope, res.Spikes)
 	if err != nil {
-		return nil, policy.Decision{}, err
+		return nil, policy.Decision{}, 0, err
 	}
 	say("1. The averaged view")
 	say("   Fleet mean latency %.2f ms and p99 %.1f ms, flat hour after hour: on an averaged dashboard this reads", avg.meanMS, avg.p99MS)
@@ -140,14 +175,14 @@ func demoFinding(ctx context.Context, st store.Store, cfg sim.Config, scope quer
 	say("2. Per host: one machine, or all of them?")
 	hosts, err := loadHosts(ctx, st, scope)
 	if err != nil {
-		return nil, policy.Decision{}, err
+		return nil, policy.Decision{}, 0, err
 	}
 	for _, l := range hostSummaries(hosts, false) {
 		say("   %s.", l)
 	}
 	patterns, err := loadPatterns(ctx, st, scope)
 	if err != nil {
-		return nil, policy.Decision{}, err
+		return nil, policy.Decision{}, 0, err
 	}
 	if len(patterns) == 0 {
 		say("   No fleet pattern: the spikes neither recur per host, nor line up across hosts, nor crowd on a few.")
@@ -185,12 +220,16 @@ func demoFinding(ctx context.Context, st store.Store, cfg sim.Config, scope quer
 	say("4. What to capture next")
 	d, alerts, err := decideCaptures(cfg.Service, nodes, patterns, cfg.Start.Add(cfg.Duration))
 	if err != nil {
-		return nil, d, err
+		return nil, d, 0, err
 	}
 	for _, l := range captureAdvice(patterns, suspects, nodes, d, alerts) {
 		say("   %s", l)
 	}
-	return out, d, nil
+	trigger := demoLatencyTrigger(0)
+	if len(patterns) > 0 {
+		trigger = demoLatencyTrigger(patterns[0].TypicalPeakMS)
+	}
+	return out, d, trigger, nil
 }
 
 // averaged is the fleet's averaged latency over the range, and the mean
