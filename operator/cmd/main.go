@@ -67,8 +67,15 @@ type options struct {
 	grafanaSecretFile     string
 	alertmanagerTokenFile string
 
+	// artifactsConfig is the agents' artifact store configuration (YAML),
+	// for deleting artifacts on retention; empty leaves them to the
+	// bucket's lifecycle rule.
+	artifactsConfig string
+
 	// store is the opened --dsn (nil without one); run opens and closes it.
 	store store.Store
+	// artifacts is the opened --artifacts.config (nil without one).
+	artifacts controller.ArtifactDeleter
 	// skipNameValidation lets one process run several managers (tests):
 	// controller-runtime refuses a controller name twice otherwise.
 	skipNameValidation bool
@@ -84,6 +91,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Float64Var(&o.kubeQPS, "kube-api-qps", controller.DefaultClientQPS, "requests per second to the Kubernetes API (a policy's Captures are created in parallel)")
 	fs.IntVar(&o.kubeBurst, "kube-api-burst", controller.DefaultClientBurst, "burst of requests to the Kubernetes API")
 	fs.StringVar(&o.dsn, "dsn", "", "ClickHouse DSN of the store with the spikes and captures tables (chdb://DIR?database=DB for the embedded engine, clickhouse://… for a server); empty turns indexing off")
+	fs.StringVar(&o.artifactsConfig, "artifacts.config", "", "YAML of the agents' artifact store (local.dir, or s3: endpoint, bucket, prefix, key files), to delete artifacts when captures expire; empty leaves them to the bucket's lifecycle rule")
 	fs.DurationVar(&o.indexRetry, "index.retry", controller.DefaultIndexRetry, "how often an uploaded capture no spike overlaps yet is indexed again")
 	fs.DurationVar(&o.indexWait, "index.wait", controller.DefaultIndexWait, "how long after a capture's window it is indexed again for late spikes before it is Indexed with none")
 	fs.StringVar(&o.kafkaBrokers, "alerts.kafka.brokers", "", "comma-separated Kafka brokers of the detector's alerts topic; empty turns the Kafka intake off")
@@ -177,7 +185,7 @@ func registerControllers(mgr ctrl.Manager, o options) error {
 	if err := (&controller.CapturePolicyReconciler{Alerts: inbox}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("capture policy controller: %w", err)
 	}
-	if err := (&controller.CaptureReconciler{Store: o.store, IndexRetry: o.indexRetry, IndexWait: o.indexWait}).SetupWithManager(mgr); err != nil {
+	if err := (&controller.CaptureReconciler{Store: o.store, Artifacts: o.artifacts, IndexRetry: o.indexRetry, IndexWait: o.indexWait}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("capture controller: %w", err)
 	}
 
@@ -238,6 +246,16 @@ func run(ctx context.Context, args []string) error {
 		o.store = st
 	} else {
 		ctrl.Log.WithName("setup").Info("no --dsn: uploaded captures are not indexed")
+	}
+	if o.artifactsConfig != "" {
+		st, err := openArtifactStore(ctx, o.artifactsConfig)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		o.artifacts = artifactStore{st}
+	} else {
+		ctrl.Log.WithName("setup").Info("no --artifacts.config: expired captures' artifacts stay in the store (use the bucket's lifecycle rule)")
 	}
 	mgr, err := newManager(cfg, o)
 	if err != nil {
