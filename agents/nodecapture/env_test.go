@@ -1,12 +1,8 @@
 package nodecapture_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,11 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -77,8 +69,8 @@ func newEnv(t *testing.T) *env {
 	}
 	ctx := context.Background()
 	setupOnce.Do(func() {
-		setupOnce.err = createAll(ctx, admin, append([]client.Object{
-			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNamespace}}}, rbacObjects(t, s)...))
+		setupOnce.err = testenv.CreateAll(ctx, admin, append([]client.Object{
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNamespace}}}, testenv.Manifests(t, s, rbacDir)...))
 	})
 	if setupOnce.err != nil {
 		t.Fatal(setupOnce.err)
@@ -91,11 +83,7 @@ func newEnv(t *testing.T) *env {
 	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	agent := rest.CopyConfig(cfg)
-	agent.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + systemNamespace + ":spikehunt-agent",
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + systemNamespace, "system:authenticated"},
-	}
+	agent := testenv.AsServiceAccount(cfg, systemNamespace, "spikehunt-agent")
 	return &env{admin: admin, agent: agent, ns: ns}
 }
 
@@ -108,55 +96,6 @@ func (e *env) another(t *testing.T, suffix string) *env {
 		t.Fatal(err)
 	}
 	return &o
-}
-
-func createAll(ctx context.Context, c client.Client, objs []client.Object) error {
-	for _, obj := range objs {
-		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("apply %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
-		}
-	}
-	return nil
-}
-
-// rbacObjects decodes every object in operator/config/rbac: both
-// ServiceAccounts, their roles and their bindings.
-func rbacObjects(t *testing.T, s *runtime.Scheme) []client.Object {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(rbacDir, "*.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	decoder := serializer.NewCodecFactory(s, serializer.EnableStrict).UniversalDeserializer()
-	var objs []client.Object
-	for _, f := range files {
-		if filepath.Base(f) == "kustomization.yaml" {
-			continue
-		}
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-		for {
-			doc, err := docs.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if len(bytes.TrimSpace(doc)) == 0 || bytes.Equal(bytes.TrimSpace(doc), []byte("---")) {
-				continue
-			}
-			obj, _, err := decoder.Decode(doc, nil, nil)
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			objs = append(objs, obj.(client.Object))
-		}
-	}
-	return objs
 }
 
 // agentRun is a Watcher running as the agent.

@@ -1,11 +1,7 @@
 package config_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,8 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -184,39 +178,7 @@ func TestEachIdentityHasWhatItNeedsAndNoMore(t *testing.T) {
 // rbacObjects decodes every object in config/rbac.
 func rbacObjects(t *testing.T, s *runtime.Scheme) []client.Object {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("rbac", "*.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	decoder := serializer.NewCodecFactory(s, serializer.EnableStrict).UniversalDeserializer()
-	var objs []client.Object
-	for _, f := range files {
-		if filepath.Base(f) == "kustomization.yaml" {
-			continue
-		}
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-		for {
-			doc, err := docs.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if len(bytes.TrimSpace(doc)) == 0 || bytes.Equal(bytes.TrimSpace(doc), []byte("---")) {
-				continue
-			}
-			obj, _, err := decoder.Decode(doc, nil, nil)
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			objs = append(objs, obj.(client.Object))
-		}
-	}
+	objs := testenv.Manifests(t, s, "rbac")
 	if len(objs) < 8 {
 		t.Fatalf("config/rbac has %d objects; want both ServiceAccounts, their roles and bindings", len(objs))
 	}
@@ -227,12 +189,7 @@ func rbacObjects(t *testing.T, s *runtime.Scheme) []client.Object {
 // spikehunt-system, with the groups a real token of it would carry.
 func impersonate(t *testing.T, cfg *rest.Config, s *runtime.Scheme, sa string) client.WithWatch {
 	t.Helper()
-	as := rest.CopyConfig(cfg)
-	as.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + systemNamespace + ":" + sa,
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + systemNamespace, "system:authenticated"},
-	}
-	c, err := client.NewWithWatch(as, client.Options{Scheme: s})
+	c, err := client.NewWithWatch(testenv.AsServiceAccount(cfg, systemNamespace, sa), client.Options{Scheme: s})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,15 +1,10 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -18,8 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -71,63 +64,14 @@ func newCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs := append([]client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNamespace}}}, rbacObjects(t, s)...)
+	objs := append([]client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNamespace}}}, testenv.Manifests(t, s, rbacDir)...)
 	for _, obj := range objs {
 		if err := admin.Create(context.Background(), obj); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatalf("apply %T %s: %v", obj, obj.GetName(), err)
 		}
 	}
 	return &cluster{admin: admin, scheme: s,
-		operator: serviceAccount(cfg, "spikehunt-operator"), agent: serviceAccount(cfg, "spikehunt-agent")}
-}
-
-// serviceAccount is cfg impersonating a ServiceAccount of systemNamespace.
-func serviceAccount(cfg *rest.Config, name string) *rest.Config {
-	c := rest.CopyConfig(cfg)
-	c.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + systemNamespace + ":" + name,
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + systemNamespace, "system:authenticated"},
-	}
-	return c
-}
-
-// rbacObjects decodes every object in operator/config/rbac.
-func rbacObjects(t *testing.T, s *runtime.Scheme) []client.Object {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(rbacDir, "*.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	decoder := serializer.NewCodecFactory(s, serializer.EnableStrict).UniversalDeserializer()
-	var objs []client.Object
-	for _, f := range files {
-		if filepath.Base(f) == "kustomization.yaml" {
-			continue
-		}
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-		for {
-			doc, err := docs.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if len(bytes.TrimSpace(bytes.TrimPrefix(bytes.TrimSpace(doc), []byte("---")))) == 0 {
-				continue
-			}
-			obj, _, err := decoder.Decode(doc, nil, nil)
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			objs = append(objs, obj.(client.Object))
-		}
-	}
-	return objs
+		operator: testenv.AsServiceAccount(cfg, systemNamespace, "spikehunt-operator"), agent: testenv.AsServiceAccount(cfg, systemNamespace, "spikehunt-agent")}
 }
 
 // operatorConfig is what the test's operator runs with.
