@@ -84,7 +84,7 @@ func upload(id string, from, to time.Time, lost, overrun int64) func(*v1alpha1.C
 func (e *env) waitPhase(t *testing.T, name string, phase v1alpha1.CapturePhase) *v1alpha1.Capture {
 	t.Helper()
 	var c *v1alpha1.Capture
-	eventually(t, 20*time.Second, "capture "+name+" "+string(phase), func() error {
+	eventually(t, time.Minute, "capture "+name+" "+string(phase), func() error {
 		c = e.capture(t, name)
 		if c.Status.Phase != phase {
 			return fmt.Errorf("phase %q, want %q (conditions %+v)", c.Status.Phase, phase, c.Status.Conditions)
@@ -272,7 +272,7 @@ func TestCapturePhases(t *testing.T) {
 		}
 		left := slices.DeleteFunc(slices.Clone(nodes), func(n node) bool { return n.name == x.Spec.NodeName })
 		sel := policy.Sample(string(pol.UID), policyNodes(left), sampling, e.clock.Now())
-		eventually(t, 20*time.Second, "the bait of the new sample", func() error {
+		eventually(t, time.Minute, "the bait of the new sample", func() error {
 			var on []string
 			for _, y := range e.captures(t) {
 				if y.Spec.Epoch == sel.Epoch && (active(y.Status.Phase) || y.Status.Phase == v1alpha1.PhaseIndexed) {
