@@ -134,9 +134,6 @@ func (e *env) watchBudgets(t *testing.T, ctx context.Context, b policy.Budgets) 
 // node, never two started on a node within the cooldown, never more than
 // maxPerPatternPerHour for a pattern. The storm does arm captures.
 func TestAlertStormNeverExceedsABudget(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a 10 s storm")
-	}
 	e := newEnv(t)
 	nodes := fleet("st", 200, "gen4", "gen5", "arm", "gpu")
 	e.createNodes(t, nodes)
