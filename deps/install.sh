@@ -3,7 +3,7 @@
 # folder. Idempotent: each component leaves a stamp naming its pinned version,
 # and a second run with every stamp present only checks the stamps.
 #
-#   deps/install.sh [all|chdb|kafka|s3proxy|envtest|helm|controller-gen|otelcol|debian ...]
+#   deps/install.sh [all|chdb|kafka|s3proxy|envtest|helm|controller-gen|otelcol|grafana-schema|debian ...]
 #   deps/install.sh env      # print the install locations as shell variables
 #
 # Versions live in deps/versions.env and nowhere else.
@@ -21,6 +21,7 @@ envtest_dir=$cache/envtest/k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION
 helm_dir=$cache/helm/$HELM_VERSION
 controller_gen_dir=$cache/controller-gen/$CONTROLLER_TOOLS_VERSION
 otelcol_dir=$cache/otelcol/$OTELCOL_VERSION
+grafana_schema_dir=$cache/grafana-schema/$GRAFANA_SCHEMA_VERSION-ts$TYPESCRIPT_VERSION
 
 # Temporary folders, removed when the script ends however it ends.
 scratch=()
@@ -43,6 +44,7 @@ KUBEBUILDER_ASSETS=$envtest_dir
 SPIKEHUNT_HELM=$helm_dir/helm
 SPIKEHUNT_CONTROLLER_GEN=$controller_gen_dir/controller-gen
 SPIKEHUNT_OTELCOL=$otelcol_dir/spikehunt-otelcol
+SPIKEHUNT_GRAFANA_SCHEMA=$grafana_schema_dir
 EOF
 }
 
@@ -241,11 +243,33 @@ install_debian() {
 		die "apt-get install ${missing[*]} failed"
 }
 
+# Grafana's dashboard types (@grafana/schema) and the TypeScript compiler:
+# the dashboards' test type-checks every dashboard, panel options and field
+# config against them (Grafana's own schema; no Grafana server is needed).
+install_grafana_schema() {
+	local want="@grafana/schema@$GRAFANA_SCHEMA_VERSION typescript@$TYPESCRIPT_VERSION"
+	stamped "$grafana_schema_dir" "$want" && return
+	need npm "Node.js with npm (Debian: apt-get install npm)"
+	say "fetching @grafana/schema $GRAFANA_SCHEMA_VERSION and typescript $TYPESCRIPT_VERSION from npm (~25 MB)"
+	local tmp
+	tmp=$(mktemp -d "$cache/grafana-schema.XXXXXX")
+	scratch+=("$tmp")
+	printf '{"name":"spikehunt-dashboard-check","private":true,"dependencies":{"@grafana/schema":"%s","typescript":"%s"}}\n' \
+		"$GRAFANA_SCHEMA_VERSION" "$TYPESCRIPT_VERSION" >"$tmp/package.json"
+	(cd "$tmp" && npm install --silent --no-audit --no-fund --ignore-scripts >"$tmp/npm.log" 2>&1) ||
+		die "npm install @grafana/schema typescript failed: $(tail -n 3 "$tmp/npm.log" | tr '\n' ' ')"
+	rm -rf "$grafana_schema_dir"
+	mkdir -p "$(dirname "$grafana_schema_dir")"
+	mv "$tmp" "$grafana_schema_dir"
+	stamp "$grafana_schema_dir" "$want"
+	say "@grafana/schema, tsc -> $grafana_schema_dir"
+}
+
 mkdir -p "$cache"
 [ $# -eq 0 ] && set -- all
 for what in "$@"; do
 	case $what in
-	all) install_chdb; install_kafka; install_s3proxy; install_envtest; install_helm; install_controller_gen; install_otelcol; install_debian ;;
+	all) install_chdb; install_kafka; install_s3proxy; install_envtest; install_helm; install_controller_gen; install_otelcol; install_grafana_schema; install_debian ;;
 	chdb) install_chdb ;;
 	kafka) install_kafka ;;
 	s3proxy) install_s3proxy ;;
@@ -253,8 +277,9 @@ for what in "$@"; do
 	helm) install_helm ;;
 	controller-gen) install_controller_gen ;;
 	otelcol) install_otelcol ;;
+	grafana-schema) install_grafana_schema ;;
 	debian) install_debian ;;
 	env) print_env ;;
-	*) die "unknown component '$what' (want: all chdb kafka s3proxy envtest helm controller-gen otelcol debian env)" ;;
+	*) die "unknown component '$what' (want: all chdb kafka s3proxy envtest helm controller-gen otelcol grafana-schema debian env)" ;;
 	esac
 done

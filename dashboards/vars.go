@@ -1,0 +1,40 @@
+package dashboards
+
+// The variables every dashboard shares, and the SQL fragments that apply
+// them. A multi-value variable goes through $__conditionalAll, so that "All"
+// adds no condition at all (1=1) instead of a list of every host.
+const (
+	whereService = "service = '${service}'"
+	whereHWClass = "$__conditionalAll(hw_class IN (${hw_class:singlequote}), $hw_class)"
+	whereHosts   = "$__conditionalAll(host IN (${host:singlequote}), $host)"
+	whereHost    = "host = '${host}'"
+)
+
+var (
+	serviceVar = Var{Name: "service", Label: "Service", Type: "query", Default: "checkout",
+		Description: "The service whose requests are shown",
+		SQL:         `SELECT DISTINCT service FROM latency_1s WHERE $__timeFilter(ts) ORDER BY service`}
+	hwClassVar = Var{Name: "hw_class", Label: "Hardware class", Type: "query", Multi: true, IncludeAll: true,
+		Description: "The hosts' hardware class (the spikehunt.hw_class node label)",
+		SQL:         `SELECT DISTINCT hw_class FROM latency_1s WHERE ` + whereService + ` AND $__timeFilter(ts) ORDER BY hw_class`}
+	hostsVar = Var{Name: "host", Label: "Host", Type: "query", Multi: true, IncludeAll: true,
+		Description: "Hosts of the service (of the chosen hardware classes)",
+		SQL: `SELECT DISTINCT host FROM latency_1s WHERE ` + whereService + ` AND $__timeFilter(ts) AND ` + whereHWClass +
+			` ORDER BY host`}
+	hostVar = Var{Name: "host", Label: "Host", Type: "query",
+		Description: "The host to drill into",
+		SQL: `SELECT DISTINCT host FROM latency_1s WHERE ` + whereService + ` AND $__timeFilter(ts) AND ` + whereHWClass +
+			` ORDER BY host`}
+)
+
+// Links between the dashboards: pattern → hosts → host drill-down →
+// captures. They carry the service, the host and the time range.
+const (
+	linkHost = "/d/spikehunt-host/spikehunt-host-drill-down?var-service=${__data.fields.service}" +
+		"&var-host=${__data.fields.host}&${__url_time_range}"
+	linkHostCaptures = "/d/spikehunt-captures/spikehunt-captures?var-service=${service}&var-host=${host}&${__url_time_range}"
+	// A spike, in the host drill-down, five minutes either side.
+	linkSpike = "/d/spikehunt-host/spikehunt-host-drill-down?var-service=${__data.fields.service}" +
+		"&var-host=${__data.fields.host}&from=${__data.fields.link_from}&to=${__data.fields.link_to}"
+	linkArtifact = "${__data.fields.uri}"
+)
