@@ -8,22 +8,22 @@ package dashboards
 func pipelineHealth() Board {
 	// A gauge's last reading per instance in each interval, summed over
 	// instances.
-	gauge := func(metric, series, extra string) string {
+	gauge := func(metric, expr, series string) string {
 		return `
 SELECT time, ` + series + `, sum(last) AS value
 FROM (
-    SELECT $__timeInterval(ts_start) AS time, ` + series + `, host, argMax(value, ts_start) AS last
+    SELECT $__timeInterval(ts_start) AS time, ` + expr + ` AS ` + series + `, host, argMax(value, ts_start) AS last
     FROM counters
-    WHERE metric = '` + metric + `' AND $__timeFilter(ts_start)` + extra + `
+    WHERE metric = '` + metric + `' AND $__timeFilter(ts_start)
     GROUP BY time, ` + series + `, host
 )
 GROUP BY time, ` + series + `
 ORDER BY time, ` + series
 	}
 	// A delta's rate per second, summed over instances.
-	deltaRate := func(metric, series string) string {
+	deltaRate := func(metric, expr, series string) string {
 		return rate(`
-    SELECT $__timeInterval(ts_start) AS time, `+series+`, host AS cpu, sum(value) AS v, sum(interval_ms) / 1000 AS s
+    SELECT $__timeInterval(ts_start) AS time, `+expr+` AS `+series+`, host AS cpu, sum(value) AS v, sum(interval_ms) / 1000 AS s
     FROM counters
     WHERE metric = '`+metric+`' AND interval_ms > 0 AND $__timeFilter(ts_start)
     GROUP BY time, `+series+`, cpu`, series)
@@ -66,19 +66,19 @@ WHERE metric = 'spikehunt.agent.spool.bytes' AND ts_start >= $__toTime - INTERVA
 			}}},
 			{Title: "Ingest", Panels: []Panel{
 				ts("ingest-rows", "Ingest rows per second, by table", "spikehunt.ingest.rows: rows written by every ingest instance.",
-					"rowsps", "table", deltaRate("spikehunt.ingest.rows", "device AS table")),
+					"rowsps", "table", deltaRate("spikehunt.ingest.rows", "device", "table")),
 				ts("kafka-lag", "Kafka consumer lag, by topic", "spikehunt.ingest.lag: records behind the partitions' end, summed over instances.",
-					"short", "topic", gauge("spikehunt.ingest.lag", "device AS topic", "")),
+					"short", "topic", gauge("spikehunt.ingest.lag", "device", "topic")),
 				ts("dlq", "Dead-letter queue: records per second, by topic and reason", "spikehunt.ingest.dlq: records the ingest could not decode, kept on the DLQ topic.",
-					"rowsps", "dlq", deltaRate("spikehunt.ingest.dlq", "concat(device, ' ', mode) AS dlq")),
+					"rowsps", "dlq", deltaRate("spikehunt.ingest.dlq", "concat(device, ' ', mode)", "dlq")),
 				ts("detect-pass", "Detector pass time, by stage", "spikehunt.detect.pass_seconds: each pass's wall time.",
-					"s", "stage", gauge("spikehunt.detect.pass_seconds", "mode AS stage", "")),
+					"s", "stage", gauge("spikehunt.detect.pass_seconds", "mode", "stage")),
 			}},
 			{Title: "Agents", Panels: []Panel{
 				ts("agent-drops", "Agent drops per second, by reason", "spikehunt.agent.requests.dropped over the fleet's agents.",
-					"rowsps", "reason", deltaRate("spikehunt.agent.requests.dropped", "mode AS reason")),
+					"rowsps", "reason", deltaRate("spikehunt.agent.requests.dropped", "mode", "reason")),
 				ts("agent-spool", "Agent spool bytes (fleet total)", "spikehunt.agent.spool.bytes: data waiting on disk for the sink to come back.",
-					"bytes", "spool", gauge("spikehunt.agent.spool.bytes", "'spool' AS spool", "")),
+					"bytes", "spool", gauge("spikehunt.agent.spool.bytes", "'spool'", "spool")),
 				ts("capture-budget", "Capture budget use (%)", "spikehunt.capture.active over spikehunt.capture.max_concurrent, over all agents.",
 					"percent", "budget", `
 SELECT time, 'budget' AS budget, 100 * sum(active) / greatest(1, sum(cap)) AS used_pct

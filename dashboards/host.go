@@ -34,7 +34,8 @@ ORDER BY time`}},
 
 // A counter's rate per second in each interval: the sum of its deltas over
 // the measured time they cover, per series, so that a late tick or a bucket
-// edge does not bend it. inner selects (time, series, cpu, v, s).
+// edge does not bend it. inner selects (time, <series>, cpu, v, s): one
+// row per interval and source (a CPU, an instance), whose rates add up.
 func rate(inner, series string) string {
 	return `
 SELECT time, ` + series + `, sum(v / s) AS per_s

@@ -313,4 +313,3 @@ func panel(m map[string]any, typ string) map[string]any {
 	}
 	panic("no " + typ + " panel")
 }
-
