@@ -6,7 +6,7 @@ GO ?= go
 # Install locations of the pinned components (SPIKEHUNT_LIBCHDB, KUBEBUILDER_ASSETS, …).
 $(foreach kv,$(shell deps/install.sh env 2>/dev/null),$(eval export $(kv)))
 
-.PHONY: all deps deps-demo build demo eval test e2e vet fmt-check cross manifests bench bench-store bench-agent bench-ingest bench-detect bench-operator fuzz clean
+.PHONY: all deps deps-demo build demo eval test e2e vet fmt-check cross manifests bench bench-store bench-agent bench-ingest bench-detect bench-operator bench-dashboards dashboards fuzz clean
 
 all: build
 
@@ -29,6 +29,11 @@ manifests: ## regenerate the operator's generated code and manifests (controller
 	$(SPIKEHUNT_CONTROLLER_GEN) object paths=./operator/api/...
 	$(SPIKEHUNT_CONTROLLER_GEN) crd rbac:roleName=spikehunt-operator paths=./operator/... \
 		output:crd:artifacts:config=operator/config/crd/bases output:rbac:artifacts:config=operator/config/rbac
+
+# dashboards/grafana/*.json from the Go definitions in dashboards/ (the
+# dashboards test fails when the committed JSON is stale).
+dashboards: ## regenerate the Grafana dashboards' JSON
+	$(GO) test ./dashboards -run '^TestGenerated$$' -update -count=1
 
 cross:               ## the agent must build for Windows (PDH sampler, WPR captures)
 	GOOS=windows GOARCH=amd64 $(GO) build -o /dev/null ./agents/...
@@ -71,7 +76,7 @@ FUZZ_TARGETS := ./pipelines/store:FuzzDecodeNative ./pipelines/chhttp:FuzzTransc
 fuzz:                ## each fuzz target for FUZZTIME
 	for t in $(FUZZ_TARGETS); do $(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s; done
 
-bench: bench-store bench-agent bench-ingest bench-detect bench-capture bench-operator ## every bench-* target
+bench: bench-store bench-agent bench-ingest bench-detect bench-capture bench-operator bench-dashboards ## every bench-* target
 
 bench-store: deps-demo
 	tests/bench.sh store ./pipelines/store
@@ -103,6 +108,11 @@ bench-operator: deps
 bench-detect: deps-demo
 	SPIKEHUNT_BENCH_HOSTS=1000 SPIKEHUNT_BENCH_HOURS=24 BENCHTIME=1x tests/bench.sh detect ./pipelines/detect -- -bench '^BenchmarkDetectFullPass$$' -timeout 60m
 	BENCHTIME=1x tests/bench.sh detect-delay ./pipelines/eval -- -bench '^BenchmarkDetectionDelay$$' -timeout 60m
+
+# Every dashboard panel's query over 24 h × 300 hosts on the embedded engine;
+# prints the slowest (target ≤ 1,000 ms).
+bench-dashboards: deps-demo
+	BENCHTIME=1x tests/bench.sh dashboards ./dashboards -- -bench '^BenchmarkPanels$$' -timeout 30m
 
 clean:
 	rm -rf bin .cache/demo .cache/bench

@@ -37,7 +37,7 @@ func testFleetConfig() sim.Config {
 }
 
 type loadedFleet struct {
-	st    store.Store
+	st    *store.Embedded
 	cfg   sim.Config
 	truth sim.Truth
 	hosts []string
@@ -91,7 +91,7 @@ func loadFleet(t *testing.T, cfg sim.Config) loadedFleet {
 	return loadedFleet{st: st, cfg: cfg, truth: truth, hosts: names, captured: res.Spikes[0].Host}
 }
 
-func insertCapture(t *testing.T, st store.Store, id, host, backend, trigger, status string, from, to time.Time, spikes []string) {
+func insertCapture(t testing.TB, st store.Store, id, host, backend, trigger, status string, from, to time.Time, spikes []string) {
 	t.Helper()
 	q := make([]string, len(spikes))
 	for i, s := range spikes {
@@ -249,6 +249,7 @@ func TestPanelsOnSimulatedFleet(t *testing.T) {
 	end := f.cfg.Start.Add(f.cfg.Duration)
 	storm := f.truth.Windows[len(f.truth.Windows)/2]
 	results := map[string]result{}
+	expanded := map[string]string{}
 	for _, b := range Boards() {
 		q := f.vars(b, f.captured)
 		q.From, q.To = f.cfg.Start, end
@@ -262,6 +263,7 @@ func TestPanelsOnSimulatedFleet(t *testing.T) {
 					q.Interval = autoInterval(q.From, q.To, 0)
 					res := run(t, f.st, q, p.SQL)
 					results[b.File+"/"+p.Key] = res
+					expanded[b.File+"/"+p.Key] = res.sql
 					if err := checkShape(p, res); err != nil {
 						t.Errorf("%s: %v\n%s", p.Title, err, res.sql)
 					}
@@ -296,6 +298,14 @@ func TestPanelsOnSimulatedFleet(t *testing.T) {
 			})
 		}
 	}
+
+	t.Run("provisioned-http-datasource-through-serve-clickhouse", func(t *testing.T) {
+		rows := map[string]int{}
+		for k, r := range results {
+			rows[k] = len(r.Rows)
+		}
+		serveAndQueryOverHTTP(t, f.st, expanded, rows)
+	})
 
 	// The answers the panels exist for.
 	t.Run("answer/per-host-panel-shows-spikes-on-every-host", func(t *testing.T) {
