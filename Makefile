@@ -7,6 +7,7 @@ GO ?= go
 $(foreach kv,$(shell deps/install.sh env 2>/dev/null),$(eval export $(kv)))
 
 .PHONY: all deps deps-demo build demo eval test e2e vet fmt-check cross manifests bench bench-store bench-agent bench-ingest bench-detect bench-operator bench-dashboards dashboards fuzz clean
+.PHONY: chart-sync helm-lint
 
 all: build
 
@@ -34,6 +35,18 @@ manifests: ## regenerate the operator's generated code and manifests (controller
 # dashboards test fails when the committed JSON is stale).
 dashboards: ## regenerate the Grafana dashboards' JSON
 	$(GO) test ./dashboards -run '^TestGenerated$$' -update -count=1
+
+# The Helm chart's copies of the operator's CRDs, the Grafana dashboards and
+# the gateway Collector's config (helm/ tests fail when they drift).
+chart-sync: ## copy the CRDs, dashboards and gateway config into helm/spikehunt
+	rm -f helm/spikehunt/crds/*.yaml helm/spikehunt/files/dashboards/*.json
+	cp operator/config/crd/bases/*.yaml helm/spikehunt/crds/
+	for f in dashboards/grafana/*.json; do [ -e "$$f" ] && cp "$$f" helm/spikehunt/files/dashboards/; done; true
+	cp pipelines/otel/config.yaml helm/spikehunt/files/otel/config.yaml
+
+helm-lint: deps ## helm lint the chart with its defaults and every example values file
+	$(SPIKEHUNT_HELM) lint --strict helm/spikehunt
+	for f in helm/spikehunt/examples/*.yaml; do $(SPIKEHUNT_HELM) lint --strict helm/spikehunt --values "$$f"; done
 
 cross:               ## the agent must build for Windows (PDH sampler, WPR captures)
 	GOOS=windows GOARCH=amd64 $(GO) build -o /dev/null ./agents/...

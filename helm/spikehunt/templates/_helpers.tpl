@@ -1,0 +1,326 @@
+{{/*
+Names and labels.
+*/}}
+{{- define "spikehunt.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The release's object name prefix, short enough for "-otel-gateway" and a 63-character limit. */}}
+{{- define "spikehunt.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "spikehunt.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels of every object; call with (dict "ctx" $ "component" "agent"). */}}
+{{- define "spikehunt.labels" -}}
+helm.sh/chart: {{ include "spikehunt.chart" .ctx }}
+{{ include "spikehunt.selectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: spikehunt
+{{- with .ctx.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "spikehunt.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "spikehunt.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+{{- if .component }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+{{- end -}}
+
+{{/* An image reference; call with (dict "ctx" $ "image" .Values.agent.image). */}}
+{{- define "spikehunt.image" -}}
+{{- $tag := .image.tag | default .ctx.Values.image.tag | default .ctx.Chart.AppVersion -}}
+{{- printf "%s/%s:%s" .ctx.Values.image.registry .image.repository $tag -}}
+{{- end -}}
+
+{{- define "spikehunt.pullPolicy" -}}
+{{- .image.pullPolicy | default .ctx.Values.image.pullPolicy -}}
+{{- end -}}
+
+{{- define "spikehunt.imagePullSecrets" -}}
+{{- with .Values.imagePullSecrets -}}
+imagePullSecrets:
+{{ toYaml . }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The restricted Pod Security Standard, for every pod but the agent's.
+*/}}
+{{- define "spikehunt.restrictedPodSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: {{ . }}
+runAsGroup: {{ . }}
+fsGroup: {{ . }}
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "spikehunt.restrictedContainerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+capabilities:
+  drop:
+    - ALL
+{{- end -}}
+
+{{/*
+Kafka.
+*/}}
+{{- define "spikehunt.kafka.brokers" -}}
+{{- join "," .Values.kafka.brokers -}}
+{{- end -}}
+
+{{- define "spikehunt.kafka.saslSecretName" -}}
+{{- .Values.kafka.sasl.existingSecret | default (printf "%s-kafka" (include "spikehunt.fullname" .)) -}}
+{{- end -}}
+
+{{/*
+ClickHouse: the DSN of README.md "Stores".
+*/}}
+{{- define "spikehunt.clickhouse.secretName" -}}
+{{- .Values.clickhouse.existingSecret | default (printf "%s-clickhouse" (include "spikehunt.fullname" .)) -}}
+{{- end -}}
+
+{{- define "spikehunt.clickhouse.migrateSecretName" -}}
+{{- printf "%s-migrate" (include "spikehunt.fullname" .) -}}
+{{- end -}}
+
+{{- define "spikehunt.clickhouse.port" -}}
+{{- $c := .Values.clickhouse -}}
+{{- if $c.port -}}
+{{- $c.port -}}
+{{- else if eq $c.protocol "http" -}}
+{{- ternary 8443 8123 $c.secure -}}
+{{- else -}}
+{{- ternary 9440 9000 $c.secure -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "spikehunt.clickhouse.scheme" -}}
+{{- if eq .Values.clickhouse.protocol "http" -}}
+{{- ternary "https" "http" .Values.clickhouse.secure -}}
+{{- else -}}
+clickhouse
+{{- end -}}
+{{- end -}}
+
+{{- define "spikehunt.clickhouse.caDir" -}}/etc/spikehunt/clickhouse-ca{{- end -}}
+
+{{/* "?k=v&…" from clickhouse.params, secure and the CA; "" without any. */}}
+{{- define "spikehunt.clickhouse.query" -}}
+{{- $c := .Values.clickhouse -}}
+{{- $p := deepCopy $c.params -}}
+{{- if and $c.secure (ne $c.protocol "http") -}}
+{{- $_ := set $p "secure" "true" -}}
+{{- end -}}
+{{- if $c.caSecret.name -}}
+{{- $_ := set $p "ca" (printf "%s/%s" (include "spikehunt.clickhouse.caDir" .) $c.caSecret.key) -}}
+{{- end -}}
+{{- $pairs := list -}}
+{{- range $k := keys $p | sortAlpha -}}
+{{- $pairs = append $pairs (printf "%s=%s" (urlquery $k) (urlquery (toString (get $p $k)))) -}}
+{{- end -}}
+{{- if $pairs -}}?{{ join "&" $pairs }}{{- end -}}
+{{- end -}}
+
+{{/* One URL userinfo part: url.QueryEscape, with spaces as %20 (a '+' would stay a '+'). */}}
+{{- define "spikehunt.userinfoEscape" -}}
+{{- urlquery . | replace "+" "%20" -}}
+{{- end -}}
+
+{{/*
+A DSN; call with (dict "ctx" $ "userinfo" "user:pass" "database" "db").
+userinfo is used as given (escaped, or $(VAR) references).
+*/}}
+{{- define "spikehunt.clickhouse.dsn" -}}
+{{- $ctx := .ctx -}}
+{{- printf "%s://%s@%s:%s" (include "spikehunt.clickhouse.scheme" $ctx) .userinfo $ctx.Values.clickhouse.host (include "spikehunt.clickhouse.port" $ctx) -}}
+{{- if .database }}/{{ .database }}{{ end -}}
+{{- include "spikehunt.clickhouse.query" $ctx -}}
+{{- end -}}
+
+{{/* The DSN of the chart's own Secret: escaped credentials from the values. */}}
+{{- define "spikehunt.clickhouse.valuesDSN" -}}
+{{- $c := .ctx.Values.clickhouse -}}
+{{- $userinfo := printf "%s:%s" (include "spikehunt.userinfoEscape" $c.username) (include "spikehunt.userinfoEscape" $c.password) -}}
+{{- include "spikehunt.clickhouse.dsn" (dict "ctx" .ctx "userinfo" $userinfo "database" .database) -}}
+{{- end -}}
+
+{{/*
+The environment of a container that opens the store: SPIKEHUNT_DSN (which
+the spikehunt commands read, and the operator gets as --dsn=$(SPIKEHUNT_DSN)).
+Call with (dict "ctx" $ "migrate" true|false): the migration connects
+without a database and creates it (--database).
+*/}}
+{{- define "spikehunt.clickhouse.env" -}}
+{{- $c := .ctx.Values.clickhouse -}}
+{{- if not $c.existingSecret -}}
+- name: SPIKEHUNT_DSN
+  valueFrom:
+    secretKeyRef:
+      name: {{ ternary (include "spikehunt.clickhouse.migrateSecretName" .ctx) (include "spikehunt.clickhouse.secretName" .ctx) .migrate }}
+      key: dsn
+{{- else if $c.existingSecretKeys.dsn -}}
+- name: SPIKEHUNT_DSN
+  valueFrom:
+    secretKeyRef:
+      name: {{ $c.existingSecret }}
+      key: {{ $c.existingSecretKeys.dsn }}
+{{- else -}}
+- name: SPIKEHUNT_CLICKHOUSE_USER
+  valueFrom:
+    secretKeyRef:
+      name: {{ $c.existingSecret }}
+      key: {{ $c.existingSecretKeys.username }}
+- name: SPIKEHUNT_CLICKHOUSE_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $c.existingSecret }}
+      key: {{ $c.existingSecretKeys.password }}
+- name: SPIKEHUNT_DSN
+  value: {{ include "spikehunt.clickhouse.dsn" (dict "ctx" .ctx "userinfo" "$(SPIKEHUNT_CLICKHOUSE_USER):$(SPIKEHUNT_CLICKHOUSE_PASSWORD)" "database" (ternary "" $c.database .migrate)) | quote }}
+{{- end }}
+{{- end -}}
+
+{{- define "spikehunt.clickhouse.caVolumeMount" -}}
+{{- if .Values.clickhouse.caSecret.name -}}
+- name: clickhouse-ca
+  mountPath: {{ include "spikehunt.clickhouse.caDir" . }}
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "spikehunt.clickhouse.caVolume" -}}
+{{- if .Values.clickhouse.caSecret.name -}}
+- name: clickhouse-ca
+  secret:
+    secretName: {{ .Values.clickhouse.caSecret.name }}
+    items:
+      - key: {{ .Values.clickhouse.caSecret.key }}
+        path: {{ .Values.clickhouse.caSecret.key }}
+{{- end }}
+{{- end -}}
+
+{{/*
+S3: the capture artifact store (agents/capture StoreConfig). The keys come
+from environment variables, so the store's YAML can live in a ConfigMap.
+*/}}
+{{- define "spikehunt.s3.enabled" -}}
+{{- if .Values.s3.bucket -}}true{{- end -}}
+{{- end -}}
+
+{{- define "spikehunt.s3.secretName" -}}
+{{- .Values.s3.existingSecret | default (printf "%s-s3" (include "spikehunt.fullname" .)) -}}
+{{- end -}}
+
+{{- define "spikehunt.s3.storeConfig" -}}
+{{- $s := .Values.s3 -}}
+{{- $cfg := dict "endpoint" $s.endpoint "bucket" $s.bucket "access_key_env" "SPIKEHUNT_S3_ACCESS_KEY_ID" "secret_key_env" "SPIKEHUNT_S3_SECRET_ACCESS_KEY" -}}
+{{- with $s.region }}{{ $_ := set $cfg "region" . }}{{ end -}}
+{{- with $s.prefix }}{{ $_ := set $cfg "prefix" . }}{{ end -}}
+{{- if $s.insecure }}{{ $_ := set $cfg "insecure" true }}{{ end -}}
+{{- toYaml (dict "s3" $cfg) -}}
+{{- end -}}
+
+{{- define "spikehunt.s3.env" -}}
+{{- if include "spikehunt.s3.enabled" . -}}
+- name: SPIKEHUNT_S3_ACCESS_KEY_ID
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "spikehunt.s3.secretName" . }}
+      key: {{ ternary .Values.s3.existingSecretKeys.accessKeyId "access-key-id" (ne .Values.s3.existingSecret "") }}
+- name: SPIKEHUNT_S3_SECRET_ACCESS_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "spikehunt.s3.secretName" . }}
+      key: {{ ternary .Values.s3.existingSecretKeys.secretAccessKey "secret-access-key" (ne .Values.s3.existingSecret "") }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The agent's capabilities, computed from the enabled backends (values.yaml
+has the table and the reasons); a JSON list, sorted.
+*/}}
+{{- define "spikehunt.agent.capabilities" -}}
+{{- $a := .Values.agent -}}
+{{- $caps := list -}}
+{{- if $a.capture.enabled -}}
+{{- if $a.capture.backends.perf -}}
+{{- $caps = concat $caps (list "PERFMON" "SYS_PTRACE" "SYSLOG" "IPC_LOCK") -}}
+{{- end -}}
+{{- if $a.capture.backends.bpftrace -}}
+{{- $caps = concat $caps (list "BPF" "PERFMON" "IPC_LOCK") -}}
+{{- end -}}
+{{- end -}}
+{{- if and $a.legacyKernelCapabilities (or (has "PERFMON" $caps) (has "BPF" $caps)) -}}
+{{- $caps = append (without $caps "PERFMON" "BPF") "SYS_ADMIN" -}}
+{{- end -}}
+{{- $caps = concat $caps $a.extraCapabilities -}}
+{{- $caps | uniq | sortAlpha | toJson -}}
+{{- end -}}
+
+{{/* Whether the agent runs a backend that reads other processes through /proc (hostPID). */}}
+{{- define "spikehunt.agent.hostPID" -}}
+{{- $c := .Values.agent.capture -}}
+{{- if and $c.enabled (or $c.backends.perf $c.backends.bpftrace) -}}true{{- end -}}
+{{- end -}}
+
+{{/* Whether the agent GETs its Node for the hardware class label. */}}
+{{- define "spikehunt.agent.readsNode" -}}
+{{- if and .Values.agent.hwClass.nodeLabel (not .Values.agent.hwClass.value) -}}true{{- end -}}
+{{- end -}}
+
+{{/* Checks that span several values; called once from secrets.yaml. */}}
+{{- define "spikehunt.validate" -}}
+{{- if and (include "spikehunt.s3.enabled" .) (not .Values.s3.endpoint) -}}
+{{- fail "s3.bucket is set but s3.endpoint is empty: give the S3 server as host or host:port" -}}
+{{- end -}}
+{{- if and (include "spikehunt.s3.enabled" .) (not .Values.s3.existingSecret) (or (not .Values.s3.accessKeyId) (not .Values.s3.secretAccessKey)) -}}
+{{- fail "s3.bucket is set: give s3.accessKeyId and s3.secretAccessKey, or s3.existingSecret" -}}
+{{- end -}}
+{{- if and .Values.kafka.sasl.enabled (not .Values.kafka.sasl.existingSecret) (or (not .Values.kafka.sasl.username) (not .Values.kafka.sasl.password)) -}}
+{{- fail "kafka.sasl.enabled: give kafka.sasl.username and kafka.sasl.password, or kafka.sasl.existingSecret" -}}
+{{- end -}}
+{{- if and .Values.kafka.sasl.enabled (not .Values.otelGateway.enabled) -}}
+{{- fail "kafka.sasl.enabled configures the OTel Collector gateway's Kafka exporter, and otelGateway.enabled is false" -}}
+{{- end -}}
+{{- if and .Values.agent.enabled (eq .Values.agent.sink "otlp") (not .Values.otelGateway.enabled) -}}
+{{- fail "agent.sink: otlp exports through the gateway: set otelGateway.enabled: true (or agent.sink: kafka)" -}}
+{{- end -}}
+{{- if and .Values.operator.enabled .Values.operator.webhook.enabled (not .Values.operator.webhook.tlsSecretName) -}}
+{{- fail "operator.webhook.enabled: the webhook is HTTPS only; give operator.webhook.tlsSecretName (a kubernetes.io/tls Secret, e.g. from a cert-manager Certificate)" -}}
+{{- end -}}
+{{- $wh := .Values.operator.webhook -}}
+{{- if and .Values.operator.enabled $wh.enabled (not $wh.grafana.enabled) (not $wh.alertmanager.enabled) -}}
+{{- fail "operator.webhook.enabled: enable operator.webhook.grafana or operator.webhook.alertmanager" -}}
+{{- end -}}
+{{- if and .Values.operator.enabled $wh.enabled (not $wh.existingSecret) -}}
+{{- if and $wh.grafana.enabled (not $wh.grafana.hmacSecret) -}}
+{{- fail "operator.webhook.grafana.enabled: give operator.webhook.grafana.hmacSecret (the contact point's HMAC secret) or operator.webhook.existingSecret" -}}
+{{- end -}}
+{{- if and $wh.alertmanager.enabled (not $wh.alertmanager.token) -}}
+{{- fail "operator.webhook.alertmanager.enabled: give operator.webhook.alertmanager.token or operator.webhook.existingSecret" -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.clickhouse.cluster (not .Values.clickhouse.database) -}}
+{{- fail "clickhouse.cluster needs clickhouse.database: Distributed tables name their database" -}}
+{{- end -}}
+{{- end -}}
