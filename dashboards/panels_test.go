@@ -267,6 +267,11 @@ func TestPanelsOnSimulatedFleet(t *testing.T) {
 					if err := checkShape(p, res); err != nil {
 						t.Errorf("%s: %v\n%s", p.Title, err, res.sql)
 					}
+					for _, c := range linkFields(p) {
+						if res.col(c) < 0 {
+							t.Errorf("%s: a data link reads ${__data.fields.%s}, not a column of the result %v", p.Title, c, res.Names)
+						}
+					}
 					if len(res.Rows) == 0 && !emptyOnSim[p.Key] {
 						t.Errorf("%s: no rows over the simulated fleet\n%s", p.Title, res.sql)
 					}
