@@ -37,12 +37,14 @@ dashboards: ## regenerate the Grafana dashboards' JSON
 	$(GO) test ./dashboards -run '^TestGenerated$$' -update -count=1
 
 # The Helm chart's copies of the operator's CRDs, the Grafana dashboards and
-# the gateway Collector's config (helm/ tests fail when they drift).
+# their provider, and the gateway Collector's config (helm/ tests fail when
+# they drift).
 chart-sync: ## copy the CRDs, dashboards and gateway config into helm/spikehunt
 	rm -f helm/spikehunt/crds/*.yaml helm/spikehunt/files/dashboards/*.json
 	cp operator/config/crd/bases/*.yaml helm/spikehunt/crds/
 	for f in dashboards/grafana/*.json; do [ -e "$$f" ] && cp "$$f" helm/spikehunt/files/dashboards/; done; true
 	cp pipelines/otel/config.yaml helm/spikehunt/files/otel/config.yaml
+	cp dashboards/provisioning/dashboards/spikehunt.yaml helm/spikehunt/files/provisioning/dashboards/spikehunt.yaml
 
 helm-lint: deps ## helm lint the chart with its defaults and every example values file
 	$(SPIKEHUNT_HELM) lint --strict helm/spikehunt

@@ -18,7 +18,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	helmHome = dir
+	startBuild()
 	code := m.Run()
+	cancelBuild() // when no test needed the binaries
+	<-buildDone
 	testenv.StopShared()
 	os.RemoveAll(dir)
 	os.Exit(code)
