@@ -320,6 +320,9 @@ has the table and the reasons); a JSON list, sorted.
 {{- fail "operator.webhook.alertmanager.enabled: give operator.webhook.alertmanager.token or operator.webhook.existingSecret" -}}
 {{- end -}}
 {{- end -}}
+{{- if and .Values.operator.enabled (gt (int .Values.operator.replicas) 1) (not .Values.operator.leaderElection) -}}
+{{- fail "operator.replicas > 1 needs operator.leaderElection: replicas without it would all act on the same policies" -}}
+{{- end -}}
 {{- if and .Values.clickhouse.cluster (not .Values.clickhouse.database) -}}
 {{- fail "clickhouse.cluster needs clickhouse.database: Distributed tables name their database" -}}
 {{- end -}}
