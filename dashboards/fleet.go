@@ -34,7 +34,7 @@ FROM (
     SELECT $__timeInterval(ts) AS time, host,
         sum(weighted_sum_us) AS wsum, sum(weighted_count) AS wcount,
         quantilesTDigestWeightedMerge(0.99)(quantiles_us)[1] AS p99
-    FROM latency_1s
+    FROM ` + latencyTable + `
     WHERE ` + whereService + ` AND $__timeFilter(ts) AND ` + whereHWClass + `
     GROUP BY time, host
 )
@@ -56,7 +56,7 @@ SELECT
     $__timeInterval(ts) AS time,
     host,
     max(max_us) / 1000 AS max_ms
-FROM latency_1s
+FROM ` + latencyTable + `
 WHERE ` + whereService + ` AND $__timeFilter(ts) AND ` + whereHWClass + ` AND ` + whereHosts + `
 GROUP BY time, host
 ORDER BY time, host`,
@@ -76,7 +76,7 @@ func fleetStats() []Panel {
 SELECT
     100 * (SELECT uniqExact(host) FROM spikes FINAL
            WHERE `+whereService+` AND is_deleted = 0 AND $__timeFilter(window_start) AND `+whereHWClass+`)
-        / greatest(1, (SELECT uniqExact(host) FROM latency_1s
+        / greatest(1, (SELECT uniqExact(host) FROM latency_1m
            WHERE `+whereService+` AND $__timeFilter(ts) AND `+whereHWClass+`)) AS hosts_with_spikes`),
 		stat("interval", "Typical interval between a host's spikes", "Median over hosts of the mean time between consecutive spike windows on that host.", "s", `
 SELECT median(gap) AS interval_s
@@ -222,7 +222,7 @@ SELECT
     c.hw_class AS hw_class,
     ifNull(s.spikes, 0) / c.hosts / (dateDiff('second', $__fromTime, $__toTime) / 3600) AS spikes_per_host_hour
 FROM (
-    SELECT hw_class, uniqExact(host) AS hosts FROM latency_1s
+    SELECT hw_class, uniqExact(host) AS hosts FROM latency_1m
     WHERE ` + whereService + ` AND $__timeFilter(ts) AND ` + whereHWClass + `
     GROUP BY hw_class
 ) AS c
@@ -258,7 +258,7 @@ FROM (
     GROUP BY time, hw_class
 ) AS s
 JOIN (
-    SELECT hw_class, uniqExact(host) AS hosts FROM latency_1s
+    SELECT hw_class, uniqExact(host) AS hosts FROM latency_1m
     WHERE ` + whereService + ` AND $__timeFilter(ts) AND ` + whereHWClass + `
     GROUP BY hw_class
 ) AS c ON c.hw_class = s.hw_class

@@ -47,7 +47,9 @@ ORDER BY time, ` + series
 				SQL: `
 SELECT dateDiff('second', max(ts), least(now(), $__toTime)) AS behind_s
 FROM latency_1s
-WHERE ` + whereService + ` AND $__timeFilter(ts)`,
+WHERE ` + whereService + ` AND $__timeFilter(ts)
+    -- the newest minute from the rollup, then its seconds
+    AND ts >= (SELECT max(ts) FROM latency_1m WHERE ` + whereService + ` AND $__timeFilter(ts))`,
 				Format: Table, Unit: "s", Options: statOptions(),
 			}, {
 				Key: "hosts-reporting", Title: "Hosts reporting latency", Type: "stat", W: 8, H: 4,

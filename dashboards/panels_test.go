@@ -312,6 +312,29 @@ func TestPanelsOnSimulatedFleet(t *testing.T) {
 		serveAndQueryOverHTTP(t, f.st, expanded, rows)
 	})
 
+	t.Run("answer/per-host-panel-reads-the-same-maxima-from-the-minute-rollup", func(t *testing.T) {
+		p := findPanel(t, "fleet-overview", "per-host")
+		q := f.vars(Boards()[0], "")
+		q.From, q.To, q.Interval = f.cfg.Start, end, time.Minute
+		perHost := func(r result) map[string]float64 {
+			m := map[string]float64{}
+			for i := range r.Rows {
+				h := r.Rows[i][r.col("host")]
+				m[h] = math.Max(m[h], r.float(i, "max_ms"))
+			}
+			return m
+		}
+		minute, second := perHost(run(t, f.st, q, p.SQL)), perHost(results["fleet-overview/per-host"])
+		if len(minute) != len(second) {
+			t.Fatalf("%d hosts at 1 min, %d at %s", len(minute), len(second), autoInterval(q.From, q.To, 0))
+		}
+		for h, v := range second {
+			if minute[h] != v {
+				t.Errorf("%s: max %.3f ms at one-minute intervals (latency_1m), %.3f ms per second (latency_1s)", h, minute[h], v)
+			}
+		}
+	})
+
 	// The answers the panels exist for.
 	t.Run("answer/per-host-panel-shows-spikes-on-every-host", func(t *testing.T) {
 		r := results["fleet-overview/per-host"]

@@ -189,3 +189,52 @@ func TestARetriedInsertWithTheSameTokenIsDroppedAndDoesNotCountTwiceInTheRollup(
 		t.Errorf("counters has %s rows after a retried insert, want 4", n)
 	}
 }
+
+// latency_1m is latency_1s per minute: the same sums, max and merged
+// digests, whichever blocks the seconds arrived in.
+func TestLatency1mRollsUpLatency1sPerMinute(t *testing.T) {
+	ctx := context.Background()
+	st := openDB(t)
+	if _, err := Apply(ctx, st, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	// Two minutes of h1 over three blocks (one minute split across two),
+	// and a slow second in the second minute.
+	for i, block := range [][2]int{{0, 40}, {40, 60}, {60, 120}} {
+		b := newRequestBatch()
+		for s := block[0]; s < block[1]; s++ {
+			lat := uint32(2000 + 10*s)
+			if s == 90 {
+				lat = 1_000_000
+			}
+			b.add(5, "h1", "gen9", t0.Add(time.Duration(s)*time.Second), lat, uint32(1+i))
+		}
+		insertRequests(t, st, b)
+	}
+	const perMinute = `SELECT toStartOfMinute(ts) AS m, sum(weighted_count), sum(kept_count), max(max_us), sum(weighted_sum_us),
+		arrayStringConcat(arrayMap(q -> toString(round(q)), quantilesTDigestWeightedMerge(0.5, 0.99)(quantiles_us)), ',')
+		FROM %s GROUP BY m ORDER BY m`
+	want := queryRows(t, st, strings.Replace(perMinute, "%s", "latency_1s", 1))
+	got := queryRows(t, st, strings.Replace(perMinute, "%s", "latency_1m", 1))
+	if len(want) != 2 {
+		t.Fatalf("latency_1s has %d minutes, want 2: %v", len(want), want)
+	}
+	// Sums and max are exact; merged digests agree within t-digest's error.
+	for i := range want {
+		w, g := strings.Split(want[i], "\t"), strings.Split(got[i], "\t")
+		if strings.Join(w[:5], " ") != strings.Join(g[:5], " ") {
+			t.Errorf("minute %d: latency_1m %v, latency_1s %v", i, g, w)
+		}
+		wq, gq := strings.Split(w[5], ","), strings.Split(g[5], ",")
+		for k := range wq {
+			a, _ := strconv.ParseFloat(wq[k], 64)
+			b, _ := strconv.ParseFloat(gq[k], 64)
+			if math.Abs(a-b) > 0.05*math.Max(a, b) {
+				t.Errorf("minute %d quantile %d: latency_1m %v, latency_1s %v", i, k, b, a)
+			}
+		}
+	}
+	if n := queryOne(t, st, "SELECT max(max_us) FROM latency_1m WHERE ts = toStartOfMinute(toDateTime('2026-11-22 03:01:00', 'UTC'))"); n != "1000000" {
+		t.Errorf("the slow second's max in the second minute: %s", n)
+	}
+}

@@ -138,9 +138,11 @@ func deletePartial(ctx context.Context, st store.Store, cfg Config) error {
 			return fmt.Errorf("sim: remove a partial load: %w", err)
 		}
 		if strings.Contains(q, "FROM requests") {
-			// The rollup the materialized view fed from those rows.
-			if err := st.Exec(ctx, strings.Replace(del, "FROM requests", "FROM latency_1s", 1)); err != nil {
-				return fmt.Errorf("sim: remove a partial load: %w", err)
+			// The rollups the materialized views fed from those rows.
+			for _, rollup := range []string{"latency_1s", "latency_1m"} {
+				if err := st.Exec(ctx, strings.Replace(del, "FROM requests", "FROM "+rollup, 1)); err != nil {
+					return fmt.Errorf("sim: remove a partial load: %w", err)
+				}
 			}
 		}
 	}

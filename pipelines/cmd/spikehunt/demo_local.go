@@ -537,7 +537,7 @@ func localCaptureSection(ctx context.Context, st store.Store, service string, h 
 }
 
 // forgetLocalRows deletes host's requests of service in [from, to), and
-// their latency_1s rollup: a local capture of an earlier run, an hour or
+// their latency_1s and latency_1m rollups: a local capture of an earlier run, an hour or
 // more ago, falls into a later run's simulated hours, where this host would
 // count as one more host of the simulated fleet. The detector pass over
 // those hours then retracts its spike windows; the captures rows stay.
@@ -548,7 +548,7 @@ func forgetLocalRows(ctx context.Context, st store.Store, service, host string, 
 	if err != nil || len(tab.Rows) == 0 || tab.Rows[0][0] == "0" {
 		return err
 	}
-	for _, table := range []string{"requests", "latency_1s"} {
+	for _, table := range []string{"requests", "latency_1s", "latency_1m"} {
 		if err := st.Exec(ctx, "DELETE FROM "+table+" WHERE "+cond); err != nil {
 			return fmt.Errorf("demo: remove this host's earlier local requests from the simulated hours: %w", err)
 		}

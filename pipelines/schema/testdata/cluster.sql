@@ -218,3 +218,40 @@ TTL toDateTime(written_at) + INTERVAL 30 DAY;
 
 CREATE TABLE IF NOT EXISTS spikehunt.ingest_intents ON CLUSTER 'fleet' AS spikehunt.ingest_intents_local
 ENGINE = Distributed('fleet', spikehunt, ingest_intents_local, cityHash64(consumer_group, topic, partition));
+
+-- migration 6 latency_1m, checksum 7bc529b73403
+CREATE TABLE IF NOT EXISTS spikehunt.latency_1m_local ON CLUSTER 'fleet'
+(
+    ts               DateTime('UTC') CODEC(DoubleDelta, ZSTD(1)),
+    service          LowCardinality(String) CODEC(ZSTD(1)),
+    host             LowCardinality(String) CODEC(ZSTD(1)),
+    hw_class         LowCardinality(String) CODEC(ZSTD(1)),
+    weighted_count   SimpleAggregateFunction(sum, UInt64) CODEC(T64, ZSTD(1)),
+    kept_count       SimpleAggregateFunction(sum, UInt64) CODEC(T64, ZSTD(1)),
+    max_us           SimpleAggregateFunction(max, UInt32) CODEC(T64, ZSTD(1)),
+    weighted_sum_us  SimpleAggregateFunction(sum, UInt64) CODEC(T64, ZSTD(1)),
+    quantiles_us     AggregateFunction(quantilesTDigestWeighted(0.5, 0.9, 0.99, 0.999), UInt32, UInt32) CODEC(ZSTD(1))
+)
+ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/{database}/latency_1m', '{replica}')
+PARTITION BY toDate(ts)
+ORDER BY (service, host, hw_class, ts)
+TTL ts + INTERVAL 90 DAY
+SETTINGS ttl_only_drop_parts = 1, replicated_deduplication_window = 1000;
+
+CREATE TABLE IF NOT EXISTS spikehunt.latency_1m ON CLUSTER 'fleet' AS spikehunt.latency_1m_local
+ENGINE = Distributed('fleet', spikehunt, latency_1m_local, cityHash64(host));
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS spikehunt.latency_1m_mv ON CLUSTER 'fleet'
+TO spikehunt.latency_1m_local
+AS SELECT
+    toStartOfMinute(ts) AS ts,
+    service,
+    host,
+    hw_class,
+    sum(weighted_count) AS weighted_count,
+    sum(kept_count) AS kept_count,
+    max(max_us) AS max_us,
+    sum(weighted_sum_us) AS weighted_sum_us,
+    quantilesTDigestWeightedMergeState(0.5, 0.9, 0.99, 0.999)(quantiles_us) AS quantiles_us
+FROM spikehunt.latency_1s_local
+GROUP BY service, host, hw_class, ts;
