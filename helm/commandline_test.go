@@ -100,7 +100,10 @@ func run(t *testing.T, bin string, args []string, env map[string]string) (int, s
 // the checks that matter (an unparsable DSN, no kubeconfig, an empty spool
 // folder), and the test checks that it was that fault that stopped it.
 func TestComponentsAcceptTheirCommandLines(t *testing.T) {
-	cases := append(valuesCases(t), valuesCase{name: "grafana", sets: []string{"grafana.enabled=true", "agent.sink=otlp"}})
+	cases := append(valuesCases(t),
+		valuesCase{name: "grafana", sets: []string{"grafana.enabled=true", "agent.sink=otlp"}},
+		valuesCase{name: "captures-off", sets: []string{"agent.capture.enabled=false", "agent.hwClass.value=gen5", "agent.intake.lineUnix.enabled=false"}},
+	)
 	for _, vc := range cases {
 		t.Run(vc.name, func(t *testing.T) {
 			m := render(t, "spikehunt", vc)

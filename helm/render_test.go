@@ -333,6 +333,7 @@ func TestValuesSchemaRejectsMistakes(t *testing.T) {
 		{"SASL without credentials", []string{"kafka.sasl.enabled=true"}, "kafka.sasl.username"},
 		{"the otlp sink without the gateway", []string{"agent.sink=otlp", "otelGateway.enabled=false"}, "otelGateway.enabled"},
 		{"the webhook without TLS", []string{"operator.webhook.enabled=true", "operator.webhook.grafana.hmacSecret=x", "operator.webhook.alertmanager.token=y"}, "tlsSecretName"},
+		{"an agent without a receiver", []string{"agent.intake.otlpGrpc.enabled=false", "agent.intake.otlpHttp.enabled=false", "agent.intake.lineUdp.enabled=false", "agent.intake.lineUnix.enabled=false"}, "agent.intake"},
 		{"two operators without leader election", []string{"operator.leaderElection=false"}, "leaderElection"},
 		{"the webhook without its secret", []string{"operator.webhook.enabled=true", "operator.webhook.tlsSecretName=tls"}, "hmacSecret"},
 	}

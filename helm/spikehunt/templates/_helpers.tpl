@@ -302,6 +302,10 @@ has the table and the reasons); a JSON list, sorted.
 {{- if and .Values.kafka.sasl.enabled (not .Values.otelGateway.enabled) -}}
 {{- fail "kafka.sasl.enabled configures the OTel Collector gateway's Kafka exporter, and otelGateway.enabled is false" -}}
 {{- end -}}
+{{- $in := .Values.agent.intake -}}
+{{- if and .Values.agent.enabled (not (or $in.otlpGrpc.enabled $in.otlpHttp.enabled $in.lineUdp.enabled $in.lineUnix.enabled)) -}}
+{{- fail "agent.intake: enable at least one of otlpGrpc, otlpHttp, lineUdp, lineUnix (the agent refuses to start without a receiver)" -}}
+{{- end -}}
 {{- if and .Values.agent.enabled (eq .Values.agent.sink "otlp") (not .Values.otelGateway.enabled) -}}
 {{- fail "agent.sink: otlp exports through the gateway: set otelGateway.enabled: true (or agent.sink: kafka)" -}}
 {{- end -}}
