@@ -30,11 +30,13 @@ manifests: ## regenerate the operator's generated code and manifests (controller
 	$(SPIKEHUNT_CONTROLLER_GEN) object paths=./operator/api/...
 	$(SPIKEHUNT_CONTROLLER_GEN) crd rbac:roleName=spikehunt-operator paths=./operator/... \
 		output:crd:artifacts:config=operator/config/crd/bases output:rbac:artifacts:config=operator/config/rbac
+	$(MAKE) chart-sync
 
 # dashboards/grafana/*.json from the Go definitions in dashboards/ (the
 # dashboards test fails when the committed JSON is stale).
-dashboards: ## regenerate the Grafana dashboards' JSON
+dashboards: ## regenerate the Grafana dashboards' JSON (and the chart's copies)
 	$(GO) test ./dashboards -run '^TestGenerated$$' -update -count=1
+	$(MAKE) chart-sync
 
 # The Helm chart's copies of the operator's CRDs, the Grafana dashboards and
 # their provider, and the gateway Collector's config (helm/ tests fail when
