@@ -36,7 +36,7 @@ func Metrics(res telemetry.Resource, points []telemetry.Point) pmetric.Metrics {
 	byName := map[key]pmetric.NumberDataPointSlice{}
 	for i := range points {
 		p := &points[i]
-		gauge := p.Start.Equal(p.End)
+		gauge := p.IsGauge()
 		k := key{p.Metric, gauge}
 		dps, ok := byName[k]
 		if !ok {

@@ -62,6 +62,16 @@ func New(cfg Config, res telemetry.Resource, sink Sink, sp *spool.Spool, log *sl
 // Register registers the exporter's metrics.
 func (e *Exporter) Register(reg prometheus.Registerer) error { return e.m.register(reg) }
 
+// Sent is how many export requests of kind the sink has accepted since New
+// (the records outcome "sent"): the agent's spikehunt.agent.export.records.
+// Safe to call from any goroutine.
+func (e *Exporter) Sent(kind Kind) uint64 {
+	if kind != KindTraces && kind != KindMetrics {
+		return 0
+	}
+	return e.snd.sent[kind].Load()
+}
+
 // Run batches from reqs and points until ctx ends. The channels are read
 // by Run only; close neither.
 func (e *Exporter) Run(ctx context.Context, reqs <-chan telemetry.Request, points <-chan []telemetry.Point) {

@@ -13,7 +13,7 @@ func newMetrics() *metrics {
 	return &metrics{
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spikehunt_export_records_total",
-			Help: "Export requests by kind and outcome: spooled, delivered, dropped.",
+			Help: "Export requests by kind and outcome: spooled, sent (handed to the sink; again after a restart for a record not yet acknowledged), delivered, dropped.",
 		}, []string{"kind", "outcome"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spikehunt_export_errors_total",

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spikehunt/spikehunt/agents/spool"
 )
@@ -24,8 +27,10 @@ type sender struct {
 	log    *slog.Logger
 	m      *metrics
 	wake   chan struct{}
-	next   uint64 // next sequence number to read from the spool
-	readTo int    // records per spool read
+	next   uint64                         // next sequence number to read from the spool
+	readTo int                            // records per spool read
+	sent   [KindMetrics + 1]atomic.Uint64 // records the sink accepted, by kind
+	sentM  [KindMetrics + 1]prometheus.Counter
 
 	mu       sync.Mutex
 	inflight []uint64 // sent, in send order
@@ -35,8 +40,12 @@ type sender struct {
 }
 
 func newSender(sp *spool.Spool, sink Sink, log *slog.Logger, m *metrics) *sender {
-	return &sender{sp: sp, sink: sink, log: log, m: m, wake: make(chan struct{}, 1), readTo: 64,
+	s := &sender{sp: sp, sink: sink, log: log, m: m, wake: make(chan struct{}, 1), readTo: 64,
 		done: map[uint64]bool{}, sentAt: map[uint64]time.Time{}}
+	for _, k := range []Kind{KindTraces, KindMetrics} {
+		s.sentM[k] = m.records.WithLabelValues(k.String(), "sent")
+	}
+	return s
 }
 
 // notify tells the sender the spool has new records.
@@ -82,6 +91,10 @@ func (s *sender) run(ctx context.Context) {
 			}
 			s.next = r.Seq + 1
 			sentAny = true
+			if kind == KindTraces || kind == KindMetrics {
+				s.sent[kind].Add(1)
+				s.sentM[kind].Inc()
+			}
 		}
 		if sentAny {
 			backoff = 20 * time.Millisecond

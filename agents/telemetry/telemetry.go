@@ -9,6 +9,11 @@ import "time"
 // Point is one counter's change over a measured interval. Start and End are
 // wall-clock times derived from the monotonic clock at the two readings, so
 // that Value / End.Sub(Start) is a true rate even when a tick ran late.
+//
+// A Point whose Start equals End is a reading of a level at that instant
+// (slab bytes, the spool's backlog): a gauge. The exporter sends it as an
+// OTLP Gauge, and the ingest stores it with interval_ms = 0. Gauge builds
+// one.
 type Point struct {
 	// Metric follows the OTel system semantic conventions where a name
 	// exists (system.cpu.time, system.network.packet.count, …) and is
@@ -17,9 +22,17 @@ type Point struct {
 	Unit   string // UCUM: "s", "{packet}", "{interrupt}", "By", "{operation}"
 	Start  time.Time
 	End    time.Time
-	Value  float64 // the delta over [Start, End]; never negative
+	Value  float64 // the delta over [Start, End], never negative; a gauge's level
 	Attrs  []Attr  // ordered; keys follow semconv (cpu.logical_number, cpu.mode, network.interface.name, …)
 }
+
+// Gauge is the reading v of a level at t.
+func Gauge(metric, unit string, t time.Time, v float64, attrs ...Attr) Point {
+	return Point{Metric: metric, Unit: unit, Start: t, End: t, Value: v, Attrs: attrs}
+}
+
+// IsGauge reports whether p is a reading of a level rather than a delta.
+func (p *Point) IsGauge() bool { return p.Start.Equal(p.End) }
 
 // Attr is one attribute: Value is a string or an int64.
 type Attr struct {

@@ -37,6 +37,13 @@ type Config struct {
 	// SessionTimeout is how long the group waits for a silent member
 	// before giving its partitions away (default 45 s, Kafka's).
 	SessionTimeout time.Duration
+	// Instance names this ingester in the host column of the counters
+	// rows it writes about itself (self_counters.go): rows stored, lag,
+	// dead letters. Default: the host name (DefaultInstance).
+	Instance string
+	// ReportEvery is how often it writes them (default 10 s, at least
+	// 100 ms); Run writes them once more when it ends.
+	ReportEvery time.Duration
 	// NoDedup inserts without deduplication tokens. Only for the control
 	// run that proves the crash test can fail: it loses exactly-once.
 	NoDedup bool
@@ -64,6 +71,12 @@ func (c *Config) Validate() error {
 	def(&c.SpansTopic, DefaultSpansTopic)
 	def(&c.MetricsTopic, DefaultMetricsTopic)
 	def(&c.DLQTopic, DefaultDLQTopic)
+	if c.Instance == "" {
+		c.Instance = DefaultInstance()
+	}
+	if c.ReportEvery == 0 {
+		c.ReportEvery = DefaultReportEvery
+	}
 	if c.MaxRows == 0 {
 		c.MaxRows = 300_000
 	}
@@ -85,6 +98,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("ingest: max delay %s, want ≥ 1ms", c.MaxDelay)
 	case c.CatchUpDelay < c.MaxDelay:
 		return fmt.Errorf("ingest: catch-up delay %s below the max delay %s: a batch behind would close sooner than one caught up", c.CatchUpDelay, c.MaxDelay)
+	case c.ReportEvery < 100*time.Millisecond:
+		return fmt.Errorf("ingest: report every %s, want ≥ 100ms", c.ReportEvery)
 	case c.SpansTopic == c.MetricsTopic:
 		return fmt.Errorf("ingest: spans and metrics share topic %q: a message's signal is known by its topic", c.SpansTopic)
 	}

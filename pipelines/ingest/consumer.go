@@ -21,6 +21,7 @@ type Ingester struct {
 	m       *metrics
 	parts   map[topicPartition]*partBatch
 	pending map[topicPartition]intent // read at assignment, used by the partition's first batch
+	own     ownFigures                // what it writes about itself (self_report.go)
 }
 
 type topicPartition struct {
@@ -73,7 +74,8 @@ func newIngester(cfg Config, st store.Store, log *slog.Logger) (*Ingester, error
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Ingester{cfg: cfg, st: st, log: log, m: newMetrics(), parts: map[topicPartition]*partBatch{}, pending: map[topicPartition]intent{}}, nil
+	return &Ingester{cfg: cfg, st: st, log: log, m: newMetrics(), parts: map[topicPartition]*partBatch{}, pending: map[topicPartition]intent{},
+		own: newOwnFigures(st, cfg.Instance)}, nil
 }
 
 // Register registers the ingester's metrics.
@@ -105,13 +107,24 @@ func (in *Ingester) dropped(lost map[string][]int32) {
 		for _, p := range parts {
 			delete(in.parts, topicPartition{topic, p})
 			delete(in.pending, topicPartition{topic, p})
+			delete(in.own.lags, topicPartition{topic, p})
 		}
 	}
 }
 
 // Run consumes until ctx ends, then closes the source. Batches not yet
 // inserted are left to be read again: their offsets are not committed.
+// Its own counters rows are written every ReportEvery and once more as it
+// ends, for what was committed by then.
 func (in *Ingester) Run(ctx context.Context) error {
+	err := in.run(ctx)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	in.report(fctx)
+	cancel()
+	return err
+}
+
+func (in *Ingester) run(ctx context.Context) error {
 	defer in.src.Close()
 	for ctx.Err() == nil {
 		pctx, cancel := context.WithTimeout(ctx, in.cfg.MaxDelay/2)
@@ -127,6 +140,7 @@ func (in *Ingester) Run(ctx context.Context) error {
 			m := &msgs[i]
 			if m.Lag >= 0 && (i == len(msgs)-1 || msgs[i+1].Partition != m.Partition || msgs[i+1].Topic != m.Topic) {
 				in.m.setLag(m.Topic, m.Partition, m.Lag)
+				in.own.lags[topicPartition{m.Topic, m.Partition}] = max(m.Lag, 0)
 			}
 			if err = in.add(ctx, m); err != nil {
 				break
@@ -134,6 +148,11 @@ func (in *Ingester) Run(ctx context.Context) error {
 		}
 		if err == nil {
 			err = in.flushDue(ctx)
+		}
+		if err == nil && time.Since(in.own.since) >= in.cfg.ReportEvery {
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			in.report(rctx)
+			cancel()
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -261,6 +280,7 @@ func (in *Ingester) flush(ctx context.Context, tp topicPartition, b *partBatch) 
 		sleep(ctx, backoff(wait))
 	}
 	in.m.rows.WithLabelValues(table).Add(float64(rows))
+	in.own.rows[table] += int64(rows)
 	in.m.batchRows.WithLabelValues(table).Observe(float64(rows))
 	b.spans.Reset()
 	b.counters.Reset()

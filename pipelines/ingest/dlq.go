@@ -15,5 +15,9 @@ func (in *Ingester) deadLetter(ctx context.Context, m Message, cause error) erro
 	}
 	in.m.deadLetters.WithLabelValues(reason).Inc()
 	in.log.Warn("ingest: message dead-lettered", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "reason", reason, "detail", detail)
-	return in.src.DeadLetter(ctx, m, reason, detail)
+	if err := in.src.DeadLetter(ctx, m, reason, detail); err != nil {
+		return err
+	}
+	in.own.deadLettered(m.Topic, reason)
+	return nil
 }

@@ -32,7 +32,7 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
 		}, []string{"table"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "spikehunt_ingest_errors_total", Help: "Failed steps of a batch (intent, insert, commit), each retried with backoff.",
+			Name: "spikehunt_ingest_errors_total", Help: "Failed steps of a batch (intent, insert, commit), each retried with backoff; self_counters: the ingester's own counters rows, retried with its next report.",
 		}, []string{"step"}),
 		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spikehunt_ingest_dead_letters_total", Help: "Messages sent to the dead-letter topic, by reason.",

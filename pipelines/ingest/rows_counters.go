@@ -26,6 +26,9 @@ var (
 		// The driver's own name of an ethtool counter (rx_pause, rx_missed_errors):
 		// without it, two counters of one NIC would be one series.
 		"spikehunt.counter",
+		// The agent's own figures (agents/telemetry/self.go): why requests
+		// were dropped, which signal's export requests were sent.
+		"spikehunt.drop.reason", "spikehunt.signal",
 	}
 )
 
@@ -115,6 +118,20 @@ func (c *CounterRows) Input() proto.Input { return c.input }
 
 // Reset empties the batch and keeps its memory for the next one.
 func (c *CounterRows) Reset() { c.input.Reset() }
+
+// appendOwn appends one row of a component's own figures (SelfCounters):
+// no CPU, no attrs.
+func (c *CounterRows) appendOwn(ts time.Time, intervalMS uint32, host, metric, device, mode string, value float64) {
+	c.tsStart.Append(ts)
+	c.interval.Append(intervalMS)
+	c.host.Append(host)
+	c.metric.Append(metric)
+	c.cpu.Append(noCPU)
+	c.device.Append(device)
+	c.mode.Append(mode)
+	c.value.Append(value)
+	c.attrs.AppendKV(nil)
+}
 
 func (c *CounterRows) append(row *counterRow) {
 	c.tsStart.AppendRaw(row.tsStart)

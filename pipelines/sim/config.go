@@ -35,6 +35,14 @@ type Config struct {
 	Noise                float64       // extra independent spikes per host per hour, in any scenario
 	Creep                float64       // slow-creep: latency multiplier reached at the end (default 5)
 	Cause                string        // what the kernel counters show during a spike: see Causes()
+
+	// The agents' own figures (self.go). CaptureBudget is each agent's
+	// maximum of concurrent captures (spikehunt.capture.max_concurrent);
+	// 0 means capture is off and the agents send no capture gauges.
+	// CaptureArmed is the share of hosts with one capture armed for the
+	// whole run (bait), chosen per host from the seed.
+	CaptureBudget int
+	CaptureArmed  float64
 }
 
 // Scenario names.
@@ -195,6 +203,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("sim: creep ×%g, want 1–100", c.Creep)
 	case len(c.HWClasses) == 0:
 		return errors.New("sim: no hardware classes")
+	case c.CaptureBudget < 0 || c.CaptureBudget > 64:
+		return fmt.Errorf("sim: capture budget %d, want 0 (capture off) to 64", c.CaptureBudget)
+	case c.CaptureArmed < 0 || c.CaptureArmed > 1:
+		return fmt.Errorf("sim: armed share %g, want [0, 1]", c.CaptureArmed)
+	case c.CaptureArmed > 0 && c.CaptureBudget == 0:
+		return errors.New("sim: captures armed on hosts whose capture is off: give a capture budget")
 	}
 	return nil
 }

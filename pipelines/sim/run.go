@@ -94,6 +94,7 @@ func simulateHost(ctx context.Context, cfg Config, h *Host, sink Sink, stats *St
 	reqs := &requestGen{cfg: cfg, host: h, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(h.Index)<<1))}
 	ctrRNG := rand.New(rand.NewPCG(cfg.Seed, uint64(h.Index)<<1|1))
 	ctrs := newCounterGen(cfg, h, ctrRNG)
+	self := newSelfGen(cfg, h)
 	// Each agent started at its own moment: its counter intervals are
 	// offset, and each measured interval is a little off the nominal step.
 	tick := cfg.Start.Add(time.Duration(ctrRNG.Float64() * float64(cfg.CounterStep)))
@@ -115,6 +116,7 @@ func simulateHost(ctx context.Context, cfg Config, h *Host, sink Sink, stats *St
 			for _, r := range rbuf[before:] {
 				n.Requests += int64(r.Weight)
 			}
+			self.kept(rbuf[before:])
 		}
 		pbuf = pbuf[:0]
 		for {
@@ -123,6 +125,7 @@ func simulateHost(ctx context.Context, cfg Config, h *Host, sink Sink, stats *St
 				break
 			}
 			pbuf = ctrs.interval(tick, stop, pbuf)
+			pbuf = self.interval(tick, stop, pbuf)
 			tick = stop
 		}
 		if len(rbuf) > 0 {

@@ -133,10 +133,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	for _, r := range []interface {
 		Register(prometheus.Registerer) error
-	}{col, in, sp, exp} {
+	}{col, sp, exp} {
 		if err := r.Register(reg); err != nil {
 			return err
 		}
+	}
+	// The intake's metrics have a registry of their own, served with the
+	// rest: each sampling pass reads its drop counts from it (self.go),
+	// which would cost far more with the Go and process collectors in it.
+	intakeReg := prometheus.NewRegistry()
+	if err := in.Register(intakeReg); err != nil {
+		return err
 	}
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -153,7 +160,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "spikehunt-agent listening: metrics http://%s/metrics otlp-grpc %s otlp-http %s line-udp %s line-unix %s\n",
 		ln.Addr(), a.OTLPGRPC, a.OTLPHTTP, a.LineUDP, a.LineUnix)
 
-	srv := &http.Server{Handler: observability(reg, cfg.Debug.Pprof), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: observability(prometheus.Gatherers{reg, intakeReg}, cfg.Debug.Pprof), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 
 	points := make(chan []telemetry.Point, 16)
@@ -163,12 +170,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer close(done)
 		exp.Run(runCtx, in.Out(), points)
 	}()
+	self := newSelfPoints(intakeReg, exp, sp, eng, captureBudget(cfg.Capture), cfg.Collect.Interval, log)
 	col.Run(ctx, cfg.Collect.Interval, cfg.Collect.IRQInterval, func(ps []telemetry.Point) {
 		if eng != nil {
 			eng.ObservePoints(ps)
 		}
+		now := time.Now()
+		ps, took := self.take(ps, now)
 		select {
 		case points <- ps:
+			if took {
+				self.commit(now)
+			}
 		default:
 			log.Warn("exporter behind: dropped one sampling pass", "points", len(ps))
 		}
@@ -184,7 +197,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return sink.Close()
 }
 
-func observability(reg *prometheus.Registry, pprofOn bool) http.Handler {
+func observability(reg prometheus.Gatherer, pprofOn bool) http.Handler {
 	mux := http.NewServeMux()
 	if pprofOn {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)

@@ -36,6 +36,7 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	minDeviation := fs.Float64("min-deviation", detect.DefaultMinDeviation, "robust deviation a counter needs to be a suspect")
 	maxSuspects := fs.Int("max-suspects", detect.DefaultMaxSuspects, "suspects kept per spike window")
 	migrate := fs.Bool("migrate", false, "apply the schema migrations first (single node)")
+	instance := fs.String("instance", envOr("SPIKEHUNT_INSTANCE", ""), "name of this process in the host column of its own counters rows, spikehunt.detect.* (default: the host name; env SPIKEHUNT_INSTANCE)")
 	alertBrokers := fs.String("alerts.kafka.brokers", envOr("SPIKEHUNT_ALERTS_BROKERS", ""), "publish alerts (new spike-window groups, pattern changes) to Kafka at these brokers; empty: no alerts (env SPIKEHUNT_ALERTS_BROKERS)")
 	alertTopic := fs.String("alerts.topic", alerts.DefaultTopic, "topic of the alerts, keyed by service")
 	alertState := fs.String("alerts.state", "", "file that keeps what was alerted across restarts (default: rebuilt from the detector tables at start)")
@@ -103,8 +104,12 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 		defer pub.close()
 		progress("alerts go to %s on %s", *alertTopic, *alertBrokers)
 	}
+	own := newPassCounters(st, *instance)
 	err = detect.Run(ctx, st, cfg, *every, func(r detect.Result) {
 		fmt.Fprintln(stdout, summary(r))
+		if err := own.record(ctx, r, time.Now()); err != nil && ctx.Err() == nil {
+			progress("%v (retried after the next pass)", err)
+		}
 		if pub != nil {
 			pub.publish(ctx, r, stdout, stderr)
 		}

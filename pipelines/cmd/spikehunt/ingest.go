@@ -33,6 +33,8 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	listen := fs.String("listen", "127.0.0.1:9465", "address for /metrics and /healthz (empty: none)")
 	pprofOn := fs.Bool("debug.pprof", false, "also serve /debug/pprof/ on --listen (profiling; not for an exposed address)")
 	instance := fs.String("instance-id", envOr("SPIKEHUNT_INSTANCE_ID", ""), "static group member id (a StatefulSet pod name): a restart keeps its partitions at once (env SPIKEHUNT_INSTANCE_ID)")
+	name := fs.String("instance", envOr("SPIKEHUNT_INSTANCE", ""), "name of this process in the host column of its own counters rows, spikehunt.ingest.* (default: --instance-id, else the host name; env SPIKEHUNT_INSTANCE)")
+	report := fs.Duration("report-every", ingest.DefaultReportEvery, "write those rows this often (and once more at shutdown)")
 	session := fs.Duration("kafka.session-timeout", 45*time.Second, "how long the group waits for a silent member")
 	noDedup := fs.Bool("unsafe.no-dedup", false, "insert without deduplication tokens: loses exactly-once (for the control run of the crash test)")
 	if err := parse(fs, args); err != nil {
@@ -56,7 +58,10 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cfg := ingest.Config{
 		Brokers: strings.Split(*brokers, ","), Group: *group, SpansTopic: *spans, MetricsTopic: *metricsTopic, DLQTopic: *dlq,
 		MaxRows: *rows, MaxBytes: *bytes, MaxDelay: *delay, CatchUpDelay: *catchUp, NoDedup: *noDedup,
-		InstanceID: *instance, SessionTimeout: *session,
+		InstanceID: *instance, SessionTimeout: *session, Instance: *name, ReportEvery: *report,
+	}
+	if cfg.Instance == "" {
+		cfg.Instance = *instance
 	}
 	in, err := ingest.New(cfg, st, logger)
 	if err != nil {

@@ -46,6 +46,8 @@ scenario's default.`, stderr)
 	fs.Float64Var(&c.Skew, "skew", 0, "how many times more often (thousand-spikes: 2)")
 	fs.Float64Var(&c.Noise, "noise", 0, "extra independent spikes per host per hour, in any scenario")
 	fs.Float64Var(&c.Creep, "creep", 0, "slow-creep: latency multiplier reached at the end (default 5)")
+	fs.IntVar(&c.CaptureBudget, "capture.max-concurrent", 0, "the agents' capture budget, sent as spikehunt.capture.max_concurrent (0: capture off, no capture gauges)")
+	fs.Float64Var(&c.CaptureArmed, "capture.armed", 0, "share of hosts with a capture armed, sent as spikehunt.capture.active (needs --capture.max-concurrent)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
