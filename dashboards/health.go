@@ -72,7 +72,7 @@ WHERE metric = 'spikehunt.agent.spool.bytes' AND ts_start >= $__toTime - INTERVA
 				ts("kafka-lag", "Kafka consumer lag, by topic", "spikehunt.ingest.lag: records behind the partitions' end, summed over instances.",
 					"short", "topic", gauge("spikehunt.ingest.lag", "device", "topic")),
 				ts("dlq", "Dead-letter queue: records per second, by topic and reason", "spikehunt.ingest.dlq: records the ingest could not decode, kept on the DLQ topic.",
-					"rowsps", "dlq", deltaRate("spikehunt.ingest.dlq", "concat(device, ' ', mode)", "dlq")),
+					"rowsps", "dlq", deltaRate("spikehunt.ingest.dlq", "if(mode = '', device, concat(device, ' ', mode))", "dlq")),
 				ts("detect-pass", "Detector pass time, by stage", "spikehunt.detect.pass_seconds: each pass's wall time.",
 					"s", "stage", gauge("spikehunt.detect.pass_seconds", "mode", "stage")),
 			}},
