@@ -22,18 +22,17 @@ func fleetOverview() Board {
 func averagedLatency() Panel {
 	return Panel{
 		Key: "averaged", Title: "Averaged latency: what the usual graph shows", Type: "timeseries", W: 12, H: 9,
-		Description: "The fleet's weighted mean, and each host's p99 averaged over the hosts, per interval: the graphs most fleets watch. " +
-			"One-second stalls on every host, each at its own moment, come out here as a small, uniform rise that looks like a regression. " +
-			"Compare with the per-host view beside it.",
+		Description: "The fleet's weighted mean latency, and each host's slowest request per interval averaged over the hosts: " +
+			"the averaged graphs most fleets watch. One-second stalls on every host, each at its own moment, come out here as a small, " +
+			"uniform rise that looks like a regression. Compare with the per-host view beside it.",
 		SQL: `
 SELECT
     time,
     sum(wsum) / sum(wcount) / 1000 AS "fleet mean",
-    avg(p99) / 1000 AS "p99, averaged over hosts"
+    avg(m) / 1000 AS "hosts' max, averaged"
 FROM (
     SELECT $__timeInterval(ts) AS time, host,
-        sum(weighted_sum_us) AS wsum, sum(weighted_count) AS wcount,
-        quantilesTDigestWeightedMerge(0.99)(quantiles_us)[1] AS p99
+        sum(weighted_sum_us) AS wsum, sum(weighted_count) AS wcount, max(max_us) AS m
     FROM ` + latencyTable + `
     WHERE ` + whereService + ` AND $__timeFilter(ts) AND ` + whereHWClass + `
     GROUP BY time, host

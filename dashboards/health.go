@@ -83,15 +83,14 @@ WHERE metric = 'spikehunt.agent.spool.bytes' AND ts_start >= $__toTime - INTERVA
 					"bytes", "spool", gauge("spikehunt.agent.spool.bytes", "'spool'", "spool")),
 				ts("capture-budget", "Capture budget use (%)", "spikehunt.capture.active over spikehunt.capture.max_concurrent, over all agents.",
 					"percent", "budget", `
-SELECT time, 'budget' AS budget, 100 * sum(active) / greatest(1, sum(cap)) AS used_pct
-FROM (
-    SELECT $__timeInterval(ts_start) AS time, host,
-        argMaxIf(value, ts_start, metric = 'spikehunt.capture.active') AS active,
-        argMaxIf(value, ts_start, metric = 'spikehunt.capture.max_concurrent') AS cap
-    FROM counters
-    WHERE metric IN ('spikehunt.capture.active', 'spikehunt.capture.max_concurrent') AND $__timeFilter(ts_start)
-    GROUP BY time, host
-)
+SELECT
+    $__timeInterval(ts_start) AS time,
+    'budget' AS budget,
+    -- every agent sends both gauges on each pass: the ratio of their sums
+    -- over the interval is the fleet's mean use of its budget
+    100 * sumIf(value, metric = 'spikehunt.capture.active') / greatest(1, sumIf(value, metric = 'spikehunt.capture.max_concurrent')) AS used_pct
+FROM counters
+WHERE metric IN ('spikehunt.capture.active', 'spikehunt.capture.max_concurrent') AND $__timeFilter(ts_start)
 GROUP BY time
 ORDER BY time`),
 				{
