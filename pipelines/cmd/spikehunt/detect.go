@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -36,6 +38,7 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	minDeviation := fs.Float64("min-deviation", detect.DefaultMinDeviation, "robust deviation a counter needs to be a suspect")
 	maxSuspects := fs.Int("max-suspects", detect.DefaultMaxSuspects, "suspects kept per spike window")
 	migrate := fs.Bool("migrate", false, "apply the schema migrations first (single node)")
+	listen := fs.String("listen", "", "address for /metrics and /healthz, e.g. :9466 (empty: none); /healthz fails when three passes are overdue")
 	instance := fs.String("instance", envOr("SPIKEHUNT_INSTANCE", ""), "name of this process in the host column of its own counters rows, spikehunt.detect.* (default: the host name; env SPIKEHUNT_INSTANCE)")
 	alertBrokers := fs.String("alerts.kafka.brokers", envOr("SPIKEHUNT_ALERTS_BROKERS", ""), "publish alerts (new spike-window groups, pattern changes) to Kafka at these brokers; empty: no alerts (env SPIKEHUNT_ALERTS_BROKERS)")
 	alertTopic := fs.String("alerts.topic", alerts.DefaultTopic, "topic of the alerts, keyed by service")
@@ -104,8 +107,22 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 		defer pub.close()
 		progress("alerts go to %s on %s", *alertTopic, *alertBrokers)
 	}
+	health := newDetectHealth(newRegistry(), *every, time.Now())
+	if *listen != "" {
+		reg := newRegistry()
+		health = newDetectHealth(reg, *every, time.Now())
+		ln, err := net.Listen("tcp", *listen)
+		if err != nil {
+			return err
+		}
+		srv := &http.Server{Handler: health.mux(reg, st, time.Now), ReadHeaderTimeout: 10 * time.Second}
+		go srv.Serve(ln)
+		defer srv.Close()
+		progress("metrics and health on http://%s", ln.Addr())
+	}
 	own := newPassCounters(st, *instance)
 	err = detect.Run(ctx, st, cfg, *every, func(r detect.Result) {
+		health.observe(r, time.Now())
 		fmt.Fprintln(stdout, summary(r))
 		if err := own.record(ctx, r, time.Now()); err != nil && ctx.Err() == nil {
 			progress("%v (retried after the next pass)", err)

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spikehunt/spikehunt/pipelines/detect"
+	"github.com/spikehunt/spikehunt/pipelines/store"
+)
+
+// detectHealth is what `spikehunt detect --every` serves on --listen:
+// /metrics with the passes' figures, and /healthz, which fails while the
+// store does not answer or when no pass has finished for too long (a
+// detector stuck in a pass, or failing each one, is unhealthy even though
+// its process runs).
+type detectHealth struct {
+	started  time.Time
+	every    time.Duration
+	lastPass atomic.Int64 // unix nanoseconds of the last finished pass; 0 before the first
+	passes   prometheus.Counter
+	duration prometheus.Histogram
+	last     prometheus.Gauge
+}
+
+func newDetectHealth(reg *prometheus.Registry, every time.Duration, now time.Time) *detectHealth {
+	h := &detectHealth{
+		started: now, every: every,
+		passes: prometheus.NewCounter(prometheus.CounterOpts{Name: "spikehunt_detect_passes_total",
+			Help: "Detector passes finished."}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "spikehunt_detect_pass_duration_seconds",
+			Help: "Wall time of a detector pass.", Buckets: prometheus.ExponentialBuckets(0.05, 2, 12)}),
+		last: prometheus.NewGauge(prometheus.GaugeOpts{Name: "spikehunt_detect_last_pass_timestamp_seconds",
+			Help: "When the last detector pass finished (unix seconds)."}),
+	}
+	reg.MustRegister(h.passes, h.duration, h.last)
+	return h
+}
+
+// observe records a pass that finished at now.
+func (h *detectHealth) observe(r detect.Result, now time.Time) {
+	h.lastPass.Store(now.UnixNano())
+	h.passes.Inc()
+	h.duration.Observe(r.Timing.Total.Seconds())
+	h.last.Set(float64(now.UnixNano()) / 1e9)
+}
+
+// stale says why the detector is unhealthy at now, or "". A pass is due
+// every h.every; three missed, plus a minute of slack, is stale. Before the
+// first pass the process has ten minutes (a first pass over a long range
+// takes a while).
+func (h *detectHealth) stale(now time.Time) string {
+	limit := 3*h.every + time.Minute
+	last := h.lastPass.Load()
+	if last == 0 {
+		if since := now.Sub(h.started); since > max(limit, 10*time.Minute) {
+			return fmt.Sprintf("no detector pass has finished in the %s since start", since.Round(time.Second))
+		}
+		return ""
+	}
+	if age := now.Sub(time.Unix(0, last)); age > limit {
+		return fmt.Sprintf("the last detector pass finished %s ago (one is due every %s)", age.Round(time.Second), h.every)
+	}
+	return ""
+}
+
+// mux serves /metrics and /healthz.
+func (h *detectHealth) mux(reg *prometheus.Registry, st store.Store, now func() time.Time) *http.ServeMux {
+	mux := observabilityMux(reg, st)
+	base := mux
+	mux = http.NewServeMux()
+	mux.Handle("/metrics", base)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if why := h.stale(now()); why != "" {
+			http.Error(w, why, http.StatusServiceUnavailable)
+			return
+		}
+		base.ServeHTTP(w, r)
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, "spikehunt detect: /metrics and /healthz\n")
+	})
+	return mux
+}
