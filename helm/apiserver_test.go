@@ -266,81 +266,64 @@ func TestEachServiceAccountHasWhatItNeedsAndNoMore(t *testing.T) {
 		return cl
 	}
 	agent, operator := as("agent"), as("operator")
-	tests := []struct {
-		name    string
-		act     func() error
-		allowed bool
-	}{
-		{"the agent lists the Captures of its node, in any namespace", func() error {
+	testenv.CheckAccess(t, []testenv.Access{
+		testenv.Attempt("the agent lists the Captures of its node, in any namespace", func() error {
 			return agent.List(ctx, &capturev1alpha1.CaptureList{}, client.MatchingFields{"spec.nodeName": "node-a"})
-		}, true},
-		{"the agent watches the Captures of its node", func() error {
+		}, true),
+		testenv.Attempt("the agent watches the Captures of its node", func() error {
 			w, err := agent.Watch(ctx, &capturev1alpha1.CaptureList{}, client.MatchingFields{"spec.nodeName": "node-a"})
 			if err == nil {
 				w.Stop()
 			}
 			return err
-		}, true},
-		{"the agent reports a Capture's status", func() error {
+		}, true),
+		testenv.Attempt("the agent reports a Capture's status", func() error {
 			cp := armed.DeepCopy()
 			patch := client.MergeFrom(cp.DeepCopy())
 			cp.Status.Phase = capturev1alpha1.PhaseArmed
 			return agent.Status().Patch(ctx, cp, patch)
-		}, true},
-		{"the agent reads its Node's labels", func() error {
+		}, true),
+		testenv.Attempt("the agent reads its Node's labels", func() error {
 			return agent.Get(ctx, client.ObjectKey{Name: "node-a"}, &corev1.Node{})
-		}, true},
-		{"the agent cannot list Nodes", func() error { return agent.List(ctx, &corev1.NodeList{}) }, false},
-		{"the agent cannot change a Node", func() error {
+		}, true),
+		testenv.Attempt("the agent cannot list Nodes", func() error { return agent.List(ctx, &corev1.NodeList{}) }, false),
+		testenv.Attempt("the agent cannot change a Node", func() error {
 			n := node.DeepCopy()
 			patch := client.MergeFrom(n.DeepCopy())
 			n.Labels["by"] = "agent"
 			return agent.Patch(ctx, n, patch)
-		}, false},
-		{"the agent cannot create a Capture", func() error { return agent.Create(ctx, newCapture("by-the-agent", "node-a")) }, false},
-		{"the agent cannot change a Capture's spec", func() error {
+		}, false),
+		testenv.Attempt("the agent cannot create a Capture", func() error { return agent.Create(ctx, newCapture("by-the-agent", "node-a")) }, false),
+		testenv.Attempt("the agent cannot change a Capture's spec", func() error {
 			cp := armed.DeepCopy()
 			patch := client.MergeFrom(cp.DeepCopy())
 			cp.Labels = map[string]string{"by": "agent"}
 			return agent.Patch(ctx, cp, patch)
-		}, false},
-		{"the agent cannot delete a Capture", func() error { return agent.Delete(ctx, armed.DeepCopy()) }, false},
-		{"the agent cannot read CapturePolicies", func() error { return agent.List(ctx, &capturev1alpha1.CapturePolicyList{}) }, false},
-		{"the agent cannot read Secrets", func() error { return agent.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)) }, false},
-		{"the operator lists Nodes", func() error { return operator.List(ctx, &corev1.NodeList{}) }, true},
-		{"the operator creates a Capture", func() error { return operator.Create(ctx, newCapture("by-the-operator", "node-b")) }, true},
-		{"the operator writes a CapturePolicy's status", func() error {
+		}, false),
+		testenv.Attempt("the agent cannot delete a Capture", func() error { return agent.Delete(ctx, armed.DeepCopy()) }, false),
+		testenv.Attempt("the agent cannot read CapturePolicies", func() error { return agent.List(ctx, &capturev1alpha1.CapturePolicyList{}) }, false),
+		testenv.Attempt("the agent cannot read Secrets", func() error { return agent.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)) }, false),
+		testenv.Attempt("the operator lists Nodes", func() error { return operator.List(ctx, &corev1.NodeList{}) }, true),
+		testenv.Attempt("the operator creates a Capture", func() error { return operator.Create(ctx, newCapture("by-the-operator", "node-b")) }, true),
+		testenv.Attempt("the operator writes a CapturePolicy's status", func() error {
 			p := policy.DeepCopy()
 			patch := client.MergeFrom(p.DeepCopy())
 			p.Status.Epoch = 7
 			return operator.Status().Patch(ctx, p, patch)
-		}, true},
-		{"the operator takes the leader Lease in the release namespace", func() error {
+		}, true),
+		testenv.Attempt("the operator takes the leader Lease in the release namespace", func() error {
 			return operator.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "operator.spikehunt.io", Namespace: ns}})
-		}, true},
-		{"the operator cannot take a Lease elsewhere", func() error {
+		}, true),
+		testenv.Attempt("the operator cannot take a Lease elsewhere", func() error {
 			return operator.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "operator.spikehunt.io", Namespace: other}})
-		}, false},
-		{"the operator cannot read Secrets", func() error {
+		}, false),
+		testenv.Attempt("the operator cannot read Secrets", func() error {
 			return operator.List(ctx, &corev1.SecretList{}, client.InNamespace(ns))
-		}, false},
-		{"the operator cannot create a CapturePolicy", func() error {
+		}, false),
+		testenv.Attempt("the operator cannot create a CapturePolicy", func() error {
 			p := policy.DeepCopy()
 			p.ResourceVersion, p.Name = "", "by-the-operator"
 			return operator.Create(ctx, p)
-		}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.act()
-			switch {
-			case tt.allowed && err != nil:
-				t.Errorf("refused: %v", err)
-			case !tt.allowed && err == nil:
-				t.Error("allowed")
-			case !tt.allowed && !apierrors.IsForbidden(err):
-				t.Errorf("error %v, want Forbidden", err)
-			}
-		})
-	}
+		}, false),
+	})
 }

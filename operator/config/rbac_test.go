@@ -9,7 +9,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -85,94 +84,77 @@ func TestEachIdentityHasWhatItNeedsAndNoMore(t *testing.T) {
 
 	agent := impersonate(t, cfg, s, "spikehunt-agent")
 	operator := impersonate(t, cfg, s, "spikehunt-operator")
-	tests := []struct {
-		name    string
-		act     func() error
-		allowed bool
-	}{
-		{"the agent lists the Captures of its node", func() error {
+	testenv.CheckAccess(t, []testenv.Access{
+		testenv.Attempt("the agent lists the Captures of its node", func() error {
 			return agent.List(ctx, &capturev1alpha1.CaptureList{}, client.MatchingFields{"spec.nodeName": "node-a"})
-		}, true},
-		{"the agent watches the Captures of its node", func() error {
+		}, true),
+		testenv.Attempt("the agent watches the Captures of its node", func() error {
 			w, err := agent.Watch(ctx, &capturev1alpha1.CaptureList{}, client.MatchingFields{"spec.nodeName": "node-a"})
 			if err == nil {
 				w.Stop()
 			}
 			return err
-		}, true},
-		{"the agent gets a Capture", func() error {
+		}, true),
+		testenv.Attempt("the agent gets a Capture", func() error {
 			return agent.Get(ctx, client.ObjectKeyFromObject(armed), &capturev1alpha1.Capture{})
-		}, true},
-		{"the agent reports a Capture's status", func() error {
+		}, true),
+		testenv.Attempt("the agent reports a Capture's status", func() error {
 			c := armed.DeepCopy()
 			patch := client.MergeFrom(c.DeepCopy())
 			c.Status.Phase = capturev1alpha1.PhaseArmed
 			return agent.Status().Patch(ctx, c, patch)
-		}, true},
-		{"the agent cannot create a Capture", func() error {
+		}, true),
+		testenv.Attempt("the agent cannot create a Capture", func() error {
 			return agent.Create(ctx, newCapture("by-the-agent", "node-a"))
-		}, false},
-		{"the agent cannot change a Capture's spec", func() error {
+		}, false),
+		testenv.Attempt("the agent cannot change a Capture's spec", func() error {
 			c := armed.DeepCopy()
 			patch := client.MergeFrom(c.DeepCopy())
 			c.Labels = map[string]string{"by": "agent"}
 			return agent.Patch(ctx, c, patch)
-		}, false},
-		{"the agent cannot delete a Capture", func() error {
+		}, false),
+		testenv.Attempt("the agent cannot delete a Capture", func() error {
 			return agent.Delete(ctx, armed.DeepCopy())
-		}, false},
-		{"the agent cannot read CapturePolicies", func() error {
+		}, false),
+		testenv.Attempt("the agent cannot read CapturePolicies", func() error {
 			return agent.List(ctx, &capturev1alpha1.CapturePolicyList{})
-		}, false},
-		{"the agent cannot read Secrets", func() error {
+		}, false),
+		testenv.Attempt("the agent cannot read Secrets", func() error {
 			return agent.List(ctx, &corev1.SecretList{}, client.InNamespace(systemNamespace))
-		}, false},
-		{"the agent cannot list Nodes", func() error {
+		}, false),
+		testenv.Attempt("the agent cannot list Nodes", func() error {
 			return agent.List(ctx, &corev1.NodeList{})
-		}, false},
-		{"the operator lists Nodes", func() error {
+		}, false),
+		testenv.Attempt("the operator lists Nodes", func() error {
 			return operator.List(ctx, &corev1.NodeList{})
-		}, true},
-		{"the operator creates a Capture", func() error {
+		}, true),
+		testenv.Attempt("the operator creates a Capture", func() error {
 			return operator.Create(ctx, newCapture("by-the-operator", "node-b"))
-		}, true},
-		{"the operator deletes a Capture", func() error {
+		}, true),
+		testenv.Attempt("the operator deletes a Capture", func() error {
 			return operator.Delete(ctx, newCapture("by-the-operator", "node-b"))
-		}, true},
-		{"the operator writes a CapturePolicy's status", func() error {
+		}, true),
+		testenv.Attempt("the operator writes a CapturePolicy's status", func() error {
 			p := policy.DeepCopy()
 			patch := client.MergeFrom(p.DeepCopy())
 			p.Status.Epoch = 7
 			return operator.Status().Patch(ctx, p, patch)
-		}, true},
-		{"the operator takes the leader Lease in its namespace", func() error {
+		}, true),
+		testenv.Attempt("the operator takes the leader Lease in its namespace", func() error {
 			return operator.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "operator.spikehunt.io", Namespace: systemNamespace}})
-		}, true},
-		{"the operator cannot take a Lease in another namespace", func() error {
+		}, true),
+		testenv.Attempt("the operator cannot take a Lease in another namespace", func() error {
 			return operator.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "operator.spikehunt.io", Namespace: "payments"}})
-		}, false},
-		{"the operator cannot read Secrets", func() error {
+		}, false),
+		testenv.Attempt("the operator cannot read Secrets", func() error {
 			return operator.List(ctx, &corev1.SecretList{}, client.InNamespace(systemNamespace))
-		}, false},
-		{"the operator cannot create a CapturePolicy", func() error {
+		}, false),
+		testenv.Attempt("the operator cannot create a CapturePolicy", func() error {
 			p := policy.DeepCopy()
 			p.ResourceVersion, p.Name = "", "by-the-operator"
 			return operator.Create(ctx, p)
-		}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.act()
-			switch {
-			case tt.allowed && err != nil:
-				t.Errorf("refused: %v", err)
-			case !tt.allowed && err == nil:
-				t.Error("allowed")
-			case !tt.allowed && !apierrors.IsForbidden(err):
-				t.Errorf("error %v, want Forbidden", err)
-			}
-		})
-	}
+		}, false),
+	})
 }
 
 // rbacObjects decodes every object in config/rbac.

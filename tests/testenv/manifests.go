@@ -81,3 +81,36 @@ func AsServiceAccount(cfg *rest.Config, namespace, name string) *rest.Config {
 	}
 	return c
 }
+
+// Access is one thing an identity tries against the API server, and
+// whether RBAC should let it.
+type Access struct {
+	Name    string
+	Act     func() error
+	Allowed bool
+}
+
+// CheckAccess runs each attempt as a subtest: an allowed one must succeed,
+// a refused one must fail with Forbidden (not with any other error, which
+// would hide a missing rule behind, say, a missing object).
+func CheckAccess(t *testing.T, attempts []Access) {
+	t.Helper()
+	for _, a := range attempts {
+		t.Run(a.Name, func(t *testing.T) {
+			err := a.Act()
+			switch {
+			case a.Allowed && err != nil:
+				t.Errorf("refused: %v", err)
+			case !a.Allowed && err == nil:
+				t.Error("allowed")
+			case !a.Allowed && !apierrors.IsForbidden(err):
+				t.Errorf("error %v, want Forbidden", err)
+			}
+		})
+	}
+}
+
+// Attempt is an Access: what name tries (act), and whether it is allowed.
+func Attempt(name string, act func() error, allowed bool) Access {
+	return Access{Name: name, Act: act, Allowed: allowed}
+}
