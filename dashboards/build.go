@@ -368,3 +368,13 @@ func ptr[T any](v T) *T { return &v }
 func Boards() []Board {
 	return []Board{fleetOverview(), hostDrilldown(), capturesIndex(), pipelineHealth()}
 }
+
+// lines makes p a time series of lines, one per value of the query's
+// label column, named by it, with the area under each filled to fill %.
+func lines(p Panel, label string, fill int) Panel {
+	p.Type, p.Format = "timeseries", TimeSeries
+	p.Defaults = map[string]any{"displayName": "${__field.labels." + label + "}"}
+	p.Custom = map[string]any{"drawStyle": "line", "lineWidth": 1, "fillOpacity": fill, "showPoints": "never"}
+	p.Options = timeseriesOptions()
+	return p
+}

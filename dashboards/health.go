@@ -29,11 +29,7 @@ ORDER BY time, ` + series
     GROUP BY time, `+series+`, cpu`, series)
 	}
 	ts := func(key, title, desc, unit, label, sql string) Panel {
-		return Panel{Key: key, Title: title, Description: desc, Type: "timeseries", W: 12, H: 8, SQL: sql,
-			Format: TimeSeries, Unit: unit, Min: ptr(0.0),
-			Defaults: map[string]any{"displayName": "${__field.labels." + label + "}"},
-			Custom:   map[string]any{"drawStyle": "line", "lineWidth": 1, "fillOpacity": 10, "showPoints": "never"},
-			Options:  timeseriesOptions()}
+		return lines(Panel{Key: key, Title: title, Description: desc, W: 12, H: 8, SQL: sql, Unit: unit, Min: ptr(0.0)}, label, 10)
 	}
 	return Board{
 		UID: "spikehunt-pipeline", Title: "spikehunt / Pipeline health", File: "pipeline-health",

@@ -91,7 +91,7 @@ ORDER BY time, cpu`,
 }
 
 func softirqsByVector() Panel {
-	return Panel{
+	return lines(Panel{
 		Key: "softirqs", Title: "Softirqs raised per second, by vector", Type: "timeseries", W: 12, H: 8,
 		Description: "spikehunt.softirqs summed over CPUs: NET_RX climbing with latency points at receive processing.",
 		SQL: rate(`
@@ -99,15 +99,12 @@ func softirqsByVector() Panel {
     FROM counters
     WHERE `+whereHost+` AND metric = 'spikehunt.softirqs' AND interval_ms > 0 AND $__timeFilter(ts_start)
     GROUP BY time, vector, cpu`, "vector"),
-		Format: TimeSeries, Unit: "ops",
-		Defaults: map[string]any{"displayName": "${__field.labels.vector}"},
-		Custom:   map[string]any{"drawStyle": "line", "lineWidth": 1, "fillOpacity": 0, "showPoints": "never"},
-		Options:  timeseriesOptions(),
-	}
+		Unit: "ops",
+	}, "vector", 0)
 }
 
 func interruptsByCPU() Panel {
-	return Panel{
+	return lines(Panel{
 		Key: "interrupts", Title: "Interrupts per second, by IRQ (device/queue) and CPU: the 16 busiest", Type: "timeseries", W: 12, H: 8,
 		Description: "spikehunt.interrupts per IRQ line and CPU. A NIC's queues all landing on the same few CPUs is seed 000.",
 		SQL: rate(`
@@ -121,11 +118,8 @@ func interruptsByCPU() Panel {
             WHERE `+whereHost+` AND metric = 'spikehunt.interrupts' AND $__timeFilter(ts_start)
             GROUP BY device, cpu ORDER BY sum(value) DESC LIMIT 16)
     GROUP BY time, irq, cpu`, "irq"),
-		Format: TimeSeries, Unit: "ops",
-		Defaults: map[string]any{"displayName": "${__field.labels.irq}"},
-		Custom:   map[string]any{"drawStyle": "line", "lineWidth": 1, "fillOpacity": 0, "showPoints": "never"},
-		Options:  timeseriesOptions(),
-	}
+		Unit: "ops",
+	}, "irq", 0)
 }
 
 // nicTable lists every interface, up or down, with what it received,
@@ -187,7 +181,7 @@ ORDER BY flag = '', nic`,
 }
 
 func nicPackets() Panel {
-	return Panel{
+	return lines(Panel{
 		Key: "nic-packets", Title: "Packets received per second, per NIC (state in brackets)", Type: "timeseries", W: 12, H: 8,
 		SQL: rate(`
     SELECT $__timeInterval(ts_start) AS time,
@@ -196,15 +190,12 @@ func nicPackets() Panel {
     FROM counters
     WHERE `+whereHost+` AND metric = 'system.network.packet.count' AND mode = 'receive' AND interval_ms > 0 AND $__timeFilter(ts_start)
     GROUP BY time, nic, cpu`, "nic"),
-		Format: TimeSeries, Unit: "pps",
-		Defaults: map[string]any{"displayName": "${__field.labels.nic}"},
-		Custom:   map[string]any{"drawStyle": "line", "lineWidth": 1, "fillOpacity": 0, "showPoints": "never"},
-		Options:  timeseriesOptions(),
-	}
+		Unit: "pps",
+	}, "nic", 0)
 }
 
 func nicDropsAndPause() Panel {
-	return Panel{
+	return lines(Panel{
 		Key: "nic-drops", Title: "Drops, driver drops and pause frames per second, per NIC", Type: "timeseries", W: 12, H: 8,
 		Description: "system.network.packet.dropped, spikehunt.network.driver_drops (ethtool) and spikehunt.network.pause_frames: " +
 			"a switch pausing the NIC (seed 001) shows as pause frames with latency.",
@@ -217,15 +208,12 @@ func nicDropsAndPause() Panel {
     WHERE `+whereHost+` AND metric IN ('system.network.packet.dropped', 'spikehunt.network.driver_drops', 'spikehunt.network.pause_frames')
         AND interval_ms > 0 AND $__timeFilter(ts_start)
     GROUP BY time, series, cpu`, "series"),
-		Format: TimeSeries, Unit: "pps",
-		Defaults: map[string]any{"displayName": "${__field.labels.series}"},
-		Custom:   map[string]any{"drawStyle": "line", "lineWidth": 1, "fillOpacity": 0, "showPoints": "never"},
-		Options:  timeseriesOptions(),
-	}
+		Unit: "pps",
+	}, "series", 0)
 }
 
 func diskLatency() Panel {
-	return Panel{
+	return lines(Panel{
 		Key: "disk-latency", Title: "Disk latency per operation, by device and direction", Type: "timeseries", W: 12, H: 8,
 		Description: "system.disk.operation_time / system.disk.operations: the mean time an IO took. " +
 			"A stall that is not here lives above the disk (seed 002: a filter driver).",
@@ -238,15 +226,12 @@ FROM counters
 WHERE ` + whereHost + ` AND metric IN ('system.disk.operation_time', 'system.disk.operations') AND $__timeFilter(ts_start)
 GROUP BY time, disk
 ORDER BY time, disk`,
-		Format: TimeSeries, Unit: "ms",
-		Defaults: map[string]any{"displayName": "${__field.labels.disk}"},
-		Custom:   map[string]any{"drawStyle": "line", "lineWidth": 1, "fillOpacity": 0, "showPoints": "never"},
-		Options:  timeseriesOptions(),
-	}
+		Unit: "ms",
+	}, "disk", 0)
 }
 
 func diskBusy() Panel {
-	return Panel{
+	return lines(Panel{
 		Key: "disk-busy", Title: "Disk busy (%)", Type: "timeseries", W: 12, H: 8,
 		Description: "system.disk.io_time over the measured interval: the share of time the device had IO in flight.",
 		SQL: `
@@ -255,15 +240,12 @@ FROM counters
 WHERE ` + whereHost + ` AND metric = 'system.disk.io_time' AND interval_ms > 0 AND $__timeFilter(ts_start)
 GROUP BY time, disk
 ORDER BY time, disk`,
-		Format: TimeSeries, Unit: "percent", Min: ptr(0.0),
-		Defaults: map[string]any{"displayName": "${__field.labels.disk}"},
-		Custom:   map[string]any{"drawStyle": "line", "lineWidth": 1, "fillOpacity": 10, "showPoints": "never"},
-		Options:  timeseriesOptions(),
-	}
+		Unit: "percent", Min: ptr(0.0),
+	}, "disk", 10)
 }
 
 func runDelay() Panel {
-	return Panel{
+	return lines(Panel{
 		Key: "run-delay", Title: "Run delay per CPU (ms waited per second)", Type: "timeseries", W: 12, H: 8,
 		Description: "spikehunt.cpu.run_delay: time runnable tasks waited for a CPU (schedstat).",
 		SQL: `
@@ -273,15 +255,12 @@ FROM counters
 WHERE ` + whereHost + ` AND metric = 'spikehunt.cpu.run_delay' AND interval_ms > 0 AND $__timeFilter(ts_start)
 GROUP BY time, cpu
 ORDER BY time, cpu`,
-		Format: TimeSeries, Unit: "ms",
-		Defaults: map[string]any{"displayName": "${__field.labels.cpu}"},
-		Custom:   map[string]any{"drawStyle": "line", "lineWidth": 1, "fillOpacity": 0, "showPoints": "never"},
-		Options:  timeseriesOptions(),
-	}
+		Unit: "ms",
+	}, "cpu", 0)
 }
 
 func pressure() Panel {
-	return Panel{
+	return lines(Panel{
 		Key: "psi", Title: "Pressure stall (%), by resource", Type: "timeseries", W: 12, H: 8,
 		Description: "spikehunt.pressure.stall_time (PSI): the share of time some (or all) tasks stalled on CPU, memory or IO.",
 		SQL: `
@@ -291,11 +270,8 @@ FROM counters
 WHERE ` + whereHost + ` AND metric = 'spikehunt.pressure.stall_time' AND interval_ms > 0 AND $__timeFilter(ts_start)
 GROUP BY time, resource
 ORDER BY time, resource`,
-		Format: TimeSeries, Unit: "percent", Min: ptr(0.0),
-		Defaults: map[string]any{"displayName": "${__field.labels.resource}"},
-		Custom:   map[string]any{"drawStyle": "line", "lineWidth": 1, "fillOpacity": 0, "showPoints": "never"},
-		Options:  timeseriesOptions(),
-	}
+		Unit: "percent", Min: ptr(0.0),
+	}, "resource", 0)
 }
 
 func hostCaptures() Panel {
