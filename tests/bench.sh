@@ -11,4 +11,4 @@ pkgs=(); while [ $# -gt 0 ] && [ "$1" != -- ]; do pkgs+=("$1"); shift; done
 mkdir -p .cache/bench
 raw=.cache/bench/$tag.txt
 go test -run '^$' -bench . -benchtime "${BENCHTIME:-5x}" -count 1 "$@" "${pkgs[@]}" | tee "$raw" >&2
-awk '{ for (i = 3; i < NF; i++) if ($(i+1) ~ /:/) { split($(i+1), u, ":"); printf "BENCH %s %s %s\n", u[1], $i, u[2] } }' "$raw"
+awk '/^Benchmark/ { for (i = 3; i < NF; i++) if ($(i+1) ~ /:/) { split($(i+1), u, ":"); printf "BENCH %s %s %s\n", u[1], $i, u[2] } }' "$raw"

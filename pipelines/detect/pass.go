@@ -80,7 +80,7 @@ func Pass(ctx context.Context, st store.Store, cfg Config) (Result, error) {
 func passService(ctx context.Context, st store.Store, cfg *Config, service string, res *Result) error {
 	t := time.Now()
 	r := newSpikeRange(cfg)
-	windows, err := findSpikeWindows(ctx, st, service, r, cfg.Spikes)
+	windows, fleet, err := findSpikeWindows(ctx, st, service, r, cfg.Spikes)
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func passService(ctx context.Context, st store.Store, cfg *Config, service strin
 	res.SuspectRows += rows
 
 	t = time.Now()
-	patterns, gone, err := findPatterns(ctx, st, cfg, service, res.DetectedAt)
+	patterns, gone, err := findPatterns(ctx, st, cfg, service, res.DetectedAt, fleet)
 	if err != nil {
 		return err
 	}

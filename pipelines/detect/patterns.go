@@ -16,7 +16,8 @@ import (
 // ending at cfg.To, writes a patterns row per pattern found, and retracts
 // the rows of the same look-back end that an earlier pass wrote and this one
 // no longer finds. It returns the patterns and the retracted pattern ids.
-func findPatterns(ctx context.Context, st store.Store, cfg *Config, service string, stamp time.Time) ([]Pattern, []string, error) {
+// fleet is the look-back's fleet when the spike scan saw it, else nil.
+func findPatterns(ctx context.Context, st store.Store, cfg *Config, service string, stamp time.Time, fleet *lookbackFleet) ([]Pattern, []string, error) {
 	end := cfg.To
 	start := end.Add(-cfg.Patterns.Lookback)
 	hosts, err := hostSpikes(ctx, st, service, start, end)
@@ -25,13 +26,14 @@ func findPatterns(ctx context.Context, st store.Store, cfg *Config, service stri
 	}
 	var patterns []Pattern
 	if len(hosts) > 0 {
-		fleet, dataFrom, err := fleetOf(ctx, st, service, start, end)
-		if err != nil {
-			return nil, nil, err
+		if fleet == nil {
+			if fleet, err = fleetOf(ctx, st, service, start, end); err != nil {
+				return nil, nil, err
+			}
 		}
-		found := classify(FleetSpikes{Service: service, LookbackStart: start, LookbackEnd: end, DataFrom: dataFrom, Fleet: fleet, Hosts: hosts}, cfg.Patterns)
+		found := classify(FleetSpikes{Service: service, LookbackStart: start, LookbackEnd: end, DataFrom: fleet.dataFrom, Fleet: fleet.hosts, Hosts: hosts}, cfg.Patterns)
 		if len(found) > 0 {
-			illusion, err := averagedIllusion(ctx, st, service, start, end, len(fleet))
+			illusion, err := averagedIllusion(ctx, st, service, start, end, len(fleet.hosts))
 			if err != nil {
 				return nil, nil, err
 			}
@@ -101,8 +103,9 @@ GROUP BY host ORDER BY host`, store.QuoteString(service), msLit(from), msLit(to)
 }
 
 // fleetOf reads the fleet of the look-back (host → hardware class) and
-// when its data begins, in one in-order scan of two key columns.
-func fleetOf(ctx context.Context, st store.Store, service string, from, to time.Time) (map[string]string, time.Time, error) {
+// when its data begins, in one in-order scan of two key columns, for a
+// pass whose spike scan did not cover the look-back.
+func fleetOf(ctx context.Context, st store.Store, service string, from, to time.Time) (*lookbackFleet, error) {
 	q := fmt.Sprintf(`SELECT toString(host) AS host, toString(hw_class) AS hw_class, toInt64(toUnixTimestamp(min(ts))) AS first
 FROM latency_1s
 WHERE service = %s AND ts >= %s AND ts < %s
@@ -127,13 +130,13 @@ GROUP BY host, hw_class`, store.QuoteString(service), secLit(from), secLit(to))
 		return nil
 	}, store.WithSetting("optimize_aggregation_in_order", "1"))
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("detect: fleet of %s: %w", service, err)
+		return nil, fmt.Errorf("detect: fleet of %s: %w", service, err)
 	}
-	var dataFrom time.Time
+	out := &lookbackFleet{hosts: fleet}
 	if first > 0 {
-		dataFrom = time.Unix(first, 0).UTC()
+		out.dataFrom = time.Unix(first, 0).UTC()
 	}
-	return fleet, dataFrom, nil
+	return out, nil
 }
 
 // averagedIllusion is the averaged-latency illusion of the look-back:

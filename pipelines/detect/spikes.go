@@ -3,7 +3,6 @@ package detect
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/ClickHouse/ch-go/proto"
@@ -25,6 +24,11 @@ type spikeRange struct {
 	// begun before it, unseen, so the pass leaves those alone.
 	writeFrom time.Time
 	to        time.Time
+	// fleetFrom, when not zero, is the start of the pattern look-back,
+	// which the scan covers: it also notes which hosts have data in
+	// [fleetFrom, to) and from when, sparing the patterns a second scan
+	// (fleetOf). A live pass reads a few minutes and leaves it zero.
+	fleetFrom time.Time
 }
 
 func newSpikeRange(cfg *Config) spikeRange {
@@ -32,20 +36,24 @@ func newSpikeRange(cfg *Config) spikeRange {
 	readFrom := cfg.From.Add(-c.Pad)
 	bucket := int64(c.Bucket / time.Second)
 	first := readFrom.Unix() / bucket * bucket
-	return spikeRange{
+	r := spikeRange{
 		baseFrom:  time.Unix(first-bucket, 0).UTC(),
 		readFrom:  readFrom,
 		writeFrom: readFrom.Add(c.MergeGap + time.Second),
 		to:        cfg.To,
 	}
+	if lookback := cfg.To.Add(-cfg.Patterns.Lookback); !lookback.Before(r.baseFrom) {
+		r.fleetFrom = lookback
+	}
+	return r
 }
 
 // spikeWindowsSQL finds the spike windows of one service in one query,
 // one scan of latency_1s in its sort order (optimize_aggregation_in_order:
 // no hash table over hosts and seconds) grouped by host and bucket, then
-// per bucket the fleet's base, the threshold, the slow seconds, and per
-// host the windows, split at gaps with arraySplit. Nothing goes row by row
-// through Go.
+// per bucket the fleet's base, the threshold and the slow seconds, and per
+// host the windows, split at gaps with arraySplit: one row per host seen,
+// its windows as arrays. Nothing goes row by row through Go.
 //
 // What is compared: a second's weighted mean latency (Σ latency × weight /
 // Σ weight), against k × base. Not its max: the agent keeps every request
@@ -57,11 +65,12 @@ func newSpikeRange(cfg *Config) spikeRange {
 //
 // Only seconds with a row over the floor can be slow (a mean is at most
 // the max), so the scan keeps just those as an array per group. Rows of
-// one second arrive in several inserts until ClickHouse merges them, and
-// the fast part of a second is not among the kept rows, so a second's mean
-// is taken over at least half a typical second's requests (the bucket's
-// requests per second): a part holding only its slowest request must not
-// pass for a stalled second.
+// one second arrive in several inserts until ClickHouse merges them (the
+// array is merged per second with sumMap and maxMap), and the fast part of
+// a second is not among the kept rows, so a second's mean is taken over at
+// least half a typical second's requests (the bucket's requests per
+// second): a part holding only its slowest request must not pass for a
+// stalled second.
 //
 // The base of a bucket:
 //   - the host's: the geometric mean of its per-second means — a robust
@@ -79,100 +88,140 @@ func newSpikeRange(cfg *Config) spikeRange {
 func spikeWindowsSQL(service string, r spikeRange, c SpikeConfig) string {
 	bucket := int64(c.Bucket / time.Second)
 	floor := c.Floor.Microseconds()
+	first := "toUInt32(0)"
+	if !r.fleetFrom.IsZero() {
+		first = fmt.Sprintf("minIf(toUInt32(ts), ts >= %s)", secLit(r.fleetFrom))
+	}
 	return fmt.Sprintf(`
-SELECT
-    toString(host) AS host,
-    toString(hw) AS hw_class,
-    toInt64(w[1].1) * 1000 AS start_ms,
-    (toInt64(w[-1].1) + 1) * 1000 AS end_ms,
-    toUInt32(arrayMax(x -> x.2, w)) AS peak_us,
-    w[arrayFirstIndex(x -> x.2 = peak_us, w)] AS at_peak,
-    toFloat64(at_peak.4) AS baseline_us,
-    toFloat64(at_peak.2 / at_peak.3) AS score,
-    lower(hex(cityHash64(%[1]s, toString(host), fromUnixTimestamp64Milli(start_ms, 'UTC')))) AS spike_id
+SELECT toString(host) AS host, toString(hw) AS hw_class, toInt64(first) AS first_s,
+    arrayFilter(x -> x.1 >= %[9]d, arrayMap(w -> (
+        toInt64(w[1].1) * 1000,
+        (toInt64(w[-1].1) + 1) * 1000,
+        w[indexOf(arrayMap(x -> x.2, w), arrayMax(x -> x.2, w))]), wins)) AS ws,
+    arrayMap(x -> lower(hex(cityHash64(%[1]s, toString(host), fromUnixTimestamp64Milli(x.1, 'UTC')))), ws) AS spike_ids,
+    arrayMap(x -> x.1, ws) AS starts_ms,
+    arrayMap(x -> x.2, ws) AS ends_ms,
+    arrayMap(x -> toUInt32(x.3.2), ws) AS peaks_us,
+    arrayMap(x -> toFloat64(x.3.4), ws) AS baselines_us,
+    arrayMap(x -> toFloat64(x.3.2 / x.3.3), ws) AS scores
 FROM (
-    SELECT host, any(hw) AS hw,
-        arraySort(x -> x.1, groupArray((ts, mx, thr, base))) AS secs,
-        arraySplit((x, brk) -> brk, secs,
-            arrayMap((x, i) -> i > 1 AND x.1 - secs[i - 1].1 > %[2]d, secs, arrayEnumerate(secs))) AS wins
+    SELECT host, argMax(hw, b) AS hw, minIf(first, first > 0) AS first,
+        arraySort(x -> x.1, arrayFlatten(groupArray(slow))) AS secs,
+        arraySplit((x, gap) -> gap > %[2]d, secs, arrayDifference(arrayMap(x -> toInt64(x.1), secs))) AS wins
     FROM (
-        SELECT host, any(hw) AS hw, ts, max(mx) AS mx, any(thr) AS thr, any(base) AS base,
-            sum(wsum) / greatest(toFloat64(sum(wcount)), any(typical)) AS mean
+        SELECT host, hw, b, first,
+            -- Rows of one second merged (in if(), evaluated only where there
+            -- can be two: most buckets have no candidate or one).
+            if(length(cand) < 2, cand, arrayZip(
+                (arrayReduce('sumMap', arrayMap(x -> [x.1], cand), arrayMap(x -> [x.3], cand), arrayMap(x -> [x.4], cand)) AS sums).1,
+                arrayReduce('maxMap', arrayMap(x -> [x.1], cand), arrayMap(x -> [x.2], cand)).2,
+                sums.2, sums.3)) AS merged,
+            -- (second, max, threshold, base) of the slow seconds
+            arrayMap(x -> (x.1, x.2, thr, base),
+                arrayFilter(x -> x.3 / greatest(toFloat64(x.4), typical) > thr, merged)) AS slow
         FROM (
-            SELECT host, hw, c.1 AS ts, c.2 AS mx, c.3 AS wsum, c.4 AS wcount, base, typical,
+            SELECT host, hw, b, first, cand, n / secs / 2 AS typical,
+                greatest(host_base, quantileExactWeighted(0.5)(host_base, n) OVER (PARTITION BY b)) AS base,
                 greatest(%[3]d, %[4]s * base) AS thr
             FROM (
-                SELECT host, hw, cand, n / secs / 2 AS typical,
-                    greatest(host_base, quantileExactWeighted(0.5)(host_base, n) OVER (PARTITION BY b)) AS base
+                SELECT host, hw, b, first, cand, n, secs,
+                    if(lagInFrame(b) OVER w = b - 1 AND n * 2 < lagInFrame(n) OVER w,
+                       lagInFrame(geo) OVER w, geo) AS host_base
                 FROM (
-                    SELECT host, hw, b, cand, n, secs,
-                        if(lagInFrame(b) OVER w = b - 1 AND n * 2 < lagInFrame(n) OVER w,
-                           lagInFrame(geo) OVER w, geo) AS host_base
-                    FROM (
-                        SELECT host, hw_class AS hw,
-                            -- The bucket's number, not its start: intDiv(ts, n) is
-                            -- monotonic in the sort key and keeps the aggregation in
-                            -- order; intDiv(ts, n) * n is not recognised as such.
-                            intDiv(toUInt32(ts), %[5]d) AS b,
-                            exp(avg(log(greatest(1, weighted_sum_us / weighted_count)))) AS geo,
-                            sum(weighted_count) AS n,
-                            max(toUInt32(ts)) - min(toUInt32(ts)) + 1 AS secs,
-                            groupArrayIf((toUInt32(ts), max_us, weighted_sum_us, weighted_count),
-                                ts >= %[6]s AND max_us > %[3]d) AS cand
-                        FROM latency_1s
-                        WHERE service = %[1]s AND ts >= %[7]s AND ts < %[8]s
-                        GROUP BY host, hw_class, b
-                    )
-                    WINDOW w AS (PARTITION BY host ORDER BY b ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
+                    SELECT host, hw_class AS hw,
+                        -- The bucket's number, not its start: intDiv(ts, n) is
+                        -- monotonic in the sort key and keeps the aggregation in
+                        -- order; intDiv(ts, n) * n is not recognised as such.
+                        intDiv(toUInt32(ts), %[5]d) AS b,
+                        exp(avg(log(greatest(1, weighted_sum_us / weighted_count)))) AS geo,
+                        sum(weighted_count) AS n,
+                        max(toUInt32(ts)) - min(toUInt32(ts)) + 1 AS secs,
+                        %[10]s AS first,
+                        groupArrayIf((toUInt32(ts), max_us, weighted_sum_us, weighted_count),
+                            ts >= %[6]s AND max_us > %[3]d) AS cand
+                    FROM latency_1s
+                    WHERE service = %[1]s AND ts >= %[7]s AND ts < %[8]s
+                    GROUP BY host, hw_class, b
                 )
+                WINDOW w AS (PARTITION BY host ORDER BY b ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
             )
-            ARRAY JOIN cand AS c
         )
-        GROUP BY host, ts
-        HAVING mean > thr
     )
     GROUP BY host
 )
-ARRAY JOIN wins AS w
-WHERE start_ms >= %[9]d
-ORDER BY host, start_ms`,
+ORDER BY host`,
 		store.QuoteString(service), int64(c.MergeGap/time.Second)+1, floor, floatLit(c.K), bucket,
-		secLit(r.readFrom), secLit(r.baseFrom), secLit(r.to), r.writeFrom.UnixMilli())
+		secLit(r.readFrom), secLit(r.baseFrom), secLit(r.to), r.writeFrom.UnixMilli(), first)
 }
 
-// findSpikeWindows runs spikeWindowsSQL.
-func findSpikeWindows(ctx context.Context, st store.Store, service string, r spikeRange, c SpikeConfig) ([]SpikeWindow, error) {
+// lookbackFleet is the fleet of a pattern look-back: the hardware class of
+// every host with data in it, and when the fleet's data begins (zero when
+// none).
+type lookbackFleet struct {
+	hosts    map[string]string
+	dataFrom time.Time
+}
+
+// findSpikeWindows runs spikeWindowsSQL. The fleet is nil unless r.fleetFrom
+// is set.
+func findSpikeWindows(ctx context.Context, st store.Store, service string, r spikeRange, c SpikeConfig) ([]SpikeWindow, *lookbackFleet, error) {
 	var out []SpikeWindow
+	var fleet *lookbackFleet
+	if !r.fleetFrom.IsZero() {
+		fleet = &lookbackFleet{hosts: map[string]string{}}
+	}
+	var firstSeen int64
 	err := st.Query(ctx, spikeWindowsSQL(service, r, c), func(b store.Block) error {
-		strs, err := columns[string](b, "spike_id", "host", "hw_class")
+		strs, err := columns[string](b, "host", "hw_class")
 		if err != nil {
 			return err
 		}
-		ms, err := columns[int64](b, "start_ms", "end_ms")
+		first, err := column[int64](b, "first_s")
 		if err != nil {
 			return err
 		}
-		peak, err := column[uint32](b, "peak_us")
+		ids, err := column[[]string](b, "spike_ids")
 		if err != nil {
 			return err
 		}
-		fl, err := columns[float64](b, "baseline_us", "score")
+		ms, err := columns[[]int64](b, "starts_ms", "ends_ms")
+		if err != nil {
+			return err
+		}
+		peaks, err := column[[]uint32](b, "peaks_us")
+		if err != nil {
+			return err
+		}
+		fl, err := columns[[]float64](b, "baselines_us", "scores")
 		if err != nil {
 			return err
 		}
 		for i := 0; i < b.Rows; i++ {
-			out = append(out, SpikeWindow{
-				ID: strs[0].Row(i), Service: service, Host: strs[1].Row(i), HWClass: strs[2].Row(i),
-				Start: time.UnixMilli(ms[0].Row(i)).UTC(), End: time.UnixMilli(ms[1].Row(i)).UTC(),
-				PeakUS: peak.Row(i), BaselineUS: fl[0].Row(i), Score: fl[1].Row(i),
-			})
+			host, hw := strs[0].Row(i), strs[1].Row(i)
+			if f := first.Row(i); fleet != nil && f > 0 {
+				fleet.hosts[host] = hw
+				if firstSeen == 0 || f < firstSeen {
+					firstSeen = f
+				}
+			}
+			starts, ends, peak, base, score := ms[0].Row(i), ms[1].Row(i), peaks.Row(i), fl[0].Row(i), fl[1].Row(i)
+			for k, id := range ids.Row(i) {
+				out = append(out, SpikeWindow{
+					ID: id, Service: service, Host: host, HWClass: hw,
+					Start: time.UnixMilli(starts[k]).UTC(), End: time.UnixMilli(ends[k]).UTC(),
+					PeakUS: peak[k], BaselineUS: base[k], Score: score[k],
+				})
+			}
 		}
 		return nil
 	}, store.WithSetting("optimize_aggregation_in_order", "1"))
 	if err != nil {
-		return nil, fmt.Errorf("detect: spike windows of %s: %w", service, err)
+		return nil, nil, fmt.Errorf("detect: spike windows of %s: %w", service, err)
 	}
-	return out, nil
+	if fleet != nil && firstSeen > 0 {
+		fleet.dataFrom = time.Unix(firstSeen, 0).UTC()
+	}
+	return out, fleet, nil
 }
 
 // storedWindows reads the live spike rows of service starting in [from,
@@ -238,7 +287,9 @@ func writeSpikeWindows(ctx context.Context, st store.Store, ws, stale []SpikeWin
 		baseline, score                 proto.ColFloat64
 		deleted                         proto.ColUInt8
 	)
-	for i, w := range slices.Concat(ws, stale) {
+	// Two loops rather than slices.Concat: a day of a large fleet is ~10⁵
+	// windows, and copying them costs tens of milliseconds.
+	add := func(w *SpikeWindow, retracted bool) {
 		id.Append(w.ID)
 		service.Append(w.Service)
 		host.Append(w.Host)
@@ -250,7 +301,13 @@ func writeSpikeWindows(ctx context.Context, st store.Store, ws, stale []SpikeWin
 		score.Append(w.Score)
 		version.Append(DetectorVersion)
 		detectedAt.Append(stamp)
-		deleted.Append(b2u(i >= len(ws)))
+		deleted.Append(b2u(retracted))
+	}
+	for i := range ws {
+		add(&ws[i], false)
+	}
+	for i := range stale {
+		add(&stale[i], true)
 	}
 	input := proto.Input{
 		{Name: "spike_id", Data: &id}, {Name: "service", Data: service}, {Name: "host", Data: host},

@@ -2,10 +2,14 @@ package detect
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
 // window is a spike window as tests state it: host and seconds from dataStart.
@@ -124,5 +128,74 @@ func TestDetectSpikeBaselineIsTheTypicalLatency(t *testing.T) {
 	// Lognormal around 4 ms: the weighted median is 4 ms within t-digest error.
 	if w.BaselineUS < 3600 || w.BaselineUS > 4400 || w.PeakUS != 1_000_000 || w.HWClass != "gen5" {
 		t.Errorf("window %+v: want baseline ≈ 4000 µs, peak 1 s, class gen5", w)
+	}
+}
+
+func TestDetectSpikeSecondSplitAcrossParts(t *testing.T) {
+	ctx := context.Background()
+	st := migrated(t)
+	// Unmerged parts hold several latency_1s rows of one second: they must
+	// count as one second, its max the larger one.
+	if err := st.Exec(ctx, "SYSTEM STOP MERGES latency_1s"); err != nil {
+		t.Fatal(err)
+	}
+	fleetLoad{hosts: 20, seconds: 3600, stall: "h = 3 AND s IN (1805, 1807)"}.insert(t, st)
+	for _, us := range []int{2_000_000, 1_500_000} {
+		if err := st.Exec(ctx, fmt.Sprintf(`INSERT INTO requests (ts, service, host, hw_class, endpoint, latency_us, status, trace_id, span_id, thread_id, weight)
+VALUES (fromUnixTimestamp64Micro(%d, 'UTC'), 'billy', %s, 'gen5', '/get', %d, 'OK', '', '', 1003, 1)`,
+			sec(1805).UnixMicro()+250_000, store.QuoteString(host(3)), us)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rows := queryRows(t, st, fmt.Sprintf(`SELECT count() FROM latency_1s WHERE host = %s AND ts = %s`, store.QuoteString(host(3)), secLit(sec(1805)))); rows[0][0] != "3" {
+		t.Fatalf("want the second in 3 rows (3 parts), got %s", rows[0][0])
+	}
+	res, err := Pass(ctx, st, Config{Service: "billy", From: dataStart, To: sec(3600)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Spikes) != 1 {
+		t.Fatalf("want one window, got %+v", res.Spikes)
+	}
+	if w := res.Spikes[0]; w.Host != host(3) || !w.Start.Equal(sec(1805)) || !w.End.Equal(sec(1808)) || w.PeakUS != 2_000_000 {
+		t.Errorf("window %+v: want %s [1805, 1808) with the 2 s peak", w, host(3))
+	}
+}
+
+func TestSpikeScanSeesTheLookbackFleet(t *testing.T) {
+	ctx := context.Background()
+	st := migrated(t)
+	fleetLoad{hosts: 8, seconds: 1200}.insert(t, st)                           // hosts 4–7 are gone before the look-back
+	fleetLoad{hosts: 4, seconds: 3600, seed: 1}.insert(t, st)                  // hosts 0–3 stay
+	fleetLoad{hosts: 6, seconds: 600, start: sec(3000), seed: 2}.insert(t, st) // hosts 4 and 5 come back inside it
+	cfg := Config{Service: "billy", From: dataStart, To: sec(3600), Patterns: PatternConfig{Lookback: 30 * time.Minute}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := newSpikeRange(&cfg)
+	if !r.fleetFrom.Equal(sec(1800)) {
+		t.Fatalf("fleetFrom = %v, want the look-back's start %v", r.fleetFrom, sec(1800))
+	}
+	_, got, err := findSpikeWindows(ctx, st, "billy", r, cfg.Spikes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &lookbackFleet{dataFrom: sec(1800), hosts: map[string]string{
+		host(0): "gen4", host(1): "gen5", host(2): "gen4", host(3): "gen5", host(4): "gen4", host(5): "gen5"}}
+	opt := cmp.AllowUnexported(lookbackFleet{})
+	if diff := cmp.Diff(want, got, opt); diff != "" {
+		t.Errorf("fleet from the spike scan (-want +got):\n%s", diff)
+	}
+	// What a pass that does not cover the look-back reads instead.
+	read, err := fleetOf(ctx, st, "billy", sec(1800), sec(3600))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, read, opt); diff != "" {
+		t.Errorf("fleetOf (-want +got):\n%s", diff)
+	}
+	cfg.From, cfg.Patterns.Lookback = sec(3000), time.Hour
+	if r := newSpikeRange(&cfg); !r.fleetFrom.IsZero() {
+		t.Errorf("a scan from %v covers the look-back from %v?", r.baseFrom, dataStart)
 	}
 }

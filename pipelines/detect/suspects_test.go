@@ -95,6 +95,20 @@ func TestDetectSuspects(t *testing.T) {
 			exact: true,
 		},
 		{
+			name: "the agent's own telemetry moving with the spike is no suspect",
+			series: during(during(during(append(quietHost(),
+				counterSeries{metric: "spikehunt.agent.requests.dropped"},
+				counterSeries{metric: "spikehunt.ingest.rows", rate: 100, noise: 5}), func(c counterSeries) bool {
+				return c.metric == "spikehunt.agent.requests.dropped"
+			}, 50_000), func(c counterSeries) bool {
+				return c.metric == "spikehunt.ingest.rows"
+			}, 1_000_000), func(c counterSeries) bool {
+				return c.metric == "system.disk.operation_time" && c.device == "sda" && c.mode == "read"
+			}, 2.0),
+			want:  []string{"system.disk.operation_time cpu=-1 device=sda mode=read"},
+			exact: true,
+		},
+		{
 			name:   "a spike where no counter moved has no suspects",
 			series: quietHost(),
 			want:   nil,
