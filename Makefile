@@ -6,7 +6,7 @@ GO ?= go
 # Install locations of the pinned components (SPIKEHUNT_LIBCHDB, KUBEBUILDER_ASSETS, …).
 $(foreach kv,$(shell deps/install.sh env 2>/dev/null),$(eval export $(kv)))
 
-.PHONY: all deps deps-demo build demo eval test e2e vet fmt-check cross manifests bench bench-store bench-agent bench-ingest bench-detect bench-operator bench-dashboards dashboards fuzz clean
+.PHONY: all deps deps-demo build demo eval eval-variants test e2e vet fmt-check cross manifests bench bench-store bench-agent bench-ingest bench-detect bench-operator bench-dashboards dashboards fuzz clean
 .PHONY: chart-sync helm-lint
 
 all: build
@@ -62,6 +62,11 @@ demo: deps-demo build ## the main job on the embedded default
 # embedded engine: recall, precision, class, detection delay, top-1 suspect.
 eval: deps-demo build
 	bin/spikehunt eval --dir "$(CURDIR)/.cache/eval"
+
+# The same scores on scenarios away from their defaults: other periods,
+# fractions, fleet sizes, spike lengths and noise levels.
+eval-variants: deps-demo build
+	bin/spikehunt eval --variants --dir "$(CURDIR)/.cache/eval-variants"
 
 vet:
 	$(GO) vet ./...

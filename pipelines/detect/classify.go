@@ -117,7 +117,10 @@ type hostOccurrences struct {
 //     not "isolated").
 //   - hw-class-skewed (a modifier of the fleet classes): the per-host rate
 //     of the busiest hardware class (≥ 5 hosts) is ≥ 1.5 × that of the
-//     quietest, at ≥ 3 standard errors.
+//     quietest, at ≥ 3 standard errors: of the split of the spikes between
+//     the two classes, widened by how unevenly hosts carry them, or of the
+//     rates of the hosts that repeat. A random quarter of the fleet
+//     affected at one rate is not skewed however its hosts fall.
 //
 // Rare independent spikes (noise) match none of them: irregular, no bursts
 // beyond chance, no outliers. The returned patterns carry everything but
@@ -382,13 +385,87 @@ func (a *Assessment) assessSkew(cfg PatternConfig) {
 		a.SkewRatio = hi.rate / lo.rate
 	}
 	// Given the two classes' spikes, how far is the busy class's share from
-	// its share of the hosts, in binomial standard errors?
+	// its share of the hosts, in binomial standard errors — widened by the
+	// overdispersion of the per-host counts. Spikes are not independent
+	// draws: a host either carries the pattern (and a dozen spikes) or not,
+	// so when a quarter of the fleet is affected, which hosts those are
+	// splits the spikes between the classes far more unevenly than a
+	// binomial of spikes allows. The quasi-Poisson correction divides z by
+	// √φ, φ = the classes' pooled within-class variance of per-host counts
+	// over their mean count (at least 1: regular counts are no evidence
+	// beyond the binomial's).
 	k := float64(hi.spikes + lo.spikes)
 	p := float64(hi.hosts) / float64(hi.hosts+lo.hosts)
-	if sd := math.Sqrt(k * p * (1 - p)); sd > 0 {
+	if sd := math.Sqrt(k * p * (1 - p) * a.overdispersion(hi.class, lo.class)); sd > 0 {
 		a.SkewZ = (float64(hi.spikes) - k*p) / sd
 	}
+	// That test also dilutes a real skew among few affected hosts with the
+	// many that are not: the rates of the hosts that repeat are compared
+	// on their own too (Welch).
+	a.SkewZ = math.Max(a.SkewZ, a.repeaterRateZ(hi.class, lo.class))
 	a.Skewed = a.SkewRatio >= cfg.SkewMinRatio && a.SkewZ >= cfg.SkewMinZ
+}
+
+// repeaterRateZ is Welch's z for the per-host occurrence counts of the
+// hosts that repeat (two occurrences or more) in class hi against class
+// lo: +Inf when both are exact and hi's is higher; 0 with fewer than
+// three such hosts in either class.
+func (a *Assessment) repeaterRateZ(hi, lo string) float64 {
+	stats := func(class string) (n, mean, variance float64) {
+		var sum, sq float64
+		for _, h := range a.perHost {
+			if h.class == class && len(h.occ) >= 2 {
+				x := float64(len(h.occ))
+				n++
+				sum += x
+				sq += x * x
+			}
+		}
+		if n < 3 {
+			return n, 0, 0
+		}
+		mean = sum / n
+		return n, mean, math.Max(0, (sq-sum*sum/n)/(n-1))
+	}
+	nh, mh, vh := stats(hi)
+	nl, ml, vl := stats(lo)
+	if nh < 3 || nl < 3 || mh <= ml {
+		return 0
+	}
+	se := math.Sqrt(vh/nh + vl/nl)
+	if se == 0 {
+		return math.Inf(1)
+	}
+	return (mh - ml) / se
+}
+
+// overdispersion is φ of assessSkew for two classes: the pooled
+// within-class variance of per-host occurrence counts (hosts without
+// spikes count zero) over the classes' mean count, at least 1.
+func (a *Assessment) overdispersion(classes ...string) float64 {
+	var hosts, spikes, within, dof float64
+	for _, class := range classes {
+		n := float64(a.HostsByClass[class])
+		var sum, sq float64
+		for _, h := range a.perHost {
+			if h.class == class {
+				x := float64(len(h.occ))
+				sum += x
+				sq += x * x
+			}
+		}
+		if n < 2 {
+			continue
+		}
+		within += sq - sum*sum/n
+		dof += n - 1
+		hosts += n
+		spikes += sum
+	}
+	if dof == 0 || spikes == 0 {
+		return 1
+	}
+	return math.Max(1, (within/dof)/(spikes/hosts))
 }
 
 func (a *Assessment) patterns(f FleetSpikes) []classified {

@@ -39,7 +39,7 @@ type Config struct {
 //
 // A host-second is slow when its weighted mean latency exceeds
 //
-//	max(Floor, K × base), base = max(fleet's, host's typical latency) in its bucket,
+//	max(Floor, max(K, e^(Z × spread)) × base), base = max(fleet's, host's typical latency) in its bucket,
 //
 // where a bucket is a Bucket-long slice of time aligned to the epoch (see
 // spikeWindowsSQL for what "typical" is and why the mean). Slow seconds at
@@ -49,6 +49,14 @@ type SpikeConfig struct {
 	// K multiplies the base. Default 8: a second whose requests took eight
 	// times the typical ones. 1–1000.
 	K float64
+	// Z widens K for a service whose seconds vary widely by nature: the
+	// multiplier is at least e^(Z × spread), spread the fleet's typical
+	// standard deviation of log per-second mean latency in the bucket.
+	// Default 2.9: a lognormal body with σ = 0.5 sampled as the agent
+	// samples (spread ≈ 0.71) keeps K = 8; σ = 0.9 (p99 8× the median,
+	// spread ≈ 1.16) gets ≈ 29×, above its quiet seconds' ~25× peaks
+	// that K = 8 took for spikes. 0–10.
+	Z float64
 	// Floor is the least latency that can be a spike, whatever the base: a
 	// service answering in 200 µs does not spike at 2 ms. Default 25 ms.
 	Floor time.Duration
@@ -176,9 +184,11 @@ type PatternConfig struct {
 
 	// SkewMinRatio: hw-class-skewed when the highest per-host spike rate of
 	// a class is at least this multiple of the lowest one (among classes
-	// of at least SkewMinHosts hosts), and the difference is significant
-	// (SkewMinZ standard errors of a binomial split of the two classes'
-	// spikes by their host counts). Defaults 1.5, 5, 3.
+	// of at least SkewMinHosts hosts), and the difference is significant:
+	// SkewMinZ standard errors of the split of the two classes' spikes by
+	// their host counts (binomial, widened by the per-host counts'
+	// overdispersion), or of the difference between the per-host counts
+	// of their repeating hosts (Welch). Defaults 1.5, 5, 3.
 	SkewMinRatio float64
 	SkewMinHosts int
 	SkewMinZ     float64
@@ -196,6 +206,7 @@ type PatternConfig struct {
 // Defaults; exported so the CLI documents the same values.
 const (
 	DefaultK        = 8.0
+	DefaultZ        = 2.9
 	DefaultFloor    = 25 * time.Millisecond
 	DefaultBucket   = 10 * time.Minute
 	DefaultMergeGap = 5 * time.Second
@@ -237,6 +248,7 @@ func (c *Config) Validate() error {
 
 func (c *SpikeConfig) validate() error {
 	def(&c.K, DefaultK)
+	def(&c.Z, DefaultZ)
 	def(&c.Floor, DefaultFloor)
 	def(&c.Bucket, DefaultBucket)
 	def(&c.MergeGap, DefaultMergeGap)
@@ -244,6 +256,8 @@ func (c *SpikeConfig) validate() error {
 	switch {
 	case c.K < 1 || c.K > 1000:
 		return configErr("spikes: K = %g, want 1–1000", c.K)
+	case c.Z < 0 || c.Z > 10:
+		return configErr("spikes: Z = %g, want 0–10", c.Z)
 	case c.Floor < time.Millisecond || c.Floor > time.Hour:
 		return configErr("spikes: Floor = %v, want 1ms–1h", c.Floor)
 	case c.Bucket < time.Minute || c.Bucket > 2*time.Hour || c.Bucket%time.Second != 0:

@@ -85,6 +85,14 @@ func newSpikeRange(cfg *Config) spikeRange {
 //     requests.
 //   - base = max(fleet's, host's): a host slower than the fleet by nature
 //     is judged by its own norm, a faster one by the fleet's.
+//
+// The multiplier is K, or e^(Z × spread) when that is more: spread is the
+// hosts' median (by requests) of the standard deviation of log per-second
+// mean latency in the bucket, the lesser of the bucket's and the previous
+// one's. A service whose quiet seconds range widely (a lognormal body with
+// σ = 0.9 peaks near 25× its geometric mean every ten minutes) must not
+// report its own body as spikes. Stalls barely move the spread: a 1 s
+// stall at 100× in a 10-minute bucket adds 0.03 to its variance.
 func spikeWindowsSQL(service string, r spikeRange, c SpikeConfig) string {
 	bucket := int64(c.Bucket / time.Second)
 	floor := c.Floor.Microseconds()
@@ -122,11 +130,14 @@ FROM (
         FROM (
             SELECT host, hw, b, first, cand, n / secs / 2 AS typical,
                 greatest(host_base, quantileExactWeighted(0.5)(host_base, n) OVER (PARTITION BY b)) AS base,
-                greatest(%[3]d, %[4]s * base) AS thr
+                greatest(%[3]d, greatest(%[4]s, exp(%[11]s * quantileExactWeighted(0.5)(spread, n) OVER (PARTITION BY b))) * base) AS thr
             FROM (
                 SELECT host, hw, b, first, cand, n, secs,
                     if(lagInFrame(b) OVER w = b - 1 AND n * 2 < lagInFrame(n) OVER w,
-                       lagInFrame(geo) OVER w, geo) AS host_base
+                       lagInFrame(geo) OVER w, geo) AS host_base,
+                    -- The lesser of this bucket's and the previous one's: a
+                    -- fleet-wide 30 s stall widens one or two buckets' spread.
+                    if(lagInFrame(b) OVER w = b - 1, least(sd, lagInFrame(sd) OVER w), sd) AS spread
                 FROM (
                     SELECT host, hw_class AS hw,
                         -- The bucket's number, not its start: intDiv(ts, n) is
@@ -134,6 +145,7 @@ FROM (
                         -- order; intDiv(ts, n) * n is not recognised as such.
                         intDiv(toUInt32(ts), %[5]d) AS b,
                         exp(avg(log(greatest(1, weighted_sum_us / weighted_count)))) AS geo,
+                        stddevPop(log(greatest(1, weighted_sum_us / weighted_count))) AS sd,
                         sum(weighted_count) AS n,
                         max(toUInt32(ts)) - min(toUInt32(ts)) + 1 AS secs,
                         %[10]s AS first,
@@ -151,7 +163,7 @@ FROM (
 )
 ORDER BY host`,
 		store.QuoteString(service), int64(c.MergeGap/time.Second)+1, floor, floatLit(c.K), bucket,
-		secLit(r.readFrom), secLit(r.baseFrom), secLit(r.to), r.writeFrom.UnixMilli(), first)
+		secLit(r.readFrom), secLit(r.baseFrom), secLit(r.to), r.writeFrom.UnixMilli(), first, floatLit(c.Z))
 }
 
 // lookbackFleet is the fleet of a pattern look-back: the hardware class of

@@ -23,12 +23,16 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 simulated into its own database of an embedded store, ingested, and detected pass
 after pass as a live detector would; then it prints, per scenario, spike-window
 recall and precision (by overlap), the pattern class found, the detection delay in
-recurrence periods from the pattern's second occurrence, and top-1 suspect accuracy.`, stderr)
+recurrence periods from the pattern's second occurrence, and top-1 suspect accuracy.
+With --variants it runs the scenarios away from their defaults instead (other
+periods, fractions, fleet sizes, spike lengths and noise levels), each at its own
+size.`, stderr)
 	dir := fs.String("dir", filepath.Join(os.TempDir(), "spikehunt-eval"), "embedded store directory (one database per scenario; emptied first)")
 	hosts := fs.Int("hosts", eval.DefaultHosts, "hosts per scenario")
 	duration := fs.Duration("duration", eval.DefaultDuration, "simulated time per scenario")
 	seed := fs.Uint64("seed", 1, "random seed")
 	only := fs.String("scenarios", "", "comma-separated scenarios to run (default all: "+strings.Join(sim.Scenarios(), ", ")+")")
+	variants := fs.Bool("variants", false, "run the off-default variants (their own sizes; --hosts and --duration do not apply); --scenarios filters them by scenario")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -47,17 +51,27 @@ recurrence periods from the pattern's second occurrence, and top-1 suspect accur
 	if err := os.RemoveAll(*dir); err != nil {
 		return err
 	}
+	var runs []eval.Variant
+	if *variants {
+		runs = eval.Variants(*seed)
+	} else {
+		for _, cfg := range eval.Scenarios(*hosts, *duration, *seed) {
+			runs = append(runs, eval.Variant{Name: cfg.Scenario, Config: cfg})
+		}
+	}
 	var results []eval.Result
-	for _, cfg := range eval.Scenarios(*hosts, *duration, *seed) {
+	for _, v := range runs {
+		cfg := v.Config
 		if len(want) > 0 && !want[cfg.Scenario] {
 			continue
 		}
-		db := "eval_" + strings.ReplaceAll(cfg.Scenario, "-", "_")
+		db := "eval_" + strings.NewReplacer("-", "_", "/", "__").Replace(v.Name)
 		st, err := store.Open(ctx, "chdb://"+*dir+"?database="+db)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "eval: %s: %d hosts × %s\n", cfg.Scenario, *hosts, *duration)
+		d := cfg.Defaults()
+		fmt.Fprintf(stderr, "eval: %s: %d hosts × %s\n", v.Name, d.Hosts, d.Duration)
 		r, err := eval.RunScenario(ctx, st, cfg, eval.Options{Progress: func(f string, a ...any) {
 			fmt.Fprintf(stderr, "eval: "+f+"\n", a...)
 		}})
@@ -65,6 +79,7 @@ recurrence periods from the pattern's second occurrence, and top-1 suspect accur
 		if err != nil {
 			return err
 		}
+		r.Scenario = v.Name
 		results = append(results, r)
 	}
 	printEval(stdout, results)
