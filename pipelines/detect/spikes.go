@@ -63,6 +63,17 @@ func newSpikeRange(cfg *Config) spikeRange {
 // second's requests and moves its mean by orders of magnitude. The max is
 // still the window's peak.
 //
+// Or its p90 (from the second's t-digest, read only for seconds with a
+// request over the floor and five kept requests or more): a short stall,
+// or one split across two seconds, or one that holds only the requests
+// doing IO, leaves the fast sample (which carries the weight of dozens of
+// requests) in the mean, which then rises by a few times only, while its
+// p90 is the stalled requests' latency. Five, not three: a digest of two
+// fast samples (weight 30 each) and one slow request interpolates its p90
+// most of the way up to the slow one. Where the rows of a second are not
+// merged yet, the parts' p90s are taken at their max, each part with five
+// kept requests or more.
+//
 // Only seconds with a row over the floor can be slow (a mean is at most
 // the max), so the scan keeps just those as an array per group. Rows of
 // one second arrive in several inserts until ClickHouse merges them (the
@@ -122,11 +133,12 @@ FROM (
             -- can be two: most buckets have no candidate or one).
             if(length(cand) < 2, cand, arrayZip(
                 (arrayReduce('sumMap', arrayMap(x -> [x.1], cand), arrayMap(x -> [x.3], cand), arrayMap(x -> [x.4], cand)) AS sums).1,
-                arrayReduce('maxMap', arrayMap(x -> [x.1], cand), arrayMap(x -> [x.2], cand)).2,
-                sums.2, sums.3)) AS merged,
-            -- (second, max, threshold, base) of the slow seconds
+                (arrayReduce('maxMap', arrayMap(x -> [x.1], cand), arrayMap(x -> [x.2], cand), arrayMap(x -> [x.5], cand)) AS maxes).2,
+                sums.2, sums.3, maxes.3)) AS merged,
+            -- (second, max, threshold, base) of the slow seconds: by their
+            -- mean, or by their p90
             arrayMap(x -> (x.1, x.2, thr, base),
-                arrayFilter(x -> x.3 / greatest(toFloat64(x.4), typical) > thr, merged)) AS slow
+                arrayFilter(x -> x.3 / greatest(toFloat64(x.4), typical) > thr OR x.5 > thr, merged)) AS slow
         FROM (
             SELECT host, hw, b, first, cand, n / secs / 2 AS typical,
                 greatest(host_base, quantileExactWeighted(0.5)(host_base, n) OVER (PARTITION BY b)) AS base,
@@ -149,7 +161,8 @@ FROM (
                         sum(weighted_count) AS n,
                         max(toUInt32(ts)) - min(toUInt32(ts)) + 1 AS secs,
                         %[10]s AS first,
-                        groupArrayIf((toUInt32(ts), max_us, weighted_sum_us, weighted_count),
+                        groupArrayIf((toUInt32(ts), max_us, weighted_sum_us, weighted_count,
+                                if(kept_count >= 5 AND max_us > %[3]d, toUInt32(finalizeAggregation(quantiles_us)[2]), toUInt32(0))),
                             ts >= %[6]s AND max_us > %[3]d) AS cand
                     FROM latency_1s
                     WHERE service = %[1]s AND ts >= %[7]s AND ts < %[8]s

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -197,5 +198,39 @@ func TestSpikeScanSeesTheLookbackFleet(t *testing.T) {
 	cfg.From, cfg.Patterns.Lookback = sec(3000), time.Hour
 	if r := newSpikeRange(&cfg); !r.fleetFrom.IsZero() {
 		t.Errorf("a scan from %v covers the look-back from %v?", r.baseFrom, dataStart)
+	}
+}
+
+func TestDetectSpikeByP90(t *testing.T) {
+	ctx := context.Background()
+	st := migrated(t)
+	fleetLoad{hosts: 20, seconds: 3600}.insert(t, st)
+	// req is one request of second 1805 on host h.
+	req := func(h, us, weight int) string {
+		return fmt.Sprintf("(fromUnixTimestamp64Micro(%d, 'UTC'), 'billy', %s, 'gen5', '/get', %d, 'OK', '', '', %d, %d)",
+			sec(1805).UnixMicro()+100_000, store.QuoteString(host(h)), us, 1000+h, weight)
+	}
+	rows := []string{
+		// Host 3: the end of a stall split across two seconds. The fast
+		// sample carries 30 requests, so six stalled ones lift the mean to
+		// ~22 ms, under the 32 ms bar, while the p90 is theirs.
+		req(3, 4_000, 30),
+		req(3, 120_000, 1), req(3, 125_000, 1), req(3, 130_000, 1), req(3, 118_000, 1), req(3, 122_000, 1), req(3, 127_000, 1),
+		// Host 5: two fast samples and one slow request. The digest's p90
+		// interpolates most of the way to the slow one: that is no stall.
+		req(5, 4_000, 30), req(5, 4_200, 30), req(5, 70_000, 1),
+	}
+	if err := st.Exec(ctx, `INSERT INTO requests (ts, service, host, hw_class, endpoint, latency_us, status, trace_id, span_id, thread_id, weight) VALUES `+strings.Join(rows, ", ")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Pass(ctx, st, Config{Service: "billy", From: dataStart, To: sec(3600)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Spikes) != 1 {
+		t.Fatalf("want one window (host 3), got %+v", res.Spikes)
+	}
+	if w := res.Spikes[0]; w.Host != host(3) || !w.Start.Equal(sec(1805)) || w.PeakUS != 130_000 {
+		t.Errorf("window %+v: want %s at second 1805 with the 130 ms peak", w, host(3))
 	}
 }
