@@ -72,7 +72,11 @@ type Assessment struct {
 	ClassRate map[string]float64
 	SkewRatio float64
 	SkewZ     float64
-	Skewed    bool
+	// CarrierRatio and CarrierZ compare the same among the hosts that
+	// carry the pattern (carrierSkew).
+	CarrierRatio float64
+	CarrierZ     float64
+	Skewed       bool
 
 	perHost  []hostOccurrences
 	cfg      PatternConfig // with its defaults
@@ -118,8 +122,9 @@ type hostOccurrences struct {
 //   - hw-class-skewed (a modifier of the fleet classes): the per-host rate
 //     of the busiest hardware class (≥ 5 hosts) is ≥ 1.5 × that of the
 //     quietest, at ≥ 3 standard errors: of the split of the spikes between
-//     the two classes, widened by how unevenly hosts carry them, or of the
-//     rates of the hosts that repeat. A random quarter of the fleet
+//     the two classes, widened by how unevenly hosts carry them; or the
+//     same ratio and significance between the rates of the hosts that
+//     carry the pattern. A random quarter of the fleet
 //     affected at one rate is not skewed however its hosts fall.
 //
 // Rare independent spikes (noise) match none of them: irregular, no bursts
@@ -399,44 +404,71 @@ func (a *Assessment) assessSkew(cfg PatternConfig) {
 	if sd := math.Sqrt(k * p * (1 - p) * a.overdispersion(hi.class, lo.class)); sd > 0 {
 		a.SkewZ = (float64(hi.spikes) - k*p) / sd
 	}
-	// That test also dilutes a real skew among few affected hosts with the
-	// many that are not: the rates of the hosts that repeat are compared
-	// on their own too (Welch).
-	a.SkewZ = math.Max(a.SkewZ, a.repeaterRateZ(hi.class, lo.class))
 	a.Skewed = a.SkewRatio >= cfg.SkewMinRatio && a.SkewZ >= cfg.SkewMinZ
+	// That test also dilutes a real skew among a few affected hosts with
+	// the many that are not, and which class the affected hosts fall in
+	// can even out the classes' rates: the hosts that carry the pattern
+	// are compared on their own too (Welch).
+	names := make([]string, 0, len(eligible))
+	for _, c := range eligible {
+		names = append(names, c.class)
+	}
+	a.CarrierRatio, a.CarrierZ = a.carrierSkew(names)
+	if a.CarrierRatio >= cfg.SkewMinRatio && a.CarrierZ >= cfg.SkewMinZ {
+		a.Skewed = true
+	}
 }
 
-// repeaterRateZ is Welch's z for the per-host occurrence counts of the
-// hosts that repeat (two occurrences or more) in class hi against class
-// lo: +Inf when both are exact and hi's is higher; 0 with fewer than
-// three such hosts in either class.
-func (a *Assessment) repeaterRateZ(hi, lo string) float64 {
-	stats := func(class string) (n, mean, variance float64) {
-		var sum, sq float64
+// carrierSkew compares the per-host occurrence counts of the hosts that
+// carry the pattern, class by class among classes: the ratio of the
+// highest class mean to the lowest and Welch's z for the two (+Inf when
+// both are exact); zeros with fewer than two classes of three carriers.
+// A carrier has at least 2 × the fleet's median count + 3 occurrences
+// (quiet hosts count zero): above what noise spread over every host gives
+// (a median of 2 puts the bar at 7, which a Poisson of mean 2 passes once
+// in 200 hosts), and any host that repeats when most are quiet.
+func (a *Assessment) carrierSkew(classes []string) (ratio, z float64) {
+	counts := make([]int, a.HostsTotal)
+	for i, h := range a.perHost {
+		if i < len(counts) {
+			counts[i] = len(h.occ)
+		}
+	}
+	slices.Sort(counts)
+	bar := 3
+	if len(counts) > 0 {
+		bar += 2 * counts[len(counts)/2]
+	}
+	type stat struct{ n, mean, variance float64 }
+	var stats []stat
+	for _, class := range classes {
+		var n, sum, sq float64
 		for _, h := range a.perHost {
-			if h.class == class && len(h.occ) >= 2 {
+			if h.class == class && len(h.occ) >= bar {
 				x := float64(len(h.occ))
 				n++
 				sum += x
 				sq += x * x
 			}
 		}
-		if n < 3 {
-			return n, 0, 0
+		if n >= 3 {
+			stats = append(stats, stat{n, sum / n, math.Max(0, (sq-sum*sum/n)/(n-1))})
 		}
-		mean = sum / n
-		return n, mean, math.Max(0, (sq-sum*sum/n)/(n-1))
 	}
-	nh, mh, vh := stats(hi)
-	nl, ml, vl := stats(lo)
-	if nh < 3 || nl < 3 || mh <= ml {
-		return 0
+	if len(stats) < 2 {
+		return 0, 0
 	}
-	se := math.Sqrt(vh/nh + vl/nl)
+	slices.SortFunc(stats, func(x, y stat) int { return cmp.Compare(x.mean, y.mean) })
+	lo, hi := stats[0], stats[len(stats)-1]
+	if hi.mean <= lo.mean {
+		return 1, 0
+	}
+	ratio = hi.mean / lo.mean
+	se := math.Sqrt(hi.variance/hi.n + lo.variance/lo.n)
 	if se == 0 {
-		return math.Inf(1)
+		return ratio, math.Inf(1)
 	}
-	return (mh - ml) / se
+	return ratio, (hi.mean - lo.mean) / se
 }
 
 // overdispersion is φ of assessSkew for two classes: the pooled

@@ -314,23 +314,32 @@ func TestDetectClassifyHWClassSkew(t *testing.T) {
 		// affected is the share of hosts (drawn at random, whatever their
 		// class) that carry the pattern; 0 is all.
 		affected float64
-		want     bool
+		// noise, if not zero, adds independent spikes to every host at one
+		// per noise on average.
+		noise time.Duration
+		want  bool
 	}{
-		{"equal rates on both classes are not skewed", 0, 0, false},
-		{"a 2× rate on gen5 is skewed", 2, 0, true},
-		{"a 1.2× rate on gen5 is not skewed", 1, 0, false},
+		{"equal rates on both classes are not skewed", 0, 0, 0, false},
+		{"a 2× rate on gen5 is skewed", 2, 0, 0, true},
+		{"a 1.2× rate on gen5 is not skewed", 1, 0, 0, false},
 		// Which hosts carry it splits their spikes unevenly between the
 		// classes (16 against 9 of 50 is common): no skew.
-		{"a random quarter of the hosts at equal rates is not skewed", 0, 0.25, false},
-		{"a random fifth of the hosts with a 3× rate on gen5 is skewed", 3, 0.2, true},
+		{"a random quarter of the hosts at equal rates is not skewed", 0, 0.25, 0, false},
+		{"a random fifth of the hosts with a 3× rate on gen5 is skewed", 3, 0.2, 0, true},
+		{"… also under an hourly noise spike on every host", 3, 0.2, time.Hour, true},
+		{"a random quarter at equal rates under hourly noise is not skewed", 0, 0.25, time.Hour, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var skewed []bool
 			for seed := uint64(1); seed <= 20; seed++ {
 				f := syntheticFleet(100, func(i int, class string, rng *rand.Rand) []time.Time {
+					var noise []time.Time
+					if tt.noise > 0 {
+						noise = poisson(start, tt.noise)(i, class, rng)
+					}
 					if tt.affected > 0 && rng.Float64() >= tt.affected {
-						return nil
+						return noise
 					}
 					lo, hi := 15*time.Minute, 20*time.Minute
 					if class == "gen5" {
@@ -343,7 +352,7 @@ func TestDetectClassifyHWClassSkew(t *testing.T) {
 							lo, hi = lo*10/12, hi*10/12
 						}
 					}
-					return periodic(start, lo, hi, 5*time.Second, 0)(i, class, rng)
+					return append(periodic(start, lo, hi, 5*time.Second, 0)(i, class, rng), noise...)
 				}, seed)
 				skewed = append(skewed, Assess(f, PatternConfig{}).Skewed)
 			}

@@ -188,7 +188,7 @@ type PatternConfig struct {
 	// SkewMinZ standard errors of the split of the two classes' spikes by
 	// their host counts (binomial, widened by the per-host counts'
 	// overdispersion), or of the difference between the per-host counts
-	// of their repeating hosts (Welch). Defaults 1.5, 5, 3.
+	// of the hosts carrying the pattern (Welch). Defaults 1.5, 5, 3.
 	SkewMinRatio float64
 	SkewMinHosts int
 	SkewMinZ     float64
