@@ -23,12 +23,7 @@ import (
 //
 // SPIKEHUNT_EVAL_SCENARIOS=a,b runs only those (for tuning).
 func TestEvalEveryScenario(t *testing.T) {
-	only := map[string]bool{}
-	if v := os.Getenv("SPIKEHUNT_EVAL_SCENARIOS"); v != "" {
-		for _, s := range strings.Split(v, ",") {
-			only[s] = true
-		}
-	}
+	only := namesFrom("SPIKEHUNT_EVAL_SCENARIOS")
 	var delays []float64
 	for _, cfg := range Scenarios(DefaultHosts, DefaultDuration, 1) {
 		if len(only) > 0 && !only[cfg.Scenario] {
@@ -56,12 +51,7 @@ func TestEvalEveryScenario(t *testing.T) {
 //
 // SPIKEHUNT_EVAL_VARIANTS=a,b runs only those (for tuning).
 func TestEvalVariants(t *testing.T) {
-	only := map[string]bool{}
-	if v := os.Getenv("SPIKEHUNT_EVAL_VARIANTS"); v != "" {
-		for _, s := range strings.Split(v, ",") {
-			only[s] = true
-		}
-	}
+	only := namesFrom("SPIKEHUNT_EVAL_VARIANTS")
 	var delays []float64
 	for _, v := range Variants(1) {
 		if len(only) > 0 && !only[v.Name] {
@@ -81,6 +71,18 @@ func TestEvalVariants(t *testing.T) {
 		})
 	}
 	checkMedianDelay(t, delays)
+}
+
+// namesFrom is the set of comma-separated names in environment variable
+// key (empty: run everything).
+func namesFrom(key string) map[string]bool {
+	only := map[string]bool{}
+	if v := os.Getenv(key); v != "" {
+		for _, s := range strings.Split(v, ",") {
+			only[s] = true
+		}
+	}
+	return only
 }
 
 // checkScores is the bar of one run: recall ≥ minRecall and precision ≥
