@@ -100,7 +100,8 @@ func newSpikeRange(cfg *Config) spikeRange {
 // The multiplier is K, or e^(Z × spread) when that is more: spread is the
 // hosts' median (by requests) of the standard deviation of log per-second
 // mean latency in the bucket, the lesser of the bucket's and the previous
-// one's. A service whose quiet seconds range widely (a lognormal body with
+// one's, counting only buckets of two minutes of data or more (no spread:
+// K alone). A service whose quiet seconds range widely (a lognormal body with
 // σ = 0.9 peaks near 25× its geometric mean every ten minutes) must not
 // report its own body as spikes. Stalls barely move the spread: a 1 s
 // stall at 100× in a 10-minute bucket adds 0.03 to its variance.
@@ -142,7 +143,7 @@ FROM (
         FROM (
             SELECT host, hw, b, first, cand, n / secs / 2 AS typical,
                 greatest(host_base, quantileExactWeighted(0.5)(host_base, n) OVER (PARTITION BY b)) AS base,
-                greatest(%[3]d, greatest(%[4]s, exp(%[11]s * quantileExactWeighted(0.5)(spread, n) OVER (PARTITION BY b))) * base) AS thr
+                greatest(%[3]d, greatest(%[4]s, exp(%[11]s * ifNotFinite(quantileExactWeightedIf(0.5)(spread, n, spread < %[13]s) OVER (PARTITION BY b), 0))) * base) AS thr
             FROM (
                 SELECT host, hw, b, first, cand, n, secs,
                     if(lagInFrame(b) OVER w = b - 1 AND n * 2 < lagInFrame(n) OVER w,
@@ -157,7 +158,9 @@ FROM (
                         -- order; intDiv(ts, n) * n is not recognised as such.
                         intDiv(toUInt32(ts), %[5]d) AS b,
                         exp(avg(log(greatest(1, weighted_sum_us / weighted_count)))) AS geo,
-                        stddevPop(log(greatest(1, weighted_sum_us / weighted_count))) AS sd,
+                        -- A spread needs two minutes of seconds: over ten, one
+                        -- stalled second is the spread.
+                        if(count() >= %[12]d, stddevPop(log(greatest(1, weighted_sum_us / weighted_count))), %[13]s) AS sd,
                         sum(weighted_count) AS n,
                         max(toUInt32(ts)) - min(toUInt32(ts)) + 1 AS secs,
                         %[10]s AS first,
@@ -176,8 +179,15 @@ FROM (
 )
 ORDER BY host`,
 		store.QuoteString(service), int64(c.MergeGap/time.Second)+1, floor, floatLit(c.K), bucket,
-		secLit(r.readFrom), secLit(r.baseFrom), secLit(r.to), r.writeFrom.UnixMilli(), first, floatLit(c.Z))
+		secLit(r.readFrom), secLit(r.baseFrom), secLit(r.to), r.writeFrom.UnixMilli(), first, floatLit(c.Z), minSpreadSeconds, floatLit(noSpread))
 }
+
+// minSpreadSeconds: a host's bucket has a spread from this many seconds
+// of data on; noSpread marks one without.
+const (
+	minSpreadSeconds = 120
+	noSpread         = 1e9
+)
 
 // lookbackFleet is the fleet of a pattern look-back: the hardware class of
 // every host with data in it, and when the fleet's data begins (zero when

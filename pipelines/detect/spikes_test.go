@@ -234,3 +234,20 @@ func TestDetectSpikeByP90(t *testing.T) {
 		t.Errorf("window %+v: want %s at second 1805 with the 130 ms peak", w, host(3))
 	}
 }
+
+func TestDetectSpikeOnALoneHostWithSecondsOfData(t *testing.T) {
+	// A host that just came up (the demo's and the e2e's local node): five
+	// seconds of data, one stalled at 300 ms. Its spread is no spread: over
+	// five seconds, the stalled one would be most of it (a multiplier of
+	// ~150 instead of 8).
+	ctx := context.Background()
+	st := migrated(t)
+	fleetLoad{hosts: 1, seconds: 5, stall: "s = 2", stallUS: 300_000}.insert(t, st)
+	res, err := Pass(ctx, st, Config{Service: "billy", From: dataStart, To: sec(5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Spikes) != 1 || !res.Spikes[0].Start.Equal(sec(2)) {
+		t.Errorf("want the one stalled second, got %+v", res.Spikes)
+	}
+}
