@@ -423,10 +423,12 @@ func (a *Assessment) assessSkew(cfg PatternConfig) {
 // carry the pattern, class by class among classes: the ratio of the
 // highest class mean to the lowest and Welch's z for the two (+Inf when
 // both are exact); zeros with fewer than two classes of three carriers.
-// A carrier has at least 2 × the fleet's median count + 3 occurrences
-// (quiet hosts count zero): above what noise spread over every host gives
-// (a median of 2 puts the bar at 7, which a Poisson of mean 2 passes once
-// in 200 hosts), and any host that repeats when most are quiet.
+// A carrier has at least 2 × the fleet's lower-quartile count + 3
+// occurrences (quiet hosts count zero): above what noise spread over
+// every host gives (a quartile of 1 under a Poisson of mean 2 puts the bar
+// at 5, which one host in 20 passes), any host that repeats when a
+// quarter of the fleet is quiet, and, the quartile being low, the slower
+// class's hosts too when half of the fleet carries the pattern.
 func (a *Assessment) carrierSkew(classes []string) (ratio, z float64) {
 	counts := make([]int, a.HostsTotal)
 	for i, h := range a.perHost {
@@ -437,7 +439,7 @@ func (a *Assessment) carrierSkew(classes []string) (ratio, z float64) {
 	slices.Sort(counts)
 	bar := 3
 	if len(counts) > 0 {
-		bar += 2 * counts[len(counts)/2]
+		bar += 2 * counts[len(counts)/4]
 	}
 	type stat struct{ n, mean, variance float64 }
 	var stats []stat

@@ -328,6 +328,7 @@ func TestDetectClassifyHWClassSkew(t *testing.T) {
 		{"a random fifth of the hosts with a 3× rate on gen5 is skewed", 3, 0.2, 0, true},
 		{"… also under an hourly noise spike on every host", 3, 0.2, time.Hour, true},
 		{"a random quarter at equal rates under hourly noise is not skewed", 0, 0.25, time.Hour, false},
+		{"a random half of the hosts with a 2× rate on gen5 is skewed", 2, 0.5, 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
