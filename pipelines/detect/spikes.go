@@ -145,7 +145,9 @@ FROM (
                 greatest(host_base, quantileExactWeighted(0.5)(host_base, n) OVER (PARTITION BY b)) AS base,
                 greatest(%[3]d, greatest(%[4]s, exp(%[11]s * ifNotFinite(quantileExactWeightedIf(0.5)(spread, n, spread < %[13]s) OVER (PARTITION BY b), 0))) * base) AS thr
             FROM (
-                SELECT host, hw, b, first, cand, n, secs,
+                SELECT host, hw, b, first, n, secs,
+                    arrayMap(x -> (x.1, x.2, x.3, x.4,
+                        if(empty(p90s), toUInt32(0), arrayMax(arrayMap(y -> if(y.1 = x.1, y.2, toUInt32(0)), p90s)))), cand0) AS cand,
                     if(lagInFrame(b) OVER w = b - 1 AND n * 2 < lagInFrame(n) OVER w,
                        lagInFrame(geo) OVER w, geo) AS host_base,
                     -- The lesser of this bucket's and the previous one's: a
@@ -164,13 +166,23 @@ FROM (
                         sum(weighted_count) AS n,
                         max(toUInt32(ts)) - min(toUInt32(ts)) + 1 AS secs,
                         %[10]s AS first,
-                        groupArrayIf((toUInt32(ts), max_us, weighted_sum_us, weighted_count,
-                                if(kept_count >= 5 AND max_us > %[3]d, toUInt32(finalizeAggregation(quantiles_us)[2]), toUInt32(0))),
-                            ts >= %[6]s AND max_us > %[3]d) AS cand
+                        groupArrayIf((toUInt32(ts), max_us, weighted_sum_us, weighted_count),
+                            ts >= %[6]s AND max_us > %[3]d) AS cand0
                     FROM latency_1s
                     WHERE service = %[1]s AND ts >= %[7]s AND ts < %[8]s
                     GROUP BY host, hw_class, b
-                )
+                ) AS m
+                LEFT JOIN (
+                    -- The p90s of the seconds that can have one, in a scan of
+                    -- their own: the digest column is read only in the
+                    -- granules that hold such a second (PREWHERE), not in
+                    -- the main scan's every row.
+                    SELECT host, intDiv(toUInt32(ts), %[5]d) AS b,
+                        groupArray((toUInt32(ts), toUInt32(finalizeAggregation(quantiles_us)[2]))) AS p90s
+                    FROM latency_1s
+                    WHERE service = %[1]s AND ts >= %[6]s AND ts < %[8]s AND max_us > %[3]d AND kept_count >= 5
+                    GROUP BY host, b
+                ) AS q USING (host, b)
                 WINDOW w AS (PARTITION BY host ORDER BY b ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
             )
         )
