@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -102,4 +103,21 @@ func lowCardinality() *proto.ColLowCardinality[string] { return new(proto.ColStr
 
 func dateTime64ms() *proto.ColDateTime64 {
 	return new(proto.ColDateTime64).WithPrecision(proto.PrecisionMilli).WithLocation(time.UTC)
+}
+
+// scalar runs q and returns column name of its first row (zero without
+// rows).
+func scalar[T any](ctx context.Context, st store.Store, q, name string, opts ...store.Option) (T, error) {
+	var v T
+	err := st.Query(ctx, q, func(b store.Block) error {
+		c, err := column[T](b, name)
+		if err != nil {
+			return err
+		}
+		if b.Rows > 0 {
+			v = c.Row(0)
+		}
+		return nil
+	}, opts...)
+	return v, err
 }

@@ -381,17 +381,7 @@ func rankSuspects(ctx context.Context, st store.Store, cfg *Config, service stri
 func hasCounters(ctx context.Context, st store.Store, ch suspectChunk) (bool, error) {
 	q := fmt.Sprintf(`SELECT toUInt64(count()) AS n FROM (SELECT 1 FROM counters WHERE host IN %s AND ts_start >= %s - INTERVAL 1 MINUTE AND ts_start < %s LIMIT 1)`,
 		strList(ch.hosts), msLit(ch.from), msLit(ch.to))
-	var n uint64
-	err := st.Query(ctx, q, func(b store.Block) error {
-		c, err := column[uint64](b, "n")
-		if err != nil {
-			return err
-		}
-		if b.Rows > 0 {
-			n = c.Row(0)
-		}
-		return nil
-	}, bigQuery)
+	n, err := scalar[uint64](ctx, st, q, "n", bigQuery)
 	if err != nil {
 		return false, fmt.Errorf("detect: counters of %d hosts: %w", len(ch.hosts), err)
 	}
@@ -416,17 +406,7 @@ func windowsPerChunk(ctx context.Context, st store.Store, todo []SpikeWindow, to
 	q := fmt.Sprintf(`SELECT toFloat64(count()) / greatest(1, uniqExact(host)) / %d AS per_host_per_s
 FROM counters WHERE host IN %s AND ts_start >= %s AND ts_start < %s`,
 		int64(span/time.Second), strList(hosts), msLit(to.Add(-span)), msLit(to))
-	var rate float64
-	err := st.Query(ctx, q, func(b store.Block) error {
-		r, err := column[float64](b, "per_host_per_s")
-		if err != nil {
-			return err
-		}
-		if b.Rows > 0 {
-			rate = r.Row(0)
-		}
-		return nil
-	}, bigQuery)
+	rate, err := scalar[float64](ctx, st, q, "per_host_per_s", bigQuery)
 	if err != nil {
 		return 0, fmt.Errorf("detect: size suspect chunks: %w", err)
 	}
