@@ -119,6 +119,13 @@ func condition(c *v1alpha1.Capture, typ string) metav1.Condition {
 func TestCapturePhases(t *testing.T) {
 	st := spikeStore(t)
 	e := newEnv(t)
+	// Ten minutes into an even epoch. With 4 bait among 8 nodes the deck
+	// is dealt in a cycle of two epochs, so the rotation below stays within
+	// one cycle and the two samples are disjoint: every unfired bait leaves
+	// the sample. From an odd epoch the next one starts a new cycle, whose
+	// fresh shuffle deals the unfired bait's node again half the time, and
+	// bait that stays in the sample is kept, not expired (policy.Decide).
+	e.clock = newFakeClock(time.Now().UTC().Truncate(2 * time.Hour).Add(10 * time.Minute))
 	nodes := fleet("p", 8, "gen5")
 	e.createNodes(t, nodes)
 	e.startOperator(t, operatorOptions{store: st, fast: true})
@@ -219,6 +226,9 @@ func TestCapturePhases(t *testing.T) {
 	// The rotation: d is armed and has not fired.
 	e.clock.Step(time.Hour)
 	sel1 := policy.Sample(string(pol.UID), policyNodes(nodes), sampling, e.clock.Now())
+	if sel1.Epoch%2 != 1 || slices.Contains(sel1.Nodes, d.Spec.NodeName) {
+		t.Fatalf("epoch %d samples %v: the unfired bait's node %s must leave the sample", sel1.Epoch, sel1.Nodes, d.Spec.NodeName)
+	}
 	t.Run("the rotation expires unfired bait and arms the new sample", func(t *testing.T) {
 		got := e.waitPhase(t, d.Name, v1alpha1.PhaseExpired)
 		if cond := condition(got, v1alpha1.ConditionArmed); cond.Status != metav1.ConditionFalse || cond.Reason != ReasonExpired {
