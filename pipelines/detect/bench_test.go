@@ -22,8 +22,8 @@ import (
 // stalling 1 s every 15–20 min at its own phase. The target (DESIGN.md
 // §5 issue) is 24 h × 1,000 hosts in ≤ 5 s on two cores: run it with
 // SPIKEHUNT_BENCH_HOSTS=1000 SPIKEHUNT_BENCH_HOURS=24 (loading takes
-// minutes). latency_1s is filled directly, one t-digest state per row, as
-// the materialized view would from one request; there are no counters, so
+// minutes). latency_1s is filled directly, one t-digest state and histogram per
+// row, as the materialized view would from one request; there are no counters, so
 // the suspects stage measures its overhead only.
 //
 // SPIKEHUNT_BENCH_DIR keeps the loaded fleet between runs, for iterating
@@ -41,7 +41,8 @@ func BenchmarkDetectFullPass(b *testing.B) {
 	for hour := 0; hour < hours && !loaded; hour++ {
 		q := fmt.Sprintf(`INSERT INTO latency_1s
 SELECT toDateTime(%[1]d + s, 'UTC'), 'billy', concat('host-', leftPad(toString(h), 4, '0')), if(h %% 2 = 0, 'gen4', 'gen5'),
-    1, 1, lat, lat, arrayReduce('quantilesTDigestWeightedState(0.5, 0.9, 0.99, 0.999)', [lat], [toUInt32(1)])
+    1, 1, lat, lat, arrayReduce('quantilesTDigestWeightedState(0.5, 0.9, 0.99, 0.999)', [lat], [toUInt32(1)]),
+    ([toUInt16(floor(8 * log2(lat)))], [toUInt64(1)])
 FROM (
     SELECT intDiv(number, %[2]d) + %[3]d AS s, number %% %[2]d AS h,
         toUInt32(if((s + %[4]s - cityHash64(h, 12) %% %[4]s) %% %[4]s = 0, 1000000, 3500 + cityHash64(number, %[3]d) %% 1000)) AS lat

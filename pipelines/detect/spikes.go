@@ -63,16 +63,21 @@ func newSpikeRange(cfg *Config) spikeRange {
 // second's requests and moves its mean by orders of magnitude. The max is
 // still the window's peak.
 //
-// Or its p90 (from the second's t-digest, read only for seconds with a
-// request over the floor and five kept requests or more): a short stall,
-// or one split across two seconds, or one that holds only the requests
-// doing IO, leaves the fast sample (which carries the weight of dozens of
-// requests) in the mean, which then rises by a few times only, while its
-// p90 is the stalled requests' latency. Five, not three: a digest of two
-// fast samples (weight 30 each) and one slow request interpolates its p90
-// most of the way up to the slow one. Where the rows of a second are not
-// merged yet, the parts' p90s are taken at their max, each part with five
-// kept requests or more.
+// Or by share: a tenth or more of the second's requests (and three or
+// more) took longer than the threshold, counted in the second's latency
+// histogram (latency_hist, bins of 1/8 octave; only bins wholly above the
+// threshold count) out of the second's requests, at least the bucket's
+// mean per second. That is its p90 over the threshold, exactly (to a
+// bin), where the t-digest cannot say it: a short stall, or one split
+// across two seconds, or one that holds only the requests doing IO,
+// leaves the fast sample (which carries the weight of dozens of requests)
+// in the mean, which then rises by a few times only, while a tenth or
+// more of the second's requests stalled; but a digest interpolates
+// between such a sample and the slow requests next to it, so a second
+// with two fast samples and three tail requests reads a p90 near its
+// slowest, and one with only five tail requests (no fast sample that
+// second) reads its p90 at the slowest of the five — on a 300-host fleet,
+// a spike or two in a healthy three hours.
 //
 // Only seconds with a row over the floor can be slow (a mean is at most
 // the max), so the scan keeps just those as an array per group. Rows of
@@ -134,20 +139,25 @@ FROM (
             -- can be two: most buckets have no candidate or one).
             if(length(cand) < 2, cand, arrayZip(
                 (arrayReduce('sumMap', arrayMap(x -> [x.1], cand), arrayMap(x -> [x.3], cand), arrayMap(x -> [x.4], cand)) AS sums).1,
-                (arrayReduce('maxMap', arrayMap(x -> [x.1], cand), arrayMap(x -> [x.2], cand), arrayMap(x -> [x.5], cand)) AS maxes).2,
-                sums.2, sums.3, maxes.3)) AS merged,
+                arrayReduce('maxMap', arrayMap(x -> [x.1], cand), arrayMap(x -> [x.2], cand)).2,
+                sums.2, sums.3)) AS merged,
+            -- The seconds of which a tenth or more of the requests, and
+            -- three or more, took longer than thr: those over it by
+            -- latency_hist's bins wholly above it, out of the second's
+            -- requests (at least the bucket's mean per second).
+            arrayMap(y -> y.1, arrayFilter(y ->
+                arraySum((k, v) -> if(k >= ceil(8 * log2(thr)), v, 0), y.3.1, y.3.2) >= greatest(3, 0.1 * greatest(toFloat64(y.2), 2 * typical)),
+                hists)) AS by_share,
             -- (second, max, threshold, base) of the slow seconds: by their
-            -- mean, or by their p90
+            -- mean, or by the share of their requests over thr
             arrayMap(x -> (x.1, x.2, thr, base),
-                arrayFilter(x -> x.3 / greatest(toFloat64(x.4), typical) > thr OR x.5 > thr, merged)) AS slow
+                arrayFilter(x -> x.3 / greatest(toFloat64(x.4), typical) > thr OR has(by_share, x.1), merged)) AS slow
         FROM (
-            SELECT host, hw, b, first, cand, n / secs / 2 AS typical,
+            SELECT host, hw, b, first, cand, hists, n / secs / 2 AS typical,
                 greatest(host_base, quantileExactWeighted(0.5)(host_base, n) OVER (PARTITION BY b)) AS base,
                 greatest(%[3]d, greatest(%[4]s, exp(%[11]s * ifNotFinite(quantileExactWeightedIf(0.5)(spread, n, spread < %[13]s) OVER (PARTITION BY b), 0))) * base) AS thr
             FROM (
-                SELECT host, hw, b, first, n, secs,
-                    arrayMap(x -> (x.1, x.2, x.3, x.4,
-                        if(empty(p90s), toUInt32(0), arrayMax(arrayMap(y -> if(y.1 = x.1, y.2, toUInt32(0)), p90s)))), cand0) AS cand,
+                SELECT host, hw, b, first, n, secs, cand, hists,
                     if(lagInFrame(b) OVER w = b - 1 AND n * 2 < lagInFrame(n) OVER w,
                        lagInFrame(geo) OVER w, geo) AS host_base,
                     -- The lesser of this bucket's and the previous one's: a
@@ -167,20 +177,27 @@ FROM (
                         max(toUInt32(ts)) - min(toUInt32(ts)) + 1 AS secs,
                         %[10]s AS first,
                         groupArrayIf((toUInt32(ts), max_us, weighted_sum_us, weighted_count),
-                            ts >= %[6]s AND max_us > %[3]d) AS cand0
+                            ts >= %[6]s AND max_us > %[3]d) AS cand
                     FROM latency_1s
                     WHERE service = %[1]s AND ts >= %[7]s AND ts < %[8]s
                     GROUP BY host, hw_class, b
                 ) AS m
                 LEFT JOIN (
-                    -- The p90s of the seconds that can have one, in a scan of
-                    -- their own: the digest column is read only in the
-                    -- granules that hold such a second (PREWHERE), not in
-                    -- the main scan's every row.
-                    SELECT host, intDiv(toUInt32(ts), %[5]d) AS b,
-                        groupArray((toUInt32(ts), toUInt32(finalizeAggregation(quantiles_us)[2]))) AS p90s
-                    FROM latency_1s
-                    WHERE service = %[1]s AND ts >= %[6]s AND ts < %[8]s AND max_us > %[3]d AND kept_count >= 5
+                    -- The latency histograms of the seconds that can be
+                    -- slow by share, in a scan of their own: the column is
+                    -- read only in the granules that hold such a second
+                    -- (PREWHERE), not in the main scan's every row. A
+                    -- second's rows are merged (a second not merged yet is
+                    -- in several parts).
+                    SELECT host, b, groupArray((s, w, hist)) AS hists
+                    FROM (
+                        SELECT host, toUInt32(ts) AS s, intDiv(s, %[5]d) AS b, sum(weighted_count) AS w,
+                            sumMap(latency_hist) AS hist
+                        FROM latency_1s
+                        WHERE service = %[1]s AND ts >= %[6]s AND ts < %[8]s AND max_us > %[3]d
+                        GROUP BY host, ts
+                        HAVING sum(kept_count) >= 3
+                    )
                     GROUP BY host, b
                 ) AS q USING (host, b)
                 WINDOW w AS (PARTITION BY host ORDER BY b ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)

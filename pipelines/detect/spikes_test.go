@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -201,7 +202,10 @@ func TestSpikeScanSeesTheLookbackFleet(t *testing.T) {
 	}
 }
 
-func TestDetectSpikeByP90(t *testing.T) {
+// TestDetectSpikeByShare: a second is slow when a tenth of its requests
+// (three or more) took longer than the threshold, though its mean did not
+// pass it; a digest's interpolated p90 does not make it so.
+func TestDetectSpikeByShare(t *testing.T) {
 	ctx := context.Background()
 	st := migrated(t)
 	fleetLoad{hosts: 20, seconds: 3600}.insert(t, st)
@@ -219,19 +223,43 @@ func TestDetectSpikeByP90(t *testing.T) {
 		// Host 5: two fast samples and one slow request. The digest's p90
 		// interpolates most of the way to the slow one: that is no stall.
 		req(5, 4_000, 30), req(5, 4_200, 30), req(5, 70_000, 1),
+		// Host 11: two fast samples and three tail requests, 3 of 64:
+		// the digest's p90 is 80 ms and more, the second's is 4.2 ms.
+		req(11, 4_000, 30), req(11, 4_200, 30), req(11, 100_000, 1), req(11, 110_000, 1), req(11, 120_000, 1),
+		// Hosts 7 and 9 serve 30 requests a second (a fast sample of 29
+		// below), but second 1805 has no fast sample.
+		// Host 7: five tail requests. The third slowest of the second's 30
+		// is 20 ms: no stall, though the digest's own p90 is the 79 ms one.
+		req(7, 16_000, 1), req(7, 18_000, 1), req(7, 20_000, 1), req(7, 30_000, 1), req(7, 79_000, 1),
+		// Host 9: a short stall holds five of the second's 30 requests,
+		// more than a tenth: the p90 is theirs, while the mean over the
+		// second's requests is ~31 ms.
+		req(9, 90_000, 1), req(9, 91_000, 1), req(9, 92_000, 1), req(9, 93_000, 1), req(9, 94_000, 1),
 	}
 	if err := st.Exec(ctx, `INSERT INTO requests (ts, service, host, hw_class, endpoint, latency_us, status, trace_id, span_id, thread_id, weight) VALUES `+strings.Join(rows, ", ")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Exec(ctx, fmt.Sprintf(`INSERT INTO requests (ts, service, host, hw_class, endpoint, latency_us, status, trace_id, span_id, thread_id, weight)
+SELECT fromUnixTimestamp64Micro(toInt64((%d + intDiv(number, 2)) * 1000000 + 300000), 'UTC'), 'billy',
+    if(number %% 2 = 0, %s, %s), 'gen5', '/get', 4000, 'OK', '', '', 1000, 29
+FROM numbers(7200) WHERE intDiv(number, 2) != 1805`, dataStart.Unix(), store.QuoteString(host(7)), store.QuoteString(host(9)))); err != nil {
 		t.Fatal(err)
 	}
 	res, err := Pass(ctx, st, Config{Service: "billy", From: dataStart, To: sec(3600)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Spikes) != 1 {
-		t.Fatalf("want one window (host 3), got %+v", res.Spikes)
+	if len(res.Spikes) != 2 {
+		t.Fatalf("want two windows (hosts 3 and 9), got %+v", res.Spikes)
 	}
-	if w := res.Spikes[0]; w.Host != host(3) || !w.Start.Equal(sec(1805)) || w.PeakUS != 130_000 {
-		t.Errorf("window %+v: want %s at second 1805 with the 130 ms peak", w, host(3))
+	sort.Slice(res.Spikes, func(i, j int) bool { return res.Spikes[i].Host < res.Spikes[j].Host })
+	for i, want := range []struct {
+		host int
+		peak uint32
+	}{{3, 130_000}, {9, 94_000}} {
+		if w := res.Spikes[i]; w.Host != host(want.host) || !w.Start.Equal(sec(1805)) || w.PeakUS != want.peak {
+			t.Errorf("window %+v: want %s at second 1805 with the %d µs peak", w, host(want.host), want.peak)
+		}
 	}
 }
 

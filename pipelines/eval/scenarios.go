@@ -23,8 +23,20 @@ func Scenarios(hosts int, duration time.Duration, seed uint64) []sim.Config {
 	for i, name := range sim.Scenarios() {
 		out = append(out, sim.Config{
 			Scenario: name, Hosts: hosts, Duration: duration, Seed: seed + uint64(i),
-			CounterStep: DefaultCounterStep,
+			CounterStep: DefaultCounterStep, Start: Start(duration),
 		})
 	}
 	return out
+}
+
+// Start is where an evaluation's simulated time of length d begins: d
+// before the last midnight UTC. Runs on any day then score the same fleet
+// the same way, whatever the hour (the diurnal swing, the detector's
+// buckets and look-backs all fall at the same times of day), and the data
+// is recent enough for every TTL. `spikehunt eval --start` moves it.
+func Start(d time.Duration) time.Time {
+	if d == 0 {
+		d = sim.Config{}.Defaults().Duration
+	}
+	return time.Now().UTC().Truncate(24 * time.Hour).Add(-d)
 }

@@ -22,9 +22,9 @@ type Variant struct {
 // share of a second's requests: a 400 ms stall split across two seconds,
 // or an io-stall, which stalls only the requests doing IO. Each second's
 // mean then rises by a few times the base only, and the detector sees
-// those seconds by their p90 (spikeWindowsSQL), which needs five kept
-// requests in the second; measured at 0.95 and 0.90 with precision 1.0,
-// the pattern and its suspects right.
+// those seconds by their p90 (spikeWindowsSQL: a tenth of the second's
+// requests, three or more, over the bar); measured at 0.95 and 0.90 with
+// precision 1.0, the pattern and its suspects right.
 const (
 	subSecondRecall = 0.9
 	ioShareRecall   = 0.85
@@ -69,6 +69,7 @@ func Variants(seed uint64) []Variant {
 		if v[i].Config.CounterStep == 0 {
 			v[i].Config.CounterStep = DefaultCounterStep
 		}
+		v[i].Config.Start = Start(v[i].Config.Duration)
 	}
 	return v
 }

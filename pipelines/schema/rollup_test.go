@@ -141,6 +141,37 @@ func TestLatency1sRollsUpWeightedRequestsPerHostAndSecond(t *testing.T) {
 	}
 }
 
+func TestLatency1sCountsEachSecondsRequestsByLatencyBin(t *testing.T) {
+	ctx := context.Background()
+	st := openDB(t)
+	if _, err := Apply(ctx, st, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	// One second in two blocks: bins are weights, summed across blocks
+	// and merges; requests under 1 ms are left out.
+	first := newRequestBatch()
+	first.add(5, "h1", "gen9", t0, 1000, 1) // bin ⌊8 log2 1000⌋ = 79
+	first.add(7, "h1", "gen9", t0, 300, 1)  // under 1 ms
+	insertRequests(t, st, first)
+	second := newRequestBatch()
+	second.add(2, "h1", "gen9", t0.Add(500*time.Millisecond), 5000, 30)   // bin 98
+	second.add(3, "h1", "gen9", t0.Add(800*time.Millisecond), 900_000, 1) // bin 158
+	second.add(1, "h1", "gen9", t0.Add(850*time.Millisecond), 1010, 1)    // bin 79 too
+	insertRequests(t, st, second)
+	const q = "SELECT toString(sumMap(latency_hist)) FROM latency_1s WHERE host = 'h1' AND ts = " +
+		"toDateTime('2026-11-22 03:00:00', 'UTC')"
+	const want = "([79,98,158],[6,60,3])"
+	if got := queryOne(t, st, q); got != want {
+		t.Errorf("latency_hist of h1's second = %s, want %s", got, want)
+	}
+	if err := st.Exec(ctx, "OPTIMIZE TABLE latency_1s FINAL"); err != nil {
+		t.Fatal(err)
+	}
+	if got := queryOne(t, st, "SELECT toString(latency_hist) FROM latency_1s WHERE host = 'h1'"); got != want {
+		t.Errorf("latency_hist after a merge = %s, want %s", got, want)
+	}
+}
+
 func TestARetriedInsertWithTheSameTokenIsDroppedAndDoesNotCountTwiceInTheRollup(t *testing.T) {
 	ctx := context.Background()
 	st := openDB(t)

@@ -32,6 +32,7 @@ size.`, stderr)
 	duration := fs.Duration("duration", eval.DefaultDuration, "simulated time per scenario")
 	seed := fs.Uint64("seed", 1, "random seed")
 	only := fs.String("scenarios", "", "comma-separated scenarios to run (default all: "+strings.Join(sim.Scenarios(), ", ")+")")
+	start := fs.String("start", "", "first simulated second of every scenario, RFC 3339 (default: the duration before the last midnight UTC, the same fleet on any day)")
 	variants := fs.Bool("variants", false, "run the off-default variants (their own sizes; --hosts and --duration do not apply); --scenarios filters them by scenario")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -48,6 +49,15 @@ size.`, stderr)
 			return errUsage
 		}
 	}
+	var from time.Time
+	if *start != "" {
+		t, err := time.Parse(time.RFC3339, *start)
+		if err != nil {
+			fmt.Fprintf(stderr, "--start %q: want RFC 3339, e.g. 2026-11-22T06:00:00Z\n", *start)
+			return errUsage
+		}
+		from = t
+	}
 	if err := os.RemoveAll(*dir); err != nil {
 		return err
 	}
@@ -62,6 +72,9 @@ size.`, stderr)
 	var results []eval.Result
 	for _, v := range runs {
 		cfg := v.Config
+		if !from.IsZero() {
+			cfg.Start = from
+		}
 		if len(want) > 0 && !want[cfg.Scenario] {
 			continue
 		}

@@ -1,0 +1,34 @@
+-- latency_hist: how many requests of each second took how long, by
+-- eighth-octave bin (bin k holds [2^(k/8), 2^((k+1)/8)) µs, 9% wide),
+-- weighted; requests under 1 ms are left out. It answers "what share of
+-- this second's requests took longer than x?", which the t-digest cannot:
+-- the agent keeps the fast requests as a sample weighing dozens, and a
+-- digest interpolates between such a sample and the slow requests next to
+-- it, so a second with two fast samples and three tail requests reads a
+-- p90 near its slowest one. The spike detector counts the requests over
+-- its threshold (pipelines/detect, spikeWindowsSQL). A handful of bins per
+-- row: most seconds hold a fast sample or two and rarely a tail request.
+--
+-- Rows written before this migration have an empty histogram.
+ALTER TABLE {{.Local "latency_1s"}}{{.OnCluster}}
+    ADD COLUMN IF NOT EXISTS latency_hist SimpleAggregateFunction(sumMap, Tuple(Array(UInt16), Array(UInt64)))
+    COMMENT 'weight of requests per latency bin k = floor(8 × log2(latency_us)), from 1 ms' CODEC(ZSTD(1));
+
+{{if .Cluster}}ALTER TABLE {{.Name "latency_1s"}}{{.OnCluster}}
+    ADD COLUMN IF NOT EXISTS latency_hist SimpleAggregateFunction(sumMap, Tuple(Array(UInt16), Array(UInt64))){{end}};
+
+-- MODIFY QUERY, not DROP and CREATE: no insert falls between the two.
+ALTER TABLE {{.Name "latency_1s_mv"}}{{.OnCluster}} MODIFY QUERY
+SELECT
+    toDateTime(ts, 'UTC') AS ts,
+    service,
+    host,
+    hw_class,
+    sum(weight) AS weighted_count,
+    count() AS kept_count,
+    max(latency_us) AS max_us,
+    sum(toUInt64(latency_us) * weight) AS weighted_sum_us,
+    quantilesTDigestWeightedState(0.5, 0.9, 0.99, 0.999)(latency_us, weight) AS quantiles_us,
+    sumMapIf([toUInt16(floor(8 * log2(latency_us)))], [toUInt64(weight)], latency_us >= 1000) AS latency_hist
+FROM {{.Local "requests"}}
+GROUP BY service, host, hw_class, ts;
