@@ -9,7 +9,10 @@
 -- its threshold (pipelines/detect, spikeWindowsSQL). A handful of bins per
 -- row: most seconds hold a fast sample or two and rarely a tail request.
 --
--- Rows written before this migration have an empty histogram.
+-- latency_1m gets it too, summed per minute: the two tables keep the same
+-- columns in the same order (the dashboards read either through one
+-- UNION ALL of SELECT *). Rows written before this migration have an
+-- empty histogram.
 ALTER TABLE {{.Local "latency_1s"}}{{.OnCluster}}
     ADD COLUMN IF NOT EXISTS latency_hist SimpleAggregateFunction(sumMap, Tuple(Array(UInt16), Array(UInt64)))
     COMMENT 'weight of requests per latency bin k = floor(8 × log2(latency_us)), from 1 ms' CODEC(ZSTD(1));
@@ -29,6 +32,27 @@ SELECT
     max(latency_us) AS max_us,
     sum(toUInt64(latency_us) * weight) AS weighted_sum_us,
     quantilesTDigestWeightedState(0.5, 0.9, 0.99, 0.999)(latency_us, weight) AS quantiles_us,
-    sumMapIf([toUInt16(floor(8 * log2(latency_us)))], [toUInt64(weight)], latency_us >= 1000) AS latency_hist
+    sumMapIf([toUInt16(floor(8 * log2(greatest(latency_us, 1000))))], [toUInt64(weight)], latency_us >= 1000) AS latency_hist
 FROM {{.Local "requests"}}
+GROUP BY service, host, hw_class, ts;
+
+ALTER TABLE {{.Local "latency_1m"}}{{.OnCluster}}
+    ADD COLUMN IF NOT EXISTS latency_hist SimpleAggregateFunction(sumMap, Tuple(Array(UInt16), Array(UInt64))) CODEC(ZSTD(1));
+
+{{if .Cluster}}ALTER TABLE {{.Name "latency_1m"}}{{.OnCluster}}
+    ADD COLUMN IF NOT EXISTS latency_hist SimpleAggregateFunction(sumMap, Tuple(Array(UInt16), Array(UInt64))){{end}};
+
+ALTER TABLE {{.Name "latency_1m_mv"}}{{.OnCluster}} MODIFY QUERY
+SELECT
+    toStartOfMinute(ts) AS ts,
+    service,
+    host,
+    hw_class,
+    sum(weighted_count) AS weighted_count,
+    sum(kept_count) AS kept_count,
+    max(max_us) AS max_us,
+    sum(weighted_sum_us) AS weighted_sum_us,
+    quantilesTDigestWeightedMergeState(0.5, 0.9, 0.99, 0.999)(quantiles_us) AS quantiles_us,
+    sumMap(latency_hist) AS latency_hist
+FROM {{.Local "latency_1s"}}
 GROUP BY service, host, hw_class, ts;

@@ -256,7 +256,7 @@ AS SELECT
 FROM spikehunt.latency_1s_local
 GROUP BY service, host, hw_class, ts;
 
--- migration 7 latency_1s_hist, checksum 4d91066ae9f7
+-- migration 7 latency_1s_hist, checksum 9c9558b5b2f6
 ALTER TABLE spikehunt.latency_1s_local ON CLUSTER 'fleet'
     ADD COLUMN IF NOT EXISTS latency_hist SimpleAggregateFunction(sumMap, Tuple(Array(UInt16), Array(UInt64)))
     COMMENT 'weight of requests per latency bin k = floor(8 × log2(latency_us)), from 1 ms' CODEC(ZSTD(1));
@@ -275,6 +275,27 @@ SELECT
     max(latency_us) AS max_us,
     sum(toUInt64(latency_us) * weight) AS weighted_sum_us,
     quantilesTDigestWeightedState(0.5, 0.9, 0.99, 0.999)(latency_us, weight) AS quantiles_us,
-    sumMapIf([toUInt16(floor(8 * log2(latency_us)))], [toUInt64(weight)], latency_us >= 1000) AS latency_hist
+    sumMapIf([toUInt16(floor(8 * log2(greatest(latency_us, 1000))))], [toUInt64(weight)], latency_us >= 1000) AS latency_hist
 FROM spikehunt.requests_local
+GROUP BY service, host, hw_class, ts;
+
+ALTER TABLE spikehunt.latency_1m_local ON CLUSTER 'fleet'
+    ADD COLUMN IF NOT EXISTS latency_hist SimpleAggregateFunction(sumMap, Tuple(Array(UInt16), Array(UInt64))) CODEC(ZSTD(1));
+
+ALTER TABLE spikehunt.latency_1m ON CLUSTER 'fleet'
+    ADD COLUMN IF NOT EXISTS latency_hist SimpleAggregateFunction(sumMap, Tuple(Array(UInt16), Array(UInt64)));
+
+ALTER TABLE spikehunt.latency_1m_mv ON CLUSTER 'fleet' MODIFY QUERY
+SELECT
+    toStartOfMinute(ts) AS ts,
+    service,
+    host,
+    hw_class,
+    sum(weighted_count) AS weighted_count,
+    sum(kept_count) AS kept_count,
+    max(max_us) AS max_us,
+    sum(weighted_sum_us) AS weighted_sum_us,
+    quantilesTDigestWeightedMergeState(0.5, 0.9, 0.99, 0.999)(quantiles_us) AS quantiles_us,
+    sumMap(latency_hist) AS latency_hist
+FROM spikehunt.latency_1s_local
 GROUP BY service, host, hw_class, ts;
