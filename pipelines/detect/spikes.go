@@ -64,10 +64,11 @@ func newSpikeRange(cfg *Config) spikeRange {
 // still the window's peak.
 //
 // Or by share: a tenth or more of the second's requests (and three or
-// more) took longer than the threshold, counted in the second's latency
-// histogram (latency_hist, bins of 1/8 octave; only bins wholly above the
-// threshold count) out of the second's requests, at least the bucket's
-// mean per second. That is its p90 over the threshold, exactly (to a
+// more) took longer than the threshold, counted in the second's histogram
+// of always-kept requests (latency_hist, bins of 1/8 octave; only bins
+// wholly above the threshold count; the sampled fast requests are below
+// the agent's p99, far under any threshold) out of the second's requests,
+// at least the bucket's mean per second. That is its p90 over the threshold, exactly (to a
 // bin), where the t-digest cannot say it: a short stall, or one split
 // across two seconds, or one that holds only the requests doing IO,
 // leaves the fast sample (which carries the weight of dozens of requests)

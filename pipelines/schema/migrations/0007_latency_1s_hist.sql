@@ -1,13 +1,17 @@
--- latency_hist: how many requests of each second took how long, by
--- eighth-octave bin (bin k holds [2^(k/8), 2^((k+1)/8)) µs, 9% wide),
--- weighted; requests under 1 ms are left out. It answers "what share of
--- this second's requests took longer than x?", which the t-digest cannot:
--- the agent keeps the fast requests as a sample weighing dozens, and a
--- digest interpolates between such a sample and the slow requests next to
--- it, so a second with two fast samples and three tail requests reads a
--- p90 near its slowest one. The spike detector counts the requests over
--- its threshold (pipelines/detect, spikeWindowsSQL). A handful of bins per
--- row: most seconds hold a fast sample or two and rarely a tail request.
+-- latency_hist: how many of each second's slow requests took how long, by
+-- eighth-octave bin (bin k holds [2^(k/8), 2^((k+1)/8)) µs, 9% wide). Slow
+-- means always kept: weight 1, every request above the agent's rolling
+-- p99 (requests under 1 ms are left out). It answers "what share of this
+-- second's requests took longer than x?" for any x above the body, which
+-- the t-digest cannot: the agent keeps the fast requests as a sample
+-- weighing dozens, and a digest interpolates between such a sample and
+-- the slow requests next to it, so a second with two fast samples and
+-- three tail requests reads a p90 near its slowest one. The spike
+-- detector counts the requests over its threshold (pipelines/detect,
+-- spikeWindowsSQL). Most seconds have no slow request and an empty
+-- histogram; the sampled fast requests stay out, or every row would carry
+-- a bin or two for them (a quarter of latency_1s's size on a simulated
+-- fleet, against a twentieth).
 --
 -- latency_1m gets it too, summed per minute: the two tables keep the same
 -- columns in the same order (the dashboards read either through one
@@ -15,7 +19,7 @@
 -- empty histogram.
 ALTER TABLE {{.Local "latency_1s"}}{{.OnCluster}}
     ADD COLUMN IF NOT EXISTS latency_hist SimpleAggregateFunction(sumMap, Tuple(Array(UInt16), Array(UInt64)))
-    COMMENT 'weight of requests per latency bin k = floor(8 × log2(latency_us)), from 1 ms' CODEC(ZSTD(1));
+    COMMENT 'always-kept (weight 1) requests per latency bin k = floor(8 × log2(latency_us)), from 1 ms' CODEC(ZSTD(1));
 
 {{if .Cluster}}ALTER TABLE {{.Name "latency_1s"}}{{.OnCluster}}
     ADD COLUMN IF NOT EXISTS latency_hist SimpleAggregateFunction(sumMap, Tuple(Array(UInt16), Array(UInt64))){{end}};
@@ -32,7 +36,7 @@ SELECT
     max(latency_us) AS max_us,
     sum(toUInt64(latency_us) * weight) AS weighted_sum_us,
     quantilesTDigestWeightedState(0.5, 0.9, 0.99, 0.999)(latency_us, weight) AS quantiles_us,
-    sumMapIf([toUInt16(floor(8 * log2(greatest(latency_us, 1000))))], [toUInt64(weight)], latency_us >= 1000) AS latency_hist
+    sumMapIf([toUInt16(floor(8 * log2(greatest(latency_us, 1000))))], [toUInt64(1)], latency_us >= 1000 AND weight = 1) AS latency_hist
 FROM {{.Local "requests"}}
 GROUP BY service, host, hw_class, ts;
 

@@ -229,10 +229,10 @@ AS SELECT
 FROM spikehunt.latency_1s
 GROUP BY service, host, hw_class, ts;
 
--- migration 7 latency_1s_hist, checksum 9c9558b5b2f6
+-- migration 7 latency_1s_hist, checksum 4030fc5cb123
 ALTER TABLE spikehunt.latency_1s
     ADD COLUMN IF NOT EXISTS latency_hist SimpleAggregateFunction(sumMap, Tuple(Array(UInt16), Array(UInt64)))
-    COMMENT 'weight of requests per latency bin k = floor(8 × log2(latency_us)), from 1 ms' CODEC(ZSTD(1));
+    COMMENT 'always-kept (weight 1) requests per latency bin k = floor(8 × log2(latency_us)), from 1 ms' CODEC(ZSTD(1));
 
 ALTER TABLE spikehunt.latency_1s_mv MODIFY QUERY
 SELECT
@@ -245,7 +245,7 @@ SELECT
     max(latency_us) AS max_us,
     sum(toUInt64(latency_us) * weight) AS weighted_sum_us,
     quantilesTDigestWeightedState(0.5, 0.9, 0.99, 0.999)(latency_us, weight) AS quantiles_us,
-    sumMapIf([toUInt16(floor(8 * log2(greatest(latency_us, 1000))))], [toUInt64(weight)], latency_us >= 1000) AS latency_hist
+    sumMapIf([toUInt16(floor(8 * log2(greatest(latency_us, 1000))))], [toUInt64(1)], latency_us >= 1000 AND weight = 1) AS latency_hist
 FROM spikehunt.requests
 GROUP BY service, host, hw_class, ts;
 
