@@ -29,6 +29,15 @@ type Config struct {
 	// it. Set it above the detector interval when patterns flicker at the
 	// edge of their thresholds.
 	ResolveAfter time.Duration
+	// PatternChangeEvery spaces the "changed" alerts of one pattern: at
+	// most one per PatternChangeEvery after its last alert. A change
+	// inside it waits; it is measured against the last published facts,
+	// so it goes out at the first pass after the interval if it still
+	// holds, and not at all if it reverted. A pattern's hosts_affected
+	// grows pass after pass while the detector first sees it, which would
+	// otherwise send a change every pass. New and resolved alerts are not
+	// spaced. Default 15m.
+	PatternChangeEvery time.Duration
 	// MaxPendingWindows bounds the windows held back per service; beyond
 	// it the oldest are dropped and counted (reason "overflow"). Default 10,000.
 	MaxPendingWindows int
@@ -57,6 +66,7 @@ const (
 	DefaultSpikeGroupBurst      = 3
 	DefaultDedupHorizon         = 24 * time.Hour
 	DefaultMaterialChange       = 0.2
+	DefaultPatternChangeEvery   = 15 * time.Minute
 	DefaultMaxPendingWindows    = 10_000
 	DefaultMaxOutbox            = 1_000
 	DefaultMaxHosts             = 20
@@ -76,6 +86,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaterialChange == 0 {
 		c.MaterialChange = DefaultMaterialChange
+	}
+	if c.PatternChangeEvery == 0 {
+		c.PatternChangeEvery = DefaultPatternChangeEvery
 	}
 	if c.MaxPendingWindows == 0 {
 		c.MaxPendingWindows = DefaultMaxPendingWindows
@@ -103,6 +116,7 @@ func (c *Config) Validate() error {
 	check(c.DedupHorizon >= time.Minute, "DedupHorizon %s, want ≥ 1m", c.DedupHorizon)
 	check(c.MaterialChange > 0 && c.MaterialChange < 10, "MaterialChange %g, want (0, 10)", c.MaterialChange)
 	check(c.ResolveAfter >= 0, "ResolveAfter %s is negative", c.ResolveAfter)
+	check(c.PatternChangeEvery > 0, "PatternChangeEvery %s is negative", c.PatternChangeEvery)
 	check(c.MaxPendingWindows >= 1, "MaxPendingWindows %d, want ≥ 1", c.MaxPendingWindows)
 	check(c.MaxOutbox >= 1, "MaxOutbox %d, want ≥ 1", c.MaxOutbox)
 	check(c.MaxHosts >= 1 && c.MaxHosts <= 10_000, "MaxHosts %d, want 1–10000", c.MaxHosts)

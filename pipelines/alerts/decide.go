@@ -28,7 +28,8 @@ type Pass struct {
 // (spikehunt_alerts_suppressed_total{reason}).
 const (
 	// ReasonRateLimited counts spike-group alerts held back by the rate
-	// limit; their windows go out with the service's next alert.
+	// limit (their windows go out with the service's next alert), and
+	// passes that held back a pattern's change (Config.PatternChangeEvery).
 	ReasonRateLimited = "rate_limited"
 	// ReasonDuplicate counts spike windows already published or pending.
 	ReasonDuplicate = "duplicate"
@@ -244,6 +245,7 @@ func decidePatterns(cfg Config, d *Decision, pass Pass, now time.Time) []Alert {
 		rec := PatternRecord{Service: p.Service, DetectorVersion: p.DetectorVer, Facts: facts}
 		prev, published := next.Patterns[p.ID]
 		if !published {
+			rec.SentAt = now
 			next.Patterns[p.ID] = rec
 			out = append(out, patternAlert(p.Service, p.DetectorVer, ChangeNew, nil, facts, nil, now))
 			continue
@@ -256,6 +258,13 @@ func decidePatterns(cfg Config, d *Decision, pass Pass, now time.Time) []Alert {
 			next.Patterns[p.ID] = prev
 			continue
 		}
+		if !prev.SentAt.IsZero() && now.Sub(prev.SentAt) < cfg.PatternChangeEvery {
+			prev.MissingSince = time.Time{}
+			next.Patterns[p.ID] = prev
+			d.Suppressed[ReasonRateLimited]++
+			continue
+		}
+		rec.SentAt = now
 		next.Patterns[p.ID] = rec
 		before := prev.Facts
 		out = append(out, patternAlert(p.Service, p.DetectorVer, ChangeChanged, changes, facts, &before, now))

@@ -224,17 +224,29 @@ func TestAlertPatternChanges(t *testing.T) {
 			{Pass{Patterns: []detect.Pattern{p}}, "new []", 0, 0},
 			{Pass{Patterns: []detect.Pattern{with(func(q *detect.Pattern) { q.HostsAffected = 44 })}}, "", 0, 0},
 			{Pass{Patterns: []detect.Pattern{with(func(q *detect.Pattern) { q.HostsAffected = 47 })}}, "", 0, 0},
-			{Pass{Patterns: []detect.Pattern{with(func(q *detect.Pattern) { q.HostsAffected = 48 })}}, "changed [hosts_affected]", 40, 0},
+			{Pass{Patterns: []detect.Pattern{with(func(q *detect.Pattern) { q.HostsAffected = 48 })}}, "changed [hosts_affected]", 40, 15 * time.Minute},
 		}},
 		{"fewer hosts by a fifth is a change", Config{}, []step{
 			{Pass{Patterns: []detect.Pattern{p}}, "new []", 0, 0},
-			{Pass{Patterns: []detect.Pattern{with(func(q *detect.Pattern) { q.HostsAffected = 32 })}}, "changed [hosts_affected]", 40, 0},
+			{Pass{Patterns: []detect.Pattern{with(func(q *detect.Pattern) { q.HostsAffected = 32 })}}, "changed [hosts_affected]", 40, 15 * time.Minute},
 		}},
 		{"class, modifiers and interval changes are named", Config{}, []step{
 			{Pass{Patterns: []detect.Pattern{p}}, "new []", 0, 0},
 			{Pass{Patterns: []detect.Pattern{with(func(q *detect.Pattern) {
 				q.Class, q.Modifiers, q.RecurrenceInterval = detect.ClassFleetSynchronized, nil, 25*time.Minute
-			})}}, "changed [class modifiers recurrence_interval]", 40, 0},
+			})}}, "changed [class modifiers recurrence_interval]", 40, 15 * time.Minute},
+		}},
+		{"a pattern's changes are spaced by PatternChangeEvery, against what was published", Config{PatternChangeEvery: 10 * time.Minute}, []step{
+			{Pass{Patterns: []detect.Pattern{with(func(q *detect.Pattern) { q.HostsAffected = 5 })}}, "new []", 0, 0},
+			{Pass{Patterns: []detect.Pattern{with(func(q *detect.Pattern) { q.HostsAffected = 12 })}}, "", 0, time.Minute},
+			{Pass{Patterns: []detect.Pattern{with(func(q *detect.Pattern) { q.HostsAffected = 30 })}}, "", 0, 8 * time.Minute},
+			{Pass{Patterns: []detect.Pattern{with(func(q *detect.Pattern) { q.HostsAffected = 40 })}}, "changed [hosts_affected]", 5, time.Minute},
+			{Pass{Patterns: []detect.Pattern{with(func(q *detect.Pattern) { q.HostsAffected = 20 })}}, "", 0, 5 * time.Minute},
+			// Back where it was published before the interval ended: nothing to say.
+			{Pass{Patterns: []detect.Pattern{with(func(q *detect.Pattern) { q.HostsAffected = 41 })}}, "", 0, 5 * time.Minute},
+			{Pass{Patterns: []detect.Pattern{with(func(q *detect.Pattern) { q.HostsAffected = 41 })}}, "", 0, 10 * time.Minute},
+			// Resolution is not spaced.
+			{Pass{Services: []string{"billy"}}, "resolved []", 40, time.Minute},
 		}},
 		{"modifiers are compared as sets", Config{}, []step{
 			{Pass{Patterns: []detect.Pattern{with(func(q *detect.Pattern) { q.Modifiers = []string{"b", "a"} })}}, "new []", 0, 0},
@@ -377,6 +389,7 @@ func TestAlertConfigValidate(t *testing.T) {
 		{Config{SpikeGroupBurst: -2}, "SpikeGroupBurst"},
 		{Config{DedupHorizon: time.Second}, "DedupHorizon"},
 		{Config{ResolveAfter: -time.Second}, "ResolveAfter"},
+		{Config{PatternChangeEvery: -time.Second}, "PatternChangeEvery"},
 		{Config{MaxHosts: -1, MaxSuspects: 1000}, "MaxHosts -1, want 1–10000; MaxSuspects"},
 	} {
 		err := tc.cfg.Validate()

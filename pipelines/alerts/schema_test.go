@@ -261,8 +261,8 @@ func TestAlertSchemaAcceptsWhatDecideMakes(t *testing.T) {
 		pass Pass
 	}{
 		{0, Pass{NewSpikes: f.windows("billy", 0, "h1", "h2", "h3"), Patterns: []detect.Pattern{f.pattern("billy", 40)}}},
-		{time.Minute, Pass{Patterns: []detect.Pattern{f.pattern("billy", 20)}}},
-		{2 * time.Minute, Pass{}},
+		{DefaultPatternChangeEvery, Pass{Patterns: []detect.Pattern{f.pattern("billy", 20)}}},
+		{DefaultPatternChangeEvery + time.Minute, Pass{}},
 	} {
 		d, err := Decide(Config{}, st, step.pass, f.t0.Add(step.at))
 		if err != nil {

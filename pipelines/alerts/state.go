@@ -38,6 +38,9 @@ type PatternRecord struct {
 	// MissingSince is when the pattern first went missing from the passes
 	// (zero while present); see Config.ResolveAfter.
 	MissingSince time.Time `json:"missing_since"`
+	// SentAt is when its last new or changed alert was decided (zero in a
+	// state rebuilt from the tables); see Config.PatternChangeEvery.
+	SentAt time.Time `json:"sent_at"`
 }
 
 // Bucket is a token bucket: Tokens as of At.

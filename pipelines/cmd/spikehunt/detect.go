@@ -43,11 +43,20 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	alertBrokers := fs.String("alerts.kafka.brokers", envOr("SPIKEHUNT_ALERTS_BROKERS", ""), "publish alerts (new spike-window groups, pattern changes) to Kafka at these brokers; empty: no alerts (env SPIKEHUNT_ALERTS_BROKERS)")
 	alertTopic := fs.String("alerts.topic", alerts.DefaultTopic, "topic of the alerts, keyed by service")
 	alertState := fs.String("alerts.state", "", "file that keeps what was alerted across restarts (default: rebuilt from the detector tables at start)")
+	var alertCfg alerts.Config
+	fs.Float64Var(&alertCfg.SpikeGroupsPerMinute, "alerts.spike-groups-per-minute", alerts.DefaultSpikeGroupsPerMinute, "spike-group alerts a service earns per minute; the windows of held-back ones go out in its next")
+	fs.IntVar(&alertCfg.SpikeGroupBurst, "alerts.spike-group-burst", alerts.DefaultSpikeGroupBurst, "spike-group alerts a service may send at once")
+	fs.DurationVar(&alertCfg.PatternChangeEvery, "alerts.pattern-change-every", alerts.DefaultPatternChangeEvery, "at most one \"changed\" alert per pattern this often")
+	fs.DurationVar(&alertCfg.ResolveAfter, "alerts.resolve-after", 0, "a published pattern resolves once missing from the passes this long (0: the first pass without it)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *dsn == "" {
 		fmt.Fprintln(stderr, "--dsn is required")
+		return errUsage
+	}
+	if err := alertCfg.Validate(); err != nil {
+		fmt.Fprintln(stderr, err)
 		return errUsage
 	}
 	cfg := detect.Config{
@@ -101,7 +110,7 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	progress("%s, first pass %s → %s, look-back %v, every %v", what, stamp(cfg.From), stamp(cfg.To), *lookback, *every)
 	var pub *alertPublisher
 	if *alertBrokers != "" {
-		if pub, err = newAlertPublisher(ctx, st, strings.Split(*alertBrokers, ","), *alertTopic, *alertState); err != nil {
+		if pub, err = newAlertPublisher(ctx, st, alertCfg, strings.Split(*alertBrokers, ","), *alertTopic, *alertState); err != nil {
 			return err
 		}
 		defer pub.close()

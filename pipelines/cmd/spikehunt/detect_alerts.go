@@ -24,12 +24,11 @@ type alertPublisher struct {
 	statePath string
 }
 
-func newAlertPublisher(ctx context.Context, st store.Store, brokers []string, topic, statePath string) (*alertPublisher, error) {
+func newAlertPublisher(ctx context.Context, st store.Store, cfg alerts.Config, brokers []string, topic, statePath string) (*alertPublisher, error) {
 	sink, err := alerts.NewKafkaSink(alerts.KafkaConfig{Brokers: brokers, Topic: topic})
 	if err != nil {
 		return nil, err
 	}
-	cfg := alerts.Config{}
 	pub, err := alerts.NewPublisher(cfg, sink)
 	if err != nil {
 		sink.Close()
