@@ -216,7 +216,7 @@ func (r *bpftraceRecorder) Arm(ctx context.Context) error {
 	}
 	r.flight = newBpftraceFlight(r.spec.Pre, r.cfg.MaxBytes, time.Now)
 	r.clock = monotonicClock()
-	if err := cmd.Start(); err != nil {
+	if err := r.spec.startProcess(cmd); err != nil {
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 			return fmt.Errorf("%w: start bpftrace: %v", ErrNotSupported, err)
 		}

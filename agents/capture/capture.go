@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"regexp"
 	"time"
 )
@@ -120,6 +121,11 @@ type Spec struct {
 	// higher nice, idle IO); its CPUs are ignored (see CPUs).
 	Govern GovernConfig
 }
+
+// startProcess starts a recorder's process on s.Govern's CPUs from its
+// first instruction; governProcess then applies all of s.Govern to every
+// thread it has.
+func (s Spec) startProcess(cmd *exec.Cmd) error { return startPinned(cmd, s.Govern.CPUs) }
 
 // governProcess applies s.Govern to a recorder's process.
 func (s Spec) governProcess(pid int) (Governance, error) {

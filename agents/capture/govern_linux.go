@@ -3,6 +3,8 @@ package capture
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"runtime"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -40,6 +42,35 @@ func govern(pid int, cpus []int, nice int, ioClass string) (Governance, error) {
 		}
 	}
 	return g, nil
+}
+
+// startPinned starts cmd with its first thread already on cpus: a child
+// inherits the affinity of the thread that forks it. Pinning only after
+// the start is not enough for perf: it saves its affinity as it starts,
+// moves itself across the CPUs to enable its events on each, and then
+// restores what it saved, which may be the mask it had before the pin.
+// The forking thread gets its own mask back before it is released.
+func startPinned(cmd *exec.Cmd, cpus []int) error {
+	if len(cpus) == 0 {
+		return cmd.Start()
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var saved, set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &saved); err != nil {
+		return fmt.Errorf("read this thread's CPUs: %w", err)
+	}
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("pin to CPUs %v: %w", cpus, err)
+	}
+	err := cmd.Start()
+	// Widening one's own mask back is always allowed; were it refused,
+	// the thread would only run on fewer CPUs.
+	_ = unix.SchedSetaffinity(0, &saved)
+	return err
 }
 
 func threads(pid int) ([]int, error) {

@@ -2,8 +2,12 @@
 
 package capture
 
+import "os/exec"
+
 // govern is Linux-only; elsewhere (WPR on Windows) the recorder runs as
 // the OS starts it and the governance record says so.
 func govern(pid int, cpus []int, nice int, ioClass string) (Governance, error) {
 	return Governance{}, nil
 }
+
+func startPinned(cmd *exec.Cmd, cpus []int) error { return cmd.Start() }

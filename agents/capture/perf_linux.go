@@ -142,7 +142,7 @@ func (r *perfRecorder) Arm(ctx context.Context) error {
 	}
 	cmd.Stdout = io.Discard
 	r.clock = monotonicClock()
-	if err := cmd.Start(); err != nil {
+	if err := r.spec.startProcess(cmd); err != nil {
 		return fmt.Errorf("%w: start perf: %v", ErrNotSupported, err)
 	}
 	r.cmd = cmd
