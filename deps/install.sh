@@ -3,7 +3,7 @@
 # folder. Idempotent: each component leaves a stamp naming its pinned version,
 # and a second run with every stamp present only checks the stamps.
 #
-#   deps/install.sh [all|chdb|kafka|s3proxy|envtest|helm|controller-gen|otelcol|grafana-schema|debian ...]
+#   deps/install.sh [all|chdb|kafka|s3proxy|envtest|helm|controller-gen|otelcol|grafana-schema|debian|tracefs ...]
 #   deps/install.sh env      # print the install locations as shell variables
 #
 # Versions live in deps/versions.env and nowhere else.
@@ -243,6 +243,24 @@ install_debian() {
 		die "apt-get install ${missing[*]} failed"
 }
 
+# tracefs at /sys/kernel/tracing: the ftrace recorder writes there, and
+# bpftrace and perf find tracepoints there. systemd mounts it on most
+# hosts; this machine's kernel boots without it (DEPS.md). Not a package:
+# nothing to stamp, the mount table is checked each time.
+mount_tracefs() {
+	local dir=/sys/kernel/tracing
+	[ -d "$dir/instances" ] && return
+	if [ "$(id -u)" != 0 ]; then
+		say "not root: tracefs is not mounted at $dir (privileged tests need it: sudo mount -t tracefs nodev $dir)"
+		return
+	fi
+	if mount -t tracefs nodev "$dir" 2>/dev/null; then
+		say "mounted tracefs at $dir"
+	else
+		say "could not mount tracefs at $dir (the ftrace and bpftrace tests will say so)"
+	fi
+}
+
 # Grafana's dashboard types (@grafana/schema) and the TypeScript compiler:
 # the dashboards' test type-checks every dashboard, panel options and field
 # config against them (Grafana's own schema; no Grafana server is needed).
@@ -269,7 +287,7 @@ mkdir -p "$cache"
 [ $# -eq 0 ] && set -- all
 for what in "$@"; do
 	case $what in
-	all) install_chdb; install_kafka; install_s3proxy; install_envtest; install_helm; install_controller_gen; install_otelcol; install_grafana_schema; install_debian ;;
+	all) install_chdb; install_kafka; install_s3proxy; install_envtest; install_helm; install_controller_gen; install_otelcol; install_grafana_schema; install_debian; mount_tracefs ;;
 	chdb) install_chdb ;;
 	kafka) install_kafka ;;
 	s3proxy) install_s3proxy ;;
@@ -279,7 +297,8 @@ for what in "$@"; do
 	otelcol) install_otelcol ;;
 	grafana-schema) install_grafana_schema ;;
 	debian) install_debian ;;
+	tracefs) mount_tracefs ;;
 	env) print_env ;;
-	*) die "unknown component '$what' (want: all chdb kafka s3proxy envtest helm controller-gen otelcol grafana-schema debian env)" ;;
+	*) die "unknown component '$what' (want: all chdb kafka s3proxy envtest helm controller-gen otelcol grafana-schema debian tracefs env)" ;;
 	esac
 done
