@@ -4,8 +4,9 @@
 //  1. Spike windows (spikes.go): per host and second, the weighted mean
 //     latency from latency_1s against max(Floor, K × base), the base being
 //     the larger of the host's and the fleet's typical latency in the
-//     second's 10-minute bucket; slow seconds merge across short gaps.
-//     Rows go to spikes.
+//     second's 10-minute bucket, or the share of the second's requests
+//     over that bar (a tenth, three or more, counted in latency_hist);
+//     slow seconds merge across short gaps. Rows go to spikes.
 //  2. Suspects (suspects.go): for each window, every kernel counter series
 //     of its host compared with the same series over the half hour before,
 //     as a robust deviation; the most deviating go to spike_suspects.
