@@ -81,24 +81,42 @@ func newIngester(cfg Config, st store.Store, log *slog.Logger) (*Ingester, error
 // Register registers the ingester's metrics.
 func (in *Ingester) Register(reg prometheus.Registerer) error { return in.m.register(reg) }
 
-// assigned reads the intents of newly assigned partitions.
-func (in *Ingester) assigned(ctx context.Context, assigned map[string][]int32) {
+// assigned reads the intents of newly assigned partitions and returns
+// those it could not read before ctx ended. A read that has started runs
+// to its end (up to intentReadTimeout) even if ctx ends meanwhile: the
+// memory source polls with a deadline of MaxDelay/2, shorter than a read
+// on a busy engine, and must still make progress.
+func (in *Ingester) assigned(ctx context.Context, assigned map[string][]int32) (unread map[string][]int32) {
 	for topic, parts := range assigned {
 		for _, p := range parts {
+			read := false
 			for wait := time.Duration(0); ctx.Err() == nil; wait = backoff(wait) {
-				it, ok, err := readIntent(ctx, in.st, in.cfg.Group, topic, p)
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), intentReadTimeout)
+				it, ok, err := readIntent(rctx, in.st, in.cfg.Group, topic, p)
+				cancel()
 				if err == nil {
 					if ok {
 						in.pending[topicPartition{topic, p}] = it
 					}
+					read = true
 					break
 				}
 				in.log.Warn("ingest: read intent; retrying", "topic", topic, "partition", p, "err", err)
 				sleep(ctx, backoff(wait))
 			}
+			if !read {
+				if unread == nil {
+					unread = map[string][]int32{}
+				}
+				unread[topic] = append(unread[topic], p)
+			}
 		}
 	}
+	return unread
 }
+
+// intentReadTimeout bounds one read of a partition's intent.
+const intentReadTimeout = 10 * time.Second
 
 // dropped forgets the partial batches of partitions this member lost.
 // They had no intent yet, so the next owner reads them again.

@@ -414,6 +414,83 @@ func TestMemorySourceIngestsLikeKafka(t *testing.T) {
 	}
 }
 
+// slowIntents is the real store with reads of ingest_intents held back,
+// as a busy engine answers them: longer than the memory source's poll.
+type slowIntents struct {
+	store.Store
+	delay time.Duration
+}
+
+func (s slowIntents) Query(ctx context.Context, query string, fn func(store.Block) error, opts ...store.Option) error {
+	if strings.Contains(query, "ingest_intents") {
+		time.Sleep(s.delay)
+	}
+	return s.Store.Query(ctx, query, fn, opts...)
+}
+
+// On the memory source, a crashed batch is re-formed exactly even when
+// reading its intent takes longer than a poll (MaxDelay/2): CI once saw
+// 11,200 rows for 10,000 requests when the ingester gave up on the intent
+// at the poll's deadline and batched the partition its own way.
+func TestMemorySourceReformsACrashedBatchWhenIntentsAreSlow(t *testing.T) {
+	st := testenv.ClickHouse(t)
+	ctx := context.Background()
+	if _, err := schema.Apply(ctx, st, schema.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	src := NewMemorySource(1)
+	var values [][]byte
+	for m := range 10 {
+		v := agentSpans(t, "node-1", 100, m*100)
+		values = append(values, v)
+		src.Produce(DefaultSpansTopic, []byte("node-1"), v)
+	}
+	// The crashed ingester's batch: offsets 0–6, intent written, rows
+	// inserted, offsets not committed.
+	crashed := NewRequestRows()
+	for _, v := range values[:7] {
+		if _, _, err := crashed.AppendTraces(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := writeIntent(ctx, st, DefaultGroup, DefaultSpansTopic, 0, intent{0, 6}); err != nil {
+		t.Fatal(err)
+	}
+	tok := store.WithSetting("insert_deduplication_token", token(DefaultGroup, DefaultSpansTopic, 0, 0, 6))
+	if err := st.Insert(ctx, "requests", crashed.Input(), tok); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := Config{MaxRows: 1_000_000, MaxDelay: 100 * time.Millisecond}
+	in, err := NewWithMemory(cfg, slowIntents{st, 150 * time.Millisecond}, src, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- in.Run(rctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for src.Lag() != 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if lag := src.Lag(); lag != 0 {
+		t.Fatalf("lag %d: the ingester did not get through the partition", lag)
+	}
+	tab, err := store.Select(ctx, st, "SELECT count(), uniqExact(trace_id, span_id) FROM requests")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(tab.Rows[0], "\t"); got != "1000\t1000" {
+		t.Errorf("requests: %s, want 1000\t1000 (the crashed batch once)", got)
+	}
+}
+
 // A batch whose partition is behind stays open past MaxDelay, up to
 // CatchUpDelay, so that catching up makes big inserts; once the ingester
 // has caught up, MaxDelay closes it again.

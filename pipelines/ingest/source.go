@@ -36,6 +36,8 @@ type Source interface {
 // partitionOwner is told which partitions it gains and loses; the
 // ingester implements it, a source calls it from Poll or Between.
 type partitionOwner interface {
-	assigned(ctx context.Context, parts map[string][]int32)
+	// assigned returns the partitions whose intent it could not read
+	// before ctx ended: their messages must not be handed to it yet.
+	assigned(ctx context.Context, parts map[string][]int32) (unread map[string][]int32)
 	dropped(parts map[string][]int32)
 }

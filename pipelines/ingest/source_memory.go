@@ -100,7 +100,8 @@ func (s *MemorySource) DeadLetters() []DeadLetter {
 
 // Poll returns every message past each partition's position, waiting for
 // one until ctx ends. A partition is announced to the ingester (which then
-// reads its intent) before its first message.
+// reads its intent) before its first message, and its messages are handed
+// out only once the announcement has finished within ctx.
 func (s *MemorySource) Poll(ctx context.Context) ([]Message, error) {
 	for {
 		s.mu.Lock()
@@ -117,7 +118,20 @@ func (s *MemorySource) Poll(ctx context.Context) ([]Message, error) {
 		owner := s.owner
 		s.mu.Unlock()
 		if fresh != nil && owner != nil {
-			owner.assigned(ctx, fresh)
+			if unread := owner.assigned(ctx, fresh); unread != nil {
+				// The poll ended before every intent was read: a batch
+				// formed without its partition's intent would re-insert a
+				// crashed batch under another token. Announce these
+				// partitions again next poll; hand out nothing now.
+				s.mu.Lock()
+				for topic, parts := range unread {
+					for _, p := range parts {
+						delete(s.announced, topicPartition{topic, p})
+					}
+				}
+				s.mu.Unlock()
+				return nil, nil
+			}
 		}
 
 		s.mu.Lock()
