@@ -68,10 +68,10 @@ func newSpikeRange(cfg *Config) spikeRange {
 // of always-kept requests (latency_hist, bins of 1/8 octave; only bins
 // wholly above the threshold count; the sampled fast requests are below
 // the agent's p99, far under any threshold) out of the second's requests,
-// at least the bucket's mean per second. That is its p90 over the threshold, exactly (to a
-// bin), where the t-digest cannot say it: a short stall, or one split
-// across two seconds, or one that holds only the requests doing IO,
-// leaves the fast sample (which carries the weight of dozens of requests)
+// at least the bucket's mean per second. That is its p90 over the
+// threshold, exactly (to a bin), where the t-digest cannot say it: a
+// short stall, or one split across two seconds, or one that holds only
+// the requests doing IO, leaves the fast sample (which carries the weight of dozens of requests)
 // in the mean, which then rises by a few times only, while a tenth or
 // more of the second's requests stalled; but a digest interpolates
 // between such a sample and the slow requests next to it, so a second
@@ -79,6 +79,17 @@ func newSpikeRange(cfg *Config) spikeRange {
 // slowest, and one with only five tail requests (no fast sample that
 // second) reads its p90 at the slowest of the five — on a 300-host fleet,
 // a spike or two in a healthy three hours.
+//
+// The histograms are read in a second scan, only for the seconds that may
+// be slow by share: not slow by their mean, with a request over the
+// threshold and kept requests enough to hold a tenth of the second's (the
+// slow ones are all kept). Which ones those are is known only once the
+// buckets' thresholds are, so the buckets are a materialized CTE: computed
+// once, then joined with the histograms of their candidates, whose (host,
+// hw_class, ts) keys prune that scan to the granules holding them. A stall
+// is slow by its mean and costs no histogram read; reading the histogram
+// of every second with kept requests took 4 s of an 8 s full pass over
+// 24 h × 1,000 hosts.
 //
 // Only seconds with a row over the floor can be slow (a mean is at most
 // the max), so the scan keeps just those as an array per group. Rows of
@@ -111,14 +122,67 @@ func newSpikeRange(cfg *Config) spikeRange {
 // σ = 0.9 peaks near 25× its geometric mean every ten minutes) must not
 // report its own body as spikes. Stalls barely move the spread: a 1 s
 // stall at 100× in a 10-minute bucket adds 0.03 to its variance.
-func spikeWindowsSQL(service string, r spikeRange, c SpikeConfig) string {
+func spikeWindowsSQL(service string, r spikeRange, c SpikeConfig, materialized bool) string {
 	bucket := int64(c.Bucket / time.Second)
 	floor := c.Floor.Microseconds()
 	first := "toUInt32(0)"
 	if !r.fleetFrom.IsZero() {
 		first = fmt.Sprintf("minIf(toUInt32(ts), ts >= %s)", secLit(r.fleetFrom))
 	}
+	cte := ""
+	if materialized {
+		cte = "MATERIALIZED "
+	}
 	return fmt.Sprintf(`
+WITH buckets AS %[14]s(
+    SELECT host, hw, b, first, typical, thr, base,
+        -- Rows of one second merged (in if(), evaluated only where there
+        -- can be two: most buckets have no candidate or one).
+        if(length(cand) < 2, cand, arrayZip(
+            (arrayReduce('sumMap', arrayMap(x -> [x.1], cand), arrayMap(x -> [x.3], cand), arrayMap(x -> [x.4], cand), arrayMap(x -> [x.5], cand)) AS sums).1,
+            arrayReduce('maxMap', arrayMap(x -> [x.1], cand), arrayMap(x -> [x.2], cand)).2,
+            sums.2, sums.3, sums.4)) AS merged,
+        -- Slow by their mean.
+        arrayMap(x -> x.1, arrayFilter(x -> x.3 / greatest(toFloat64(x.4), typical) > thr, merged)) AS by_mean,
+        -- The seconds that may be slow by share, the others cannot: one
+        -- request over thr at least, and kept requests enough to hold a
+        -- tenth of the second's (the slow ones are all kept).
+        arrayMap(x -> x.1, arrayFilter(x -> NOT has(by_mean, x.1) AND x.2 > thr
+            AND x.5 >= 3 AND x.5 >= 0.1 * greatest(toFloat64(x.4), 2 * typical), merged)) AS maybe
+    FROM (
+        SELECT host, hw, b, first, cand, n / secs / 2 AS typical,
+            greatest(host_base, quantileExactWeighted(0.5)(host_base, n) OVER (PARTITION BY b)) AS base,
+            greatest(%[3]d, greatest(%[4]s, exp(%[11]s * ifNotFinite(quantileExactWeightedIf(0.5)(spread, n, spread < %[13]s) OVER (PARTITION BY b), 0))) * base) AS thr
+        FROM (
+            SELECT host, hw, b, first, n, secs, cand,
+                if(lagInFrame(b) OVER w = b - 1 AND n * 2 < lagInFrame(n) OVER w,
+                   lagInFrame(geo) OVER w, geo) AS host_base,
+                -- The lesser of this bucket's and the previous one's: a
+                -- fleet-wide 30 s stall widens one or two buckets' spread.
+                if(lagInFrame(b) OVER w = b - 1, least(sd, lagInFrame(sd) OVER w), sd) AS spread
+            FROM (
+                SELECT host, hw_class AS hw,
+                    -- The bucket's number, not its start: intDiv(ts, n) is
+                    -- monotonic in the sort key and keeps the aggregation in
+                    -- order; intDiv(ts, n) * n is not recognised as such.
+                    intDiv(toUInt32(ts), %[5]d) AS b,
+                    exp(avg(log(greatest(1, weighted_sum_us / weighted_count)))) AS geo,
+                    -- A spread needs two minutes of seconds: over ten, one
+                    -- stalled second is the spread.
+                    if(count() >= %[12]d, stddevPop(log(greatest(1, weighted_sum_us / weighted_count))), %[13]s) AS sd,
+                    sum(weighted_count) AS n,
+                    max(toUInt32(ts)) - min(toUInt32(ts)) + 1 AS secs,
+                    %[10]s AS first,
+                    groupArrayIf((toUInt32(ts), max_us, weighted_sum_us, weighted_count, kept_count),
+                        ts >= %[6]s AND max_us > %[3]d) AS cand
+                FROM latency_1s
+                WHERE service = %[1]s AND ts >= %[7]s AND ts < %[8]s
+                GROUP BY host, hw_class, b
+            )
+            WINDOW w AS (PARTITION BY host ORDER BY b ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
+        )
+    )
+)
 SELECT toString(host) AS host, toString(hw) AS hw_class, toInt64(first) AS first_s,
     arrayFilter(x -> x.1 >= %[9]d, arrayMap(w -> (
         toInt64(w[1].1) * 1000,
@@ -136,84 +200,40 @@ FROM (
         arraySplit((x, gap) -> gap > %[2]d, secs, arrayDifference(arrayMap(x -> toInt64(x.1), secs))) AS wins
     FROM (
         SELECT host, hw, b, first,
-            -- Rows of one second merged (in if(), evaluated only where there
-            -- can be two: most buckets have no candidate or one).
-            if(length(cand) < 2, cand, arrayZip(
-                (arrayReduce('sumMap', arrayMap(x -> [x.1], cand), arrayMap(x -> [x.3], cand), arrayMap(x -> [x.4], cand)) AS sums).1,
-                arrayReduce('maxMap', arrayMap(x -> [x.1], cand), arrayMap(x -> [x.2], cand)).2,
-                sums.2, sums.3)) AS merged,
-            -- The seconds of which a tenth or more of the requests, and
-            -- three or more, took longer than thr: those over it by
-            -- latency_hist's bins wholly above it, out of the second's
-            -- requests (at least the bucket's mean per second).
+            -- Of the seconds that may be, those of which a tenth or more of
+            -- the requests, and three or more, took longer than thr: those
+            -- over it by latency_hist's bins wholly above it, out of the
+            -- second's requests (at least the bucket's mean per second).
             arrayMap(y -> y.1, arrayFilter(y ->
                 arraySum((k, v) -> if(k >= ceil(8 * log2(thr)), v, 0), y.3.1, y.3.2) >= greatest(3, 0.1 * greatest(toFloat64(y.2), 2 * typical)),
                 hists)) AS by_share,
-            -- (second, max, threshold, base) of the slow seconds: by their
-            -- mean, or by the share of their requests over thr
+            -- (second, max, threshold, base) of the slow seconds.
             arrayMap(x -> (x.1, x.2, thr, base),
-                arrayFilter(x -> x.3 / greatest(toFloat64(x.4), typical) > thr OR has(by_share, x.1), merged)) AS slow
-        FROM (
-            SELECT host, hw, b, first, cand, hists, n / secs / 2 AS typical,
-                greatest(host_base, quantileExactWeighted(0.5)(host_base, n) OVER (PARTITION BY b)) AS base,
-                greatest(%[3]d, greatest(%[4]s, exp(%[11]s * ifNotFinite(quantileExactWeightedIf(0.5)(spread, n, spread < %[13]s) OVER (PARTITION BY b), 0))) * base) AS thr
+                arrayFilter(x -> has(by_mean, x.1) OR has(by_share, x.1), merged)) AS slow
+        FROM buckets
+        LEFT JOIN (
+            -- The latency histograms of the seconds that may be slow by
+            -- share, and of no other: the set of (host, hw_class, ts) keys
+            -- prunes the scan to the granules that hold them. A second's
+            -- rows are merged (a second not merged yet is in several
+            -- parts).
+            SELECT host, b, groupArray((s, w, hist)) AS hists
             FROM (
-                SELECT host, hw, b, first, n, secs, cand, hists,
-                    if(lagInFrame(b) OVER w = b - 1 AND n * 2 < lagInFrame(n) OVER w,
-                       lagInFrame(geo) OVER w, geo) AS host_base,
-                    -- The lesser of this bucket's and the previous one's: a
-                    -- fleet-wide 30 s stall widens one or two buckets' spread.
-                    if(lagInFrame(b) OVER w = b - 1, least(sd, lagInFrame(sd) OVER w), sd) AS spread
-                FROM (
-                    SELECT host, hw_class AS hw,
-                        -- The bucket's number, not its start: intDiv(ts, n) is
-                        -- monotonic in the sort key and keeps the aggregation in
-                        -- order; intDiv(ts, n) * n is not recognised as such.
-                        intDiv(toUInt32(ts), %[5]d) AS b,
-                        exp(avg(log(greatest(1, weighted_sum_us / weighted_count)))) AS geo,
-                        -- A spread needs two minutes of seconds: over ten, one
-                        -- stalled second is the spread.
-                        if(count() >= %[12]d, stddevPop(log(greatest(1, weighted_sum_us / weighted_count))), %[13]s) AS sd,
-                        sum(weighted_count) AS n,
-                        max(toUInt32(ts)) - min(toUInt32(ts)) + 1 AS secs,
-                        %[10]s AS first,
-                        groupArrayIf((toUInt32(ts), max_us, weighted_sum_us, weighted_count),
-                            ts >= %[6]s AND max_us > %[3]d) AS cand
-                    FROM latency_1s
-                    WHERE service = %[1]s AND ts >= %[7]s AND ts < %[8]s
-                    GROUP BY host, hw_class, b
-                ) AS m
-                LEFT JOIN (
-                    -- The latency histograms of the seconds that can be
-                    -- slow by share, in a scan of their own: the column is
-                    -- read only in the granules that hold such a second
-                    -- (PREWHERE), not in the main scan's every row. A
-                    -- second's rows are merged (a second not merged yet is
-                    -- in several parts); a row that kept one request adds
-                    -- one slow request at most, and is left out: with it,
-                    -- the histogram of every granule that holds a stall is
-                    -- read and summed, 5 s of the 8 a full pass over 24 h
-                    -- × 1,000 hosts took.
-                    SELECT host, b, groupArray((s, w, hist)) AS hists
-                    FROM (
-                        SELECT host, toUInt32(ts) AS s, intDiv(s, %[5]d) AS b, sum(weighted_count) AS w,
-                            sumMap(latency_hist) AS hist
-                        FROM latency_1s
-                        WHERE service = %[1]s AND ts >= %[6]s AND ts < %[8]s AND max_us > %[3]d AND kept_count >= 2
-                        GROUP BY host, ts
-                        HAVING sum(kept_count) >= 3
-                    )
-                    GROUP BY host, b
-                ) AS q USING (host, b)
-                WINDOW w AS (PARTITION BY host ORDER BY b ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
+                SELECT host, toUInt32(ts) AS s, intDiv(s, %[5]d) AS b, sum(weighted_count) AS w,
+                    sumMap(latency_hist) AS hist
+                FROM latency_1s
+                WHERE service = %[1]s AND ts >= %[6]s AND ts < %[8]s
+                    AND (host, hw_class, ts) GLOBAL IN (SELECT host, hw, toDateTime(arrayJoin(maybe), 'UTC') FROM buckets)
+                GROUP BY host, ts
             )
-        )
+            GROUP BY host, b
+        ) AS q USING (host, b)
     )
     GROUP BY host
 )
 ORDER BY host`,
 		store.QuoteString(service), int64(c.MergeGap/time.Second)+1, floor, floatLit(c.K), bucket,
-		secLit(r.readFrom), secLit(r.baseFrom), secLit(r.to), r.writeFrom.UnixMilli(), first, floatLit(c.Z), minSpreadSeconds, floatLit(noSpread))
+		secLit(r.readFrom), secLit(r.baseFrom), secLit(r.to), r.writeFrom.UnixMilli(), first, floatLit(c.Z), minSpreadSeconds, floatLit(noSpread), cte)
 }
 
 // minSpreadSeconds: a host's bucket has a spread from this many seconds
@@ -232,15 +252,33 @@ type lookbackFleet struct {
 }
 
 // findSpikeWindows runs spikeWindowsSQL. The fleet is nil unless r.fleetFrom
-// is set.
+// is set. A server that does not know materialized CTEs (before ClickHouse
+// 26) gets the query with the CTE inlined: the same windows, its main scan
+// run twice.
 func findSpikeWindows(ctx context.Context, st store.Store, service string, r spikeRange, c SpikeConfig) ([]SpikeWindow, *lookbackFleet, error) {
+	out, fleet, err := scanSpikeWindows(ctx, st, service, r, c, true)
+	if err != nil && (store.IsCode(err, store.CodeUnknownSetting) || store.IsCode(err, store.CodeSyntaxError)) {
+		out, fleet, err = scanSpikeWindows(ctx, st, service, r, c, false)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("detect: spike windows of %s: %w", service, err)
+	}
+	return out, fleet, nil
+}
+
+// scanSpikeWindows runs spikeWindowsSQL once, its CTE materialized or not.
+func scanSpikeWindows(ctx context.Context, st store.Store, service string, r spikeRange, c SpikeConfig, materialized bool) ([]SpikeWindow, *lookbackFleet, error) {
+	opts := []store.Option{store.WithSetting("optimize_aggregation_in_order", "1")}
+	if materialized {
+		opts = append(opts, store.WithSetting("enable_materialized_cte", "1"))
+	}
 	var out []SpikeWindow
 	var fleet *lookbackFleet
 	if !r.fleetFrom.IsZero() {
 		fleet = &lookbackFleet{hosts: map[string]string{}}
 	}
 	var firstSeen int64
-	err := st.Query(ctx, spikeWindowsSQL(service, r, c), func(b store.Block) error {
+	err := st.Query(ctx, spikeWindowsSQL(service, r, c, materialized), func(b store.Block) error {
 		strs, err := columns[string](b, "host", "hw_class")
 		if err != nil {
 			return err
@@ -283,9 +321,9 @@ func findSpikeWindows(ctx context.Context, st store.Store, service string, r spi
 			}
 		}
 		return nil
-	}, store.WithSetting("optimize_aggregation_in_order", "1"))
+	}, opts...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("detect: spike windows of %s: %w", service, err)
+		return nil, nil, err
 	}
 	if fleet != nil && firstSeen > 0 {
 		fleet.dataFrom = time.Unix(firstSeen, 0).UTC()

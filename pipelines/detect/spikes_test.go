@@ -207,6 +207,73 @@ func TestSpikeScanSeesTheLookbackFleet(t *testing.T) {
 // pass it; a digest's interpolated p90 does not make it so.
 func TestDetectSpikeByShare(t *testing.T) {
 	ctx := context.Background()
+	st := shareFleet(t)
+	res, err := Pass(ctx, st, Config{Service: "billy", From: dataStart, To: sec(3600)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Spikes) != 2 {
+		t.Fatalf("want two windows (hosts 3 and 9), got %+v", res.Spikes)
+	}
+	sort.Slice(res.Spikes, func(i, j int) bool { return res.Spikes[i].Host < res.Spikes[j].Host })
+	for i, want := range []struct {
+		host int
+		peak uint32
+	}{{3, 130_000}, {9, 94_000}} {
+		if w := res.Spikes[i]; w.Host != host(want.host) || !w.Start.Equal(sec(1805)) || w.PeakUS != want.peak {
+			t.Errorf("window %+v: want %s at second 1805 with the %d µs peak", w, host(want.host), want.peak)
+		}
+	}
+}
+
+// refusesMaterializedCTE is the real store answering as a server before
+// ClickHouse 26 does to a materialized CTE.
+type refusesMaterializedCTE struct {
+	store.Store
+	refused *int
+}
+
+func (s refusesMaterializedCTE) Query(ctx context.Context, q string, fn func(store.Block) error, opts ...store.Option) error {
+	if strings.Contains(q, "AS MATERIALIZED (") {
+		*s.refused++
+		return &store.Exception{Code: store.CodeUnknownSetting, Name: "UNKNOWN_SETTING", Message: "Code: 115. DB::Exception: Unknown setting 'enable_materialized_cte'. (UNKNOWN_SETTING)"}
+	}
+	return s.Store.Query(ctx, q, fn, opts...)
+}
+
+// A server without materialized CTEs gets the scan with the CTE inlined,
+// which finds the same windows, the share rule's included.
+func TestSpikeScanWithoutMaterializedCTE(t *testing.T) {
+	ctx := context.Background()
+	st := shareFleet(t)
+	cfg := Config{Service: "billy", From: dataStart, To: sec(3600)}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := newSpikeRange(&cfg)
+	want, _, err := findSpikeWindows(ctx, st, "billy", r, cfg.Spikes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
+	got, _, err := findSpikeWindows(ctx, refusesMaterializedCTE{st, &refused}, "billy", r, cfg.Spikes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refused != 1 {
+		t.Errorf("the materialized query was tried %d times, want once", refused)
+	}
+	if len(want) != 2 || !cmp.Equal(got, want) {
+		t.Errorf("inlined CTE: %+v\nmaterialized: %+v (want the two windows of hosts 3 and 9)", got, want)
+	}
+}
+
+// shareFleet holds twenty hosts of which, at second 1805, hosts 3 and 9
+// are slow by the share of their requests over the bar (not by their
+// mean), and 5, 7 and 11 have tail requests that are no stall.
+func shareFleet(t *testing.T) store.Store {
+	t.Helper()
+	ctx := context.Background()
 	st := migrated(t)
 	fleetLoad{hosts: 20, seconds: 3600}.insert(t, st)
 	// req is one request of second 1805 on host h.
@@ -245,22 +312,7 @@ SELECT fromUnixTimestamp64Micro(toInt64((%d + intDiv(number, 2)) * 1000000 + 300
 FROM numbers(7200) WHERE intDiv(number, 2) != 1805`, dataStart.Unix(), store.QuoteString(host(7)), store.QuoteString(host(9)))); err != nil {
 		t.Fatal(err)
 	}
-	res, err := Pass(ctx, st, Config{Service: "billy", From: dataStart, To: sec(3600)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Spikes) != 2 {
-		t.Fatalf("want two windows (hosts 3 and 9), got %+v", res.Spikes)
-	}
-	sort.Slice(res.Spikes, func(i, j int) bool { return res.Spikes[i].Host < res.Spikes[j].Host })
-	for i, want := range []struct {
-		host int
-		peak uint32
-	}{{3, 130_000}, {9, 94_000}} {
-		if w := res.Spikes[i]; w.Host != host(want.host) || !w.Start.Equal(sec(1805)) || w.PeakUS != want.peak {
-			t.Errorf("window %+v: want %s at second 1805 with the %d µs peak", w, host(want.host), want.peak)
-		}
-	}
+	return st
 }
 
 func TestDetectSpikeOnALoneHostWithSecondsOfData(t *testing.T) {

@@ -132,6 +132,7 @@ func (e *Exception) Error() string { return firstLine(e.Message) }
 // Well-known ClickHouse error codes callers branch on.
 const (
 	CodeSyntaxError      = 62
+	CodeUnknownSetting   = 115
 	CodeUnknownTable     = 60
 	CodeUnknownDatabase  = 81
 	CodeTimeoutExceeded  = 159
