@@ -252,9 +252,9 @@ type lookbackFleet struct {
 }
 
 // findSpikeWindows runs spikeWindowsSQL. The fleet is nil unless r.fleetFrom
-// is set. A server that does not know materialized CTEs (before ClickHouse
-// 26) gets the query with the CTE inlined: the same windows, its main scan
-// run twice.
+// is set. A server that does not know materialized CTEs (an older
+// ClickHouse than the embedded 26.7) gets the query with the CTE inlined:
+// the same windows, its main scan run twice.
 func findSpikeWindows(ctx context.Context, st store.Store, service string, r spikeRange, c SpikeConfig) ([]SpikeWindow, *lookbackFleet, error) {
 	out, fleet, err := scanSpikeWindows(ctx, st, service, r, c, true)
 	if err != nil && (store.IsCode(err, store.CodeUnknownSetting) || store.IsCode(err, store.CodeSyntaxError)) {
