@@ -226,8 +226,8 @@ func TestDetectSpikeByShare(t *testing.T) {
 	}
 }
 
-// refusesMaterializedCTE is the real store answering as a server before
-// ClickHouse 26 does to a materialized CTE.
+// refusesMaterializedCTE is the real store answering a materialized CTE
+// as a server without them does.
 type refusesMaterializedCTE struct {
 	store.Store
 	refused *int

@@ -356,21 +356,7 @@ func TestMemorySourceIngestsLikeKafka(t *testing.T) {
 	}
 	src := NewMemorySource(4)
 	cfg := Config{MaxRows: 3000, MaxDelay: 100 * time.Millisecond}
-	run := func() (stop func()) {
-		in, err := NewWithMemory(cfg, st, src, slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- in.Run(rctx) }()
-		return func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		}
-	}
+	run := func() (stop func()) { return runOnMemory(t, cfg, st, src) }
 	produce := func(from, to int) {
 		for m := from; m < to; m++ {
 			host := fmt.Sprintf("node-%d", m%8)
@@ -405,13 +391,37 @@ func TestMemorySourceIngestsLikeKafka(t *testing.T) {
 	if dl := src.DeadLetters(); len(dl) != 1 || dl[0].Reason != "protobuf" {
 		t.Errorf("dead letters %+v, want the garbage message (protobuf)", dl)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	if lag := waitNoLag(src, 5*time.Second); lag != 0 {
+		t.Errorf("lag %d after everything was ingested", lag)
+	}
+}
+
+// runOnMemory runs an ingester on src until the returned stop is called.
+func runOnMemory(t *testing.T, cfg Config, st store.Store, src *MemorySource) (stop func()) {
+	t.Helper()
+	in, err := NewWithMemory(cfg, st, src, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- in.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+}
+
+// waitNoLag waits up to d for src to have nothing uncommitted and returns
+// its lag then.
+func waitNoLag(src *MemorySource, d time.Duration) int64 {
+	deadline := time.Now().Add(d)
 	for src.Lag() != 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if lag := src.Lag(); lag != 0 {
-		t.Errorf("lag %d after everything was ingested", lag)
-	}
+	return src.Lag()
 }
 
 // slowIntents is the real store with reads of ingest_intents held back,
@@ -462,24 +472,8 @@ func TestMemorySourceReformsACrashedBatchWhenIntentsAreSlow(t *testing.T) {
 	}
 
 	cfg := Config{MaxRows: 1_000_000, MaxDelay: 100 * time.Millisecond}
-	in, err := NewWithMemory(cfg, slowIntents{st, 150 * time.Millisecond}, src, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- in.Run(rctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for src.Lag() != 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if lag := src.Lag(); lag != 0 {
+	defer runOnMemory(t, cfg, slowIntents{st, 150 * time.Millisecond}, src)()
+	if lag := waitNoLag(src, 20*time.Second); lag != 0 {
 		t.Fatalf("lag %d: the ingester did not get through the partition", lag)
 	}
 	tab, err := store.Select(ctx, st, "SELECT count(), uniqExact(trace_id, span_id) FROM requests")
