@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/spikehunt/spikehunt/pipelines/alerts/alertsig"
 )
 
 // DefaultTopic is the alerts topic of DESIGN.md §3.
@@ -21,6 +23,12 @@ type KafkaConfig struct {
 	SendTimeout time.Duration
 	// ClientID names the producer in broker logs. Default spikehunt-alerts.
 	ClientID string
+	// Signer signs each record (schema.md, "Signatures"); the operator
+	// refuses unsigned records unless told to accept them. Nil sends
+	// records unsigned: only for a topic nobody untrusted can write to.
+	Signer *alertsig.Signer
+	// Now is the signing time. Default time.Now.
+	Now func() time.Time
 }
 
 // Validate fills defaults and checks the configuration.
@@ -40,12 +48,16 @@ func (c *KafkaConfig) Validate() error {
 	if c.ClientID == "" {
 		c.ClientID = "spikehunt-alerts"
 	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	return nil
 }
 
 // KafkaSink produces each alert as one record: key = service (so one
 // service's alerts stay in order on one partition), value = the JSON
-// document, headers schema and kind. The producer is idempotent with
+// document, headers schema and kind, and the signature headers when a
+// Signer is configured. A resent alert is signed anew at each Send. The producer is idempotent with
 // acks=all, so a retry inside the client never duplicates a record. Close
 // it when done.
 type KafkaSink struct {
@@ -80,15 +92,20 @@ func NewKafkaSink(cfg KafkaConfig) (*KafkaSink, error) {
 // them.
 func (k *KafkaSink) Send(ctx context.Context, alerts []Alert) error {
 	recs := make([]*kgo.Record, 0, len(alerts))
+	now := k.cfg.Now()
 	for _, a := range alerts {
 		v, err := json.Marshal(a)
 		if err != nil {
 			return fmt.Errorf("alerts: encode %s: %w", a.AlertID, err)
 		}
-		recs = append(recs, &kgo.Record{
-			Key: []byte(a.Service), Value: v,
+		r := &kgo.Record{
+			Topic: k.cfg.Topic, Key: []byte(a.Service), Value: v,
 			Headers: []kgo.RecordHeader{{Key: "schema", Value: []byte(a.Schema)}, {Key: "kind", Value: []byte(a.Kind)}},
-		})
+		}
+		if k.cfg.Signer != nil {
+			k.cfg.Signer.Sign(r, now)
+		}
+		recs = append(recs, r)
 	}
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.SendTimeout)
 	defer cancel()
