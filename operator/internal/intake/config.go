@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/spikehunt/spikehunt/pipelines/alerts/alertsig"
 )
 
 // Defaults, exported so that the operator's flag help can print them.
@@ -63,7 +65,32 @@ type KafkaConfig struct {
 	// 45s; 6s–5m). Lower it to hand a dead operator's partitions over
 	// sooner.
 	SessionTimeout time.Duration `yaml:"session_timeout"`
-	// Clock stamps Alert.ReceivedAt. Default the system clock.
+	// KeysDir is a folder holding the detector's signing keys, one file
+	// per key named after its id (a Kubernetes Secret mounted as a
+	// volume). A record must be signed by one of them
+	// (pipelines/alerts/schema.md, "Signatures"); to rotate, add the new
+	// key here first, then sign with it, then remove the old one. Read once
+	// by NewKafkaConsumer.
+	KeysDir string `yaml:"keys_dir"`
+	// Keys are verification keys given directly (tests, an in-process
+	// detector), in addition to those of KeysDir.
+	Keys []alertsig.Key `yaml:"-"`
+	// AllowUnsigned accepts records that carry no signature at all.
+	// Without keys it is required, and then anyone who can write to the
+	// topic widens captures within the budgets: only for a topic nobody
+	// untrusted can write to, or while the detector is being switched to
+	// signing. Records that carry a signature are verified either way.
+	AllowUnsigned bool `yaml:"allow_unsigned"`
+	// MaxSignatureAge is how long ago a record may have been signed
+	// (default 1h, 1m–168h). A backlog older than it, after an operator
+	// outage, is refused as stale_signature (counted); a captured record
+	// can be replayed for at most this long.
+	MaxSignatureAge time.Duration `yaml:"max_signature_age"`
+	// MaxClockSkew is how far ahead of the operator's clock a signing time
+	// may be (default 5m, 1s–1h).
+	MaxClockSkew time.Duration `yaml:"max_clock_skew"`
+	// Clock stamps Alert.ReceivedAt and judges signing times. Default the
+	// system clock.
 	Clock Clock `yaml:"-"`
 }
 
@@ -74,6 +101,8 @@ func (c *KafkaConfig) Validate() error {
 	fill(&c.ClientID, DefaultClientID)
 	fill(&c.MaxPollRecords, DefaultMaxPollRecords)
 	fill(&c.StartAt, DefaultStartAt)
+	fill(&c.MaxSignatureAge, alertsig.DefaultMaxAge)
+	fill(&c.MaxClockSkew, alertsig.DefaultMaxSkew)
 	if c.Clock == nil {
 		c.Clock = systemClock{}
 	}
@@ -91,6 +120,11 @@ func (c *KafkaConfig) Validate() error {
 	check(c.StartAt == StartAtEarliest || c.StartAt == StartAtLatest, "start_at = %q, want %q or %q", c.StartAt, StartAtEarliest, StartAtLatest)
 	check(c.SessionTimeout == 0 || (c.SessionTimeout >= 6*time.Second && c.SessionTimeout <= 5*time.Minute),
 		"session_timeout = %s, want 6s–5m (or 0 for franz-go's default)", c.SessionTimeout)
+	check(c.KeysDir != "" || len(c.Keys) > 0 || c.AllowUnsigned,
+		"no signing keys: set keys_dir (--alerts.keys-dir) to the mounted Secret of the detector's alert signing keys, "+
+			"or allow_unsigned (--alerts.allow-unsigned) to let anyone who can write to the topic widen captures")
+	check(c.MaxSignatureAge >= time.Minute && c.MaxSignatureAge <= 7*24*time.Hour, "max_signature_age = %s, want 1m–168h", c.MaxSignatureAge)
+	check(c.MaxClockSkew >= time.Second && c.MaxClockSkew <= time.Hour, "max_clock_skew = %s, want 1s–1h", c.MaxClockSkew)
 	return errors.Join(errs...)
 }
 

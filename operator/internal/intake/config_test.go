@@ -28,6 +28,7 @@ func TestConfigFromYAML(t *testing.T) {
 		Brokers: []string{"kafka-0.kafka:9092", "kafka-1.kafka:9092"}, Topic: "spikehunt.alerts",
 		Group: "spikehunt-operator-prod", ClientID: "spikehunt-operator", MaxPollRecords: 500,
 		StartAt: "latest", SessionTimeout: 20 * time.Second,
+		KeysDir: "/etc/spikehunt/alert-keys", MaxSignatureAge: 30 * time.Minute, MaxClockSkew: 5 * time.Minute,
 	}
 	ignoreClock := cmpopts.IgnoreFields(KafkaConfig{}, "Clock")
 	if diff := cmp.Diff(wantKafka, cfg.Kafka, ignoreClock); diff != "" {
@@ -54,7 +55,12 @@ func TestKafkaConfigValidate(t *testing.T) {
 		edit func(*KafkaConfig)
 		want string // substring of the error; "" = valid
 	}{
-		{"brokers alone are enough", func(*KafkaConfig) {}, ""},
+		{"brokers and a keys folder are enough", func(*KafkaConfig) {}, ""},
+		{"no keys: refused, it would act on anything written to the topic", func(c *KafkaConfig) { c.KeysDir = "" },
+			"no signing keys: set keys_dir (--alerts.keys-dir)"},
+		{"no keys, unsigned allowed explicitly", func(c *KafkaConfig) { c.KeysDir, c.AllowUnsigned = "", true }, ""},
+		{"a signature older than a week is never fresh", func(c *KafkaConfig) { c.MaxSignatureAge = 8 * 24 * time.Hour }, "max_signature_age = 192h0m0s"},
+		{"a clock skew below a second", func(c *KafkaConfig) { c.MaxClockSkew = time.Millisecond }, "max_clock_skew = 1ms"},
 		{"no brokers", func(c *KafkaConfig) { c.Brokers = nil }, "no brokers: set kafka.brokers"},
 		{"an empty broker", func(c *KafkaConfig) { c.Brokers = append(c.Brokers, " ") }, "an empty broker address"},
 		{"start_at neither earliest nor latest", func(c *KafkaConfig) { c.StartAt = "beginning" }, `start_at = "beginning"`},
@@ -62,7 +68,7 @@ func TestKafkaConfigValidate(t *testing.T) {
 		{"a poll bound above 100000", func(c *KafkaConfig) { c.MaxPollRecords = 200_000 }, "max_poll_records = 200000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := KafkaConfig{Brokers: []string{"k:9092"}}
+			c := KafkaConfig{Brokers: []string{"k:9092"}, KeysDir: "/etc/spikehunt/alert-keys"}
 			tc.edit(&c)
 			checkErr(t, c.Validate(), tc.want)
 		})

@@ -5,23 +5,30 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/spikehunt/spikehunt/pipelines/alerts/alertsig"
 )
 
 // KafkaConsumer reads the detector's alerts topic as a member of a consumer
 // group and hands the firing alerts of each poll to a Sink, then commits
-// the poll's offsets. A record that is not a valid spikehunt.alert/v1
-// document is counted, logged and committed with the rest: a poison record
-// never stops the partition.
+// the poll's offsets. A record whose signature does not verify, or that is
+// not a valid spikehunt.alert/v1 document, is counted, logged and committed
+// with the rest: a forged or poison record never stops the partition and
+// never reaches the sink.
 type KafkaConsumer struct {
 	cfg     KafkaConfig
 	sink    Sink
 	log     *slog.Logger
 	cl      *kgo.Client
 	metrics *kafkaMetrics
+	// verify is nil when there are no keys (AllowUnsigned): then a signed
+	// record cannot be checked and is refused as unknown_key.
+	verify *alertsig.Verifier
 }
 
 // NewKafkaConsumer creates the group member; it connects lazily and
@@ -35,6 +42,22 @@ func NewKafkaConsumer(cfg KafkaConfig, sink Sink, log *slog.Logger) (*KafkaConsu
 	}
 	if log == nil {
 		log = slog.Default()
+	}
+	keys := cfg.Keys
+	if cfg.KeysDir != "" {
+		dirKeys, err := alertsig.LoadKeyDir(cfg.KeysDir)
+		if err != nil {
+			return nil, fmt.Errorf("intake: kafka: keys_dir: %w", err)
+		}
+		keys = append(slices.Clip(keys), dirKeys...)
+	}
+	var verify *alertsig.Verifier
+	if len(keys) > 0 {
+		v, err := alertsig.NewVerifier(alertsig.VerifierConfig{Keys: keys, MaxAge: cfg.MaxSignatureAge, MaxSkew: cfg.MaxClockSkew})
+		if err != nil {
+			return nil, fmt.Errorf("intake: kafka: %w", err)
+		}
+		verify = v
 	}
 	start := kgo.NewOffset().AtStart()
 	if cfg.StartAt == StartAtLatest {
@@ -61,7 +84,7 @@ func NewKafkaConsumer(cfg KafkaConfig, sink Sink, log *slog.Logger) (*KafkaConsu
 	if err != nil {
 		return nil, fmt.Errorf("intake: kafka: %w", err)
 	}
-	return &KafkaConsumer{cfg: cfg, sink: sink, log: log, cl: cl, metrics: newKafkaMetrics()}, nil
+	return &KafkaConsumer{cfg: cfg, sink: sink, log: log, cl: cl, metrics: newKafkaMetrics(), verify: verify}, nil
 }
 
 // Register adds the consumer's metrics to reg.
@@ -119,10 +142,25 @@ func (c *KafkaConsumer) Run(ctx context.Context) error {
 	}
 }
 
-// decode turns one record into an Alert, counting and logging what it
-// refuses or skips.
+// decode verifies one record's signature and turns it into an Alert,
+// counting and logging what it refuses or skips.
 func (c *KafkaConsumer) decode(r *kgo.Record) (Alert, bool) {
-	a, skip, err := decodeDetectorAlert(r.Value, c.cfg.Clock.Now())
+	now := c.cfg.Clock.Now()
+	if err := c.verifyRecord(r, now); err != nil {
+		reason := alertsig.ReasonUnknownKey
+		var se *alertsig.Error
+		if errors.As(err, &se) {
+			reason = se.Reason
+		}
+		c.metrics.rejected.WithLabelValues(reason).Inc()
+		// Forgeries are logged at debug level, like the webhook's
+		// refusals, so that a flood of them cannot fill the log; the
+		// metric counts every one.
+		c.log.Debug("intake: kafka: record refused", "reason", reason, "topic", r.Topic, "partition", r.Partition,
+			"offset", r.Offset, "err", err)
+		return Alert{}, false
+	}
+	a, skip, err := decodeDetectorAlert(r.Value, now)
 	if err != nil {
 		reason := reasonOf(err)
 		c.metrics.rejected.WithLabelValues(reason).Inc()
@@ -136,6 +174,33 @@ func (c *KafkaConsumer) decode(r *kgo.Record) (Alert, bool) {
 		return Alert{}, false
 	}
 	return a, true
+}
+
+// verifyRecord checks r's signature; an unsigned record passes only when
+// AllowUnsigned is set.
+func (c *KafkaConsumer) verifyRecord(r *kgo.Record, now time.Time) error {
+	if c.verify == nil {
+		if hasSignatureHeader(r) {
+			return fmt.Errorf("intake: kafka: a signed record, but no keys are configured (set keys_dir)")
+		}
+		c.metrics.unsigned.Inc()
+		return nil
+	}
+	_, err := c.verify.Verify(r, now)
+	if errors.Is(err, alertsig.ErrUnsigned) && c.cfg.AllowUnsigned {
+		c.metrics.unsigned.Inc()
+		return nil
+	}
+	return err
+}
+
+func hasSignatureHeader(r *kgo.Record) bool {
+	for _, h := range r.Headers {
+		if h.Key == alertsig.HeaderKeyID || h.Key == alertsig.HeaderTime || h.Key == alertsig.HeaderSignature {
+			return true
+		}
+	}
+	return false
 }
 
 // emit hands alerts to the sink, retrying with backoff until it takes

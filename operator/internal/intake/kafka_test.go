@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/spikehunt/spikehunt/pipelines/alerts"
+	"github.com/spikehunt/spikehunt/pipelines/alerts/alertsig"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
@@ -162,10 +163,29 @@ func detectorSpikeGroupAlert(t0 time.Time, id string) alerts.Alert {
 	}
 }
 
-// publisher sends detector alerts the way `spikehunt detect` does.
+// testKey is the detector's signing key in these tests; runConsumer
+// verifies with it unless the config names keys of its own.
+var testKey = alertsig.Key{ID: "k1", Secret: []byte("test-signing-key-0123456789abcdef")}
+
+func testSigner(t testing.TB, k alertsig.Key) *alertsig.Signer {
+	t.Helper()
+	s, err := alertsig.NewSigner(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// publisher sends detector alerts the way `spikehunt detect` does, signed
+// with testKey.
 func publisher(t *testing.T, k *testenv.Kafka, topic string) func(context.Context, ...alerts.Alert) {
 	t.Helper()
-	sink, err := alerts.NewKafkaSink(alerts.KafkaConfig{Brokers: k.Brokers(), Topic: topic})
+	return signedPublisher(t, k, topic, testKey)
+}
+
+func signedPublisher(t *testing.T, k *testenv.Kafka, topic string, key alertsig.Key) func(context.Context, ...alerts.Alert) {
+	t.Helper()
+	sink, err := alerts.NewKafkaSink(alerts.KafkaConfig{Brokers: k.Brokers(), Topic: topic, Signer: testSigner(t, key)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,13 +198,27 @@ func publisher(t *testing.T, k *testenv.Kafka, topic string) func(context.Contex
 	}
 }
 
-// rawProducer sends arbitrary bytes to the topic.
+// rawProducer sends arbitrary bytes to the topic, signed with testKey: a
+// poison record from a key holder.
 func rawProducer(t *testing.T, k *testenv.Kafka, topic string) func(context.Context, []byte) {
 	t.Helper()
-	cl := kafkaClient(t, k, kgo.DefaultProduceTopic(topic))
+	send := recordProducer(t, k)
+	signer := testSigner(t, testKey)
 	return func(ctx context.Context, value []byte) {
 		t.Helper()
-		if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte("billy"), Value: value}).FirstErr(); err != nil {
+		r := &kgo.Record{Topic: topic, Key: []byte("billy"), Value: value}
+		signer.Sign(r, time.Now())
+		send(ctx, r)
+	}
+}
+
+// recordProducer sends records as they are.
+func recordProducer(t *testing.T, k *testenv.Kafka) func(context.Context, *kgo.Record) {
+	t.Helper()
+	cl := kafkaClient(t, k)
+	return func(ctx context.Context, r *kgo.Record) {
+		t.Helper()
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -204,6 +238,9 @@ func kafkaClient(t *testing.T, k *testenv.Kafka, opts ...kgo.Opt) *kgo.Client {
 // cleanup); stop waits for Run to return nil.
 func runConsumer(t *testing.T, cfg KafkaConfig, sink Sink) (*KafkaConsumer, func()) {
 	t.Helper()
+	if cfg.KeysDir == "" && cfg.Keys == nil && !cfg.AllowUnsigned {
+		cfg.Keys = []alertsig.Key{testKey}
+	}
 	c, err := NewKafkaConsumer(cfg, sink, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -43,6 +43,7 @@ func (m *webhookMetrics) register(reg prometheus.Registerer) error {
 // kafkaMetrics are the KafkaConsumer's self-observability.
 type kafkaMetrics struct {
 	accepted     prometheus.Counter
+	unsigned     prometheus.Counter
 	rejected     *prometheus.CounterVec // {reason}
 	emitted      prometheus.Counter
 	skipped      *prometheus.CounterVec // {reason}
@@ -58,8 +59,14 @@ func newKafkaMetrics() *kafkaMetrics {
 		}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spikehunt_alertintake_kafka_records_rejected_total",
-			Help: "Records of the alerts topic skipped, by reason (bad_json, unknown_schema, invalid); their offsets are committed.",
+			Help: "Records of the alerts topic refused, by reason: a signature that does not verify (unsigned, " +
+				"bad_signature_header, unknown_key, bad_signature, stale_signature, future_signature) or a document that does not " +
+				"decode (bad_json, unknown_schema, invalid). Nothing of them reaches the operator; their offsets are committed.",
 		}, []string{"reason"}),
+		unsigned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spikehunt_alertintake_kafka_records_unsigned_total",
+			Help: "Records of the alerts topic let through without a signature because allow_unsigned (--alerts.allow-unsigned) is set.",
+		}),
 		emitted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "spikehunt_alertintake_kafka_alerts_emitted_total",
 			Help: "Detector alerts handed to the operator.",
@@ -80,7 +87,7 @@ func newKafkaMetrics() *kafkaMetrics {
 }
 
 func (m *kafkaMetrics) register(reg prometheus.Registerer) error {
-	return registerAll(reg, m.accepted, m.rejected, m.emitted, m.skipped, m.emitErrors, m.commitErrors)
+	return registerAll(reg, m.accepted, m.unsigned, m.rejected, m.emitted, m.skipped, m.emitErrors, m.commitErrors)
 }
 
 func registerAll(reg prometheus.Registerer, cs ...prometheus.Collector) error {
