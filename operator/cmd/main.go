@@ -34,6 +34,7 @@ import (
 	capturev1alpha1 "github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 	"github.com/spikehunt/spikehunt/operator/internal/controller"
 	"github.com/spikehunt/spikehunt/operator/internal/intake"
+	"github.com/spikehunt/spikehunt/pipelines/alerts/alertsig"
 	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
@@ -59,6 +60,9 @@ type options struct {
 	kafkaBrokers          string
 	alertsTopic           string
 	alertsGroup           string
+	alertKeysDir          string
+	allowUnsigned         bool
+	maxSignatureAge       time.Duration
 	alertTTL              time.Duration
 	maxPendingAlerts      int
 	webhookAddr           string
@@ -97,6 +101,11 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.kafkaBrokers, "alerts.kafka.brokers", "", "comma-separated Kafka brokers of the detector's alerts topic; empty turns the Kafka intake off")
 	fs.StringVar(&o.alertsTopic, "alerts.topic", intake.DefaultTopic, "the detector's alerts topic")
 	fs.StringVar(&o.alertsGroup, "alerts.kafka.group", intake.DefaultGroup, "the consumer group whose committed offsets a restarted operator resumes from")
+	fs.StringVar(&o.alertKeysDir, "alerts.keys-dir", "", "folder of the detector's alert signing keys, one file per key named after its id (the mounted Secret); "+
+		"records must be signed by one of them. Required with --alerts.kafka.brokers unless --alerts.allow-unsigned")
+	fs.BoolVar(&o.allowUnsigned, "alerts.allow-unsigned", false, "accept alert records without a signature: anyone who can write to the topic then widens captures within the budgets. "+
+		"Only for a topic nobody untrusted can write to, or while the detector is switched to signing")
+	fs.DurationVar(&o.maxSignatureAge, "alerts.max-signature-age", alertsig.DefaultMaxAge, "refuse alert records signed longer ago than this (a backlog after an outage, a replay); 1m–168h")
 	fs.DurationVar(&o.alertTTL, "alerts.ttl", controller.DefaultAlertTTL, "how long an alert whose armings the budgets refuse stays pending")
 	fs.IntVar(&o.maxPendingAlerts, "alerts.max-pending", controller.DefaultMaxPendingAlerts, "alerts pending per policy; beyond it the oldest are dropped (counted)")
 	fs.StringVar(&o.webhookAddr, "webhook.address", intake.DefaultAddress, "address of the HTTPS alert webhook (Grafana, Alertmanager)")
@@ -112,7 +121,23 @@ func parseFlags(args []string) (options, error) {
 	if fs.NArg() > 0 {
 		return options{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	if o.kafkaBrokers != "" {
+		// Checked here, before any connection, so that a missing key is
+		// the first thing the operator says, not a crash loop's last.
+		cfg := o.kafkaIntakeConfig()
+		if err := cfg.Validate(); err != nil {
+			return options{}, err
+		}
+	}
 	return o, nil
+}
+
+// kafkaIntakeConfig is the Kafka alert intake the flags describe.
+func (o options) kafkaIntakeConfig() intake.KafkaConfig {
+	return intake.KafkaConfig{
+		Brokers: strings.Split(o.kafkaBrokers, ","), Topic: o.alertsTopic, Group: o.alertsGroup,
+		KeysDir: o.alertKeysDir, AllowUnsigned: o.allowUnsigned, MaxSignatureAge: o.maxSignatureAge,
+	}
 }
 
 // newScheme returns the types the operator reads and writes.
@@ -192,9 +217,7 @@ func registerControllers(mgr ctrl.Manager, o options) error {
 	log := slog.New(logr.ToSlogHandler(ctrl.Log.WithName("intake")))
 	sink := intake.PolicySink(inbox.Offer)
 	if o.kafkaBrokers != "" {
-		consumer, err := intake.NewKafkaConsumer(intake.KafkaConfig{
-			Brokers: strings.Split(o.kafkaBrokers, ","), Topic: o.alertsTopic, Group: o.alertsGroup,
-		}, sink, log.With("source", "kafka"))
+		consumer, err := intake.NewKafkaConsumer(o.kafkaIntakeConfig(), sink, log.With("source", "kafka"))
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -180,12 +181,29 @@ func TestParseFlagsOfIndexingAndAlertIntake(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults: indexing and intake off, the client rate raised (-want +got):\n%s", diff)
 	}
-	o, err = parseFlags([]string{"--dsn=chdb:///var/lib/spikehunt?database=prod", "--alerts.kafka.brokers=k1:9092,k2:9092",
+	o, err = parseFlags([]string{"--dsn=chdb:///var/lib/spikehunt?database=prod", "--alerts.kafka.brokers=k1:9092,k2:9092", "--alerts.keys-dir=/etc/spikehunt/alert-keys",
 		"--webhook.alertmanager-token-file=/secrets/token", "--webhook.tls-cert-file=/tls/tls.crt", "--webhook.tls-key-file=/tls/tls.key"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o.dsn != "chdb:///var/lib/spikehunt?database=prod" || o.kafkaBrokers != "k1:9092,k2:9092" || o.alertmanagerTokenFile != "/secrets/token" {
 		t.Errorf("parsed dsn %q, brokers %q, token file %q", o.dsn, o.kafkaBrokers, o.alertmanagerTokenFile)
+	}
+}
+
+// The Kafka alert intake acts on what the topic holds, so without the
+// detector's signing keys the operator does not start unless told in so
+// many words to accept unsigned alerts.
+func TestTheOperatorRefusesAnUnsignedAlertIntakeUnlessAllowedExplicitly(t *testing.T) {
+	_, err := parseFlags([]string{"--alerts.kafka.brokers=k1:9092"})
+	if err == nil || !strings.Contains(err.Error(), "--alerts.keys-dir") || !strings.Contains(err.Error(), "--alerts.allow-unsigned") {
+		t.Errorf("brokers without keys: %v, want an error naming --alerts.keys-dir and --alerts.allow-unsigned", err)
+	}
+	o, err := parseFlags([]string{"--alerts.kafka.brokers=k1:9092", "--alerts.allow-unsigned"})
+	if err != nil || !o.kafkaIntakeConfig().AllowUnsigned {
+		t.Errorf("--alerts.allow-unsigned: %v, allow_unsigned %v", err, o.kafkaIntakeConfig().AllowUnsigned)
+	}
+	if _, err := parseFlags([]string{"--alerts.kafka.brokers=k1:9092", "--alerts.keys-dir=/k", "--alerts.max-signature-age=10s"}); err == nil {
+		t.Error("--alerts.max-signature-age=10s was accepted, want 1m–168h")
 	}
 }

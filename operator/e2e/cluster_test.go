@@ -25,6 +25,7 @@ import (
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 	"github.com/spikehunt/spikehunt/operator/internal/controller"
 	"github.com/spikehunt/spikehunt/operator/internal/intake"
+	"github.com/spikehunt/spikehunt/pipelines/alerts/alertsig"
 	"github.com/spikehunt/spikehunt/pipelines/store"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
@@ -48,6 +49,10 @@ type cluster struct {
 	agent    *rest.Config
 	scheme   *runtime.Scheme
 }
+
+// alertKey is the detector's alert signing key shared by the pipeline's
+// publisher and the operator's intake, as the chart's Secret shares it.
+var alertKey = alertsig.Key{ID: "e2e", Secret: []byte("e2e-alert-signing-key-0123456789abcdef")}
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
@@ -115,6 +120,7 @@ func (c *cluster) startOperator(t *testing.T, o operatorConfig) {
 	}
 	consumer, err := intake.NewKafkaConsumer(intake.KafkaConfig{
 		Brokers: o.brokers, Topic: o.alertTopic, Group: o.group, SessionTimeout: 6 * time.Second,
+		Keys: []alertsig.Key{alertKey},
 	}, intake.PolicySink(inbox.Offer), o.log.With("component", "intake"))
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/spikehunt/spikehunt/agents/export"
 	"github.com/spikehunt/spikehunt/agents/telemetry"
 	"github.com/spikehunt/spikehunt/pipelines/alerts"
+	"github.com/spikehunt/spikehunt/pipelines/alerts/alertsig"
 	"github.com/spikehunt/spikehunt/pipelines/detect"
 	"github.com/spikehunt/spikehunt/pipelines/ingest"
 	"github.com/spikehunt/spikehunt/pipelines/store"
@@ -45,7 +46,11 @@ func startPipeline(t *testing.T, st store.Store, res telemetry.Resource, service
 	if err != nil {
 		t.Fatal(err)
 	}
-	sink, err := alerts.NewKafkaSink(alerts.KafkaConfig{Brokers: brokers, Topic: alertTopic})
+	signer, err := alertsig.NewSigner(alertKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := alerts.NewKafkaSink(alerts.KafkaConfig{Brokers: brokers, Topic: alertTopic, Signer: signer})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/pipelines/alerts"
+	"github.com/spikehunt/spikehunt/pipelines/alerts/alertsig"
 	"github.com/spikehunt/spikehunt/pipelines/detect"
 	"github.com/spikehunt/spikehunt/pipelines/schema"
 	"github.com/spikehunt/spikehunt/pipelines/store"
@@ -42,6 +43,8 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	instance := fs.String("instance", envOr("SPIKEHUNT_INSTANCE", ""), "name of this process in the host column of its own counters rows, spikehunt.detect.* (default: the host name; env SPIKEHUNT_INSTANCE)")
 	alertBrokers := fs.String("alerts.kafka.brokers", envOr("SPIKEHUNT_ALERTS_BROKERS", ""), "publish alerts (new spike-window groups, pattern changes) to Kafka at these brokers; empty: no alerts (env SPIKEHUNT_ALERTS_BROKERS)")
 	alertTopic := fs.String("alerts.topic", alerts.DefaultTopic, "topic of the alerts, keyed by service")
+	signingKey := fs.String("alerts.signing-key-file", envOr("SPIKEHUNT_ALERTS_SIGNING_KEY_FILE", ""), "sign each alert with the key in this file, whose name is the key id (a file of the mounted Secret the operator verifies with, pipelines/alerts/schema.md \"Signatures\"); required with --alerts.kafka.brokers unless --alerts.allow-unsigned (env SPIKEHUNT_ALERTS_SIGNING_KEY_FILE)")
+	allowUnsigned := fs.Bool("alerts.allow-unsigned", false, "publish alerts unsigned; an operator refuses them unless it runs with --alerts.allow-unsigned too")
 	alertState := fs.String("alerts.state", "", "file that keeps what was alerted across restarts (default: rebuilt from the detector tables at start)")
 	var alertCfg alerts.Config
 	fs.Float64Var(&alertCfg.SpikeGroupsPerMinute, "alerts.spike-groups-per-minute", alerts.DefaultSpikeGroupsPerMinute, "spike-group alerts a service earns per minute; the windows of held-back ones go out in its next")
@@ -57,6 +60,23 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	}
 	if err := alertCfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, err)
+		return errUsage
+	}
+	var signer *alertsig.Signer
+	switch {
+	case *alertBrokers == "":
+	case *signingKey != "":
+		key, err := alertsig.LoadKeyFile(*signingKey)
+		if err != nil {
+			fmt.Fprintf(stderr, "--alerts.signing-key-file: %v\n", err)
+			return errUsage
+		}
+		if signer, err = alertsig.NewSigner(key); err != nil {
+			fmt.Fprintf(stderr, "--alerts.signing-key-file: %v\n", err)
+			return errUsage
+		}
+	case !*allowUnsigned:
+		fmt.Fprintln(stderr, "--alerts.kafka.brokers needs --alerts.signing-key-file (the operator refuses unsigned alerts), or --alerts.allow-unsigned")
 		return errUsage
 	}
 	cfg := detect.Config{
@@ -110,11 +130,17 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	progress("%s, first pass %s → %s, look-back %v, every %v", what, stamp(cfg.From), stamp(cfg.To), *lookback, *every)
 	var pub *alertPublisher
 	if *alertBrokers != "" {
-		if pub, err = newAlertPublisher(ctx, st, alertCfg, strings.Split(*alertBrokers, ","), *alertTopic, *alertState); err != nil {
+		if pub, err = newAlertPublisher(ctx, st, alertCfg, alerts.KafkaConfig{
+			Brokers: strings.Split(*alertBrokers, ","), Topic: *alertTopic, Signer: signer,
+		}, *alertState); err != nil {
 			return err
 		}
 		defer pub.close()
-		progress("alerts go to %s on %s", *alertTopic, *alertBrokers)
+		signed := "unsigned (--alerts.allow-unsigned)"
+		if signer != nil {
+			signed = "signed with key " + signer.KeyID()
+		}
+		progress("alerts go to %s on %s, %s", *alertTopic, *alertBrokers, signed)
 	}
 	health := newDetectHealth(newRegistry(), *every, time.Now())
 	if *listen != "" {

@@ -24,8 +24,8 @@ type alertPublisher struct {
 	statePath string
 }
 
-func newAlertPublisher(ctx context.Context, st store.Store, cfg alerts.Config, brokers []string, topic, statePath string) (*alertPublisher, error) {
-	sink, err := alerts.NewKafkaSink(alerts.KafkaConfig{Brokers: brokers, Topic: topic})
+func newAlertPublisher(ctx context.Context, st store.Store, cfg alerts.Config, kafka alerts.KafkaConfig, statePath string) (*alertPublisher, error) {
+	sink, err := alerts.NewKafkaSink(kafka)
 	if err != nil {
 		return nil, err
 	}

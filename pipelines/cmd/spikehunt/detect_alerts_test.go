@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/spikehunt/spikehunt/pipelines/alerts"
+	"github.com/spikehunt/spikehunt/pipelines/alerts/alertsig"
 	"github.com/spikehunt/spikehunt/pipelines/schema"
 	"github.com/spikehunt/spikehunt/pipelines/sim"
 	"github.com/spikehunt/spikehunt/tests/testenv"
@@ -17,8 +19,9 @@ import (
 
 // TestDetectPublishesAlerts: spikehunt detect with --alerts.kafka.brokers
 // sends a spike-group alert and a new-pattern alert for a simulated
-// thousand-spikes fleet to a real broker, keyed by service; a second run
-// with the same state file sends nothing again.
+// thousand-spikes fleet to a real broker, keyed by service and signed with
+// the key of --alerts.signing-key-file; a second run with the same state
+// file sends nothing again.
 func TestDetectPublishesAlerts(t *testing.T) {
 	ctx := context.Background()
 	st := testenv.ClickHouse(t)
@@ -36,9 +39,19 @@ func TestDetectPublishesAlerts(t *testing.T) {
 		t.Fatal(err)
 	}
 	state := filepath.Join(t.TempDir(), "alerts.json")
+	key := alertsig.Key{ID: "k1", Secret: []byte("detect-test-signing-key-0123456789")}
+	keyFile := filepath.Join(t.TempDir(), key.ID)
+	if err := os.WriteFile(keyFile, append(key.Secret, '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	verifier, err := alertsig.NewVerifier(alertsig.VerifierConfig{Keys: []alertsig.Key{key}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	args := []string{"detect", "--dsn", "chdb://" + st.Dir() + "?database=" + st.Database(), "--service", "checkout",
 		"--from", start.Format(time.RFC3339), "--to", start.Add(time.Hour).Format(time.RFC3339), "--every", "0",
-		"--lookback", "1h", "--alerts.kafka.brokers", k.Brokers()[0], "--alerts.topic", topic, "--alerts.state", state}
+		"--lookback", "1h", "--alerts.kafka.brokers", k.Brokers()[0], "--alerts.topic", topic, "--alerts.state", state,
+		"--alerts.signing-key-file", keyFile}
 	code, out, errs := runCLI(t, args...)
 	if code != 0 || !strings.Contains(out, "alert(s) published") {
 		t.Fatalf("detect: exit %d\n%s\n%s", code, out, errs)
@@ -52,6 +65,9 @@ func TestDetectPublishesAlerts(t *testing.T) {
 		}
 		if string(r.Key) != "checkout" || a.Service != "checkout" {
 			t.Errorf("record %d: key %q, service %q", r.Offset, r.Key, a.Service)
+		}
+		if id, err := verifier.Verify(r, time.Now()); err != nil || id != key.ID {
+			t.Errorf("record %d: signature key %q: %v", r.Offset, id, err)
 		}
 		kinds[a.Kind]++
 		if a.Kind == alerts.KindPattern && a.Pattern.Class != sim.ClassFleetRecurrent {
