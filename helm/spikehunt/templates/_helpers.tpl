@@ -327,7 +327,39 @@ has the table and the reasons); a JSON list, sorted.
 {{- if and .Values.operator.enabled (gt (int .Values.operator.replicas) 1) (not .Values.operator.leaderElection) -}}
 {{- fail "operator.replicas > 1 needs operator.leaderElection: replicas without it would all act on the same policies" -}}
 {{- end -}}
+{{- $sig := .Values.alertSigning -}}
+{{- if and (include "spikehunt.alertSigning.enabled" .) (not $sig.existingSecret) (not (has $sig.currentKeyId $sig.keyIds)) -}}
+{{- fail (printf "alertSigning.currentKeyId %q is not one of alertSigning.keyIds %v: add it there first (the operator must hold a key before the detector signs with it)" $sig.currentKeyId $sig.keyIds) -}}
+{{- end -}}
+{{- if and (include "spikehunt.alertSigning.enabled" .) (not $sig.currentKeyId) -}}
+{{- fail "alertSigning.currentKeyId is empty: name the key the detector signs with" -}}
+{{- end -}}
 {{- if and .Values.clickhouse.cluster (not .Values.clickhouse.database) -}}
 {{- fail "clickhouse.cluster needs clickhouse.database: Distributed tables name their database" -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+Alert signing (values alertSigning): "true" when a component that sends or
+reads the alerts topic runs and unsigned alerts are not allowed.
+*/}}
+{{- define "spikehunt.alertSigning.enabled" -}}
+{{- $v := .Values -}}
+{{- if and (not $v.alertSigning.allowUnsigned) (or (and $v.detect.enabled $v.detect.alerts) (and $v.operator.enabled $v.operator.alerts.kafka.enabled)) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{- define "spikehunt.alertSigning.secretName" -}}
+{{- .Values.alertSigning.existingSecret | default (printf "%s-alert-signing" (include "spikehunt.fullname" .)) -}}
+{{- end -}}
+
+{{/*
+A checksum of what selects the keys, for the pods that read them at start:
+a rotation in values rolls them. The keys themselves are not in the
+values.
+*/}}
+{{- define "spikehunt.alertSigning.checksum" -}}
+{{- $s := .Values.alertSigning -}}
+{{- printf "%s|%s|%s|%v" $s.existingSecret (join "," $s.keyIds) $s.currentKeyId $s.allowUnsigned | sha256sum -}}
 {{- end -}}

@@ -62,20 +62,7 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 		fmt.Fprintln(stderr, err)
 		return errUsage
 	}
-	var signer *alertsig.Signer
-	switch {
-	case *alertBrokers == "":
-	case *signingKey != "":
-		key, err := alertsig.LoadKeyFile(*signingKey)
-		if err != nil {
-			fmt.Fprintf(stderr, "--alerts.signing-key-file: %v\n", err)
-			return errUsage
-		}
-		if signer, err = alertsig.NewSigner(key); err != nil {
-			fmt.Fprintf(stderr, "--alerts.signing-key-file: %v\n", err)
-			return errUsage
-		}
-	case !*allowUnsigned:
+	if *alertBrokers != "" && *signingKey == "" && !*allowUnsigned {
 		fmt.Fprintln(stderr, "--alerts.kafka.brokers needs --alerts.signing-key-file (the operator refuses unsigned alerts), or --alerts.allow-unsigned")
 		return errUsage
 	}
@@ -130,6 +117,18 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	progress("%s, first pass %s → %s, look-back %v, every %v", what, stamp(cfg.From), stamp(cfg.To), *lookback, *every)
 	var pub *alertPublisher
 	if *alertBrokers != "" {
+		var signer *alertsig.Signer
+		if *signingKey != "" {
+			// Read here, with the other files and connections, not among
+			// the flag checks: the key is a mounted Secret.
+			key, err := alertsig.LoadKeyFile(*signingKey)
+			if err != nil {
+				return fmt.Errorf("--alerts.signing-key-file: %w", err)
+			}
+			if signer, err = alertsig.NewSigner(key); err != nil {
+				return fmt.Errorf("--alerts.signing-key-file: %w", err)
+			}
+		}
 		if pub, err = newAlertPublisher(ctx, st, alertCfg, alerts.KafkaConfig{
 			Brokers: strings.Split(*alertBrokers, ","), Topic: *alertTopic, Signer: signer,
 		}, *alertState); err != nil {
