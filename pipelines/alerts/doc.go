@@ -13,8 +13,11 @@
 // service's next spike-group alert, never dropped silently.
 //
 // Publisher wraps Decide with a Sink, a clock and Prometheus metrics.
-// KafkaSink writes to Kafka (franz-go, idempotent, acks=all); MemorySink
-// and SinkFunc serve the embedded demo and tests.
+// KafkaSink writes to Kafka (franz-go, idempotent, acks=all) and signs
+// each record when given an alertsig.Signer (schema.md, "Signatures"), so
+// that the operator can tell the detector's alerts from anyone else's;
+// MemorySink and SinkFunc serve the embedded demo and tests, in process,
+// where there is nothing to sign.
 //
 // # Lifecycle hazards
 //

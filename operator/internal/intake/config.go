@@ -19,6 +19,9 @@ const (
 	DefaultClientID       = "spikehunt-operator"
 	DefaultMaxPollRecords = 500
 	DefaultStartAt        = StartAtEarliest
+	// DefaultMaxRecordBytes bounds an alert record: the detector's are a
+	// few KiB (at most 20 hosts and 5 suspects per alert).
+	DefaultMaxRecordBytes = 256 << 10
 
 	DefaultAddress          = ":8443"
 	DefaultMaxBodyBytes     = 1 << 20
@@ -65,6 +68,10 @@ type KafkaConfig struct {
 	// 45s; 6s–5m). Lower it to hand a dead operator's partitions over
 	// sooner.
 	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// MaxRecordBytes bounds a record's value (default 256 KiB, 1 KiB–16
+	// MiB); a larger one is refused as too_large before it is hashed or
+	// parsed.
+	MaxRecordBytes int `yaml:"max_record_bytes"`
 	// KeysDir is a folder holding the detector's signing keys, one file
 	// per key named after its id (a Kubernetes Secret mounted as a
 	// volume). A record must be signed by one of them
@@ -101,6 +108,7 @@ func (c *KafkaConfig) Validate() error {
 	fill(&c.ClientID, DefaultClientID)
 	fill(&c.MaxPollRecords, DefaultMaxPollRecords)
 	fill(&c.StartAt, DefaultStartAt)
+	fill(&c.MaxRecordBytes, DefaultMaxRecordBytes)
 	fill(&c.MaxSignatureAge, alertsig.DefaultMaxAge)
 	fill(&c.MaxClockSkew, alertsig.DefaultMaxSkew)
 	if c.Clock == nil {
@@ -123,6 +131,7 @@ func (c *KafkaConfig) Validate() error {
 	check(c.KeysDir != "" || len(c.Keys) > 0 || c.AllowUnsigned,
 		"no signing keys: set keys_dir (--alerts.keys-dir) to the mounted Secret of the detector's alert signing keys, "+
 			"or allow_unsigned (--alerts.allow-unsigned) to let anyone who can write to the topic widen captures")
+	check(c.MaxRecordBytes >= 1<<10 && c.MaxRecordBytes <= 16<<20, "max_record_bytes = %d, want 1 KiB–16 MiB", c.MaxRecordBytes)
 	check(c.MaxSignatureAge >= time.Minute && c.MaxSignatureAge <= 7*24*time.Hour, "max_signature_age = %s, want 1m–168h", c.MaxSignatureAge)
 	check(c.MaxClockSkew >= time.Second && c.MaxClockSkew <= time.Hour, "max_clock_skew = %s, want 1s–1h", c.MaxClockSkew)
 	return errors.Join(errs...)

@@ -28,7 +28,7 @@ func TestConfigFromYAML(t *testing.T) {
 		Brokers: []string{"kafka-0.kafka:9092", "kafka-1.kafka:9092"}, Topic: "spikehunt.alerts",
 		Group: "spikehunt-operator-prod", ClientID: "spikehunt-operator", MaxPollRecords: 500,
 		StartAt: "latest", SessionTimeout: 20 * time.Second,
-		KeysDir: "/etc/spikehunt/alert-keys", MaxSignatureAge: 30 * time.Minute, MaxClockSkew: 5 * time.Minute,
+		MaxRecordBytes: 256 << 10, KeysDir: "/etc/spikehunt/alert-keys", MaxSignatureAge: 30 * time.Minute, MaxClockSkew: 5 * time.Minute,
 	}
 	ignoreClock := cmpopts.IgnoreFields(KafkaConfig{}, "Clock")
 	if diff := cmp.Diff(wantKafka, cfg.Kafka, ignoreClock); diff != "" {

@@ -52,6 +52,8 @@ const (
 	rejectBadJSON       = "bad_json"
 	rejectUnknownSchema = "unknown_schema"
 	rejectInvalid       = "invalid"
+	// rejectRecordTooLarge: a value over KafkaConfig.MaxRecordBytes.
+	rejectRecordTooLarge = "too_large"
 )
 
 // decodeError is a refused document and the reason it is counted under.

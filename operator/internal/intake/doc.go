@@ -15,6 +15,20 @@
 //     timestamp in the header the contact point names (see GrafanaConfig),
 //     accepted within ±ReplayWindow of now and at most once.
 //   - Alertmanager: "Authorization: Bearer <token>".
+//   - Kafka: each record's HMAC-SHA256 signature by one of the detector's
+//     keys (KafkaConfig.KeysDir; pipelines/alerts/schema.md "Signatures"),
+//     made within MaxSignatureAge, checked before the document is parsed.
+//     Without keys the consumer does not start unless AllowUnsigned.
+//
+// The webhook never listens without authentication: Validate requires an
+// endpoint with its secret or token, and TLS. The Grafana replay guard is
+// in memory: a new leader (or a restarted operator) starts with it empty,
+// so a request captured within ReplayWindow before the change can be
+// accepted once more by the new leader. Its alerts have the same Keys as
+// the original's, and policy.Decide names armings after the alert key and
+// counts those an alert already has in the API server, so the replay arms
+// nothing the original did not; it can only put an alert whose armings the
+// budgets refused back in the inbox for its TTL.
 //
 // Refused requests get 401 (authentication), 400 (malformed body), 413
 // (body too large), 405 (method) or 503 (the sink did not take the alerts

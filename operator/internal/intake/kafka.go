@@ -146,12 +146,7 @@ func (c *KafkaConsumer) Run(ctx context.Context) error {
 // counting and logging what it refuses or skips.
 func (c *KafkaConsumer) decode(r *kgo.Record) (Alert, bool) {
 	now := c.cfg.Clock.Now()
-	if err := c.verifyRecord(r, now); err != nil {
-		reason := alertsig.ReasonUnknownKey
-		var se *alertsig.Error
-		if errors.As(err, &se) {
-			reason = se.Reason
-		}
+	if reason, err := c.refusal(r, now); reason != "" {
 		c.metrics.rejected.WithLabelValues(reason).Inc()
 		// Forgeries are logged at debug level, like the webhook's
 		// refusals, so that a flood of them cannot fill the log; the
@@ -176,22 +171,32 @@ func (c *KafkaConsumer) decode(r *kgo.Record) (Alert, bool) {
 	return a, true
 }
 
-// verifyRecord checks r's signature; an unsigned record passes only when
-// AllowUnsigned is set.
-func (c *KafkaConsumer) verifyRecord(r *kgo.Record, now time.Time) error {
+// refusal says why r is refused before its document is parsed (its size,
+// its signature), or "" when it may be parsed. An unsigned record passes
+// only when AllowUnsigned is set.
+func (c *KafkaConsumer) refusal(r *kgo.Record, now time.Time) (string, error) {
+	if len(r.Value) > c.cfg.MaxRecordBytes {
+		return rejectRecordTooLarge, fmt.Errorf("intake: kafka: a record of %d bytes, more than max_record_bytes %d", len(r.Value), c.cfg.MaxRecordBytes)
+	}
 	if c.verify == nil {
 		if hasSignatureHeader(r) {
-			return fmt.Errorf("intake: kafka: a signed record, but no keys are configured (set keys_dir)")
+			return alertsig.ReasonUnknownKey, errors.New("intake: kafka: a signed record, but no keys are configured (set keys_dir)")
 		}
 		c.metrics.unsigned.Inc()
-		return nil
+		return "", nil
 	}
 	_, err := c.verify.Verify(r, now)
-	if errors.Is(err, alertsig.ErrUnsigned) && c.cfg.AllowUnsigned {
+	var se *alertsig.Error
+	switch {
+	case err == nil:
+		return "", nil
+	case errors.Is(err, alertsig.ErrUnsigned) && c.cfg.AllowUnsigned:
 		c.metrics.unsigned.Inc()
-		return nil
+		return "", nil
+	case errors.As(err, &se):
+		return se.Reason, err
 	}
-	return err
+	return alertsig.ReasonBadSignature, err
 }
 
 func hasSignatureHeader(r *kgo.Record) bool {

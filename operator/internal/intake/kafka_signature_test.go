@@ -20,7 +20,8 @@ import (
 // rotation), a forger writes: an unsigned alert, one signed with a secret
 // of their own under the detector's key id, one under a key id the
 // operator does not hold, a signed alert whose body was changed, and a
-// signed alert replayed two hours later. Only the two signed alerts reach
+// signed alert replayed two hours later; and a signed record of 300 KiB
+// (no alert is that large: it is refused before it is hashed). Only the two signed alerts reach
 // the sink, which is the operator's only way from an alert to a Capture;
 // each forgery is counted under its reason and committed, so the
 // partition moves on.
@@ -51,6 +52,10 @@ func TestForgedAlertsAreRefusedCountedAndNeverReachTheOperator(t *testing.T) {
 	tampered.Value = bytes.Replace(tampered.Value, []byte(`"web-01"`), []byte(`"db-01"`), 1)
 	send(ctx, tampered)
 	send(ctx, signedRecord(testKey, now.Add(-2*time.Hour), "spikegroup-a5555555555555555555555555555555"))
+	huge := signedRecord(testKey, now, "spikegroup-a7777777777777777777777777777777")
+	huge.Value = append(bytes.Repeat([]byte(" "), 300<<10), huge.Value...) // still valid JSON, but no alert is that large
+	testSigner(t, testKey).Sign(huge, now)
+	send(ctx, huge)
 	rotated := detectorSpikeGroupAlert(now, "spikegroup-a6666666666666666666666666666666")
 	signedPublisher(t, k, topic, nextKey)(ctx, rotated)
 
@@ -62,7 +67,7 @@ func TestForgedAlertsAreRefusedCountedAndNeverReachTheOperator(t *testing.T) {
 	if got[0].RawID != signed.AlertID || got[1].RawID != rotated.AlertID {
 		t.Errorf("the operator got %s and %s, want the two signed alerts %s and %s", got[0].RawID, got[1].RawID, signed.AlertID, rotated.AlertID)
 	}
-	waitCommitted(t, ctx, k, group, topic, 7)
+	waitCommitted(t, ctx, k, group, topic, 8)
 	select {
 	case a := <-ch:
 		t.Errorf("a forged alert reached the operator: %s", a.RawID)
@@ -70,7 +75,7 @@ func TestForgedAlertsAreRefusedCountedAndNeverReachTheOperator(t *testing.T) {
 	}
 	for reason, want := range map[string]float64{
 		alertsig.ReasonUnsigned: 1, alertsig.ReasonBadSignature: 2, alertsig.ReasonUnknownKey: 1,
-		alertsig.ReasonStale: 1, alertsig.ReasonFuture: 0, alertsig.ReasonMalformed: 0,
+		alertsig.ReasonStale: 1, alertsig.ReasonFuture: 0, alertsig.ReasonMalformed: 0, rejectRecordTooLarge: 1,
 	} {
 		if got := testutil.ToFloat64(c.metrics.rejected.WithLabelValues(reason)); got != want {
 			t.Errorf("rejected{reason=%q} = %v, want %v", reason, got, want)

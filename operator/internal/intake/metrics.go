@@ -59,7 +59,7 @@ func newKafkaMetrics() *kafkaMetrics {
 		}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spikehunt_alertintake_kafka_records_rejected_total",
-			Help: "Records of the alerts topic refused, by reason: a signature that does not verify (unsigned, " +
+			Help: "Records of the alerts topic refused, by reason: too_large, a signature that does not verify (unsigned, " +
 				"bad_signature_header, unknown_key, bad_signature, stale_signature, future_signature) or a document that does not " +
 				"decode (bad_json, unknown_schema, invalid). Nothing of them reaches the operator; their offsets are committed.",
 		}, []string{"reason"}),
