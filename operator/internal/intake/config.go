@@ -186,7 +186,9 @@ type GrafanaConfig struct {
 	TimestampHeader string `yaml:"timestamp_header"`
 	// ReplayWindow is how far a request's timestamp may be from now, in
 	// either direction (default 5m, 10s–1h). Clocks of Grafana and the
-	// operator must agree within it.
+	// operator must agree within it. A Grafana clock d behind the
+	// operator's also gets 503 (retried) for d after each start or leader
+	// change: requests signed before the webhook started are refused.
 	ReplayWindow time.Duration `yaml:"replay_window"`
 	// ReplayCacheSize bounds the signatures remembered to refuse a request
 	// seen before within the window (default 65536, 1–10000000); beyond it

@@ -22,20 +22,18 @@
 //
 // The webhook never listens without authentication: Validate requires an
 // endpoint with its secret or token, and TLS. The Grafana replay guard is
-// in memory: a new leader (or a restarted operator) starts with it empty,
-// so a request captured within ReplayWindow before the change can be
-// accepted once more by the new leader. Its alerts have the same Keys as
-// the original's, and policy.Decide names armings after the alert key and
-// counts those an alert already has in the API server, so the replay arms
-// nothing the original did not; it can only put an alert whose armings the
-// budgets refused back in the inbox for its TTL.
+// in memory, so a new leader (or a restarted operator) starts with it
+// empty; to leave no replay window across the change, the webhook refuses
+// with 503 every Grafana request signed before it started serving, which
+// Grafana retries with a fresh signature.
 //
 // Refused requests get 401 (authentication), 400 (malformed body), 413
 // (body too large), 405 (method) or 503 (the sink did not take the alerts
-// in time), and in each case nothing reaches the Sink. Every refusal, every
-// poison record and every alert that yields nothing (resolved, no service
-// label) is counted with a reason; rejected requests are logged at debug
-// level only, so that a flood cannot fill the log.
+// in time, or a Grafana request signed before this webhook started), and
+// in each case nothing reaches the Sink. Every refusal, every poison or
+// forged record and every alert that yields nothing (resolved, no service
+// label) is counted with a reason; rejected requests and records are
+// logged at debug level only, so that a flood cannot fill the log.
 //
 // # Lifecycle hazards
 //

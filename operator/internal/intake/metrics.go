@@ -23,7 +23,7 @@ func newWebhookMetrics() *webhookMetrics {
 			Name: "spikehunt_alertintake_webhook_rejected_total",
 			Help: "Webhook requests refused, by endpoint and reason (method, too_large, read_error, malformed, " +
 				"missing_signature, missing_timestamp, bad_timestamp, stale_timestamp, future_timestamp, bad_signature, " +
-				"replayed, missing_token, bad_token, sink_unavailable); nothing of them reached the operator.",
+				"replayed, signed_before_start, missing_token, bad_token, sink_unavailable); nothing of them reached the operator.",
 		}, []string{"endpoint", "reason"}),
 		emitted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spikehunt_alertintake_webhook_alerts_emitted_total",

@@ -13,20 +13,23 @@ import (
 
 // Reasons a webhook request is refused (the webhook rejected metric).
 const (
-	rejectMethod          = "method"            // 405
-	rejectTooLarge        = "too_large"         // 413
-	rejectReadError       = "read_error"        // 400: the body could not be read whole
-	rejectMalformed       = "malformed"         // 400
-	rejectMissingSig      = "missing_signature" // 401 ...
-	rejectMissingTS       = "missing_timestamp"
-	rejectBadTS           = "bad_timestamp"
-	rejectStaleTS         = "stale_timestamp"
-	rejectFutureTS        = "future_timestamp"
-	rejectBadSignature    = "bad_signature"
-	rejectReplayed        = "replayed"
-	rejectMissingToken    = "missing_token"
-	rejectBadToken        = "bad_token"
-	rejectSinkUnavailable = "sink_unavailable" // 503
+	rejectMethod       = "method"            // 405
+	rejectTooLarge     = "too_large"         // 413
+	rejectReadError    = "read_error"        // 400: the body could not be read whole
+	rejectMalformed    = "malformed"         // 400
+	rejectMissingSig   = "missing_signature" // 401 ...
+	rejectMissingTS    = "missing_timestamp"
+	rejectBadTS        = "bad_timestamp"
+	rejectStaleTS      = "stale_timestamp"
+	rejectFutureTS     = "future_timestamp"
+	rejectBadSignature = "bad_signature"
+	rejectReplayed     = "replayed"
+	// rejectSignedBeforeStart: 503, a Grafana request signed before this
+	// webhook (a new leader) started serving; see Webhook.servingSince.
+	rejectSignedBeforeStart = "signed_before_start"
+	rejectMissingToken      = "missing_token"
+	rejectBadToken          = "bad_token"
+	rejectSinkUnavailable   = "sink_unavailable" // 503
 )
 
 // checkGrafanaTimestamp parses the timestamp header Grafana sends (Unix

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,13 @@ type Webhook struct {
 	grafanaSecret []byte
 	replay        *replayGuard
 	tokenDigest   [sha256.Size]byte
+	// servingSince is the Unix second ServeListener started in. The replay
+	// guard lives in memory, so it knows nothing of the requests an earlier
+	// leader accepted: a Grafana request signed in or before that second
+	// may have been one of them, and is refused with 503. Grafana signs
+	// each retry anew, so its own requests get through on the next try.
+	// Zero (Handler alone) refuses nothing.
+	servingSince atomic.Int64
 }
 
 // NewWebhook checks cfg and reads the secrets it names.
@@ -110,6 +118,11 @@ func (w *Webhook) serveGrafana(rw http.ResponseWriter, r *http.Request) {
 	sum, ok := verifyGrafanaSignature(w.grafanaSecret, sig, tsValue, body)
 	if !ok {
 		w.reject(rw, r, ep, http.StatusUnauthorized, rejectBadSignature, "")
+		return
+	}
+	if ts.Unix() <= w.servingSince.Load() {
+		rw.Header().Set("Retry-After", "1")
+		w.reject(rw, r, ep, http.StatusServiceUnavailable, rejectSignedBeforeStart, "")
 		return
 	}
 	if !w.replay.firstSeen(sum, ts.Add(g.ReplayWindow), now) {
@@ -216,6 +229,7 @@ func (w *Webhook) Serve(ctx context.Context) error {
 
 // ServeListener is Serve on a listener of the caller's; it closes ln.
 func (w *Webhook) ServeListener(ctx context.Context, ln net.Listener) error {
+	w.servingSince.Store(w.cfg.Clock.Now().Unix())
 	cert, err := tls.LoadX509KeyPair(w.cfg.TLSCertFile, w.cfg.TLSKeyFile)
 	if err != nil {
 		ln.Close()

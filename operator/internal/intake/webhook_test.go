@@ -613,3 +613,74 @@ func selfSignedCert(t *testing.T) (certPEM, keyPEM []byte, pool *x509.CertPool) 
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), pool
 }
+
+// Issue 17 item 10: the replay guard is in memory, so after a leader
+// change the new leader's is empty. A Grafana request the old leader
+// accepted, replayed to the new one within the window, is refused (503,
+// signed_before_start) and reaches no sink; a request Grafana signs after
+// the new leader started is accepted.
+func TestAGrafanaRequestAcceptedByTheOldLeaderIsNotAcceptedAgainByTheNext(t *testing.T) {
+	dir := t.TempDir()
+	certPEM, keyPEM, pool := selfSignedCert(t)
+	clock := &fakeClock{now: testNow}
+	cfg := WebhookConfig{
+		TLSCertFile: writeFile(t, dir, "tls.crt", string(certPEM)),
+		TLSKeyFile:  writeFile(t, dir, "tls.key", string(keyPEM)),
+		Grafana:     &GrafanaConfig{Secret: SecretSource{File: writeFile(t, dir, "hmac", testHMACSecret)}},
+		Clock:       clock,
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	body := readTestdata(t, "grafana.json")
+	// leader serves a webhook until the returned stop.
+	leader := func(sink *recordingSink) (*Webhook, string, func()) {
+		wh, err := NewWebhook(cfg, sink, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- wh.ServeListener(ctx, ln) }()
+		return wh, "https://" + ln.Addr().String() + DefaultGrafanaPath, func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("ServeListener: %v", err)
+			}
+		}
+	}
+	post := func(url string, signedAt time.Time) int {
+		t.Helper()
+		f := webhookFixture{srv: &httptest.Server{URL: strings.TrimSuffix(url, DefaultGrafanaPath)}, client: client}
+		status, _ := f.do(t, f.grafanaRequest(t, body, testHMACSecret, signedAt))
+		return status
+	}
+
+	oldSink := &recordingSink{}
+	_, oldURL, stopOld := leader(oldSink)
+	captured := testNow.Add(time.Second) // Grafana's clock is a second ahead: within the window
+	if status := post(oldURL, captured); status != http.StatusAccepted {
+		t.Fatalf("the old leader answered %d, want 202", status)
+	}
+	stopOld()
+
+	clock.Set(testNow.Add(30 * time.Second)) // the new leader takes over well within the 5m window
+	newSink := &recordingSink{}
+	wh, newURL, stopNew := leader(newSink)
+	defer stopNew()
+	if status := post(newURL, captured); status != http.StatusServiceUnavailable {
+		t.Errorf("the replay to the new leader: %d, want 503", status)
+	}
+	if _, calls := newSink.alerts(); calls != 0 {
+		t.Errorf("the replay reached the new leader's sink (%d calls)", calls)
+	}
+	if got := testutil.ToFloat64(wh.metrics.rejected.WithLabelValues(string(SourceGrafana), rejectSignedBeforeStart)); got != 1 {
+		t.Errorf("rejected{grafana, signed_before_start} = %v, want 1", got)
+	}
+	clock.Set(testNow.Add(32 * time.Second))
+	if status := post(newURL, testNow.Add(31*time.Second)); status != http.StatusAccepted {
+		t.Errorf("Grafana's retry, signed after the new leader started: %d, want 202", status)
+	}
+}
