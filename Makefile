@@ -124,6 +124,7 @@ bench-ingest: deps
 # operator's default client rate (target ≤ 2,000 ms).
 bench-operator: deps
 	BENCHTIME=1x tests/bench.sh operator ./operator/internal/controller -- -bench '^BenchmarkPolicy5000Nodes$$'
+	BENCHTIME=100000x tests/bench.sh operator-alertsig ./pipelines/alerts/alertsig -- -bench '^BenchmarkVerify$$'
 
 # One detector pass over 24 h × 1,000 hosts of 1 s rollups (loading them
 # takes minutes), and the median detection delay over the eval scenarios.

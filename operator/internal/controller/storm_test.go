@@ -134,18 +134,35 @@ func (e *env) watchBudgets(t *testing.T, ctx context.Context, b policy.Budgets) 
 // node, never two started on a node within the cooldown, never more than
 // maxPerPatternPerHour for a pattern. The storm does arm captures.
 func TestAlertStormNeverExceedsABudget(t *testing.T) {
+	runAlertStorm(t, "st", func(t *testing.T, op *operator) stormSource {
+		return stormSource{send: func(batch []policy.Alert) { op.offer(t, batch...) }}
+	})
+}
+
+// stormSource is how the storm's alerts reach the operator: send hands on
+// one batch; drain, when set, waits until all that was sent was offered.
+type stormSource struct {
+	send  func([]policy.Alert)
+	drain func()
+}
+
+// runAlertStorm is the storm of TestAlertStormNeverExceedsABudget over
+// the nodes <prefix>-<i>, through the source connect makes once the
+// operator runs. It returns the Captures at the end.
+func runAlertStorm(t *testing.T, prefix string, connect func(*testing.T, *operator) stormSource) map[string]*v1alpha1.Capture {
 	e := newEnv(t)
-	nodes := fleet("st", 200, "gen4", "gen5", "arm", "gpu")
+	nodes := fleet(prefix, 200, "gen4", "gen5", "arm", "gpu")
 	e.createNodes(t, nodes)
 	budgets := v1alpha1.Budgets{MaxConcurrentPerFleet: 12, PerNodeCooldown: dur(30 * time.Minute), MaxPerPatternPerHour: 6}
 	op := e.startOperator(t, operatorOptions{})
+	src := connect(t, op)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	bw, watchDone := e.watchBudgets(t, ctx, budgetsOf(budgets))
 
 	for _, name := range []string{"billy", "billy-canary"} {
-		pol := e.basePolicy(name, "st")
+		pol := e.basePolicy(name, prefix)
 		pol.Spec.Sampling = v1alpha1.Sampling{Count: ptr[int32](4), RotationPeriod: dur(time.Hour)}
 		pol.Spec.Triggers.FleetAlerts.WidenBy = ptr[int32](3)
 		pol.Spec.Budgets = budgets
@@ -180,13 +197,16 @@ func TestAlertStormNeverExceedsABudget(t *testing.T) {
 			}
 			batch[i] = a
 		}
-		op.offer(t, batch...)
+		src.send(batch)
 		offered += len(batch)
 	}
 	elapsed := time.Since(start)
 	t.Logf("offered %d alerts in %s (%.0f/s)", offered, elapsed.Round(time.Millisecond), float64(offered)/elapsed.Seconds())
 	if elapsed > 11*time.Second {
 		t.Errorf("the storm took %s, want about 10 s: the alert source held it back", elapsed)
+	}
+	if src.drain != nil {
+		src.drain()
 	}
 
 	time.Sleep(2 * time.Second) // the decisions after the last alert
@@ -219,6 +239,7 @@ func TestAlertStormNeverExceedsABudget(t *testing.T) {
 	if !limited {
 		t.Error("no policy says BudgetLimited")
 	}
+	return bw.captures
 }
 
 // stormAgent arms new Captures and ends armed ones after a while, until
