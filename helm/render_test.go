@@ -336,6 +336,8 @@ func TestValuesSchemaRejectsMistakes(t *testing.T) {
 		{"an agent without a receiver", []string{"agent.intake.otlpGrpc.enabled=false", "agent.intake.otlpHttp.enabled=false", "agent.intake.lineUdp.enabled=false", "agent.intake.lineUnix.enabled=false"}, "agent.intake"},
 		{"two operators without leader election", []string{"operator.leaderElection=false"}, "leaderElection"},
 		{"the webhook without its secret", []string{"operator.webhook.enabled=true", "operator.webhook.tlsSecretName=tls"}, "hmacSecret"},
+		{"a signing key the generated Secret does not hold", []string{"alertSigning.currentKeyId=k2"}, "alertSigning.currentKeyId"},
+		{"a key id that is no file name", []string{"alertSigning.keyIds={../k1}", "alertSigning.currentKeyId=../k1"}, "keyIds"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
