@@ -46,8 +46,9 @@ const (
 	StartAtLatest   = "latest"   // only alerts produced after the group first joined
 )
 
-// KafkaConfig configures a KafkaConsumer. The zero value with Brokers set
-// is valid; Validate fills the defaults.
+// KafkaConfig configures a KafkaConsumer. Brokers and the detector's
+// keys (KeysDir or Keys; or AllowUnsigned) are required; Validate fills
+// the other defaults.
 type KafkaConfig struct {
 	Brokers []string `yaml:"brokers"`
 	// Topic is the detector's alerts topic (default spikehunt.alerts).
