@@ -6,7 +6,9 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -101,6 +103,8 @@ func manySpans(n int) ptrace.Traces {
 		s.SetKind(ptrace.SpanKindServer)
 		s.SetTraceID(traceA)
 		s.SetSpanID([8]byte{byte(i), byte(i >> 8), 1})
+		s.SetStartTimestamp(pcommon.NewTimestampFromTime(t0))
+		s.SetEndTimestamp(pcommon.NewTimestampFromTime(t0.Add(time.Duration(i+1) * time.Microsecond)))
 		a := s.Attributes()
 		a.PutStr("http.route", "/pay")
 		a.PutInt("http.response.status_code", 200)

@@ -32,9 +32,9 @@ type Intake struct {
 	card *cardinality
 	// budget is the decode budget shared by the OTLP receivers (cost.go).
 	budget *decodeBudget
-	now  func() time.Time // the receive clock; tests replace it
-	out  chan telemetry.Request
-	tap  func(*telemetry.Request) // set before Start; see Tap
+	now    func() time.Time // the receive clock; tests replace it
+	out    chan telemetry.Request
+	tap    func(*telemetry.Request) // set before Start; see Tap
 
 	// mu orders sends on out against Close: senders hold it for reading
 	// around a whole batch and check closed; Close takes it for writing

@@ -138,11 +138,20 @@ type grpcHoldKey struct{}
 type grpcHold struct {
 	budgetHold
 	handled atomic.Bool // export ran and counted its own refusals
+	cancel  context.CancelFunc
+}
+
+func (h *grpcHold) end() {
+	h.release()
+	h.cancel()
 }
 
 // tap takes max_request_bytes of the budget for each Export stream, the
-// most grpc-go may decompress before export sees the message. It runs on
-// the connection's reader goroutine: it must not block.
+// most grpc-go may decompress before export sees the message, and gives
+// the call otlp_read_timeout + otlp_write_timeout: a client that opens
+// streams and never sends their message would otherwise hold the budget
+// for good. It runs on the connection's reader goroutine: it must not
+// block.
 func (s *traceService) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
 	if info.FullMethodName != exportMethod {
 		return ctx, nil
@@ -152,7 +161,8 @@ func (s *traceService) tap(ctx context.Context, info *tap.Info) (context.Context
 		s.src.drop(reasonOverBudget, 1)
 		return nil, overBudgetStatus().Err()
 	}
-	return context.WithValue(ctx, grpcHoldKey{}, h), nil
+	ctx, h.cancel = context.WithTimeout(context.WithValue(ctx, grpcHoldKey{}, h), s.in.cfg.OTLPReadTimeout+s.in.cfg.OTLPWriteTimeout)
+	return ctx, nil
 }
 
 // overBudgetStatus is ResourceExhausted with a RetryInfo: OTLP clients
@@ -170,7 +180,7 @@ func overBudgetStatus() *status.Status {
 func (s *traceService) export(ctx context.Context, req *grpcRequest) (*grpcResponse, error) {
 	h, _ := ctx.Value(grpcHoldKey{}).(*grpcHold)
 	if h == nil { // the tap runs for every Export stream; be safe without it
-		h = &grpcHold{budgetHold: budgetHold{b: s.in.budget}}
+		h = &grpcHold{budgetHold: budgetHold{b: s.in.budget}, cancel: func() {}}
 	}
 	h.handled.Store(true)
 	defer h.release()
@@ -232,7 +242,7 @@ func (h grpcDrops) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	}
 	hold, _ := ctx.Value(grpcHoldKey{}).(*grpcHold)
 	if hold != nil {
-		hold.release()
+		hold.end()
 		if hold.handled.Load() {
 			return
 		}
