@@ -118,7 +118,13 @@ const lenFieldBytes = 32
 // recursively without a limit; a 4 MiB body could nest 500,000 deep.
 const maxProtoDepth = 64
 
-var errTooDeep = fmt.Errorf("messages nested deeper than %d", maxProtoDepth)
+// errTooDeep and errGroup are what the walk refuses that pdata would
+// take: OTLP is proto3, which has no groups, and pdata skips a group
+// loosely (a length-delimited field inside ends it).
+var (
+	errTooDeep = fmt.Errorf("messages nested deeper than %d", maxProtoDepth)
+	errGroup   = errors.New("a protobuf group, which OTLP (proto3) never sends")
+)
 
 // requestShape is what scanTraceRequest learnt of a request.
 type requestShape struct {
@@ -126,10 +132,30 @@ type requestShape struct {
 	cost  int64 // upper bound of the bytes decoding allocates
 }
 
+var errTruncated = errors.New("a field runs past the end of its message, or a varint past 64 bits")
+
+// consumeVarint reads a varint as pdata does: up to ten bytes, the bits
+// past 64 dropped. n < 0: truncated or longer.
+func consumeVarint(b []byte) (v uint64, n int) {
+	for shift := uint(0); shift < 64; shift += 7 {
+		if n >= len(b) {
+			return 0, -1
+		}
+		c := b[n]
+		n++
+		v |= uint64(c&0x7f) << shift
+		if c < 0x80 {
+			return v, n
+		}
+	}
+	return 0, -1
+}
+
 // scanTraceRequest walks an ExportTraceServiceRequest in protobuf without
 // decoding it. It fails on what no decoder would take (a truncated field,
-// a bad varint) and on nesting deeper than maxProtoDepth; a field of the
-// wrong wire type is skipped here and left for pdata to refuse.
+// a bad varint), on nesting deeper than maxProtoDepth and on groups; a
+// field of the wrong wire type is skipped here and left for pdata to
+// refuse.
 func scanTraceRequest(b []byte) (requestShape, error) {
 	s := requestShape{cost: int64(len(b))} // strings are copied out of the body
 	err := scanMessage(b, kindRequest, 1, &s)
@@ -142,26 +168,47 @@ func scanMessage(b []byte, k msgKind, depth int, s *requestShape) error {
 	}
 	s.cost += decodedBytes[k]
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+		tag, n := consumeVarint(b)
 		if n < 0 {
-			return protowire.ParseError(n)
+			return errTruncated
 		}
 		b = b[n:]
+		num, typ := int32(tag>>3), protowire.Type(tag&7) // pdata truncates to int32 too
+		if num <= 0 {
+			return fmt.Errorf("field number %d", num)
+		}
 		if k == kindAnyValue {
 			s.cost += anyValueFieldBytes
 		}
-		if typ != protowire.BytesType {
-			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-				return protowire.ParseError(n)
+		var v []byte
+		switch typ {
+		case protowire.VarintType:
+			_, n = consumeVarint(b)
+		case protowire.Fixed32Type:
+			n = 4
+		case protowire.Fixed64Type:
+			n = 8
+		case protowire.BytesType:
+			var l uint64
+			if l, n = consumeVarint(b); n >= 0 {
+				if l > uint64(len(b)-n) {
+					return errTruncated
+				}
+				v = b[n : n+int(l)]
+				n += int(l)
 			}
-			b = b[n:]
-			continue
+		case protowire.StartGroupType, protowire.EndGroupType:
+			return errGroup
+		default:
+			return fmt.Errorf("wire type %d", typ)
 		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return protowire.ParseError(n)
+		if n < 0 || n > len(b) {
+			return errTruncated
 		}
 		b = b[n:]
+		if typ != protowire.BytesType {
+			continue
+		}
 		s.cost += lenFieldBytes
 		var child msgKind
 		switch {
