@@ -168,8 +168,11 @@ func scanMessage(b []byte, k msgKind, depth int, s *requestShape) error {
 	}
 	s.cost += decodedBytes[k]
 	for len(b) > 0 {
-		tag, n := consumeVarint(b)
-		if n < 0 {
+		var tag uint64
+		n := 1
+		if b[0] < 0x80 { // most tags; consumeVarint is not inlined
+			tag = uint64(b[0])
+		} else if tag, n = consumeVarint(b); n < 0 {
 			return errTruncated
 		}
 		b = b[n:]
@@ -190,7 +193,12 @@ func scanMessage(b []byte, k msgKind, depth int, s *requestShape) error {
 			n = 8
 		case protowire.BytesType:
 			var l uint64
-			if l, n = consumeVarint(b); n >= 0 {
+			if len(b) > 0 && b[0] < 0x80 {
+				l, n = uint64(b[0]), 1
+			} else {
+				l, n = consumeVarint(b)
+			}
+			if n >= 0 {
 				if l > uint64(len(b)-n) {
 					return errTruncated
 				}
