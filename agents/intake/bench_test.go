@@ -145,6 +145,7 @@ func BenchmarkOTLPHTTPRequest(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*spans), "ns/span")
 }
+
 // BenchmarkScanTraceRequest is the price of pricing: the walk over an
 // SDK's batch of 512 request spans, before it is decoded.
 func BenchmarkScanTraceRequest(b *testing.B) {
