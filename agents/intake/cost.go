@@ -245,9 +245,43 @@ func scanMessage(b []byte, k msgKind, depth int, s *requestShape) error {
 // jsonDecodeCost bounds what decoding an OTLP/JSON body allocates: every
 // message decoded needs a '{' in the body, and costs at most a span; every
 // element of an array after the first needs a ','. A '{' or ',' inside a
-// string is counted too, which only overestimates.
-func jsonDecodeCost(b []byte) int64 {
-	return int64(len(b)) + int64(bytes.Count(b, []byte{'{'}))*jsonObjectBytes + int64(bytes.Count(b, []byte{','}))*jsonElementBytes
+// string is counted too, which only overestimates. It refuses nesting
+// deeper than maxJSONDepth: pdata decodes JSON recursively, without a
+// limit either.
+func jsonDecodeCost(b []byte) (int64, error) {
+	if jsonDepth(b) > maxJSONDepth {
+		return 0, errTooDeep
+	}
+	return int64(len(b)) + int64(bytes.Count(b, []byte{'{'}))*jsonObjectBytes + int64(bytes.Count(b, []byte{','}))*jsonElementBytes, nil
+}
+
+// maxJSONDepth is maxProtoDepth in JSON, where a repeated field adds a
+// '[' to each message's '{'.
+const maxJSONDepth = 2 * maxProtoDepth
+
+// jsonDepth is the deepest nesting of objects and arrays in b, outside
+// strings; it stops counting past maxJSONDepth.
+func jsonDepth(b []byte) int {
+	depth, deepest := 0, 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+		case '{', '[':
+			if depth++; depth > deepest {
+				if deepest = depth; deepest > maxJSONDepth {
+					return deepest
+				}
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return deepest
 }
 
 // jsonObjectBytes is charged per '{': the largest decoded message, plus

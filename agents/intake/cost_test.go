@@ -162,7 +162,7 @@ func TestDecodeCostBoundsWhatDecodingAllocates(t *testing.T) {
 			if jsErr != nil {
 				t.Fatalf("pdata refuses its own JSON: %v", jsErr)
 			}
-			if est := jsonDecodeCost(js); gotJSON > est {
+			if est, _ := jsonDecodeCost(js); gotJSON > est {
 				t.Errorf("JSON (%d bytes): decoding allocated %d bytes, more than the estimate %d", len(js), gotJSON, est)
 			}
 		})
@@ -197,6 +197,18 @@ func TestScanTraceRequest(t *testing.T) {
 		}
 		if _, err := scanTraceRequest(nestedArrays(40)); !errors.Is(err, errTooDeep) {
 			t.Errorf("40 levels of arrays: %v, want errTooDeep", err)
+		}
+	})
+	t.Run("refuses JSON nested deeper than maxJSONDepth", func(t *testing.T) {
+		deep := func(d int) []byte {
+			v := strings.Repeat(`{"arrayValue":{"values":[`, d) + `{"stringValue":"[[[{{{\"}"}` + strings.Repeat(`]}}`, d)
+			return []byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"attributes":[{"key":"k","value":` + v + `}]}]}]}]}`)
+		}
+		if _, err := jsonDecodeCost(deep(30)); err != nil {
+			t.Errorf("30 levels: %v", err)
+		}
+		if _, err := jsonDecodeCost(deep(50)); !errors.Is(err, errTooDeep) {
+			t.Errorf("50 levels: %v, want errTooDeep", err)
 		}
 	})
 	t.Run("refuses a truncated field", func(t *testing.T) {

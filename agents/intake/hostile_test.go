@@ -689,8 +689,16 @@ func TestDeeplyNestedAttributesAreRefused(t *testing.T) {
 	if code != http.StatusBadRequest || !strings.Contains(msg, "nested deeper") {
 		t.Errorf("status %d %q, want 400 nested deeper", code, msg)
 	}
+	js, err := decodeToJSON(nestedArrays(60)) // pdata decodes and encodes it, 180 brackets deep
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, msg = post(t, "http://"+in.Addrs().OTLPHTTP+"/v1/traces", "application/json", "", js)
+	if code != http.StatusBadRequest || !strings.Contains(msg, "nested deeper") {
+		t.Errorf("JSON: status %d %q, want 400 nested deeper", code, msg)
+	}
 	conn := dialGRPC(t, in.Addrs().OTLPGRPC)
-	err := conn.Invoke(t.Context(), exportMethod, &grpcResponse{b: body}, &grpcRequest{}, grpc.ForceCodecV2(otlpCodec{}))
+	err = conn.Invoke(t.Context(), exportMethod, &grpcResponse{b: body}, &grpcRequest{}, grpc.ForceCodecV2(otlpCodec{}))
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "nested deeper") {
 		t.Errorf("gRPC: %v, want InvalidArgument nested deeper", err)
 	}

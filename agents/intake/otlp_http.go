@@ -108,29 +108,29 @@ func (in *Intake) serveOTLPHTTP(w http.ResponseWriter, r *http.Request) {
 
 	// What decoding will allocate, before it does: the body stays held
 	// (its buffer's capacity is), and the decoded request is added.
-	var cost int64
+	var shape requestShape
+	var err error
 	if ct == ctJSON {
-		cost = jsonDecodeCost(buf.Bytes())
+		shape.cost, err = jsonDecodeCost(buf.Bytes())
 	} else {
-		shape, err := scanTraceRequest(buf.Bytes())
-		if err != nil {
-			src.drop(reasonDecode, 1)
-			writeStatus(w, ct, http.StatusBadRequest, codes.InvalidArgument, "decode ExportTraceServiceRequest: "+err.Error())
-			return
-		}
-		if shape.spans > in.cfg.MaxSpansPerRequest {
-			in.refuseHTTP(w, ct, src, tooManySpans(shape.spans, in.cfg.MaxSpansPerRequest))
-			return
-		}
-		cost = shape.cost
+		shape, err = scanTraceRequest(buf.Bytes())
 	}
+	if err != nil {
+		src.drop(reasonDecode, 1)
+		writeStatus(w, ct, http.StatusBadRequest, codes.InvalidArgument, "decode ExportTraceServiceRequest: "+err.Error())
+		return
+	}
+	if shape.spans > in.cfg.MaxSpansPerRequest {
+		in.refuseHTTP(w, ct, src, tooManySpans(shape.spans, in.cfg.MaxSpansPerRequest))
+		return
+	}
+	cost := shape.cost
 	if err := in.reserve(&hold, hold.held.Load()+cost); err != nil {
 		in.refuseHTTP(w, ct, src, err)
 		return
 	}
 
 	req := ptraceotlp.NewExportRequest()
-	var err error
 	if ct == ctJSON {
 		err = req.UnmarshalJSON(buf.Bytes())
 	} else {
