@@ -189,7 +189,7 @@ type counter struct {
 }
 
 func newSketch(size int) sketch {
-	return sketch{size: size, byKey: make(map[string]*counter, size)}
+	return sketch{size: size, byKey: map[string]*counter{}} // no size hint: most services have a few endpoints
 }
 
 // addName counts n requests of nm and returns its sure count: at least

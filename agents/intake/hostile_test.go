@@ -703,3 +703,33 @@ func TestDeeplyNestedAttributesAreRefused(t *testing.T) {
 		t.Errorf("gRPC: %v, want InvalidArgument nested deeper", err)
 	}
 }
+
+func TestSlowOTLPBodiesAreCutOff(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.OTLPReadTimeout = 300 * time.Millisecond
+	in := startIntake(t, cfg)
+	var conns []net.Conn
+	for range 20 { // each promises 1 MiB and sends 10 bytes of it
+		c, err := net.Dial("tcp", in.Addrs().OTLPHTTP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		fmt.Fprintf(c, "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nContent-Length: %d\r\n\r\n0123456789", 1<<20)
+		conns = append(conns, c)
+	}
+	waitFor(t, 5*time.Second, "the slow requests to be cut off", func() bool {
+		return testutil.ToFloat64(in.m.conns.WithLabelValues(SourceOTLPHTTP)) == 0
+	})
+	for i, c := range conns {
+		if !closedByPeer(c) {
+			t.Errorf("connection %d still open", i)
+		}
+	}
+	if used := in.budget.used.Load(); used != 0 {
+		t.Errorf("%d bytes of the budget still held", used)
+	}
+	if got := drops(in, SourceOTLPHTTP, reasonDecode); got != 20 {
+		t.Errorf("drops{decode} = %v, want 20 (a body cut off is unreadable)", got)
+	}
+}
