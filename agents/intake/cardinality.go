@@ -114,6 +114,7 @@ func miss[V any, T name](t *slotTable[V], nm T, n int64, now int64, fresh func(s
 		t.pass(now)
 	}
 	if len(t.slots) < t.max {
+		removeName(&t.sketch, nm) // counted while the slots were full
 		return t.admit(strings.Clone(string(nm)), 0, now, fresh), true
 	}
 	sure := addName(&t.sketch, nm, float64(n))
