@@ -4,9 +4,15 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 )
 
 var benchLine = []byte("billy /search/{q} 5210 200 4bf92f3577b34da6a3ce929d0e0e4736 21560")
@@ -92,4 +98,63 @@ func BenchmarkConsumeDatagram(b *testing.B) {
 		in.consumeDatagram(src, dgram, time.Now())
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*lines), "ns/line")
+}
+
+// BenchmarkOTLPHTTPRequest is the OTLP/HTTP path without the socket: an
+// SDK's batch of 512 SERVER spans in protobuf, read, priced, decoded,
+// sampled (1 in 10) and queued, with a consumer draining the queue.
+func BenchmarkOTLPHTTPRequest(b *testing.B) {
+	in, err := New(Config{OTLPHTTP: "127.0.0.1:0", SampleEvery: 10, SlowThreshold: time.Second, QueueSize: 1 << 16}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { in.Close() })
+	go func() {
+		for range in.Out() {
+		}
+	}()
+	const spans = 512
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "checkout")
+	ss := rs.ScopeSpans().AppendEmpty()
+	start := time.Now().Add(-time.Second)
+	for i := range spans {
+		s := ss.Spans().AppendEmpty()
+		s.SetName("POST /pay")
+		s.SetKind(ptrace.SpanKindServer)
+		s.SetTraceID(pcommon.TraceID{byte(i), byte(i >> 8), 0x4b, 0xf9})
+		s.SetSpanID(pcommon.SpanID{byte(i), 1})
+		s.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
+		s.SetEndTimestamp(pcommon.NewTimestampFromTime(start.Add(time.Duration(800+i*37%4000) * time.Microsecond)))
+		s.Attributes().PutStr("http.route", fmt.Sprintf("/pay/%d", i%8))
+		s.Attributes().PutInt("http.response.status_code", 200)
+	}
+	body, _ := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+	h := in.otlpHTTPHandler()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		req := httptest.NewRequest(http.MethodPost, "/v1/traces", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/x-protobuf")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			b.Fatalf("status %d", w.Code)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*spans), "ns/span")
+}
+
+// BenchmarkScanTraceRequest is the price of pricing: the walk over an
+// SDK's batch of 512 request spans, before it is decoded.
+func BenchmarkScanTraceRequest(b *testing.B) {
+	body, _ := ptraceotlp.NewExportRequestFromTraces(manySpans(512)).MarshalProto()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := scanTraceRequest(body); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

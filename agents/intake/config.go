@@ -37,6 +37,51 @@ type Config struct {
 	// decompressed (default 4 MiB, the OTel Collector's gRPC default).
 	// Larger: HTTP 413, gRPC ResourceExhausted.
 	MaxRequestBytes int `yaml:"max_request_bytes"`
+	// MaxSpansPerRequest bounds the spans (of any kind) in one OTLP
+	// request (default 16384, twice the OTel Collector batch processor's
+	// send_batch_size; SDKs send 512). Decoded, an empty span costs a
+	// hundred times its two bytes on the wire, so the byte limit alone
+	// does not bound memory. More: HTTP 413, gRPC ResourceExhausted, not
+	// retryable.
+	MaxSpansPerRequest int `yaml:"max_spans_per_request"`
+	// DecodeBudgetBytes bounds the memory that OTLP requests in flight
+	// may hold, over OTLP/HTTP and gRPC together: the decompressed body
+	// plus what decoding it will allocate, estimated from the protobuf's
+	// shape before anything is decoded (default 64 MiB; at least
+	// 2 × max_request_bytes). A request that finds the budget spent is
+	// answered HTTP 429 with Retry-After, or gRPC ResourceExhausted with
+	// a RetryInfo, which OTLP clients retry; one that would need more
+	// than the whole budget gets 413 / ResourceExhausted without
+	// RetryInfo. Raise it with the agent's memory limit, not past it.
+	DecodeBudgetBytes int64 `yaml:"decode_budget_bytes"`
+	// MaxSpanAge and MaxSpanAhead bound a request span's times against
+	// the agent's clock: a span that started more than MaxSpanAge ago
+	// (default 1h) or ends more than MaxSpanAhead from now (default 5m)
+	// is rejected, counted with reason too_old or in_future and reported
+	// in the partial success. Apps on this node export within seconds
+	// and their SDKs give up retrying within minutes, so an hour-old
+	// span is a replay or a broken clock; and every day a batch spans is
+	// a ClickHouse partition its insert writes. The node shares one
+	// clock, so 5 minutes ahead leaves room only for a clock step.
+	MaxSpanAge   time.Duration `yaml:"max_span_age"`
+	MaxSpanAhead time.Duration `yaml:"max_span_ahead"`
+
+	// OTLPReadTimeout bounds reading one OTLP/HTTP request, headers and
+	// body, and the gRPC handshake (default 30s). OTLPWriteTimeout bounds
+	// an OTLP/HTTP request from its headers to the end of the answer
+	// (default 30s). OTLPIdleTimeout closes a keep-alive connection, HTTP
+	// or gRPC, that carried no request for that long (default 2m; OTLP
+	// clients reconnect on their own). OTLPMaxConnectionAge makes a gRPC
+	// client reconnect after that long (default 30m), so that no
+	// connection is held forever, with a 30 s grace for its requests.
+	OTLPReadTimeout      time.Duration `yaml:"otlp_read_timeout"`
+	OTLPWriteTimeout     time.Duration `yaml:"otlp_write_timeout"`
+	OTLPIdleTimeout      time.Duration `yaml:"otlp_idle_timeout"`
+	OTLPMaxConnectionAge time.Duration `yaml:"otlp_max_connection_age"`
+	// OTLPMaxConnections caps the open connections of each OTLP server
+	// (default 1024); one beyond it is closed at once and counted in
+	// spikehunt_intake_connections_refused_total.
+	OTLPMaxConnections int `yaml:"otlp_max_connections"`
 	// SocketReadBuffer is SO_RCVBUF for the datagram sockets (default
 	// 4 MiB; the kernel caps it at net.core.rmem_max). Datagrams that
 	// arrive while it is full are lost in the kernel and show up in
@@ -72,12 +117,18 @@ type Config struct {
 
 	// MaxServices and MaxEndpoints cap the distinct service names on this
 	// host and endpoints per service (defaults 64 and 200); requests
-	// beyond them go to "_overflow". A name unused for CardinalityIdle
+	// beyond them go to "_overflow". When the slots are full, the names
+	// with the most requests keep them: a name in _overflow takes the
+	// slot of the quietest one once it has had more than twice its
+	// requests, counted with a half-life of CardinalityHalfLife (default
+	// 1m), so a few requests now and then cannot hold a slot against real
+	// traffic (cardinality.go). A name unused for CardinalityIdle
 	// (default 10m) frees its slot. Endpoints count kept requests only:
 	// a sampled-out request is never exported and takes no slot.
-	MaxServices     int           `yaml:"max_services"`
-	MaxEndpoints    int           `yaml:"max_endpoints"`
-	CardinalityIdle time.Duration `yaml:"cardinality_idle"`
+	MaxServices         int           `yaml:"max_services"`
+	MaxEndpoints        int           `yaml:"max_endpoints"`
+	CardinalityIdle     time.Duration `yaml:"cardinality_idle"`
+	CardinalityHalfLife time.Duration `yaml:"cardinality_half_life"`
 
 	// QueueSize bounds the kept requests waiting for the exporter
 	// (default 16384, about 2 MiB); when full, requests are dropped and
@@ -87,22 +138,32 @@ type Config struct {
 
 // Defaults, exported so the agent's flag help can print them.
 const (
-	DefaultOTLPGRPC         = "127.0.0.1:4317"
-	DefaultOTLPHTTP         = "127.0.0.1:4318"
-	DefaultLineUDP          = "127.0.0.1:7171"
-	DefaultLineUnix         = "/run/spikehunt/agent.sock"
-	DefaultMaxRequestBytes  = 4 << 20
-	DefaultSocketReadBuffer = 4 << 20
-	DefaultSampleEvery      = 10
-	DefaultSampledPerSecond = 100
-	DefaultSlowThreshold    = 500 * time.Millisecond
-	DefaultTailQuantile     = 0.99
-	DefaultTailWindow       = time.Minute
-	DefaultTailMinCount     = 200
-	DefaultMaxServices      = 64
-	DefaultMaxEndpoints     = 200
-	DefaultCardinalityIdle  = 10 * time.Minute
-	DefaultQueueSize        = 16384
+	DefaultOTLPGRPC             = "127.0.0.1:4317"
+	DefaultOTLPHTTP             = "127.0.0.1:4318"
+	DefaultLineUDP              = "127.0.0.1:7171"
+	DefaultLineUnix             = "/run/spikehunt/agent.sock"
+	DefaultMaxRequestBytes      = 4 << 20
+	DefaultMaxSpansPerRequest   = 16384
+	DefaultDecodeBudgetBytes    = 64 << 20
+	DefaultMaxSpanAge           = time.Hour
+	DefaultMaxSpanAhead         = 5 * time.Minute
+	DefaultOTLPReadTimeout      = 30 * time.Second
+	DefaultOTLPWriteTimeout     = 30 * time.Second
+	DefaultOTLPIdleTimeout      = 2 * time.Minute
+	DefaultOTLPMaxConnectionAge = 30 * time.Minute
+	DefaultOTLPMaxConnections   = 1024
+	DefaultSocketReadBuffer     = 4 << 20
+	DefaultSampleEvery          = 10
+	DefaultSampledPerSecond     = 100
+	DefaultSlowThreshold        = 500 * time.Millisecond
+	DefaultTailQuantile         = 0.99
+	DefaultTailWindow           = time.Minute
+	DefaultTailMinCount         = 200
+	DefaultMaxServices          = 64
+	DefaultMaxEndpoints         = 200
+	DefaultCardinalityIdle      = 10 * time.Minute
+	DefaultCardinalityHalfLife  = time.Minute
+	DefaultQueueSize            = 16384
 )
 
 // DefaultConfig enables every receiver on localhost with default limits.
@@ -124,6 +185,15 @@ func (c *Config) Validate() error {
 	}
 	fill(&c.LineUnixMode, 0o666)
 	fill(&c.MaxRequestBytes, DefaultMaxRequestBytes)
+	fill(&c.MaxSpansPerRequest, DefaultMaxSpansPerRequest)
+	fill(&c.DecodeBudgetBytes, max(DefaultDecodeBudgetBytes, 2*int64(c.MaxRequestBytes)))
+	fill(&c.MaxSpanAge, DefaultMaxSpanAge)
+	fill(&c.MaxSpanAhead, DefaultMaxSpanAhead)
+	fill(&c.OTLPReadTimeout, DefaultOTLPReadTimeout)
+	fill(&c.OTLPWriteTimeout, DefaultOTLPWriteTimeout)
+	fill(&c.OTLPIdleTimeout, DefaultOTLPIdleTimeout)
+	fill(&c.OTLPMaxConnectionAge, DefaultOTLPMaxConnectionAge)
+	fill(&c.OTLPMaxConnections, DefaultOTLPMaxConnections)
 	fill(&c.SocketReadBuffer, DefaultSocketReadBuffer)
 	fill(&c.SampleEvery, DefaultSampleEvery)
 	fill(&c.SampledPerSecond, DefaultSampledPerSecond)
@@ -134,6 +204,7 @@ func (c *Config) Validate() error {
 	fill(&c.MaxServices, DefaultMaxServices)
 	fill(&c.MaxEndpoints, DefaultMaxEndpoints)
 	fill(&c.CardinalityIdle, DefaultCardinalityIdle)
+	fill(&c.CardinalityHalfLife, DefaultCardinalityHalfLife)
 	fill(&c.QueueSize, DefaultQueueSize)
 
 	var errs []error
@@ -144,6 +215,17 @@ func (c *Config) Validate() error {
 	}
 	check(c.LineUnixMode&^os.ModePerm == 0, "line_unix_mode = %o, want permission bits only", c.LineUnixMode)
 	check(c.MaxRequestBytes >= 1<<10 && c.MaxRequestBytes <= 1<<30, "max_request_bytes = %d, want 1 KiB–1 GiB", c.MaxRequestBytes)
+	check(c.MaxSpansPerRequest >= 1 && c.MaxSpansPerRequest <= 1<<22, "max_spans_per_request = %d, want 1–4194304", c.MaxSpansPerRequest)
+	check(c.DecodeBudgetBytes >= 2*int64(c.MaxRequestBytes) && c.DecodeBudgetBytes <= 1<<40,
+		"decode_budget_bytes = %d, want at least 2 × max_request_bytes (%d): a request of the largest size must fit, with room for a second", c.DecodeBudgetBytes, 2*c.MaxRequestBytes)
+	check(c.MaxSpanAge >= time.Minute && c.MaxSpanAge <= 24*time.Hour,
+		"max_span_age = %s, want 1m–24h: an agent forwards spans as they end, and each day a batch spans is one more ClickHouse partition per insert", c.MaxSpanAge)
+	check(c.MaxSpanAhead >= time.Second && c.MaxSpanAhead <= 24*time.Hour, "max_span_ahead = %s, want 1s–24h", c.MaxSpanAhead)
+	check(c.OTLPReadTimeout >= 10*time.Millisecond && c.OTLPReadTimeout <= time.Hour, "otlp_read_timeout = %s, want 10ms–1h", c.OTLPReadTimeout)
+	check(c.OTLPWriteTimeout >= 10*time.Millisecond && c.OTLPWriteTimeout <= time.Hour, "otlp_write_timeout = %s, want 10ms–1h", c.OTLPWriteTimeout)
+	check(c.OTLPIdleTimeout >= 10*time.Millisecond && c.OTLPIdleTimeout <= 24*time.Hour, "otlp_idle_timeout = %s, want 10ms–24h", c.OTLPIdleTimeout)
+	check(c.OTLPMaxConnectionAge >= time.Second && c.OTLPMaxConnectionAge <= 7*24*time.Hour, "otlp_max_connection_age = %s, want 1s–168h", c.OTLPMaxConnectionAge)
+	check(c.OTLPMaxConnections >= 1 && c.OTLPMaxConnections <= 1<<20, "otlp_max_connections = %d, want 1–1048576", c.OTLPMaxConnections)
 	check(c.SocketReadBuffer >= 1<<12 && c.SocketReadBuffer <= 1<<30, "socket_read_buffer = %d, want 4 KiB–1 GiB", c.SocketReadBuffer)
 	check(c.SampleEvery >= 1 && c.SampleEvery <= 1_000_000, "sample_every = %d, want 1–1000000", c.SampleEvery)
 	check(c.SampledPerSecond < 0 || c.SampledPerSecond <= 1_000_000, "sampled_per_second = %d, want 1–1000000 (negative disables)", c.SampledPerSecond)
@@ -153,6 +235,7 @@ func (c *Config) Validate() error {
 	check(c.MaxServices >= 1 && c.MaxServices <= 100_000, "max_services = %d, want 1–100000", c.MaxServices)
 	check(c.MaxEndpoints >= 1 && c.MaxEndpoints <= 100_000, "max_endpoints = %d, want 1–100000", c.MaxEndpoints)
 	check(c.CardinalityIdle >= time.Second, "cardinality_idle = %s, want ≥ 1s", c.CardinalityIdle)
+	check(c.CardinalityHalfLife >= time.Second && c.CardinalityHalfLife <= 24*time.Hour, "cardinality_half_life = %s, want 1s–24h", c.CardinalityHalfLife)
 	check(c.QueueSize >= 1 && c.QueueSize <= 1<<24, "queue_size = %d, want 1–16777216", c.QueueSize)
 	for svc, d := range c.ServiceSlowThresholds {
 		check(svc != "", "service_slow_thresholds: empty service name")

@@ -25,10 +25,13 @@ func TestConfigFromYAML(t *testing.T) {
 	want := Config{
 		OTLPGRPC: "0.0.0.0:4317", LineUDP: "127.0.0.1:7171", LineUnix: "/run/spikehunt/agent.sock", LineUnixMode: 0o660,
 		MaxRequestBytes: 4 << 20, SocketReadBuffer: 4 << 20,
+		MaxSpansPerRequest: 4096, DecodeBudgetBytes: 32 << 20, MaxSpanAge: 30 * time.Minute, MaxSpanAhead: 5 * time.Minute,
+		OTLPReadTimeout: 30 * time.Second, OTLPWriteTimeout: 30 * time.Second, OTLPIdleTimeout: time.Minute,
+		OTLPMaxConnectionAge: 30 * time.Minute, OTLPMaxConnections: 1024,
 		SampleEvery: 20, SampledPerSecond: 250, SlowThreshold: 250 * time.Millisecond,
 		ServiceSlowThresholds: map[string]time.Duration{"billy": time.Second, "search": 80 * time.Millisecond},
 		TailQuantile:          0.995, TailWindow: time.Minute, TailMinCount: 200,
-		MaxServices: 32, MaxEndpoints: 200, CardinalityIdle: 10 * time.Minute, QueueSize: 4096,
+		MaxServices: 32, MaxEndpoints: 200, CardinalityIdle: 10 * time.Minute, CardinalityHalfLife: 2 * time.Minute, QueueSize: 4096,
 	}
 	if diff := cmp.Diff(want, cfg); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
@@ -57,6 +60,12 @@ func TestConfigValidate(t *testing.T) {
 		{"a 1s tail window is too short", func(c *Config) { c.TailWindow = time.Second }, "tail_window = 1s"},
 		{"a tiny request limit is an error", func(c *Config) { c.MaxRequestBytes = 100 }, "max_request_bytes = 100"},
 		{"a zero per-service threshold is an error", func(c *Config) { c.ServiceSlowThresholds = map[string]time.Duration{"billy": -time.Second} }, `service_slow_thresholds["billy"]`},
+		{"a decode budget below two requests is an error", func(c *Config) { c.DecodeBudgetBytes = 6 << 20 }, "decode_budget_bytes = 6291456"},
+		{"a span age of two days is an error", func(c *Config) { c.MaxSpanAge = 48 * time.Hour }, "max_span_age = 48h0m0s"},
+		{"a zero span cap takes the default", func(c *Config) { c.MaxSpansPerRequest = 0 }, ""},
+		{"a negative span cap is an error", func(c *Config) { c.MaxSpansPerRequest = -1 }, "max_spans_per_request = -1"},
+		{"a negative idle timeout is an error", func(c *Config) { c.OTLPIdleTimeout = -time.Second }, "otlp_idle_timeout"},
+		{"a half-life of 0.5s is an error", func(c *Config) { c.CardinalityHalfLife = 500 * time.Millisecond }, "cardinality_half_life"},
 		{"a mode with type bits is an error", func(c *Config) { c.LineUnixMode = os.ModeDir | 0o777 }, "line_unix_mode"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

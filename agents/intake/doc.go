@@ -11,9 +11,26 @@
 //   - a line protocol over UDP and a unix datagram socket (line.go), for
 //     apps without an OTel SDK; package agents/client writes it.
 //
-// Every request then goes through the cardinality caps (cardinality.go)
-// and the sampler (sampling.go, tail.go): slow requests are kept with
-// weight 1, the rest one in N with weight N.
+// Every request then goes through the cardinality caps (cardinality.go:
+// the slots go to the names with the most requests, so rare names cannot
+// squat them) and the sampler (sampling.go, tail.go): slow requests are
+// kept with weight 1, the rest one in N with weight N.
+//
+// # What a request may cost
+//
+// Nothing a client sends can take the agent past its memory: an OTLP
+// request is bounded on the wire and decompressed (max_request_bytes), in
+// spans (max_spans_per_request) and in nesting, and before it is decoded
+// its decoded size is estimated from the protobuf's shape and taken from a
+// budget that all OTLP requests in flight share (decode_budget_bytes,
+// cost.go). A request that finds the budget spent gets HTTP 429 with
+// Retry-After, or gRPC ResourceExhausted with a RetryInfo; one that could
+// never fit gets 413 / ResourceExhausted without. Request spans that
+// started more than max_span_age ago or end more than max_span_ahead from
+// now are refused (too_old, in_future). The OTLP servers close idle
+// connections (otlp_idle_timeout; gRPC also after otlp_max_connection_age),
+// bound reading and writing a request, and hold at most
+// otlp_max_connections each.
 //
 // # Lifecycle
 //

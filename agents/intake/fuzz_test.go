@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/hex"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -141,6 +142,8 @@ func FuzzOTLPHTTP(f *testing.F) {
 	f.Add(uint8(1), false, []byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"kind":2,"startTimeUnixNano":"1","endTimeUnixNano":"0"}]}]}]}`))
 	f.Add(uint8(2), false, []byte("x"))
 	f.Add(uint8(0), false, []byte{0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Add(uint8(0), false, emptySpans(100))
+	f.Add(uint8(0), false, nestedArrays(70))
 
 	cfg := Config{OTLPHTTP: "127.0.0.1:0", MaxRequestBytes: 64 << 10, QueueSize: 16}
 	in, err := New(cfg, nil)
@@ -176,8 +179,44 @@ func FuzzOTLPHTTP(f *testing.F) {
 				t.Fatalf("200 with an undecodable ExportTraceServiceResponse %q: %v", rec.Body.Bytes(), err)
 			}
 		case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
+		case http.StatusTooManyRequests: // the decode budget; one request at a time never spends it
+			t.Fatalf("429 for a %d-byte body with nothing else in flight", len(body))
 		default:
 			t.Fatalf("status %d (%q) for a %d-byte body", rec.Code, rec.Body.Bytes(), len(body))
+		}
+	})
+}
+
+// FuzzScanTraceRequest holds the walk that prices a request before it is
+// decoded (cost.go) to pdata's decoder: whatever pdata decodes, the walk
+// takes too (but for nesting beyond maxProtoDepth and groups), and it counts at
+// least the spans pdata finds, so that the span cap and the decode budget
+// see every span that will be decoded.
+func FuzzScanTraceRequest(f *testing.F) {
+	pb, _ := ptraceotlp.NewExportRequestFromTraces(mixedTraces()).MarshalProto()
+	f.Add(pb)
+	f.Add(emptySpans(3))
+	f.Add(nestedArrays(3))
+	f.Add(msg(1, msg(1000, repeated(2, nil, 2))))
+	f.Add(inSpan(msg(9, msg(2, bytes.Repeat([]byte{0x18, 0x01}, 3)))))
+	f.Add(msg(1, msg(1, msg(3, repeated(3, []byte("k"), 2)))))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		shape, err := scanTraceRequest(b)
+		req := ptraceotlp.NewExportRequest()
+		pdataErr := req.UnmarshalProto(b)
+		switch {
+		case pdataErr != nil:
+			return
+		case errors.Is(err, errTooDeep), errors.Is(err, errGroup):
+			return
+		case err != nil:
+			t.Fatalf("pdata decodes %x, the walk refuses it: %v", b, err)
+		}
+		if n := req.Traces().SpanCount(); shape.spans < n {
+			t.Fatalf("the walk counts %d spans in %x, pdata decodes %d", shape.spans, b, n)
+		}
+		if shape.cost < int64(len(b)) {
+			t.Fatalf("cost %d below the body's %d bytes", shape.cost, len(b))
 		}
 	})
 }

@@ -30,9 +30,11 @@ type Intake struct {
 	log  *slog.Logger
 	m    *metrics
 	card *cardinality
-	now  func() time.Time // the receive clock; tests replace it
-	out  chan telemetry.Request
-	tap  func(*telemetry.Request) // set before Start; see Tap
+	// budget is the decode budget shared by the OTLP receivers (cost.go).
+	budget *decodeBudget
+	now    func() time.Time // the receive clock; tests replace it
+	out    chan telemetry.Request
+	tap    func(*telemetry.Request) // set before Start; see Tap
 
 	// mu orders sends on out against Close: senders hold it for reading
 	// around a whole batch and check closed; Close takes it for writing
@@ -76,8 +78,10 @@ func New(cfg Config, logger *slog.Logger) (*Intake, error) {
 	}
 	cfg.ServiceSlowThresholds = maps.Clone(cfg.ServiceSlowThresholds) // the caller may reuse its map
 	in := &Intake{cfg: cfg, log: logger, now: time.Now, out: make(chan telemetry.Request, cfg.QueueSize)}
-	in.card = newCardinality(&in.cfg)
-	in.m = newMetrics(func() float64 { return float64(len(in.out)) })
+	in.budget = &decodeBudget{limit: cfg.DecodeBudgetBytes}
+	in.m = newMetrics(func() float64 { return float64(len(in.out)) }, func() float64 { return float64(in.budget.used.Load()) })
+	in.m.budgetLimit.Set(float64(cfg.DecodeBudgetBytes))
+	in.card = newCardinality(&in.cfg, in.m)
 	return in, nil
 }
 

@@ -19,6 +19,12 @@ const (
 	reasonDecode          = "decode"
 	reasonContentType     = "content_type"
 	reasonContentEncoding = "content_encoding"
+	// reasonOverBudget: an OTLP request refused, retryably, because the
+	// requests in flight hold the decode budget (cost.go).
+	reasonOverBudget = "over_budget"
+	// reasonTooManySpans: an OTLP request of more than
+	// max_spans_per_request spans.
+	reasonTooManySpans = "too_many_spans"
 )
 
 type metrics struct {
@@ -29,6 +35,13 @@ type metrics struct {
 	queueLen         prometheus.GaugeFunc
 	overflowService  prometheus.Counter
 	overflowEndpoint prometheus.Counter
+	evictions        *prometheus.CounterVec // {kind}
+	evictService     prometheus.Counter
+	evictEndpoint    prometheus.Counter
+	budgetUsed       prometheus.GaugeFunc
+	budgetLimit      prometheus.Gauge
+	conns            *prometheus.GaugeVec   // {server}
+	connsRefused     *prometheus.CounterVec // {server}
 	sources          map[string]*sourceMetrics
 }
 
@@ -42,7 +55,7 @@ type sourceMetrics struct {
 	drops     *prometheus.CounterVec
 }
 
-func newMetrics(queueLen func() float64) *metrics {
+func newMetrics(queueLen, budgetUsed func() float64) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spikehunt_intake_requests_total",
@@ -64,8 +77,30 @@ func newMetrics(queueLen func() float64) *metrics {
 			Name: "spikehunt_intake_queue_length",
 			Help: "Kept requests waiting for the exporter.",
 		}, queueLen),
+		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spikehunt_intake_cardinality_evictions_total",
+			Help: "Service names (kind=service) or endpoints (kind=endpoint) that lost their slot to a busier name in _overflow.",
+		}, []string{"kind"}),
+		budgetUsed: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "spikehunt_intake_decode_budget_used_bytes",
+			Help: "Bytes of the decode budget held by OTLP requests in flight: bodies and what decoding them allocates.",
+		}, budgetUsed),
+		budgetLimit: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "spikehunt_intake_decode_budget_limit_bytes",
+			Help: "The decode budget (decode_budget_bytes); requests beyond it get HTTP 429 / gRPC ResourceExhausted.",
+		}),
+		conns: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "spikehunt_intake_connections",
+			Help: "Open connections of each OTLP server (server=otlp_http, otlp_grpc).",
+		}, []string{"server"}),
+		connsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spikehunt_intake_connections_refused_total",
+			Help: "Connections closed on accept because the server had otlp_max_connections open.",
+		}, []string{"server"}),
 		sources: map[string]*sourceMetrics{},
 	}
+	m.evictService = m.evictions.WithLabelValues("service")
+	m.evictEndpoint = m.evictions.WithLabelValues("endpoint")
 	m.overflowService = m.overflow.WithLabelValues("service")
 	m.overflowEndpoint = m.overflow.WithLabelValues("endpoint")
 	for _, src := range []string{SourceOTLPGRPC, SourceOTLPHTTP, SourceUDP, SourceUnixgram} {
@@ -90,7 +125,8 @@ func (s *sourceMetrics) drop(reason string, n int) {
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.requests, m.drops, m.overflow, m.ignored, m.queueLen} {
+	for _, c := range []prometheus.Collector{m.requests, m.drops, m.overflow, m.ignored, m.queueLen,
+		m.evictions, m.budgetUsed, m.budgetLimit, m.conns, m.connsRefused} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package intake
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -18,8 +19,9 @@ func (in *Intake) consumeTraces(src *sourceMetrics, td ptrace.Traces) (spanTally
 	if in.closed {
 		return spanTally{}, false
 	}
-	k := newTally(in, src, in.now().UnixNano())
-	t := requestSpans(td, func(svc, ep string, r *telemetry.Request) {
+	now := in.now()
+	k := newTally(in, src, now.UnixNano())
+	t := requestSpans(td, newSpanWindow(now, in.cfg.MaxSpanAge, in.cfg.MaxSpanAhead), func(svc, ep string, r *telemetry.Request) {
 		if classify(&k, svc, ep, r) {
 			in.offer(src, r)
 		}
@@ -59,4 +61,30 @@ var faultDescriptions = [numFaults]string{
 	"with end not after start",
 	"with an all-zero trace id",
 	"with an all-zero span id",
+	"that started more than max_span_age before the agent's clock",
+	"that end more than max_span_ahead after the agent's clock",
+}
+
+// retryAfterSeconds is what a client refused for the budget is told to
+// wait: requests in flight end within a second or so.
+const retryAfterSeconds = 1
+
+var errTooManySpans = errors.New("too many spans in one request")
+
+func tooManySpans(n, limit int) error {
+	return fmt.Errorf("%w: %d spans, more than max_spans_per_request (%d): send smaller batches", errTooManySpans, n, limit)
+}
+
+// reserve makes h hold total bytes of the decode budget: errNeverFits when
+// total is more than the whole budget (retrying cannot help), errOverBudget
+// when the requests in flight leave no room for it now.
+func (in *Intake) reserve(h *budgetHold, total int64) error {
+	if total > in.budget.limit {
+		return fmt.Errorf("%w: decoding it would hold %d bytes, more than decode_budget_bytes (%d): send smaller batches",
+			errNeverFits, total, in.budget.limit)
+	}
+	if !h.resize(total) {
+		return errOverBudget
+	}
+	return nil
 }

@@ -2,15 +2,41 @@ package intake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
 	_ "google.golang.org/grpc/encoding/gzip" // OTel SDKs and Collectors may send gzip
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// The OTLP/gRPC TraceService is registered by hand, not with
+// ptraceotlp.RegisterGRPCServer: there, grpc-go decodes the request into
+// pdata before any code of ours runs, so a request's decoded cost could
+// not be bounded before it is paid. Here the codec hands the handler the
+// message's bytes (grpcRequest), and the handler walks them, takes the
+// decode budget and only then decodes (cost.go).
+//
+// The budget is also taken before the message arrives: the tap (run as a
+// stream opens) takes max_request_bytes, as grpc-go decompresses the
+// whole message before the handler sees it; the handler then sets the
+// hold to the request's real cost.
+
+const (
+	traceServiceName = "opentelemetry.proto.collector.trace.v1.TraceService"
+	exportMethod     = "/" + traceServiceName + "/Export"
 )
 
 // listenGRPC binds the OTLP/gRPC receiver and builds its server.
@@ -20,51 +46,214 @@ func (in *Intake) listenGRPC(ctx context.Context) (net.Listener, *grpc.Server, e
 	if err != nil {
 		return nil, nil, fmt.Errorf("otlp grpc: %w", err)
 	}
+	ln = in.limitConns(ln, SourceOTLPGRPC)
 	src := in.m.sources[SourceOTLPGRPC]
+	svc := &traceService{in: in, src: src}
 	srv := grpc.NewServer(
 		// grpc-go checks the limit on the wire size and again after
 		// decompression, and answers ResourceExhausted itself.
 		grpc.MaxRecvMsgSize(in.cfg.MaxRequestBytes),
+		grpc.ForceServerCodecV2(otlpCodec{proto: encoding.GetCodecV2("proto")}),
+		grpc.InTapHandle(svc.tap),
 		grpc.StatsHandler(grpcDrops{src}),
+		// A client that connects and never finishes the HTTP/2 handshake.
+		grpc.ConnectionTimeout(in.cfg.OTLPReadTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionIdle:     in.cfg.OTLPIdleTimeout,
+			MaxConnectionAge:      in.cfg.OTLPMaxConnectionAge,
+			MaxConnectionAgeGrace: 30 * time.Second,
+		}),
+		// OTLP clients send one Export at a time per connection, or a
+		// few; this bounds the goroutines one connection can start.
+		grpc.MaxConcurrentStreams(maxStreamsPerConn),
 	)
-	ptraceotlp.RegisterGRPCServer(srv, &traceService{in: in, src: src})
+	srv.RegisterService(&traceServiceDesc, svc)
 	return ln, srv, nil
 }
 
+const maxStreamsPerConn = 64
+
 // traceService is the OTLP TraceService.
 type traceService struct {
-	ptraceotlp.UnimplementedGRPCServer
 	in  *Intake
 	src *sourceMetrics
 }
 
-// Export files the request spans of req. Invalid request spans come back
-// as a partial success; they are not retryable.
-func (s *traceService) Export(_ context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
-	t, ok := s.in.consumeTraces(s.src, req.Traces())
-	if !ok {
-		return ptraceotlp.NewExportResponse(), status.Error(codes.Unavailable, "spikehunt intake is shutting down")
-	}
-	return exportResponse(t), nil
+// traceExporter is what traceServiceDesc's handler calls.
+type traceExporter interface {
+	export(ctx context.Context, req *grpcRequest) (*grpcResponse, error)
 }
 
-// grpcDrops counts the requests that grpc-go rejects before Export runs:
-// too large, undecodable, or in an unknown compression.
+var traceServiceDesc = grpc.ServiceDesc{
+	ServiceName: traceServiceName,
+	HandlerType: (*traceExporter)(nil),
+	Methods: []grpc.MethodDesc{{
+		MethodName: "Export",
+		Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			var req grpcRequest
+			if err := dec(&req); err != nil {
+				return nil, err
+			}
+			defer req.data.Free()
+			return srv.(traceExporter).export(ctx, &req)
+		},
+	}},
+	Metadata: "opentelemetry/proto/collector/trace/v1/trace_service.proto",
+}
+
+// grpcRequest is an Export request still in grpc-go's buffers; the
+// handler frees them. grpcResponse is an encoded ExportTraceServiceResponse.
+type (
+	grpcRequest  struct{ data mem.BufferSlice }
+	grpcResponse struct{ b []byte }
+)
+
+// otlpCodec passes the trace service's messages through as bytes and
+// leaves every other message to the proto codec.
+type otlpCodec struct{ proto encoding.CodecV2 }
+
+func (c otlpCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if r, ok := v.(*grpcResponse); ok {
+		return mem.BufferSlice{mem.SliceBuffer(r.b)}, nil
+	}
+	return c.proto.Marshal(v)
+}
+
+func (c otlpCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if r, ok := v.(*grpcRequest); ok {
+		data.Ref() // grpc-go frees data when Unmarshal returns
+		r.data = data
+		return nil
+	}
+	return c.proto.Unmarshal(data, v)
+}
+
+func (otlpCodec) Name() string { return "proto" }
+
+// grpcHoldKey is the context key of an Export stream's budgetHold.
+type grpcHoldKey struct{}
+
+// grpcHold is an Export stream's share of the decode budget, from the tap
+// to the end of the call, which the stats handler sees however it ends.
+type grpcHold struct {
+	budgetHold
+	handled atomic.Bool // export ran and counted its own refusals
+	cancel  context.CancelFunc
+}
+
+func (h *grpcHold) end() {
+	h.release()
+	h.cancel()
+}
+
+// tap takes max_request_bytes of the budget for each Export stream, the
+// most grpc-go may decompress before export sees the message, and gives
+// the call otlp_read_timeout + otlp_write_timeout: a client that opens
+// streams and never sends their message would otherwise hold the budget
+// for good. It runs on the connection's reader goroutine: it must not
+// block.
+func (s *traceService) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if info.FullMethodName != exportMethod {
+		return ctx, nil
+	}
+	h := &grpcHold{budgetHold: budgetHold{b: s.in.budget}}
+	if !h.grow(int64(s.in.cfg.MaxRequestBytes)) {
+		s.src.drop(reasonOverBudget, 1)
+		return nil, overBudgetStatus().Err()
+	}
+	ctx, h.cancel = context.WithTimeout(context.WithValue(ctx, grpcHoldKey{}, h), s.in.cfg.OTLPReadTimeout+s.in.cfg.OTLPWriteTimeout)
+	return ctx, nil
+}
+
+// overBudgetStatus is ResourceExhausted with a RetryInfo: OTLP clients
+// retry ResourceExhausted only with one.
+func overBudgetStatus() *status.Status {
+	st := status.New(codes.ResourceExhausted, "spikehunt: "+errOverBudget.Error())
+	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(retryAfterSeconds * time.Second)}); err == nil {
+		return d
+	}
+	return st
+}
+
+// export files the request spans of req. Invalid request spans come back
+// as a partial success; they are not retryable.
+func (s *traceService) export(ctx context.Context, req *grpcRequest) (*grpcResponse, error) {
+	h, _ := ctx.Value(grpcHoldKey{}).(*grpcHold)
+	if h == nil { // the tap runs for every Export stream; be safe without it
+		h = &grpcHold{budgetHold: budgetHold{b: s.in.budget}, cancel: func() {}}
+	}
+	h.handled.Store(true)
+	defer h.release()
+
+	held := int64(req.data.Len()) // grpc-go's buffers
+	var b []byte
+	if len(req.data) == 1 {
+		b = req.data[0].ReadOnlyData()
+	} else {
+		b = req.data.Materialize()
+		held += int64(len(b))
+	}
+	shape, err := scanTraceRequest(b)
+	if err != nil {
+		s.src.drop(reasonDecode, 1)
+		return nil, status.Error(codes.InvalidArgument, "decode ExportTraceServiceRequest: "+err.Error())
+	}
+	if shape.spans > s.in.cfg.MaxSpansPerRequest {
+		s.src.drop(reasonTooManySpans, 1)
+		return nil, status.Error(codes.ResourceExhausted, tooManySpans(shape.spans, s.in.cfg.MaxSpansPerRequest).Error())
+	}
+	if err := s.in.reserve(&h.budgetHold, held+shape.cost); err != nil {
+		if errors.Is(err, errOverBudget) {
+			s.src.drop(reasonOverBudget, 1)
+			return nil, overBudgetStatus().Err()
+		}
+		s.src.drop(reasonTooLarge, 1)
+		return nil, status.Error(codes.ResourceExhausted, err.Error())
+	}
+	pr := ptraceotlp.NewExportRequest()
+	if err := pr.UnmarshalProto(b); err != nil {
+		s.src.drop(reasonDecode, 1)
+		return nil, status.Error(codes.InvalidArgument, "decode ExportTraceServiceRequest: "+err.Error())
+	}
+	t, ok := s.in.consumeTraces(s.src, pr.Traces())
+	if !ok {
+		return nil, status.Error(codes.Unavailable, "spikehunt intake is shutting down")
+	}
+	body, err := exportResponse(t).MarshalProto()
+	if err != nil { // cannot happen for a response this simple
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &grpcResponse{b: body}, nil
+}
+
+// grpcDrops counts the requests that grpc-go rejects before export runs:
+// too large, or in an unknown compression; and it gives back the budget
+// of a stream that ended without export.
 type grpcDrops struct{ src *sourceMetrics }
 
 func (grpcDrops) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
 func (grpcDrops) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
 func (grpcDrops) HandleConn(context.Context, stats.ConnStats)                       {}
 
-func (h grpcDrops) HandleRPC(_ context.Context, s stats.RPCStats) {
+func (h grpcDrops) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	end, ok := s.(*stats.End)
-	if !ok || end.Error == nil {
+	if !ok {
+		return
+	}
+	hold, _ := ctx.Value(grpcHoldKey{}).(*grpcHold)
+	if hold != nil {
+		hold.end()
+		if hold.handled.Load() {
+			return
+		}
+	}
+	if end.Error == nil {
 		return
 	}
 	switch status.Code(end.Error) {
 	case codes.ResourceExhausted:
 		h.src.drop(reasonTooLarge, 1)
-	case codes.Internal: // grpc-go's "failed to unmarshal"; Export never returns it
+	case codes.Internal: // grpc-go's "failed to unmarshal"
 		h.src.drop(reasonDecode, 1)
 	case codes.Unimplemented: // a grpc-encoding without a decompressor
 		h.src.drop(reasonContentEncoding, 1)

@@ -25,7 +25,8 @@ import (
 // OTLP/HTTP (https://opentelemetry.io/docs/specs/otlp/#otlphttp): POST
 // /v1/traces with a protobuf or JSON ExportTraceServiceRequest, optionally
 // gzip. The answer uses the request's encoding: an
-// ExportTraceServiceResponse, or a google.rpc.Status on 400, 413 and 503.
+// ExportTraceServiceResponse, or a google.rpc.Status on 400, 413, 429 and
+// 503.
 
 const (
 	ctProtobuf = "application/x-protobuf"
@@ -41,12 +42,13 @@ func (in *Intake) listenHTTP(ctx context.Context) (net.Listener, *http.Server, e
 	if err != nil {
 		return nil, nil, fmt.Errorf("otlp http: %w", err)
 	}
+	ln = in.limitConns(ln, SourceOTLPHTTP)
 	srv := &http.Server{
 		Handler:           in.otlpHTTPHandler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       time.Minute,
-		WriteTimeout:      time.Minute,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: min(10*time.Second, in.cfg.OTLPReadTimeout),
+		ReadTimeout:       in.cfg.OTLPReadTimeout,
+		WriteTimeout:      in.cfg.OTLPWriteTimeout,
+		IdleTimeout:       in.cfg.OTLPIdleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(in.log.Handler(), slog.LevelDebug),
 	}
@@ -82,14 +84,18 @@ func (in *Intake) serveOTLPHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	hold := budgetHold{b: in.budget}
+	defer hold.release()
 	buf := bodyPool.Get().(*bytes.Buffer)
-	defer func() { buf.Reset(); bodyPool.Put(buf) }()
-	if err := readBody(r, in.cfg.MaxRequestBytes, buf); err != nil {
+	defer putBody(buf)
+	if err := readBody(r, in.cfg.MaxRequestBytes, buf, &hold); err != nil {
 		switch {
 		case errors.Is(err, errTooLarge):
 			src.drop(reasonTooLarge, 1)
 			writeStatus(w, ct, http.StatusRequestEntityTooLarge, codes.ResourceExhausted,
 				fmt.Sprintf("request body larger than %d bytes: send smaller batches", in.cfg.MaxRequestBytes))
+		case errors.Is(err, errOverBudget):
+			in.refuseHTTP(w, ct, src, err)
 		case errors.Is(err, errUnsupportedEncoding):
 			src.drop(reasonContentEncoding, 1)
 			http.Error(w, "415 "+err.Error(), http.StatusUnsupportedMediaType)
@@ -100,8 +106,31 @@ func (in *Intake) serveOTLPHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	req := ptraceotlp.NewExportRequest()
+	// What decoding will allocate, before it does: the body stays held
+	// (its buffer's capacity is), and the decoded request is added.
+	var shape requestShape
 	var err error
+	if ct == ctJSON {
+		shape.cost, err = jsonDecodeCost(buf.Bytes())
+	} else {
+		shape, err = scanTraceRequest(buf.Bytes())
+	}
+	if err != nil {
+		src.drop(reasonDecode, 1)
+		writeStatus(w, ct, http.StatusBadRequest, codes.InvalidArgument, "decode ExportTraceServiceRequest: "+err.Error())
+		return
+	}
+	if shape.spans > in.cfg.MaxSpansPerRequest {
+		in.refuseHTTP(w, ct, src, tooManySpans(shape.spans, in.cfg.MaxSpansPerRequest))
+		return
+	}
+	cost := shape.cost
+	if err := in.reserve(&hold, hold.held.Load()+cost); err != nil {
+		in.refuseHTTP(w, ct, src, err)
+		return
+	}
+
+	req := ptraceotlp.NewExportRequest()
 	if ct == ctJSON {
 		err = req.UnmarshalJSON(buf.Bytes())
 	} else {
@@ -110,6 +139,10 @@ func (in *Intake) serveOTLPHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		src.drop(reasonDecode, 1)
 		writeStatus(w, ct, http.StatusBadRequest, codes.InvalidArgument, "decode ExportTraceServiceRequest: "+err.Error())
+		return
+	}
+	if n := req.Traces().SpanCount(); n > in.cfg.MaxSpansPerRequest { // JSON: counted only now, within the budget
+		in.refuseHTTP(w, ct, src, tooManySpans(n, in.cfg.MaxSpansPerRequest))
 		return
 	}
 	t, ok := in.consumeTraces(src, req.Traces())
@@ -139,8 +172,9 @@ var errUnsupportedEncoding = errors.New("unsupported Content-Encoding: want gzip
 
 // readBody reads r's body, gunzipped if need be, into buf. Both the bytes
 // on the wire and the decompressed bytes count against limit, so a gzip
-// bomb stops at limit.
-func readBody(r *http.Request, limit int, buf *bytes.Buffer) error {
+// bomb stops at limit. buf's capacity is taken from hold before it grows:
+// errOverBudget when the budget has no room for it.
+func readBody(r *http.Request, limit int, buf *bytes.Buffer, hold *budgetHold) error {
 	raw := &cappedReader{r: r.Body, left: int64(limit)}
 	var body io.Reader = raw
 	switch r.Header.Get("Content-Encoding") {
@@ -164,14 +198,67 @@ func readBody(r *http.Request, limit int, buf *bytes.Buffer) error {
 	default:
 		return errUnsupportedEncoding
 	}
-	n, err := buf.ReadFrom(io.LimitReader(body, int64(limit)+1))
-	switch {
-	case raw.over || n > int64(limit):
-		return errTooLarge
-	case err != nil:
-		return err
+	if !hold.grow(int64(buf.Cap())) {
+		return errOverBudget
 	}
-	return nil
+	body = io.LimitReader(body, int64(limit)+1)
+	for {
+		if buf.Available() < minBodyRead {
+			// bytes.Buffer grows to twice its capacity plus what is
+			// asked; take that first, and the size class's rounding
+			// after.
+			if !hold.resize(2*int64(buf.Cap()) + minBodyRead) {
+				return errOverBudget
+			}
+			buf.Grow(minBodyRead)
+			if c := int64(buf.Cap()); c > hold.held.Load() && !hold.resize(c) {
+				return errOverBudget
+			}
+		}
+		free := buf.AvailableBuffer()[:buf.Available()]
+		n, err := body.Read(free)
+		buf.Write(free[:n])
+		switch {
+		case raw.over || buf.Len() > limit:
+			return errTooLarge
+		case err == io.EOF:
+			return nil
+		case err != nil:
+			return err
+		}
+	}
+}
+
+// minBodyRead is the least room readBody reads into.
+const minBodyRead = 16 << 10
+
+// maxPooledBody: larger body buffers are left to the GC, so the pool
+// holds no memory the budget does not see for long.
+const maxPooledBody = 1 << 20
+
+func putBody(buf *bytes.Buffer) {
+	if buf.Cap() > maxPooledBody {
+		return
+	}
+	buf.Reset()
+	bodyPool.Put(buf)
+}
+
+// refuseHTTP answers a request refused for its cost: 429 with Retry-After
+// when the budget may have room later, 413 when it never will.
+func (in *Intake) refuseHTTP(w http.ResponseWriter, ct string, src *sourceMetrics, err error) {
+	if errors.Is(err, errOverBudget) {
+		src.drop(reasonOverBudget, 1)
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+		writeStatus(w, ct, http.StatusTooManyRequests, codes.ResourceExhausted, err.Error())
+		return
+	}
+	if errors.Is(err, errTooManySpans) {
+		src.drop(reasonTooManySpans, 1)
+	} else {
+		src.drop(reasonTooLarge, 1)
+	}
+	writeStatus(w, ct, http.StatusRequestEntityTooLarge, codes.ResourceExhausted, err.Error())
 }
 
 // cappedReader fails once more than left bytes have been read, and

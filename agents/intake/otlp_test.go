@@ -25,7 +25,9 @@ import (
 	"github.com/spikehunt/spikehunt/agents/telemetry"
 )
 
-var t0 = time.Date(2026, 3, 14, 15, 9, 26, 535897000, time.UTC)
+// t0 is a minute ago, to the ns: the intake refuses spans far from its
+// clock (max_span_age, max_span_ahead).
+var t0 = time.Now().UTC().Truncate(time.Second).Add(-time.Minute + 535897*time.Microsecond)
 
 // TestOTelSDKOverGRPC: a standard OTel Go SDK app exports over OTLP/gRPC
 // (gzip); only its server span comes out.

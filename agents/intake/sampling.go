@@ -114,6 +114,7 @@ type tally struct {
 	svcOver  bool
 	svcLen   int
 	svcName  [maxNameBytes]byte // its name as received
+	svcHits  int64              // requests of it found in the cache, not yet counted in its slot
 }
 
 func newTally(in *Intake, src *sourceMetrics, now int64) tally {
@@ -126,8 +127,10 @@ func service[T name](t *tally, svc T) (*serviceState, bool) {
 		if t.svcOver {
 			t.in.m.overflowService.Inc()
 		}
+		t.svcHits++
 		return t.svc, t.svcOver
 	}
+	t.countHits()
 	st, over := lookupService(t.in.card, svc, t.now)
 	if over {
 		t.in.m.overflowService.Inc()
@@ -139,8 +142,22 @@ func service[T name](t *tally, svc T) (*serviceState, bool) {
 	return st, over
 }
 
-// flush adds the batch's outcome counts to the metrics.
+// countHits adds the requests found in the cache to the cached service's
+// count: its slot's, or its count in the sketch of names in _overflow.
+func (t *tally) countHits() {
+	switch {
+	case t.svc == nil || t.svcHits == 0:
+	case t.svcOver:
+		countOverflow(t.in.card, t.svcName[:t.svcLen], t.svcHits, t.now)
+	default:
+		t.svc.slot.hits.Add(t.svcHits)
+	}
+	t.svcHits = 0
+}
+
+// flush adds the batch's counts to the metrics and the cardinality caps.
 func (t *tally) flush() {
+	t.countHits()
 	for o, n := range t.outcomes {
 		if n > 0 {
 			t.src.outcomes[o].Add(float64(n))
@@ -183,7 +200,7 @@ func classify[T name](t *tally, svc, ep T, r *telemetry.Request) bool {
 	r.Service, r.Endpoint = st.name, Overflow
 	if !over {
 		st.mu.Lock()
-		name, epOver := endpointLocked(st, ep, in.cfg.MaxEndpoints, in.card.idle, now)
+		name, epOver := endpointLocked(st, ep, now)
 		st.mu.Unlock()
 		r.Endpoint = name
 		if epOver {

@@ -44,10 +44,23 @@ const (
 	faultDuration                   // end ≤ start
 	faultTraceID                    // all-zero trace id
 	faultSpanID                     // all-zero span id
+	faultTooOld                     // started before the window
+	faultInFuture                   // ends after the window
 	numFaults
 )
 
-var faultReasons = [numFaults]string{"timestamp", "duration", "trace_id", "span_id"}
+var faultReasons = [numFaults]string{"timestamp", "duration", "trace_id", "span_id", "too_old", "in_future"}
+
+// spanWindow is the span times the intake takes, in unix ns: a request
+// span must start at or after oldest and end at or before newest
+// (max_span_age and max_span_ahead around the receive time). Spans far
+// from the agent's clock would be exported and make the ingest's insert
+// write one ClickHouse partition per day they span.
+type spanWindow struct{ oldest, newest uint64 }
+
+func newSpanWindow(now time.Time, age, ahead time.Duration) spanWindow {
+	return spanWindow{oldest: uint64(max(now.Add(-age).UnixNano(), 0)), newest: uint64(now.Add(ahead).UnixNano())}
+}
 
 // spanTally counts what requestSpans did not emit.
 type spanTally struct {
@@ -63,10 +76,10 @@ func (t *spanTally) rejected() int {
 	return n
 }
 
-// requestSpans calls emit for each request span of td, in order. emit
-// gets the service and endpoint names apart from r (classify caps them)
-// and must not keep r. Pure: no clock, no I/O.
-func requestSpans(td ptrace.Traces, emit func(svc, ep string, r *telemetry.Request)) spanTally {
+// requestSpans calls emit for each request span of td within w, in order.
+// emit gets the service and endpoint names apart from r (classify caps
+// them) and must not keep r. Pure: no clock, no I/O.
+func requestSpans(td ptrace.Traces, w spanWindow, emit func(svc, ep string, r *telemetry.Request)) spanTally {
 	var t spanTally
 	var r telemetry.Request
 	rss := td.ResourceSpans()
@@ -86,7 +99,7 @@ func requestSpans(td ptrace.Traces, emit func(svc, ep string, r *telemetry.Reque
 					t.ignored++
 					continue
 				}
-				if f, bad := spanToRequest(s, &r); bad {
+				if f, bad := spanToRequest(s, w, &r); bad {
 					t.invalid[f]++
 					continue
 				}
@@ -105,13 +118,17 @@ func requestSpans(td ptrace.Traces, emit func(svc, ep string, r *telemetry.Reque
 }
 
 // spanToRequest fills r from s, all but the names and the weight.
-func spanToRequest(s ptrace.Span, r *telemetry.Request) (spanFault, bool) {
+func spanToRequest(s ptrace.Span, w spanWindow, r *telemetry.Request) (spanFault, bool) {
 	start, end := s.StartTimestamp(), s.EndTimestamp()
 	switch {
 	case start == 0 || end == 0:
 		return faultTimestamp, true
 	case end <= start || end-start > pcommon.Timestamp(1<<63-1):
 		return faultDuration, true
+	case uint64(start) < w.oldest:
+		return faultTooOld, true
+	case uint64(end) > w.newest:
+		return faultInFuture, true
 	case s.TraceID().IsEmpty():
 		return faultTraceID, true
 	case s.SpanID().IsEmpty():

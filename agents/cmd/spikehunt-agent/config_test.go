@@ -26,6 +26,8 @@ func TestConfigLoadsEveryKeyOfTheSample(t *testing.T) {
 	switch {
 	case cfg.Resource.HWClass != "gen5", cfg.Paths.ProcFS != "/host/proc", cfg.Collect.IRQInterval != 10*time.Second,
 		cfg.Intake.SampleEvery != 20, cfg.Intake.SampledPerSecond != 200, cfg.Intake.ServiceSlowThresholds["billy"] != 100*time.Millisecond,
+		cfg.Intake.MaxSpansPerRequest != 8192, cfg.Intake.DecodeBudgetBytes != 128<<20, cfg.Intake.MaxSpanAge != 30*time.Minute,
+		cfg.Intake.OTLPIdleTimeout != time.Minute, cfg.Intake.OTLPMaxConnections != 256,
 		cfg.Export.MaxSpans != 1000, len(cfg.Kafka.Brokers) != 2, cfg.Kafka.Compression != "zstd",
 		cfg.Spool.MaxBytes != 128<<20, cfg.Spool.FsyncInterval != 500*time.Millisecond, cfg.Listen != "0.0.0.0:9464",
 		cfg.Runtime.GoMaxProcs != 2, cfg.Runtime.TimerSlack != 2*time.Millisecond,
@@ -48,6 +50,8 @@ func TestConfigMistakesAreClearErrors(t *testing.T) {
 		{"collect:\n  interval: 10ms\n", "collect.interval must be 100ms–1m"},
 		{"sink: otlp\n", "sink otlp needs otlp.endpoint"},
 		{"intake:\n  sample_every: -3\n", "sample_every"},
+		{"intake:\n  decode_budget_bytes: 1048576\n", "decode_budget_bytes = 1048576, want at least 2 × max_request_bytes"},
+		{"intake:\n  max_span_age: 72h\n", "max_span_age = 72h0m0s"},
 		{"runtime:\n  gomaxprocs: -1\n", "runtime.gomaxprocs"},
 		{"runtime:\n  timer_slack: 1s\n", "runtime.timer_slack"},
 		{"capture:\n  kube:\n    kubeconfig: /no/such/kubeconfig\n", "capture.kube.kubeconfig"},
