@@ -16,8 +16,18 @@ import (
 // its directory and replacing a stale socket file.
 func (in *Intake) listenUnixgram(ctx context.Context) (net.PacketConn, error) {
 	path := in.cfg.LineUnix
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("line unixgram: %w", err)
+	}
+	// A folder made by something else (an older agent put its 0750
+	// control socket folder here) can hide the socket from the apps its
+	// mode admits: say so, but leave the folder as the admin made it.
+	if fi, err := os.Stat(dir); err == nil {
+		if m := fi.Mode().Perm(); in.cfg.LineUnixMode&0o002 != 0 && m&0o001 == 0 {
+			in.log.Warn("intake: the line socket's folder is not searchable by others: apps of other users cannot reach the socket",
+				"dir", dir, "mode", fmt.Sprintf("%04o", m), "fix", "chmod o+x "+dir+", or set line_unix to a path in a 0755 folder")
+		}
 	}
 	if err := removeStaleSocket(path); err != nil {
 		return nil, fmt.Errorf("line unixgram: %w", err)

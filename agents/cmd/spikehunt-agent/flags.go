@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -31,6 +32,8 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	hw := fs.String("hw-class", "", "spikehunt.hw_class (default: $SPIKEHUNT_HW_CLASS or the node label)")
 	lineUDP := fs.String("intake.line-udp", def.Intake.LineUDP, "line protocol UDP address (empty disables)")
 	lineUnix := fs.String("intake.line-unix", def.Intake.LineUnix, "line protocol unix datagram socket (empty disables)")
+	trigUIDs := fs.String("intake.trigger.uids", "", "uids whose requests on the unix socket may fire captures, comma-separated (root always may; others' requests are data only)")
+	trigCIDRs := fs.String("intake.trigger.cidrs", "", "networks whose UDP requests may fire captures, comma-separated (default: none; e.g. the node's pod CIDR)")
 	otlpGRPC := fs.String("intake.otlp-grpc", def.Intake.OTLPGRPC, "OTLP/gRPC trace receiver address (empty disables)")
 	otlpHTTP := fs.String("intake.otlp-http", def.Intake.OTLPHTTP, "OTLP/HTTP trace receiver address (empty disables)")
 	maxProcs := fs.Int("runtime.gomaxprocs", def.Runtime.GoMaxProcs, "GOMAXPROCS; 0 keeps Go's default ($GOMAXPROCS, else the usable CPUs)")
@@ -78,6 +81,22 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	apply("hw-class", func() { cfg.Resource.HWClass = *hw })
 	apply("intake.line-udp", func() { cfg.Intake.LineUDP = *lineUDP })
 	apply("intake.line-unix", func() { cfg.Intake.LineUnix = *lineUnix })
+	var listErr error
+	apply("intake.trigger.uids", func() {
+		cfg.Intake.Trigger.UIDs = nil
+		for _, f := range splitList(*trigUIDs) {
+			uid, err := strconv.ParseUint(f, 10, 32)
+			if err != nil {
+				listErr = fmt.Errorf("--intake.trigger.uids: %q is not a uid (a decimal number)", f)
+				return
+			}
+			cfg.Intake.Trigger.UIDs = append(cfg.Intake.Trigger.UIDs, uint32(uid))
+		}
+	})
+	apply("intake.trigger.cidrs", func() { cfg.Intake.Trigger.CIDRs = splitList(*trigCIDRs) })
+	if listErr != nil {
+		return cfg, listErr
+	}
 	apply("intake.otlp-grpc", func() { cfg.Intake.OTLPGRPC = *otlpGRPC })
 	apply("intake.otlp-http", func() { cfg.Intake.OTLPHTTP = *otlpHTTP })
 	apply("log-level", func() { cfg.LogLevel = *logLevel })
@@ -92,4 +111,15 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	apply("capture.kube.enabled", func() { cfg.Capture.Kube.Enabled = capKube })
 	apply("capture.kube.kubeconfig", func() { cfg.Capture.Kube.Kubeconfig = *capKubeconfig })
 	return cfg, nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
