@@ -44,19 +44,29 @@ func newDatagramReader(pc net.PacketConn) (*datagramReader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &datagramReader{rc: rc, unix: pc.LocalAddr().Network() == "unixgram"}
-	if r.unix {
-		var serr error
-		if err := rc.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_PASSCRED, 1)
-		}); err != nil {
-			return nil, err
-		}
-		if serr != nil {
-			return nil, serr
-		}
+	return &datagramReader{rc: rc, unix: pc.LocalAddr().Network() == "unixgram"}, nil
+}
+
+// setPassCred has the kernel attach the sender's credentials to every
+// datagram of the unix socket pc. It must be set before the first
+// datagram is sent: one queued before carries none (the kernel then
+// reports pid 0 and the overflow uid).
+func setPassCred(pc net.PacketConn) error {
+	sc, ok := pc.(syscall.Conn)
+	if !ok {
+		return errNoRawConn
 	}
-	return r, nil
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_PASSCRED, 1)
+	}); err != nil {
+		return err
+	}
+	return serr
 }
 
 // read reads one datagram into buf, fills from with its sender (all but
@@ -107,6 +117,12 @@ func (r *datagramReader) sender(from *telemetry.Sender) {
 		if r.hdr.Flags&syscall.MSG_CTRUNC == 0 {
 			from.UID, from.GID, from.PID, from.HasCred = parseCredentials(r.oob[:r.hdr.Controllen])
 		}
+		// The kernel's stand-in for credentials it does not have (a
+		// datagram queued before SO_PASSCRED) or cannot map into the
+		// agent's user namespace: no one's.
+		if from.UID == overflowID && from.PID == 0 {
+			from.HasCred = false
+		}
 		return
 	}
 	switch r.name.Addr.Family {
@@ -118,6 +134,9 @@ func (r *datagramReader) sender(from *telemetry.Sender) {
 		from.Addr = netip.AddrFrom16(sa.Addr).Unmap()
 	}
 }
+
+// overflowID is the kernel's default overflowuid and overflowgid.
+const overflowID = 65534
 
 // parseCredentials finds SCM_CREDENTIALS among the control messages in
 // oob without allocating (syscall.ParseSocketControlMessage allocates a

@@ -31,3 +31,6 @@ func (r *datagramReader) read(buf []byte, from *telemetry.Sender) (int, error) {
 	}
 	return n, err
 }
+
+// setPassCred does nothing: only Linux passes a datagram's credentials.
+func setPassCred(net.PacketConn) error { return nil }

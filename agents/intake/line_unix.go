@@ -37,6 +37,12 @@ func (in *Intake) listenUnixgram(ctx context.Context) (net.PacketConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("line unixgram: %w", err)
 	}
+	// Before anyone can send: a datagram queued earlier has no sender.
+	if err := setPassCred(pc); err != nil {
+		pc.Close()
+		os.Remove(path)
+		return nil, fmt.Errorf("line unixgram: SO_PASSCRED: %w", err)
+	}
 	// The umask decides the mode at bind; apps need write permission.
 	if err := os.Chmod(path, in.cfg.LineUnixMode); err != nil {
 		pc.Close()
