@@ -347,7 +347,7 @@ func (e *Engine) logRefusalLocked(reason, id string, q *telemetry.Request, from 
 	e.lastRefusalLog = now
 	fix := "list the sender in intake.trigger (uids, gids or cidrs) if its requests should fire captures"
 	if reason == reasonRateLimited {
-		fix = fmt.Sprintf("the sender fired %d captures within %v (capture.fire_burst, capture.fire_every)", e.cfg.FireBurst, time.Duration(e.cfg.FireBurst)*e.cfg.FireEvery)
+		fix = fmt.Sprintf("the sender has used its burst of %d fires; it gets one more every %v (capture.fire_burst, capture.fire_every); the capture stays armed", e.cfg.FireBurst, e.cfg.FireEvery)
 	}
 	e.cfg.Log.Warn("capture trigger: a request met an armed capture's trigger and did not fire it",
 		"reason", reason, "capture", id, "sender", from.String(), "service", q.Service, "endpoint", q.Endpoint,

@@ -7,6 +7,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/spikehunt/spikehunt/agents/capture"
 )
 
 // parseFlags loads --config, then applies the flags that were given.
@@ -44,6 +46,8 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	capDir := fs.String("capture.dir", def.Capture.Dir, "volume captures are written to")
 	capSock := fs.String("capture.socket", def.Capture.Socket, "capture control socket (root only; empty disables)")
 	capBackends := fs.String("capture.backends", strings.Join(def.Capture.Backends, ","), "capture backends to enable")
+	capFireEvery := fs.Duration("capture.fire-every", capture.DefaultFireEvery, "a sender (uid or address) gets one more local-trigger fire this often, after its burst")
+	capFireBurst := fs.Int("capture.fire-burst", capture.DefaultFireBurst, "local-trigger fires a sender may make at once")
 	capScripts := fs.String("capture.script-dir", def.Capture.ScriptDir, "allow-listed bpftrace scripts (an admin's folder)")
 	capKube := fs.Bool("capture.kube.enabled", false, "arm this node's Capture objects (default: when in a cluster or --capture.kube.kubeconfig is set)")
 	capKubeconfig := fs.String("capture.kube.kubeconfig", "", "kubeconfig for --capture.kube outside the cluster (default: the in-cluster ServiceAccount)")
@@ -107,6 +111,8 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	apply("capture.dir", func() { cfg.Capture.Dir = *capDir })
 	apply("capture.socket", func() { cfg.Capture.Socket = *capSock })
 	apply("capture.backends", func() { cfg.Capture.Backends = strings.Split(*capBackends, ",") })
+	apply("capture.fire-every", func() { cfg.Capture.FireEvery = *capFireEvery })
+	apply("capture.fire-burst", func() { cfg.Capture.FireBurst = *capFireBurst })
 	apply("capture.script-dir", func() { cfg.Capture.ScriptDir = *capScripts })
 	apply("capture.kube.enabled", func() { cfg.Capture.Kube.Enabled = capKube })
 	apply("capture.kube.kubeconfig", func() { cfg.Capture.Kube.Kubeconfig = *capKubeconfig })

@@ -197,12 +197,12 @@ func TestANonAllowedSenderCannotFireAnArmedCapture(t *testing.T) {
 	if out, err := runAs(t, nobody, "unixgram", p.sock, line); err != nil {
 		t.Fatalf("nobody could not send to the line socket: %v\n%s", err, out)
 	}
+	time.Sleep(2 * time.Second) // a fire would have dumped by now (State moves to Fired once it has)
+	if st := captureState(t, p, "bait"); st.State != capture.Armed {
+		t.Fatalf("the capture is %s after untrusted requests (cause %+v), want Armed", st.State, st.Cause)
+	}
 	const refusedUntrusted = `spikehunt_capture_trigger_refused_total{reason="untrusted_sender"}`
 	waitFor(t, func() bool { return metricValue(t, p, refusedUntrusted) == 2 })
-	time.Sleep(300 * time.Millisecond) // a fire would have dumped by now
-	if st := captureState(t, p, "bait"); st.State != capture.Armed {
-		t.Fatalf("the capture is %s after untrusted requests, want Armed", st.State)
-	}
 	waitFor(t, func() bool { return strings.Contains(p.out.String(), "did not fire it") })
 
 	if out, err := runAs(t, allowed, "unixgram", p.sock, line); err != nil {
