@@ -11,6 +11,12 @@
 //   - a line protocol over UDP and a unix datagram socket (line.go), for
 //     apps without an OTel SDK; package agents/client writes it.
 //
+// Each datagram's sender is known (the kernel's credentials of the process
+// behind a unix datagram, a UDP datagram's source address) and judged
+// against Config.Trigger (trust.go); the tap passes it on, and only a
+// trusted sender's request may fire a capture. OTLP receivers do not name
+// their peer yet.
+//
 // Every request then goes through the cardinality caps (cardinality.go)
 // and the sampler (sampling.go, tail.go): slow requests are kept with
 // weight 1, the rest one in N with weight N.
