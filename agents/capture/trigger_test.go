@@ -1,7 +1,9 @@
 package capture
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -175,4 +177,46 @@ func TestFireLimiterTableStaysSmall(t *testing.T) {
 	if !l.allow(k, now.Add(time.Second)) {
 		t.Error("refused after one interval")
 	}
+}
+
+// A flood of untrusted requests is counted one by one but logged once a
+// minute: it cannot flood the agent's log.
+func TestRefusedTriggersAreLoggedOnceAMinute(t *testing.T) {
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	clock := &stepClock{t: time.Now()}
+	e := newTestEngine(t, &fileBackend{}, func(c *EngineConfig) {
+		c.Now, c.Log = clock.now, slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &logs}, nil))
+	})
+	spec := Spec{ID: "bait", Backend: Perf, Pre: time.Second, Post: 10 * time.Millisecond,
+		Trigger: Trigger{Service: "checkout", Latency: 100 * time.Millisecond}}
+	if _, err := e.Arm(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	for range 10_000 {
+		e.ObserveFrom(req("checkout", "/pay", time.Now(), time.Second, 0), nobodyOnUnix)
+	}
+	clock.add(time.Minute)
+	e.ObserveFrom(req("checkout", "/pay", time.Now(), time.Second, 0), strangerUDP)
+	mu.Lock()
+	n := strings.Count(logs.String(), "did not fire it")
+	text := logs.String()
+	mu.Unlock()
+	if n != 2 || !strings.Contains(text, "uid 65534 (pid 4711) on unixgram") || !strings.Contains(text, "10.9.9.9 on udp") {
+		t.Errorf("%d log lines for 10,001 refusals over a minute, want 2 naming each sender:\n%s", n, text)
+	}
+	if got := refused(e, reasonUntrusted); got != 10_001 {
+		t.Errorf("refused{untrusted_sender} = %v, want 10001", got)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -3,6 +3,7 @@ package intake
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 
@@ -123,4 +124,22 @@ func (p *trustPolicy) addr(a netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// senderAt is the judged sender of a request that came from addr over a
+// connection (an OTLP receiver's peer: gRPC's peer.Addr, HTTP's
+// RemoteAddr parsed). A TCP peer's address is the kernel's: it cannot be
+// forged without completing the handshake. The OTLP receivers pass it to
+// offerFrom once they hand their peer to consumeTraces; until then offer
+// judges them as senders without an address.
+func (in *Intake) senderAt(src *sourceMetrics, addr net.Addr) telemetry.Sender {
+	s := telemetry.Sender{Source: src.name}
+	switch a := addr.(type) {
+	case *net.TCPAddr:
+		s.Addr = a.AddrPort().Addr().Unmap()
+	case *net.UDPAddr:
+		s.Addr = a.AddrPort().Addr().Unmap()
+	}
+	in.trust.decide(&s)
+	return s
 }

@@ -1,6 +1,7 @@
 package intake
 
 import (
+	"net"
 	"net/netip"
 	"os"
 	"runtime"
@@ -129,5 +130,29 @@ func TestLineSendersCarryTheKernelsCredentialsOrTheirAddress(t *testing.T) {
 				t.Errorf("udp sender %+v, want 127.0.0.1 trusted %v", p, tc.udpTrusted)
 			}
 		})
+	}
+}
+
+// The hook the OTLP receivers will use: a TCP peer judged by its address.
+func TestSenderAtJudgesAConnectionsPeerByItsAddress(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Trigger.CIDRs = []string{"10.244.0.0/16"}
+	in, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	src := in.m.sources[SourceOTLPGRPC]
+	for addr, want := range map[string]bool{"10.244.1.2:4711": true, "[::ffff:10.244.1.2]:4711": true, "10.1.0.1:4711": false} {
+		ta, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := in.senderAt(src, ta); s.Trusted != want || s.Source != SourceOTLPGRPC {
+			t.Errorf("%s: %+v, want trusted %v", addr, s, want)
+		}
+	}
+	if s := in.senderAt(src, nil); s.Trusted || s.Addr.IsValid() {
+		t.Errorf("no address: %+v, want untrusted", s)
 	}
 }

@@ -278,3 +278,45 @@ func TestDefaultLayoutLetsAnyUserReachTheLineSocketButNotTheControlSocket(t *tes
 	}
 	waitFor(t, func() bool { return strings.Contains(p.out.String(), "refused a connection that is not root's") })
 }
+
+// A control socket folder that another user owns or may write is refused
+// before the agent binds in it: its owner could swap the socket for one
+// of theirs, which `spikehunt-agent capture`, run as root, would talk to.
+func TestControlSocketFolderMustBeTheAgentsAlone(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.RequirePrivileged(t, "root (chown)", fmt.Errorf("euid %d", os.Geteuid()))
+	}
+	dir := filepath.Join(t.TempDir(), "ctl")
+	sock := filepath.Join(dir, "capture.sock")
+	ln, err := listenControl(sock)
+	if err != nil {
+		t.Fatalf("a fresh folder: %v", err)
+	}
+	ln.Close()
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("made the folder %v (%v), want 0700", fi.Mode().Perm(), err)
+	}
+	for _, tc := range []struct {
+		name string
+		bad  func() error
+		says string
+	}{
+		{"writable by others", func() error { return os.Chmod(dir, 0o777) }, "chmod 0700"},
+		{"owned by another user", func() error { return os.Chown(dir, nobody, nobody) }, "owned by uid 65534"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.bad(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { os.Chmod(dir, 0o700); os.Chown(dir, 0, 0) }()
+			ln, err := listenControl(sock)
+			if err == nil {
+				ln.Close()
+				t.Fatal("bound the control socket in a folder that is not the agent's alone")
+			}
+			if !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("err %v, want it to say %q", err, tc.says)
+			}
+		})
+	}
+}
