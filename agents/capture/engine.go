@@ -274,8 +274,9 @@ func (e *Engine) refreshArmedLocked() {
 	e.anyArmed.Store(any)
 }
 
-// Observe takes one request from a trusted caller in the agent's own
-// process; see ObserveFrom.
+// Observe takes one request from a caller in the agent's own process:
+// trusted, and not rate-limited (the limit is for senders outside it).
+// See ObserveFrom.
 func (e *Engine) Observe(q *telemetry.Request) { e.ObserveFrom(q, &localSender) }
 
 // ObserveFrom takes one request from the intake, sent by from. It is
@@ -319,7 +320,7 @@ func (e *Engine) ObserveFrom(q *telemetry.Request, from *telemetry.Sender) {
 	if len(hits) == 0 {
 		return
 	}
-	if !e.limit.allow(from.Key(), e.cfg.Now()) {
+	if from != &localSender && !e.limit.allow(from.Key(), e.cfg.Now()) {
 		e.m.rateLimited.Inc()
 		e.logRefusalLocked(reasonRateLimited, hits[0].c.spec.ID, q, from)
 		return
