@@ -17,8 +17,14 @@ import (
 func (in *Intake) listenUnixgram(ctx context.Context) (net.PacketConn, error) {
 	path := in.cfg.LineUnix
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("line unixgram: %w", err)
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("line unixgram: %w", err)
+		}
+		// 0755 whatever the umask: apps of every user must enter it.
+		if err := os.Chmod(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("line unixgram: %w", err)
+		}
 	}
 	// A folder made by something else (an older agent put its 0750
 	// control socket folder here) can hide the socket from the apps its
