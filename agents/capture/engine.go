@@ -317,6 +317,7 @@ func (e *Engine) ObserveFrom(q *telemetry.Request, from *telemetry.Sender) {
 		}
 	}
 	e.hits = hits[:0]
+	defer clear(hits) // the scratch must not keep finished captures alive
 	if len(hits) == 0 {
 		return
 	}
