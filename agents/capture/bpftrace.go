@@ -12,8 +12,10 @@ import (
 type BpftraceConfig struct {
 	// ScriptDir is the allow-list: a capture names a script, and only
 	// ScriptDir/<name>.bt can run. The agent runs these as root, so the
-	// folder and its scripts must not be writable by group or others; a
-	// symlink may point inside the folder, never out of it.
+	// folder and its scripts must be owned by root and not writable by
+	// group or others, nor may the folders above it be (the backend
+	// checks, and refuses with the fix); a symlink may point inside the
+	// folder, never out of it.
 	ScriptDir string
 	// Binary is the bpftrace executable; "" finds "bpftrace" on PATH.
 	Binary string

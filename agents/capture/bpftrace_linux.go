@@ -96,7 +96,10 @@ func (b *bpftraceBackend) New(spec Spec, dir string) (Recorder, error) {
 }
 
 // bpftraceCheckDir checks the allow-listed folder. The agent runs what is
-// in it as root, so no one but its owner may write it.
+// in it as root, so root must own it and no one else may write it: nor
+// the folders above it, whose owner could swap the whole folder (a
+// folder with the sticky bit, such as /tmp, is safe: only an entry's
+// owner may rename it).
 func bpftraceCheckDir(dir string) error {
 	if dir == "" {
 		return fmt.Errorf("%w: bpftrace: no script folder is configured", ErrNotSupported)
@@ -110,6 +113,41 @@ func bpftraceCheckDir(dir string) error {
 	}
 	if st.Mode().Perm()&0o022 != 0 {
 		return fmt.Errorf("%w: bpftrace script folder %s is writable by group or others (mode %o): chmod go-w %s", ErrNotSupported, dir, st.Mode().Perm(), dir)
+	}
+	if err := rootOwned(st, "bpftrace script folder", dir); err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("%w: bpftrace script folder: %v", ErrNotSupported, err)
+	}
+	for p := filepath.Dir(abs); ; p = filepath.Dir(p) {
+		pst, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("%w: bpftrace script folder: %v", ErrNotSupported, err)
+		}
+		if pst.Mode().Perm()&0o022 != 0 && pst.Mode()&fs.ModeSticky == 0 {
+			return fmt.Errorf("%w: %s, above the bpftrace script folder %s, is writable by group or others (mode %o): whoever can write it can replace the folder; chmod go-w %s", ErrNotSupported, p, dir, pst.Mode().Perm(), p)
+		}
+		if err := rootOwned(pst, "folder above the bpftrace script folder", p); err != nil {
+			return err
+		}
+		if p == filepath.Dir(p) {
+			return nil
+		}
+	}
+}
+
+// rootOwned refuses what uid 0 does not own: the agent runs the scripts
+// as root, and whoever owns a file or folder may change its mode and so
+// its contents.
+func rootOwned(fi fs.FileInfo, what, path string) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("%w: %s %s: no owner to check", ErrNotSupported, what, path)
+	}
+	if st.Uid != 0 {
+		return fmt.Errorf("%w: %s %s is owned by uid %d, not root: chown root %s (the agent runs its scripts as root)", ErrNotSupported, what, path, st.Uid, path)
 	}
 	return nil
 }
@@ -147,6 +185,9 @@ func loadBpftraceScript(dir, name string) ([]byte, error) {
 	}
 	if st.Mode().Perm()&0o022 != 0 {
 		return nil, fmt.Errorf("%w: bpftrace script %s is writable by group or others (mode %o): chmod go-w it", ErrNotSupported, filepath.Join(dir, name+".bt"), st.Mode().Perm())
+	}
+	if err := rootOwned(st, "bpftrace script", filepath.Join(dir, name+".bt")); err != nil {
+		return nil, err
 	}
 	program, err := io.ReadAll(io.LimitReader(f, MaxBpftraceScriptBytes+1))
 	if err != nil {

@@ -266,7 +266,11 @@ func TestBpftraceRejectsScriptsOutsideTheAllowList(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(scripts, "folder.bt"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// New reads and checks the script; it needs neither bpftrace nor root.
+	// New reads and checks the script; it needs no bpftrace, but root to
+	// own the folder the way the backend wants.
+	if os.Geteuid() != 0 {
+		testenv.RequirePrivileged(t, "root (the script folder must be root's)", errors.New("not root"))
+	}
 	b := NewBpftrace(BpftraceConfig{ScriptDir: scripts, Binary: "/nonexistent/bpftrace"})
 	for _, tc := range []struct {
 		name string
@@ -313,6 +317,49 @@ func TestBpftraceRejectsScriptsOutsideTheAllowList(t *testing.T) {
 			t.Errorf("New = %v, want ErrNotSupported saying chmod go-w", err)
 		}
 	})
+}
+
+// The agent runs the folder's scripts as root: a folder, a script, or a
+// folder above them that another user owns is refused with the fix, even
+// when its mode lets no one else write it (its owner may change the mode).
+func TestBpftraceRefusesAScriptFolderOrScriptNotOwnedByRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.RequirePrivileged(t, "root (chown)", errors.New("not root"))
+	}
+	const nobody = 65534
+	scripts := bpftraceScriptDir(t, nil)
+	script := filepath.Join(scripts, "irq_duration.bt")
+	b := NewBpftrace(BpftraceConfig{ScriptDir: scripts, Binary: "/nonexistent/bpftrace"})
+	arm := func() error {
+		_, err := b.New(Spec{ID: "c1", Backend: Bpftrace, Script: "irq_duration"}, t.TempDir())
+		return err
+	}
+	if err := arm(); err != nil {
+		t.Fatalf("a root-owned folder and script: %v", err)
+	}
+	for _, tc := range []struct {
+		name, path, says string
+	}{
+		{"the folder", scripts, "bpftrace script folder " + scripts + " is owned by uid 65534, not root"},
+		{"the script", script, "bpftrace script " + script + " is owned by uid 65534, not root"},
+		{"the folder above", filepath.Dir(scripts), "folder above the bpftrace script folder " + filepath.Dir(scripts) + " is owned by uid 65534"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.Chown(tc.path, nobody, nobody); err != nil {
+				t.Fatal(err)
+			}
+			defer os.Chown(tc.path, 0, 0)
+			err := arm()
+			if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), "chown root") {
+				t.Errorf("New = %v, want ErrNotSupported saying %q and chown root", err, tc.says)
+			}
+			if tc.path != script {
+				if err := bpftraceCheckDir(scripts); err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
+					t.Errorf("Check's folder test = %v, want it refused", err)
+				}
+			}
+		})
+	}
 }
 
 func TestBpftraceMissingIsNotSupported(t *testing.T) {

@@ -70,7 +70,25 @@ type Engine struct {
 	closed   bool
 	onChange []func(id string)
 	m        *engineMetrics
+	limit    *fireLimiter // under mu
+	hits     []fireHit    // ObserveFrom's scratch, under mu
+	// lastRefusalLog rate-limits the log line of a refused trigger, so
+	// that a flood of untrusted requests cannot flood the log. Under mu.
+	lastRefusalLog time.Time
 }
+
+// Reasons of spikehunt_capture_trigger_refused_total.
+const (
+	reasonUntrusted   = "untrusted_sender"
+	reasonRateLimited = "rate_limited"
+)
+
+// refusalLogEvery bounds the log lines about refused triggers.
+const refusalLogEvery = time.Minute
+
+// localSender is who Observe's requests come from: the agent's own
+// process, trusted.
+var localSender = telemetry.Sender{Source: "local", Trusted: true}
 
 type armed struct {
 	spec   Spec
@@ -92,7 +110,8 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.Dir, "work"), 0o750); err != nil {
 		return nil, fmt.Errorf("capture dir: %w", err)
 	}
-	e := &Engine{cfg: cfg, backends: map[string]Backend{}, heat: NewHeat(), caps: map[string]*armed{}, m: newEngineMetrics()}
+	e := &Engine{cfg: cfg, backends: map[string]Backend{}, heat: NewHeat(), caps: map[string]*armed{}, m: newEngineMetrics(),
+		limit: newFireLimiter(cfg.FireEvery, cfg.FireBurst)}
 	for _, b := range cfg.Backends {
 		e.backends[b.Name()] = b
 	}
@@ -255,29 +274,86 @@ func (e *Engine) refreshArmedLocked() {
 	e.anyArmed.Store(any)
 }
 
-// Observe takes one request from the intake. It is called on the
-// intake's goroutines for every kept request and costs one atomic load
-// while nothing is armed.
-func (e *Engine) Observe(q *telemetry.Request) {
+// Observe takes one request from a caller in the agent's own process:
+// trusted, and not rate-limited (the limit is for senders outside it).
+// See ObserveFrom.
+func (e *Engine) Observe(q *telemetry.Request) { e.ObserveFrom(q, &localSender) }
+
+// ObserveFrom takes one request from the intake, sent by from. It is
+// called on the intake's goroutines for every kept request and costs one
+// atomic load while nothing is armed. Every request goes into the ring of
+// the window's requests; only a trusted sender's request may fire a
+// capture, at most FireBurst times at once and once more every FireEvery
+// per sender. An untrusted one does not feed the triggers at all (it
+// could not fire them, nor skew a p99 either way).
+func (e *Engine) ObserveFrom(q *telemetry.Request, from *telemetry.Sender) {
 	if !e.anyArmed.Load() {
 		return
 	}
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	if e.ring != nil {
 		e.ring.add(q)
 	}
+	if !from.Trusted {
+		for id, c := range e.caps {
+			if c.watch != nil && c.status.State == Armed && c.watch.wouldMatch(q) {
+				e.m.untrusted.Inc()
+				e.logRefusalLocked(reasonUntrusted, id, q, from)
+				break
+			}
+		}
+		return
+	}
+	// Two passes: find the captures q fires, then ask the sender's
+	// limiter once for all of them.
+	hits := e.hits[:0]
 	for _, c := range e.caps {
 		if c.watch == nil || c.status.State != Armed {
 			continue
 		}
 		if f, ok := c.watch.observe(q); ok {
-			select {
-			case c.fire <- f:
-			default:
-			}
+			hits = append(hits, fireHit{c, f})
 		}
 	}
-	e.mu.Unlock()
+	e.hits = hits[:0]
+	defer clear(hits) // the scratch must not keep finished captures alive
+	if len(hits) == 0 {
+		return
+	}
+	if from != &localSender && !e.limit.allow(from.Key(), e.cfg.Now()) {
+		e.m.rateLimited.Inc()
+		e.logRefusalLocked(reasonRateLimited, hits[0].c.spec.ID, q, from)
+		return
+	}
+	for _, h := range hits {
+		h.c.watch.fired(h.f.RequestAt)
+		select {
+		case h.c.fire <- h.f:
+		default:
+		}
+	}
+}
+
+type fireHit struct {
+	c *armed
+	f FireCause
+}
+
+// logRefusalLocked logs a refused trigger, at most once a minute.
+func (e *Engine) logRefusalLocked(reason, id string, q *telemetry.Request, from *telemetry.Sender) {
+	now := e.cfg.Now()
+	if now.Sub(e.lastRefusalLog) < refusalLogEvery {
+		return
+	}
+	e.lastRefusalLog = now
+	fix := "list the sender in intake.trigger (uids, gids or cidrs) if its requests should fire captures"
+	if reason == reasonRateLimited {
+		fix = fmt.Sprintf("the sender has used its burst of %d fires; it gets one more every %v (capture.fire_burst, capture.fire_every); the capture stays armed", e.cfg.FireBurst, e.cfg.FireEvery)
+	}
+	e.cfg.Log.Warn("capture trigger: a request met an armed capture's trigger and did not fire it",
+		"reason", reason, "capture", id, "sender", from.String(), "service", q.Service, "endpoint", q.Endpoint,
+		"latency", q.Duration, "fix", fix, "counted_in", "spikehunt_capture_trigger_refused_total")
 }
 
 // ObservePoints takes one sampling pass: it updates the CPU heat the

@@ -28,6 +28,16 @@ type EngineConfig struct {
 	// RequestRing is how many recent requests are kept, while a capture
 	// is armed, to write the window's requests beside the trace.
 	RequestRing int
+	// FireEvery and FireBurst rate-limit the local trigger per sender
+	// (telemetry.SenderKey: a uid on the unix socket, an address
+	// otherwise): a sender may fire FireBurst times at once and once more
+	// every FireEvery (defaults 30s and 2). Every capture one request
+	// fires counts as one fire, so that a perf and a bpftrace capture
+	// armed for the same service both take the same spike. Manual and
+	// remote fires are not limited: the control socket is root's and the
+	// operator keeps its own budgets.
+	FireEvery time.Duration
+	FireBurst int
 	// MinFreeBytes refuses to arm when Dir has less free space.
 	MinFreeBytes int64
 	ArmTimeout   time.Duration
@@ -42,6 +52,12 @@ type HostIdentity struct {
 	Host, Node, HWClass string
 }
 
+// Defaults of the per-sender fire rate.
+const (
+	DefaultFireEvery = 30 * time.Second
+	DefaultFireBurst = 2
+)
+
 func (c EngineConfig) withDefaults() EngineConfig {
 	if c.MaxConcurrent == 0 {
 		c.MaxConcurrent = 2
@@ -54,6 +70,12 @@ func (c EngineConfig) withDefaults() EngineConfig {
 	}
 	if c.RequestRing == 0 {
 		c.RequestRing = 1 << 16
+	}
+	if c.FireEvery == 0 {
+		c.FireEvery = DefaultFireEvery
+	}
+	if c.FireBurst == 0 {
+		c.FireBurst = DefaultFireBurst
 	}
 	if c.MinFreeBytes == 0 {
 		c.MinFreeBytes = 256 << 20
@@ -89,6 +111,12 @@ func (c EngineConfig) Validate() error {
 	}
 	if c.RequestRing < 1 || c.RequestRing > 1<<24 {
 		return fmt.Errorf("%w: request ring %d is outside [1, %d]", ErrInvalid, c.RequestRing, 1<<24)
+	}
+	if c.FireEvery < time.Second || c.FireEvery > 24*time.Hour {
+		return fmt.Errorf("%w: fire interval %v is outside [1s, 24h]", ErrInvalid, c.FireEvery)
+	}
+	if c.FireBurst < 1 || c.FireBurst > 64 {
+		return fmt.Errorf("%w: fire burst %d is outside [1, 64]", ErrInvalid, c.FireBurst)
 	}
 	if len(c.Backends) == 0 {
 		return fmt.Errorf("%w: no capture backend enabled", ErrInvalid)

@@ -7,12 +7,22 @@ type engineMetrics struct {
 	refused    prometheus.Counter
 	done       *prometheus.CounterVec
 	fireToDump prometheus.Histogram
-	lost       prometheus.Counter
-	bytes      prometheus.Counter
+	// triggerRefused is {reason}: untrusted_sender, rate_limited.
+	untrusted   prometheus.Counter
+	rateLimited prometheus.Counter
+	refusedVec  *prometheus.CounterVec
+	lost        prometheus.Counter
+	bytes       prometheus.Counter
 }
 
 func newEngineMetrics() *engineMetrics {
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spikehunt_capture_trigger_refused_total",
+		Help: "Requests that met an armed capture's trigger and did not fire it, by reason: untrusted_sender (not on intake.trigger's allow-list: data only), rate_limited (the sender's fire rate, capture.fire_every / fire_burst)."},
+		[]string{"reason"})
 	return &engineMetrics{
+		refusedVec:  refused,
+		untrusted:   refused.WithLabelValues(reasonUntrusted),
+		rateLimited: refused.WithLabelValues(reasonRateLimited),
 		armed: prometheus.NewCounter(prometheus.CounterOpts{Name: "spikehunt_capture_armed_total",
 			Help: "Captures armed on this host."}),
 		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "spikehunt_capture_refused_total",
@@ -32,7 +42,7 @@ func newEngineMetrics() *engineMetrics {
 // Register adds the engine's metrics to reg.
 func (e *Engine) Register(reg prometheus.Registerer) error {
 	m := e.m
-	for _, c := range []prometheus.Collector{m.armed, m.refused, m.done, m.fireToDump, m.lost, m.bytes} {
+	for _, c := range []prometheus.Collector{m.armed, m.refused, m.done, m.fireToDump, m.lost, m.bytes, m.refusedVec} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -376,6 +376,7 @@ func TestTriggerP99FiresWhenOnePercentIsOverAndCoolsDown(t *testing.T) {
 				d = 150 * time.Millisecond
 			}
 			if _, ok := w.observe(req("s", "/", at, d, 0)); ok {
+				w.fired(at)
 				fired++
 				firedAt = at
 			}

@@ -26,7 +26,9 @@ type watch struct {
 
 const minP99Requests = 100
 
-// observe reports whether q fires the trigger, and why.
+// observe reports whether q would fire the trigger, and why. A fire
+// takes effect (cooldown, a new count) only once the engine commits it
+// with fired: the engine may refuse it (the sender's fire rate).
 func (w *watch) observe(q *telemetry.Request) (FireCause, bool) {
 	t := &w.t
 	if q.Service != t.Service || (t.Endpoint != "" && q.Endpoint != t.Endpoint) {
@@ -42,7 +44,6 @@ func (w *watch) observe(q *telemetry.Request) (FireCause, bool) {
 	}
 	if t.Latency > 0 && q.Duration > t.Latency {
 		f.Kind = "latency"
-		w.lastFire = e
 		return f, true
 	}
 	if t.P99 > 0 {
@@ -63,12 +64,28 @@ func (w *watch) observe(q *telemetry.Request) (FireCause, bool) {
 		}
 		if base := max(w.n, w.prevN); base >= minP99Requests && w.over > 0.01*base {
 			f.Kind = "p99"
-			w.lastFire = e
-			w.n, w.over = 0, 0
 			return f, true
 		}
 	}
 	return FireCause{}, false
+}
+
+// fired commits a fire that observe proposed for the request that ended
+// at e.
+func (w *watch) fired(e time.Time) {
+	w.lastFire = e
+	w.n, w.over = 0, 0
+}
+
+// wouldMatch reports whether q is a request the trigger watches that is
+// over one of its limits: what an untrusted sender's request is counted
+// by when it is kept from the trigger.
+func (w *watch) wouldMatch(q *telemetry.Request) bool {
+	t := &w.t
+	if q.Service != t.Service || (t.Endpoint != "" && q.Endpoint != t.Endpoint) {
+		return false
+	}
+	return (t.Latency > 0 && q.Duration > t.Latency) || (t.P99 > 0 && q.Duration > t.P99)
 }
 
 const hexDigits = "0123456789abcdef"

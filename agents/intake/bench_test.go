@@ -6,10 +6,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spikehunt/spikehunt/agents/telemetry"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
@@ -92,10 +94,12 @@ func BenchmarkConsumeDatagram(b *testing.B) {
 	}
 	lines := bytes.Count(dgram, []byte{'\n'})
 	src := in.m.sources[SourceUDP]
+	from := &telemetry.Sender{Source: SourceUDP, Addr: netip.MustParseAddr("127.0.0.1")}
+	in.trust.decide(from)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		in.consumeDatagram(src, dgram, time.Now())
+		in.consumeDatagram(src, dgram, time.Now(), from)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*lines), "ns/line")
 }
@@ -156,5 +160,32 @@ func BenchmarkScanTraceRequest(b *testing.B) {
 		if _, err := scanTraceRequest(body); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkTrustDecide is the per-datagram cost of the trigger
+// allow-list: a UDP sender against four prefixes (matching the last one,
+// the worst case of the linear scan), and a unix-socket sender's uid
+// against a list of four.
+func BenchmarkTrustDecide(b *testing.B) {
+	p := newTrustPolicy(TriggerConfig{UIDs: []uint32{1000, 1001, 1002, 1003},
+		CIDRs: []string{"10.244.0.0/16", "10.96.0.0/12", "fd00::/8", "192.168.7.0/24"}})
+	for _, tc := range []struct {
+		name string
+		s    telemetry.Sender
+	}{
+		{"udp", telemetry.Sender{Source: SourceUDP, Addr: netip.MustParseAddr("192.168.7.9")}},
+		{"unixgram", telemetry.Sender{Source: SourceUnixgram, HasCred: true, UID: 1003, GID: 1003}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			s := tc.s
+			for b.Loop() {
+				p.decide(&s)
+			}
+			if !s.Trusted {
+				b.Fatal("not trusted")
+			}
+		})
 	}
 }

@@ -23,7 +23,9 @@ type Config struct {
 	// (default 127.0.0.1:7171).
 	LineUDP string `yaml:"line_udp"`
 	// LineUnix is the path of the line-protocol unix datagram socket
-	// (default /run/spikehunt/agent.sock). A stale socket file left by a
+	// (default /run/spikehunt/agent.sock; its folder is made 0755, so
+	// that apps of every user reach it, and must not hold the agent's
+	// control socket). A stale socket file left by a
 	// dead agent is replaced; a live one is an error. Not on Windows.
 	// The kernel queues at most net.unix.max_dgram_qlen datagrams (often
 	// 10) per socket; senders wait while it is full, and the Go client
@@ -129,6 +131,11 @@ type Config struct {
 	MaxEndpoints        int           `yaml:"max_endpoints"`
 	CardinalityIdle     time.Duration `yaml:"cardinality_idle"`
 	CardinalityHalfLife time.Duration `yaml:"cardinality_half_life"`
+
+	// Trigger is who may fire captures (trust.go). Everyone's requests
+	// are received; only these senders' fire the capture engine's
+	// trigger.
+	Trigger TriggerConfig `yaml:"trigger"`
 
 	// QueueSize bounds the kept requests waiting for the exporter
 	// (default 16384, about 2 MiB); when full, requests are dropped and
@@ -237,6 +244,9 @@ func (c *Config) Validate() error {
 	check(c.CardinalityIdle >= time.Second, "cardinality_idle = %s, want ≥ 1s", c.CardinalityIdle)
 	check(c.CardinalityHalfLife >= time.Second && c.CardinalityHalfLife <= 24*time.Hour, "cardinality_half_life = %s, want 1s–24h", c.CardinalityHalfLife)
 	check(c.QueueSize >= 1 && c.QueueSize <= 1<<24, "queue_size = %d, want 1–16777216", c.QueueSize)
+	if err := c.Trigger.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	for svc, d := range c.ServiceSlowThresholds {
 		check(svc != "", "service_slow_thresholds: empty service name")
 		check(d > 0, "service_slow_thresholds[%q] = %s, want > 0", svc, d)

@@ -11,6 +11,12 @@
 //   - a line protocol over UDP and a unix datagram socket (line.go), for
 //     apps without an OTel SDK; package agents/client writes it.
 //
+// Each datagram's sender is known (the kernel's credentials of the process
+// behind a unix datagram, a UDP datagram's source address, an OTLP
+// request's peer address) and judged against Config.Trigger (trust.go);
+// the tap passes it on, and only a trusted sender's request may fire a
+// capture.
+//
 // Every request then goes through the cardinality caps (cardinality.go:
 // the slots go to the names with the most requests, so rare names cannot
 // squat them) and the sampler (sampling.go, tail.go): slow requests are

@@ -435,7 +435,7 @@ func newSquatHarness(t *testing.T) *squatHarness {
 	t.Cleanup(func() { in.Close() })
 	s := &squatHarness{t: t, in: in, clock: newFakeClock(time.Now(), 0), h: in.otlpHTTPHandler(), tapped: map[string]int{}}
 	in.now = s.clock.now
-	in.Tap(func(r *telemetry.Request) {
+	in.Tap(func(r *telemetry.Request, _ *telemetry.Sender) {
 		s.mu.Lock()
 		s.tapped[r.Service+" "+r.Endpoint]++
 		s.mu.Unlock()

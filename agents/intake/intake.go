@@ -34,7 +34,12 @@ type Intake struct {
 	budget *decodeBudget
 	now    func() time.Time // the receive clock; tests replace it
 	out    chan telemetry.Request
-	tap    func(*telemetry.Request) // set before Start; see Tap
+	tap    func(*telemetry.Request, *telemetry.Sender) // set before Start; see Tap
+	// trust decides which senders may fire captures (trust.go);
+	// unnamed holds, per source, the judged sender of a receiver that
+	// does not know its peer.
+	trust   trustPolicy
+	unnamed map[string]*telemetry.Sender
 
 	// mu orders sends on out against Close: senders hold it for reading
 	// around a whole batch and check closed; Close takes it for writing
@@ -65,8 +70,10 @@ type Addrs struct {
 // Tap has fn see every kept request as it is queued, on the receiving
 // goroutine: the capture engine's local trigger must fire within 100 ms
 // of a slow request, which a hop through the exporter's batches would
-// not allow. fn must not block or keep r; call Tap before Start.
-func (in *Intake) Tap(fn func(r *telemetry.Request)) { in.tap = fn }
+// not allow. from is who sent r, with Trusted set from Config.Trigger:
+// only a trusted sender's request may fire a capture. fn must not block
+// or keep r or from; call Tap before Start.
+func (in *Intake) Tap(fn func(r *telemetry.Request, from *telemetry.Sender)) { in.tap = fn }
 
 // New checks cfg and builds an intake; nothing is bound until Start.
 func New(cfg Config, logger *slog.Logger) (*Intake, error) {
@@ -82,6 +89,13 @@ func New(cfg Config, logger *slog.Logger) (*Intake, error) {
 	in.m = newMetrics(func() float64 { return float64(len(in.out)) }, func() float64 { return float64(in.budget.used.Load()) })
 	in.m.budgetLimit.Set(float64(cfg.DecodeBudgetBytes))
 	in.card = newCardinality(&in.cfg, in.m)
+	in.trust = newTrustPolicy(cfg.Trigger)
+	in.unnamed = map[string]*telemetry.Sender{}
+	for _, src := range []string{SourceOTLPGRPC, SourceOTLPHTTP, SourceUDP, SourceUnixgram} {
+		s := &telemetry.Sender{Source: src}
+		in.trust.decide(s)
+		in.unnamed[src] = s
+	}
 	return in, nil
 }
 

@@ -33,7 +33,10 @@ func setReadBuffer(pc net.PacketConn, size int, in *Intake) {
 }
 
 // serveLines reads datagrams from pc until it is closed. It owns buf; the
-// byte slices of a parsed line alias it and die with the next read.
+// byte slices of a parsed line alias it and die with the next read. Each
+// datagram's sender is checked against the trigger allow-list
+// (trust.go): a few comparisons, no state kept per sender, so that a
+// flood of new sources costs no memory.
 func (in *Intake) serveLines(pc net.PacketConn, src *sourceMetrics) {
 	r, err := newDatagramReader(pc)
 	if err != nil {
@@ -41,8 +44,9 @@ func (in *Intake) serveLines(pc net.PacketConn, src *sourceMetrics) {
 		return
 	}
 	buf := make([]byte, MaxDatagram+1) // one spare byte tells a truncated datagram
+	from := telemetry.Sender{Source: src.name}
 	for {
-		n, err := r.read(buf)
+		n, err := r.read(buf, &from)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -57,14 +61,16 @@ func (in *Intake) serveLines(pc net.PacketConn, src *sourceMetrics) {
 			src.drop(errDatagramTooLarge.reason, 1)
 			continue
 		}
-		in.consumeDatagram(src, buf[:n], in.now())
+		in.trust.decide(&from)
+		in.consumeDatagram(src, buf[:n], in.now(), &from)
 	}
 }
 
 var errNoRawConn = errors.New("socket does not expose its file descriptor")
 
-// consumeDatagram files every line of one datagram received at end.
-func (in *Intake) consumeDatagram(src *sourceMetrics, dgram []byte, end time.Time) {
+// consumeDatagram files every line of one datagram received at end from
+// from.
+func (in *Intake) consumeDatagram(src *sourceMetrics, dgram []byte, end time.Time, from *telemetry.Sender) {
 	in.mu.RLock()
 	defer in.mu.RUnlock()
 	k := newTally(in, src, end.UnixNano())
@@ -91,7 +97,7 @@ func (in *Intake) consumeDatagram(src *sourceMetrics, dgram []byte, end time.Tim
 		r.Duration, r.TraceID = rec.latency, rec.traceID
 		if classify(&k, rec.service, rec.endpoint, &r) {
 			r.Start, r.ThreadID, r.Status = end.Add(-rec.latency), rec.threadID, statusString(rec.status)
-			in.offer(src, &r)
+			in.offerFrom(src, &r, from)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package intake
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -11,19 +12,25 @@ import (
 	"github.com/spikehunt/spikehunt/agents/telemetry"
 )
 
-// consumeTraces files the request spans of td and counts the rest. It
-// reports false, having done nothing, once the intake is closed.
-func (in *Intake) consumeTraces(src *sourceMetrics, td ptrace.Traces) (spanTally, bool) {
+// consumeTraces files the request spans of td, sent by the connection's
+// peer (nil when unknown), and counts the rest. It reports false, having
+// done nothing, once the intake is closed.
+func (in *Intake) consumeTraces(src *sourceMetrics, peer net.Addr, td ptrace.Traces) (spanTally, bool) {
 	in.mu.RLock()
 	defer in.mu.RUnlock()
 	if in.closed {
 		return spanTally{}, false
 	}
+	from := in.unnamed[src.name]
+	if peer != nil {
+		s := in.senderAt(src, peer)
+		from = &s
+	}
 	now := in.now()
 	k := newTally(in, src, now.UnixNano())
 	t := requestSpans(td, newSpanWindow(now, in.cfg.MaxSpanAge, in.cfg.MaxSpanAhead), func(svc, ep string, r *telemetry.Request) {
 		if classify(&k, svc, ep, r) {
-			in.offer(src, r)
+			in.offerFrom(src, r, from)
 		}
 	})
 	k.flush()

@@ -16,6 +16,7 @@ import (
 	_ "google.golang.org/grpc/encoding/gzip" // OTel SDKs and Collectors may send gzip
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
@@ -215,7 +216,11 @@ func (s *traceService) export(ctx context.Context, req *grpcRequest) (*grpcRespo
 		s.src.drop(reasonDecode, 1)
 		return nil, status.Error(codes.InvalidArgument, "decode ExportTraceServiceRequest: "+err.Error())
 	}
-	t, ok := s.in.consumeTraces(s.src, pr.Traces())
+	var from net.Addr
+	if p, ok := peer.FromContext(ctx); ok {
+		from = p.Addr
+	}
+	t, ok := s.in.consumeTraces(s.src, from, pr.Traces())
 	if !ok {
 		return nil, status.Error(codes.Unavailable, "spikehunt intake is shutting down")
 	}

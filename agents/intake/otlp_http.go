@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -145,7 +146,7 @@ func (in *Intake) serveOTLPHTTP(w http.ResponseWriter, r *http.Request) {
 		in.refuseHTTP(w, ct, src, tooManySpans(n, in.cfg.MaxSpansPerRequest))
 		return
 	}
-	t, ok := in.consumeTraces(src, req.Traces())
+	t, ok := in.consumeTraces(src, remoteAddr(r), req.Traces())
 	if !ok {
 		w.Header().Set("Retry-After", "1")
 		writeStatus(w, ct, http.StatusServiceUnavailable, codes.Unavailable, "spikehunt intake is shutting down")
@@ -305,4 +306,14 @@ func writeStatus(w http.ResponseWriter, ct string, httpCode int, code codes.Code
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(httpCode)
 	w.Write(body)
+}
+
+// remoteAddr is the HTTP peer's address, as the server's connection saw
+// it (never a forwarding header: a client could write those), or nil.
+func remoteAddr(r *http.Request) net.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return nil
+	}
+	return net.TCPAddrFromAddrPort(ap)
 }

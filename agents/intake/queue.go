@@ -7,11 +7,18 @@ import "github.com/spikehunt/spikehunt/agents/telemetry"
 // the request is dropped and counted (reason queue_full), so a slow
 // exporter costs data, never a stalled socket or a blocked OTLP client.
 
-// offer hands r to the queue without blocking. The caller holds in.mu for
-// reading and has checked in.closed, so the channel is open.
+// offer hands r, from a sender the receiver cannot name, to the queue
+// without blocking. The caller holds in.mu for reading and has checked
+// in.closed, so the channel is open.
 func (in *Intake) offer(src *sourceMetrics, r *telemetry.Request) {
+	in.offerFrom(src, r, in.unnamed[src.name])
+}
+
+// offerFrom is offer for a request whose sender the receiver knows and
+// the trust policy has judged.
+func (in *Intake) offerFrom(src *sourceMetrics, r *telemetry.Request, from *telemetry.Sender) {
 	if in.tap != nil {
-		in.tap(r)
+		in.tap(r, from)
 	}
 	select {
 	case in.out <- *r:

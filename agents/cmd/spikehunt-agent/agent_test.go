@@ -24,6 +24,9 @@ import (
 var agentBin string
 
 func TestMain(m *testing.M) {
+	if op := os.Getenv(childOpEnv); op != "" {
+		os.Exit(childMain(op))
+	}
 	dir, err := os.MkdirTemp("", "agent-bin-")
 	if err != nil {
 		panic(err)
@@ -72,6 +75,15 @@ func startAgent(t testing.TB, brokers []string, spoolDir string, extra ...string
 		"--intake.otlp-http", "127.0.0.1:0", "--host-name", "test-node", "--hw-class", "gen5",
 	}, extra...)
 	p := &agentProc{out: &syncBuffer{}, sock: sock, capSock: filepath.Join(tmp, "capture.sock")}
+	// A test that moves the sockets waits for, and talks to, its own.
+	for i := 0; i+1 < len(extra); i++ {
+		switch extra[i] {
+		case "--intake.line-unix":
+			p.sock, sock = extra[i+1], extra[i+1]
+		case "--capture.socket":
+			p.capSock = extra[i+1]
+		}
+	}
 	p.cmd = execAgent(args, p.out)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

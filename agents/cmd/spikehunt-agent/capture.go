@@ -26,8 +26,18 @@ type CaptureConfig struct {
 	// Dir is the volume captures are written to.
 	Dir string `yaml:"dir"`
 	// Socket is the control socket (`spikehunt-agent capture …`), mode
-	// 0600: only root arms captures.
+	// 0600 in a 0700 folder of its own (default
+	// /run/spikehunt-agent/capture.sock), and only a root peer's
+	// connection is served (SO_PEERCRED): only root arms captures. Keep
+	// it out of the line socket's folder, which apps of every user must
+	// be able to enter.
 	Socket string `yaml:"socket"`
+	// FireEvery and FireBurst rate-limit the local trigger per sender (a
+	// uid on the unix socket, an address otherwise): FireBurst fires at
+	// once, then one more every FireEvery (defaults 30s and 2). Who may
+	// fire at all is intake.trigger.
+	FireEvery time.Duration `yaml:"fire_every"`
+	FireBurst int           `yaml:"fire_burst"`
 	// Backends to enable, of perf, ftrace, bpftrace (Linux) and wpr
 	// (Windows).
 	Backends []string `yaml:"backends"`
@@ -55,8 +65,12 @@ type CaptureConfig struct {
 	Kube CaptureKubeConfig `yaml:"kube"`
 }
 
+// defaultControlSocket is in a folder of its own: the line socket's,
+// /run/spikehunt, must stay open to every app (intake.DefaultLineUnix).
+const defaultControlSocket = "/run/spikehunt-agent/capture.sock"
+
 func defaultCaptureConfig() CaptureConfig {
-	c := CaptureConfig{Enabled: true, Dir: "/var/lib/spikehunt/captures", Socket: "/run/spikehunt/capture.sock",
+	c := CaptureConfig{Enabled: true, Dir: "/var/lib/spikehunt/captures", Socket: defaultControlSocket,
 		ScriptDir: "/etc/spikehunt/bpftrace", Nice: 10, IOClass: "idle"}
 	if runtime.GOOS == "windows" {
 		c.Backends = []string{capture.WPR}
@@ -110,7 +124,7 @@ func startCapture(ctx context.Context, cfg CaptureConfig, tracefs string, res te
 		Store: store,
 		Dir:   cfg.Dir, Resource: capture.HostIdentity{Host: res.HostName, Node: res.NodeName, HWClass: res.HWClass},
 		Backends: backends, MaxConcurrent: cfg.MaxConcurrent, MaxRingKB: cfg.MaxRingKB,
-		MemoryStallAbort: cfg.MemoryStallAbort, RequestRing: cfg.RequestRing,
+		MemoryStallAbort: cfg.MemoryStallAbort, RequestRing: cfg.RequestRing, FireEvery: cfg.FireEvery, FireBurst: cfg.FireBurst,
 		Govern: capture.GovernConfig{CPUs: cfg.CPUs, Nice: cfg.Nice, IOClass: cfg.IOClass}, Log: log,
 	})
 	if errors.Is(err, capture.ErrInvalid) {
@@ -135,7 +149,7 @@ func startCapture(ctx context.Context, cfg CaptureConfig, tracefs string, res te
 		return eng, stop, nil
 	}
 	srv := &http.Server{Handler: eng.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
+	go srv.Serve(rootPeersOnly(ln, log))
 	log.Info("capture engine ready", "dir", cfg.Dir, "socket", cfg.Socket, "backends", cfg.Backends)
 	return eng, func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -148,9 +162,19 @@ func startCapture(ctx context.Context, cfg CaptureConfig, tracefs string, res te
 }
 
 // listenControl binds the control socket, owner-only: arming a recorder
-// is root's decision.
+// is root's decision. Its folder is made 0700 (the folders above it
+// 0755, so that a shared parent such as /run stays open), and an
+// existing one must be the agent's and not writable by others, or
+// someone else could swap the socket for theirs.
 func listenControl(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, err
+	}
+	if err := checkControlDir(dir); err != nil {
 		return nil, err
 	}
 	// A socket left by a killed agent would refuse the bind; one that a
@@ -175,6 +199,12 @@ func (c CaptureConfig) validate() error {
 	}
 	if c.Dir == "" {
 		return errors.New("capture.dir is empty")
+	}
+	if c.FireEvery != 0 && (c.FireEvery < time.Second || c.FireEvery > 24*time.Hour) {
+		return fmt.Errorf("capture.fire_every = %v, want 1s–24h", c.FireEvery)
+	}
+	if c.FireBurst < 0 || c.FireBurst > 64 {
+		return fmt.Errorf("capture.fire_burst = %d, want 1–64 (0: the default, %d)", c.FireBurst, capture.DefaultFireBurst)
 	}
 	for _, b := range c.Backends {
 		switch b {

@@ -21,7 +21,7 @@ import (
 )
 
 // captureCLI runs `spikehunt-agent capture ARGS…` against p's socket.
-func captureCLI(t *testing.T, p *agentProc, args ...string) (string, error) {
+func captureCLI(t testing.TB, p *agentProc, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(agentBin, append(append([]string{"capture"}, args...), "--socket", p.capSock)...)
 	var out, errb bytes.Buffer

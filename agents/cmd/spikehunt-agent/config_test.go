@@ -31,7 +31,8 @@ func TestConfigLoadsEveryKeyOfTheSample(t *testing.T) {
 		cfg.Export.MaxSpans != 1000, len(cfg.Kafka.Brokers) != 2, cfg.Kafka.Compression != "zstd",
 		cfg.Spool.MaxBytes != 128<<20, cfg.Spool.FsyncInterval != 500*time.Millisecond, cfg.Listen != "0.0.0.0:9464",
 		cfg.Runtime.GoMaxProcs != 2, cfg.Runtime.TimerSlack != 2*time.Millisecond,
-		cfg.Capture.Kube.Enabled == nil || !*cfg.Capture.Kube.Enabled:
+		cfg.Capture.Kube.Enabled == nil || !*cfg.Capture.Kube.Enabled,
+		len(cfg.Intake.Trigger.UIDs) != 1 || cfg.Intake.Trigger.CIDRs[0] != "10.244.0.0/16", cfg.Capture.FireEvery != time.Minute, cfg.Capture.FireBurst != 1:
 		t.Fatalf("loaded %+v", cfg)
 	}
 	// Keys the sample leaves out keep their defaults.
@@ -55,6 +56,9 @@ func TestConfigMistakesAreClearErrors(t *testing.T) {
 		{"runtime:\n  gomaxprocs: -1\n", "runtime.gomaxprocs"},
 		{"runtime:\n  timer_slack: 1s\n", "runtime.timer_slack"},
 		{"capture:\n  kube:\n    kubeconfig: /no/such/kubeconfig\n", "capture.kube.kubeconfig"},
+		{"intake:\n  trigger:\n    cidrs: [pods]\n", `trigger.cidrs: "pods"`},
+		{"capture:\n  fire_burst: 100\n", "capture.fire_burst"},
+		{"capture:\n  fire_every: 10ms\n", "capture.fire_every"},
 	} {
 		p := filepath.Join(t.TempDir(), "c.yaml")
 		os.WriteFile(p, []byte(tc.yaml), 0o644)
@@ -74,6 +78,9 @@ func TestCommandLineMistakesExitWithUsage(t *testing.T) {
 		if err != errUsage {
 			t.Errorf("%v: %v, want a usage error", args, err)
 		}
+	}
+	if err := run(context.Background(), []string{"--intake.trigger.uids", "0,alice"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), `"alice" is not a uid`) {
+		t.Errorf("--intake.trigger.uids with a name: %v", err)
 	}
 	err := run(context.Background(), []string{"--sink", "otlp"}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "otlp.endpoint") {

@@ -5,7 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+
+	"github.com/spikehunt/spikehunt/agents/capture"
 )
 
 // parseFlags loads --config, then applies the flags that were given.
@@ -31,6 +34,8 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	hw := fs.String("hw-class", "", "spikehunt.hw_class (default: $SPIKEHUNT_HW_CLASS or the node label)")
 	lineUDP := fs.String("intake.line-udp", def.Intake.LineUDP, "line protocol UDP address (empty disables)")
 	lineUnix := fs.String("intake.line-unix", def.Intake.LineUnix, "line protocol unix datagram socket (empty disables)")
+	trigUIDs := fs.String("intake.trigger.uids", "", "uids whose requests on the unix socket may fire captures, comma-separated (root always may; others' requests are data only)")
+	trigCIDRs := fs.String("intake.trigger.cidrs", "", "networks whose UDP requests may fire captures, comma-separated (default: none; e.g. the node's pod CIDR)")
 	otlpGRPC := fs.String("intake.otlp-grpc", def.Intake.OTLPGRPC, "OTLP/gRPC trace receiver address (empty disables)")
 	otlpHTTP := fs.String("intake.otlp-http", def.Intake.OTLPHTTP, "OTLP/HTTP trace receiver address (empty disables)")
 	maxProcs := fs.Int("runtime.gomaxprocs", def.Runtime.GoMaxProcs, "GOMAXPROCS; 0 keeps Go's default ($GOMAXPROCS, else the usable CPUs)")
@@ -41,6 +46,8 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	capDir := fs.String("capture.dir", def.Capture.Dir, "volume captures are written to")
 	capSock := fs.String("capture.socket", def.Capture.Socket, "capture control socket (root only; empty disables)")
 	capBackends := fs.String("capture.backends", strings.Join(def.Capture.Backends, ","), "capture backends to enable")
+	capFireEvery := fs.Duration("capture.fire-every", capture.DefaultFireEvery, "a sender (uid or address) gets one more local-trigger fire this often, after its burst")
+	capFireBurst := fs.Int("capture.fire-burst", capture.DefaultFireBurst, "local-trigger fires a sender may make at once")
 	capScripts := fs.String("capture.script-dir", def.Capture.ScriptDir, "allow-listed bpftrace scripts (an admin's folder)")
 	capKube := fs.Bool("capture.kube.enabled", false, "arm this node's Capture objects (default: when in a cluster or --capture.kube.kubeconfig is set)")
 	capKubeconfig := fs.String("capture.kube.kubeconfig", "", "kubeconfig for --capture.kube outside the cluster (default: the in-cluster ServiceAccount)")
@@ -78,6 +85,22 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	apply("hw-class", func() { cfg.Resource.HWClass = *hw })
 	apply("intake.line-udp", func() { cfg.Intake.LineUDP = *lineUDP })
 	apply("intake.line-unix", func() { cfg.Intake.LineUnix = *lineUnix })
+	var listErr error
+	apply("intake.trigger.uids", func() {
+		cfg.Intake.Trigger.UIDs = nil
+		for _, f := range splitList(*trigUIDs) {
+			uid, err := strconv.ParseUint(f, 10, 32)
+			if err != nil {
+				listErr = fmt.Errorf("--intake.trigger.uids: %q is not a uid (a decimal number)", f)
+				return
+			}
+			cfg.Intake.Trigger.UIDs = append(cfg.Intake.Trigger.UIDs, uint32(uid))
+		}
+	})
+	apply("intake.trigger.cidrs", func() { cfg.Intake.Trigger.CIDRs = splitList(*trigCIDRs) })
+	if listErr != nil {
+		return cfg, listErr
+	}
 	apply("intake.otlp-grpc", func() { cfg.Intake.OTLPGRPC = *otlpGRPC })
 	apply("intake.otlp-http", func() { cfg.Intake.OTLPHTTP = *otlpHTTP })
 	apply("log-level", func() { cfg.LogLevel = *logLevel })
@@ -88,8 +111,21 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	apply("capture.dir", func() { cfg.Capture.Dir = *capDir })
 	apply("capture.socket", func() { cfg.Capture.Socket = *capSock })
 	apply("capture.backends", func() { cfg.Capture.Backends = strings.Split(*capBackends, ",") })
+	apply("capture.fire-every", func() { cfg.Capture.FireEvery = *capFireEvery })
+	apply("capture.fire-burst", func() { cfg.Capture.FireBurst = *capFireBurst })
 	apply("capture.script-dir", func() { cfg.Capture.ScriptDir = *capScripts })
 	apply("capture.kube.enabled", func() { cfg.Capture.Kube.Enabled = capKube })
 	apply("capture.kube.kubeconfig", func() { cfg.Capture.Kube.Kubeconfig = *capKubeconfig })
 	return cfg, nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

@@ -94,7 +94,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer stopCapture()
 	if eng != nil {
-		in.Tap(eng.Observe)
+		in.Tap(eng.ObserveFrom)
 	}
 	// Deferred after stopCapture, so it runs first: the watcher disarms
 	// and reports its captures before the engine closes.
