@@ -19,6 +19,11 @@ type Config struct {
 	// or EXPLAIN, and run with the engine's readonly = 2, so no INSERT, DDL
 	// or change of readonly gets through, whatever the text hides.
 	ReadOnlyUser, ReadOnlyPassword string
+	// ExternalSources lets statements read and write files as the server's
+	// user through what the engine's grants cannot refuse: FROM INFILE, the
+	// file() function, and (for the read-write user) INTO OUTFILE. Set it
+	// with store.EmbeddedConfig.ExternalSources, which opens the rest.
+	ExternalSources bool
 	// MaxQueryBytes bounds the query text read from the body. Default 1 MiB.
 	MaxQueryBytes int64
 	// MaxExecutionTime bounds every statement (the engine's

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"regexp"
 	"strings"
 
 	"github.com/spikehunt/spikehunt/pipelines/store"
@@ -13,12 +14,13 @@ import (
 // The gate: what the engine cannot refuse itself.
 //
 // The engine's grants (store's engine_config.go) refuse file(), url(),
-// remote(), s3() and the rest, for every statement. Three things escape
-// them, because in the embedded engine they run in the client code that
-// shares its process: INTO OUTFILE and FROM INFILE (the process writes and
-// reads the file itself, no grant asked) and a text of several statements,
-// all of which run. And the engine runs all statements as one user, so the
-// read-only user's limits are applied here, per statement.
+// remote(), s3() and the rest as table functions and engines, for every
+// statement. What escapes them: INTO OUTFILE and FROM INFILE (in the
+// embedded engine the client code that shares its process writes and
+// reads the file, no grant asked), the file() function (no grant asked
+// either), and a text of several statements, all of which run. And the
+// engine runs all statements as one user, so the read-only user's limits
+// are applied here, per statement.
 //
 // Text filters are bypassable (comments, case, quoting, heredocs), so the
 // gate asks the engine's own parser: formatQuerySingleLine() refuses a
@@ -27,6 +29,16 @@ import (
 // of what it prints; the data could hide a second statement after a ';',
 // so an INSERT with a ';' in its text is refused: send its data in the body
 // with the INSERT in the query parameter.
+
+// fileFunctions reach a path or a host their arguments name, and the
+// engine asks no grant for them: the file() function (the file() table
+// function needs READ ON FILE; the function, in the embedded engine, reads
+// any path), catboostEvaluate (loads a model from a path through a helper
+// process) and disk(), a table's disk defined inline, which the engine
+// creates (a local folder anywhere, a web or s3 endpoint) before the
+// constraint on a table's disk refuses it. The formatter prints a call as
+// the bare name and "(", quoting only a name that needs it.
+var fileFunctions = regexp.MustCompile("(?i)(^|[^A-Za-z0-9_.])[`\"]?(file|catboostEvaluate|disk)[`\"]?\\s*\\(")
 
 // readOnlyStatements are the statements the read-only user may run, as the
 // formatter begins them.
@@ -53,8 +65,12 @@ func (h *Handler) admit(ctx context.Context, query string, readOnly bool) *refus
 	}
 	canon := strings.TrimSpace(out.String())
 	switch {
-	case strings.Contains(canon, "INTO OUTFILE"), strings.Contains(canon, "FROM INFILE"):
-		return &refusal{http.StatusForbidden, exception(497, "INTO OUTFILE and FROM INFILE are refused: they would read or write files as the server's own user; read the result from the response, send data in the request body", "ACCESS_DENIED")}
+	case strings.Contains(canon, "INTO OUTFILE") && (readOnly || !h.cfg.ExternalSources):
+		return &refusal{http.StatusForbidden, exception(497, "INTO OUTFILE is refused: it would write a file as the server's own user; read the result from the response", "ACCESS_DENIED")}
+	case strings.Contains(canon, "FROM INFILE") && !h.cfg.ExternalSources:
+		return &refusal{http.StatusForbidden, exception(497, "FROM INFILE is refused: it would read a file as the server's own user; send the data in the request body (serve-clickhouse --allow-external-sources permits it)", "ACCESS_DENIED")}
+	case fileFunctions.MatchString(canon) && !h.cfg.ExternalSources:
+		return &refusal{http.StatusForbidden, exception(497, "the file(), catboostEvaluate() and disk() functions are refused: they would reach files or hosts as the server's own user (serve-clickhouse --allow-external-sources permits them)", "ACCESS_DENIED")}
 	case strings.HasPrefix(canon, "INSERT "):
 		if readOnly {
 			return &refusal{http.StatusForbidden, exception(164, "the read-only user cannot INSERT", "READONLY")}

@@ -29,7 +29,13 @@ const engineGrants = "SELECT, INSERT, ALTER, CREATE DATABASE, CREATE TABLE, CREA
 // fileSettings name a server-side file a query could have the engine read
 // or write (a Template format's row and result-set files, a schema file);
 // they are fixed at their defaults.
-var fileSettings = []string{"format_schema", "format_template_row", "format_template_resultset", "output_format_schema", "format_schema_source"}
+//
+// merge_tree_disk and merge_tree_storage_policy are a table's disk
+// (constraints name MergeTree settings with the merge_tree_ prefix):
+// SETTINGS disk = disk(type = 'web', endpoint = …) would make the engine
+// connect to any host, and a local one write anywhere.
+var fileSettings = []string{"format_schema", "format_template_row", "format_template_resultset", "output_format_schema", "format_schema_source",
+	"merge_tree_disk", "merge_tree_storage_policy"}
 
 // writeEngineConfig writes the engine's config.xml and users.xml under
 // dir/spikehunt-engine and returns the config file's path.

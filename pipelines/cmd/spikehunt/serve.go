@@ -41,7 +41,8 @@ needs a user with a password: --user (read-write, the ingest's) and/or
 		fmt.Fprintln(stderr, "--dsn must name an embedded store (chdb:///path/to/dir): a ClickHouse server already serves its own HTTP interface")
 		return errUsage
 	}
-	cfg := chhttp.Config{User: *user, Password: envOr(*password, ""), ReadOnlyUser: *roUser, ReadOnlyPassword: envOr(*roPassword, ""), MaxExecutionTime: *maxExec}
+	cfg := chhttp.Config{User: *user, Password: envOr(*password, ""), ReadOnlyUser: *roUser, ReadOnlyPassword: envOr(*roPassword, ""),
+		MaxExecutionTime: *maxExec, ExternalSources: *external}
 	if err := checkServeAuth(*listen, cfg, *password, *roPassword); err != nil {
 		fmt.Fprintln(stderr, err)
 		return errUsage
