@@ -40,6 +40,10 @@ import (
 // the bare name and "(", quoting only a name that needs it.
 var fileFunctions = regexp.MustCompile("(?i)(^|[^A-Za-z0-9_.])[`\"]?(file|catboostEvaluate|disk)[`\"]?\\s*\\(")
 
+// sessionStatements change the state of the connection they run on, as
+// the formatter begins them.
+var sessionStatements = []string{"SET ", "USE ", "CREATE TEMPORARY TABLE ", "BEGIN TRANSACTION", "COMMIT", "ROLLBACK"}
+
 // readOnlyStatements are the statements the read-only user may run, as the
 // formatter begins them.
 var readOnlyStatements = []string{"SELECT ", "WITH ", "SHOW ", "DESCRIBE ", "DESC ", "EXISTS ", "EXPLAIN ", "("}
@@ -71,6 +75,12 @@ func (h *Handler) admit(ctx context.Context, query string, readOnly bool) *refus
 		return &refusal{http.StatusForbidden, exception(497, "FROM INFILE is refused: it would read a file as the server's own user; send the data in the request body (serve-clickhouse --allow-external-sources permits it)", "ACCESS_DENIED")}
 	case fileFunctions.MatchString(canon) && !h.cfg.ExternalSources:
 		return &refusal{http.StatusForbidden, exception(497, "the file(), catboostEvaluate() and disk() functions are refused: they would reach files or hosts as the server's own user (serve-clickhouse --allow-external-sources permits them)", "ACCESS_DENIED")}
+	case hasAnyPrefix(canon, sessionStatements):
+		// The engine's connections are pooled and shared by every client:
+		// a SET, USE or temporary table would outlive the request and reach
+		// the next statement on that connection, someone else's.
+		verb, _, _ := strings.Cut(canon, " ")
+		return &refusal{http.StatusBadRequest, exception(48, "serve-clickhouse has no sessions, so "+verb+" would have no effect: pass settings as URL parameters (?max_threads=2), the database as ?database=, and use a subquery or WITH for a temporary table", "NOT_IMPLEMENTED")}
 	case strings.HasPrefix(canon, "INSERT "):
 		if readOnly {
 			return &refusal{http.StatusForbidden, exception(164, "the read-only user cannot INSERT", "READONLY")}

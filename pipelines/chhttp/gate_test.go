@@ -188,6 +188,31 @@ func TestReadOnlyUserCannotWriteNorTurnReadonlyOff(t *testing.T) {
 	}
 }
 
+// The engine's connections are shared by every client, so a statement that
+// would change its connection for the next one (someone else's) is
+// refused: SET, USE, a temporary table, a transaction.
+func TestNoStatementChangesTheSharedConnectionForTheNext(t *testing.T) {
+	addr, db := serve(t, Config{})
+	for _, q := range []string{
+		"SET max_threads = 1",
+		"SET readonly = 1",
+		"set /* x */ ROLE NONE",
+		"USE system",
+		"CREATE TEMPORARY TABLE tmp (a UInt8)",
+		"BEGIN TRANSACTION",
+	} {
+		if status, body := do(t, addr, "", "", q, "", nil); status != http.StatusBadRequest || !strings.Contains(body, "no sessions") {
+			t.Errorf("%s: %d %q, want 400 and no sessions", q, status, body)
+		}
+	}
+	// Every pooled connection is still in the store's database and writable.
+	for range 8 {
+		if status, body := do(t, addr, "", "", "SELECT currentDatabase(), getSetting('readonly')", "", nil); status != 200 || body != db+"\t0\n" {
+			t.Fatalf("after the attempts: %d %q, want %q", status, body, db+"\t0\n")
+		}
+	}
+}
+
 // A statement is stopped at the server's MaxExecutionTime, whatever the
 // client asks for.
 func TestMaxExecutionTimeStopsAStatementWhateverTheClientAsks(t *testing.T) {
