@@ -48,8 +48,10 @@ var sessionStatements = []string{"SET ", "USE ", "CREATE TEMPORARY TABLE ", "BEG
 // formatter begins them.
 var readOnlyStatements = []string{"SELECT ", "WITH ", "SHOW ", "DESCRIBE ", "DESC ", "EXISTS ", "EXPLAIN ", "("}
 
-// refusal is a statement the gate turned away.
+// refusal is a statement the gate turned away; reason labels
+// spikehunt_chhttp_refused_total ("" when the gate itself failed).
 type refusal struct {
+	reason string
 	status int
 	err    *store.Exception
 }
@@ -63,34 +65,34 @@ func (h *Handler) admit(ctx context.Context, query string, readOnly bool) *refus
 		if errors.As(err, &ex) {
 			// The parser's message names the query it was given, which is the
 			// client's; the code (62, SYNTAX_ERROR) is what clients branch on.
-			return &refusal{http.StatusBadRequest, ex}
+			return &refusal{"unparsable", http.StatusBadRequest, ex}
 		}
-		return &refusal{http.StatusInternalServerError, exception(1002, "parse the query: "+err.Error(), "UNKNOWN_EXCEPTION")}
+		return &refusal{"", http.StatusInternalServerError, exception(1002, "parse the query: "+err.Error(), "UNKNOWN_EXCEPTION")}
 	}
 	canon := strings.TrimSpace(out.String())
 	switch {
 	case strings.Contains(canon, "INTO OUTFILE") && (readOnly || !h.cfg.ExternalSources):
-		return &refusal{http.StatusForbidden, exception(497, "INTO OUTFILE is refused: it would write a file as the server's own user; read the result from the response", "ACCESS_DENIED")}
+		return &refusal{"into_outfile", http.StatusForbidden, exception(497, "INTO OUTFILE is refused: it would write a file as the server's own user; read the result from the response", "ACCESS_DENIED")}
 	case strings.Contains(canon, "FROM INFILE") && !h.cfg.ExternalSources:
-		return &refusal{http.StatusForbidden, exception(497, "FROM INFILE is refused: it would read a file as the server's own user; send the data in the request body (serve-clickhouse --allow-external-sources permits it)", "ACCESS_DENIED")}
+		return &refusal{"from_infile", http.StatusForbidden, exception(497, "FROM INFILE is refused: it would read a file as the server's own user; send the data in the request body (serve-clickhouse --allow-external-sources permits it)", "ACCESS_DENIED")}
 	case fileFunctions.MatchString(canon) && !h.cfg.ExternalSources:
-		return &refusal{http.StatusForbidden, exception(497, "the file(), catboostEvaluate() and disk() functions are refused: they would reach files or hosts as the server's own user (serve-clickhouse --allow-external-sources permits them)", "ACCESS_DENIED")}
+		return &refusal{"file_function", http.StatusForbidden, exception(497, "the file(), catboostEvaluate() and disk() functions are refused: they would reach files or hosts as the server's own user (serve-clickhouse --allow-external-sources permits them)", "ACCESS_DENIED")}
 	case hasAnyPrefix(canon, sessionStatements):
 		// The engine's connections are pooled and shared by every client:
 		// a SET, USE or temporary table would outlive the request and reach
 		// the next statement on that connection, someone else's.
 		verb, _, _ := strings.Cut(canon, " ")
-		return &refusal{http.StatusBadRequest, exception(48, "serve-clickhouse has no sessions, so "+verb+" would have no effect: pass settings as URL parameters (?max_threads=2), the database as ?database=, and use a subquery or WITH for a temporary table", "NOT_IMPLEMENTED")}
+		return &refusal{"session_statement", http.StatusBadRequest, exception(48, "serve-clickhouse has no sessions, so "+verb+" would have no effect: pass settings as URL parameters (?max_threads=2), the database as ?database=, and use a subquery or WITH for a temporary table", "NOT_IMPLEMENTED")}
 	case strings.HasPrefix(canon, "INSERT "):
 		if readOnly {
-			return &refusal{http.StatusForbidden, exception(164, "the read-only user cannot INSERT", "READONLY")}
+			return &refusal{"read_only_write", http.StatusForbidden, exception(164, "the read-only user cannot INSERT", "READONLY")}
 		}
 		if strings.Contains(strings.TrimRight(query, " \t\r\n;"), ";") {
-			return &refusal{http.StatusBadRequest, exception(62, "an INSERT with its data in the query text must not contain ';' (a second statement could follow it): put the INSERT … FORMAT in the query parameter and the data in the body", "SYNTAX_ERROR")}
+			return &refusal{"insert_with_semicolon", http.StatusBadRequest, exception(62, "an INSERT with its data in the query text must not contain ';' (a second statement could follow it): put the INSERT … FORMAT in the query parameter and the data in the body", "SYNTAX_ERROR")}
 		}
 	case readOnly && !hasAnyPrefix(canon, readOnlyStatements):
 		verb, _, _ := strings.Cut(canon, " ")
-		return &refusal{http.StatusForbidden, exception(164, "the read-only user may run only SELECT, WITH, SHOW, DESCRIBE, EXISTS and EXPLAIN, not "+verb, "READONLY")}
+		return &refusal{"read_only_statement", http.StatusForbidden, exception(164, "the read-only user may run only SELECT, WITH, SHOW, DESCRIBE, EXISTS and EXPLAIN, not "+verb, "READONLY")}
 	}
 	return nil
 }

@@ -11,6 +11,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
 // do sends one statement as user (empty: none) and returns the status and body.
@@ -45,7 +49,11 @@ var twoUsers = Config{User: "ingest", Password: "w", ReadOnlyUser: "grafana", Re
 // a dictionary, not INTO OUTFILE / FROM INFILE, not a file-naming setting,
 // and not a second statement hidden after the first. For both users.
 func TestNoStatementReachesFilesOrHostsForEitherUser(t *testing.T) {
-	addr, _ := serve(t, twoUsers)
+	h := New(testenv.ClickHouse(t), twoUsers)
+	refused := h.refused
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	addr := strings.TrimPrefix(srv.URL, "http://")
 	if st, body := do(t, addr, "ingest", "w", "CREATE TABLE kv (k String, v UInt32) ENGINE = MergeTree ORDER BY k", "", nil); st != 200 {
 		t.Fatalf("create: %d %s", st, body)
 	}
@@ -109,6 +117,11 @@ func TestNoStatementReachesFilesOrHostsForEitherUser(t *testing.T) {
 	status, body := do(t, addr, "ingest", "w", "SELECT * FROM system.one FORMAT Template", "", url.Values{"format_template_row": {"/etc/passwd"}})
 	if status == http.StatusOK || strings.Contains(body, "root:") {
 		t.Fatalf("format_template_row in the URL: %d %q", status, body)
+	}
+	for _, reason := range []string{"into_outfile", "from_infile", "file_function", "unparsable", "insert_with_semicolon"} {
+		if n := testutil.ToFloat64(refused.WithLabelValues(reason)); n == 0 {
+			t.Errorf("spikehunt_chhttp_refused_total{reason=%q} = 0", reason)
+		}
 	}
 	if n := hits.Load(); n != 0 {
 		t.Errorf("the peer was reached %d times", n)

@@ -37,6 +37,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
@@ -48,14 +50,31 @@ type Engine interface {
 
 // Handler is an http.Handler speaking the ClickHouse HTTP interface.
 type Handler struct {
-	eng Engine
-	cfg Config
+	eng     Engine
+	cfg     Config
+	refused *prometheus.CounterVec
 }
 
 // New returns a handler over eng; zero fields of cfg take DefaultConfig's
 // values. Check cfg with Validate first.
 func New(eng Engine, cfg Config) *Handler {
-	return &Handler{eng: eng, cfg: cfg.withDefaults()}
+	return &Handler{eng: eng, cfg: cfg.withDefaults(), refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "spikehunt_chhttp_refused_total",
+		Help: "Statements the gate refused, by reason: into_outfile, from_infile, file_function, session_statement, read_only_write, read_only_statement, insert_with_semicolon, unparsable (several statements or a syntax error).",
+	}, []string{"reason"})}
+}
+
+// Register adds the handler's metrics to reg.
+func (h *Handler) Register(reg prometheus.Registerer) error {
+	return reg.Register(h.refused)
+}
+
+// refuse answers a statement the gate turned away and counts it.
+func (h *Handler) refuse(w http.ResponseWriter, ref *refusal) {
+	if ref.reason != "" {
+		h.refused.WithLabelValues(ref.reason).Inc()
+	}
+	writeError(w, ref.status, ref.err)
 }
 
 // URL parameters that are part of the interface rather than settings.
@@ -144,7 +163,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if st.Query != "" {
 		if ins, format, ok := splitInsert(st.Query); ok {
 			if ref := h.admit(r.Context(), st.Query, readOnly); ref != nil {
-				writeError(w, ref.status, ref.err)
+				h.refuse(w, ref)
 				return
 			}
 			st.Query = ins
@@ -176,7 +195,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ref := h.admit(r.Context(), st.Query, readOnly); ref != nil {
-		writeError(w, ref.status, ref.err)
+		h.refuse(w, ref)
 		return
 	}
 	format := p.Get("default_format")

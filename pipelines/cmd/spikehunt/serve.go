@@ -72,7 +72,11 @@ needs a user with a password: --user (read-write, the ingest's) and/or
 	reg := newRegistry()
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
 	mux := observabilityMux(reg, st)
-	mux.Handle("/", chhttp.Instrument(chhttp.New(st, cfg), reg))
+	h := chhttp.New(st, cfg)
+	if err := h.Register(reg); err != nil {
+		return err
+	}
+	mux.Handle("/", chhttp.Instrument(h, reg))
 	srv, ln, err := listenHTTP(*listen, mux, limits)
 	if err != nil {
 		return err
