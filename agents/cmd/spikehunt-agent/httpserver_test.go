@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -92,4 +93,35 @@ func TestMetricsServerCapsConnections(t *testing.T) {
 		t.Fatalf("the third connection after one was let go: %v", err)
 	}
 	resp.Body.Close()
+}
+
+// The capture control socket's server closes idle keep-alive connections
+// too (it had only a header timeout).
+func TestControlSocketClosesIdleKeepAliveConnections(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "control.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := controlLimits()
+	l.Idle = 200 * time.Millisecond
+	srv, capped := newServer(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }), l)
+	go srv.Serve(capped)
+	t.Cleanup(func() { srv.Close() })
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "GET /v1/captures HTTP/1.1\r\nHost: agent\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if !closedWithin(c, 5*time.Second) {
+		t.Fatalf("still open 5 s after its last request (idle timeout %v)", l.Idle)
+	}
 }
