@@ -90,9 +90,11 @@ func TestProvisioningFiles(t *testing.T) {
 // serveAndQueryOverHTTP serves the fleet's store with spikehunt
 // serve-clickhouse's handler and runs every panel's query through the
 // provisioned HTTP data source's settings with clickhouse-go, the client
-// the Grafana plugin uses. The database is the test's own, not spikehunt.
+// the Grafana plugin uses, as the read-only user the chart gives Grafana
+// (every panel passes serve-clickhouse's gate and runs with readonly = 2).
+// The database is the test's own, not spikehunt.
 func serveAndQueryOverHTTP(t *testing.T, st *store.Embedded, queries map[string]string, rows map[string]int) {
-	srv := httptest.NewServer(chhttp.New(st, chhttp.Config{User: "grafana", Password: "s3cret"}))
+	srv := httptest.NewServer(chhttp.New(st, chhttp.Config{User: "ingest", Password: "w", ReadOnlyUser: "grafana", ReadOnlyPassword: "s3cret"}))
 	defer srv.Close()
 	host, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
 	env := map[string]string{"SPIKEHUNT_CLICKHOUSE_HOST": host, "SPIKEHUNT_CLICKHOUSE_USER": "grafana",

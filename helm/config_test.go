@@ -387,3 +387,29 @@ func TestGatewayConfigIsValidForTheCollector(t *testing.T) {
 		})
 	}
 }
+
+// Grafana queries ClickHouse as a read-only user of its own, never with the
+// ingest's credentials; a values file that gives it the ingest's user is
+// refused.
+func TestGrafanaUsesReadOnlyCredentialsApartFromTheIngests(t *testing.T) {
+	sets := []string{"grafana.enabled=true", "clickhouse.username=ingest", "clickhouse.password=w", "grafana.datasource.password=r"}
+	m := render(t, "spikehunt", valuesCase{name: "grafana read-only", sets: sets})
+	var env map[string]string
+	for _, w := range m.workloads(t) {
+		for _, c := range containers(w.template.Spec) {
+			if c.Name == "grafana" {
+				env = expandEnv(t, m, c, func(secret, key string) string { t.Fatalf("Secret %s not rendered", secret); return "" })
+			}
+		}
+	}
+	if env == nil {
+		t.Fatal("no grafana container")
+	}
+	if env["SPIKEHUNT_CLICKHOUSE_USER"] != "grafana" || env["SPIKEHUNT_CLICKHOUSE_PASSWORD"] != "r" {
+		t.Fatalf("Grafana's ClickHouse credentials are %q / %q, want grafana / r", env["SPIKEHUNT_CLICKHOUSE_USER"], env["SPIKEHUNT_CLICKHOUSE_PASSWORD"])
+	}
+	same := append(sets, "grafana.datasource.username=ingest")
+	if _, err := tryRender(t, "spikehunt", valuesCase{name: "grafana as the ingest", sets: same}); err == nil || !strings.Contains(err.Error(), "read-only user of its own") {
+		t.Fatalf("Grafana with the ingest's user: err %v, want a refusal", err)
+	}
+}

@@ -160,10 +160,17 @@ func newManager(cfg *rest.Config, o options) (ctrl.Manager, error) {
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = float32(o.kubeQPS), o.kubeBurst
+	// /metrics and the probes: observability.go, not controller-runtime's
+	// servers (turned off here).
+	obs, err := newObservabilityServer(o.metricsAddr, o.probeAddr, metrics.Registry,
+		map[string]healthz.Checker{"ping": healthz.Ping}, observabilityLimits())
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  s,
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
-		HealthProbeBindAddress:  o.probeAddr,
+		Metrics:                 metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:  "0",
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        leaderElectionID,
 		LeaderElectionNamespace: o.leaderElectionNamespace,
@@ -174,15 +181,15 @@ func newManager(cfg *rest.Config, o options) (ctrl.Manager, error) {
 		Controller:                    ctrlconfig.Controller{SkipNameValidation: &o.skipNameValidation},
 	})
 	if err != nil {
+		obs.close()
 		return nil, fmt.Errorf("manager: %w", err)
 	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return nil, fmt.Errorf("healthz check: %w", err)
-	}
-	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
-		return nil, fmt.Errorf("readyz check: %w", err)
+	if err := mgr.Add(obs); err != nil {
+		obs.close()
+		return nil, fmt.Errorf("observability server: %w", err)
 	}
 	if err := registerControllers(mgr, o); err != nil {
+		obs.close()
 		return nil, err
 	}
 	return mgr, nil

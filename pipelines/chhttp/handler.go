@@ -8,7 +8,9 @@
 // the body in any input format (Native included), gzip response and request
 // bodies, errors the way ClickHouse reports them (HTTP 500 with
 // X-ClickHouse-Exception-Code and the message in the body), `/ping`, and
-// basic, header and URL-parameter authentication.
+// basic, header and URL-parameter authentication of a read-write and a
+// read-only user. Every statement is bounded by max_execution_time and
+// passes the gate (gate.go) first.
 //
 // What it does not: ClickHouse block compression (`compress=1`,
 // `decompress=1`), sessions (`session_id` is accepted and ignored: every
@@ -28,11 +30,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
+	"math"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spikehunt/spikehunt/pipelines/store"
 )
@@ -43,30 +48,33 @@ type Engine interface {
 	InsertRaw(ctx context.Context, st store.RawStatement, format string, data io.Reader) error
 }
 
-// Config configures Handler.
-type Config struct {
-	// User and Password are required of every request when User is set.
-	User, Password string
-	// MaxQueryBytes bounds the query text read from the body. Default 1 MiB.
-	MaxQueryBytes int64
-	Logger        *slog.Logger
-}
-
 // Handler is an http.Handler speaking the ClickHouse HTTP interface.
 type Handler struct {
-	eng Engine
-	cfg Config
+	eng     Engine
+	cfg     Config
+	refused *prometheus.CounterVec
 }
 
-// New returns a handler over eng.
+// New returns a handler over eng; zero fields of cfg take DefaultConfig's
+// values. Check cfg with Validate first.
 func New(eng Engine, cfg Config) *Handler {
-	if cfg.MaxQueryBytes == 0 {
-		cfg.MaxQueryBytes = 1 << 20
+	return &Handler{eng: eng, cfg: cfg.withDefaults(), refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "spikehunt_chhttp_refused_total",
+		Help: "Statements the gate refused, by reason: into_outfile, from_infile, file_function, session_statement, read_only_write, read_only_statement, insert_with_semicolon, unparsable (several statements or a syntax error).",
+	}, []string{"reason"})}
+}
+
+// Register adds the handler's metrics to reg.
+func (h *Handler) Register(reg prometheus.Registerer) error {
+	return reg.Register(h.refused)
+}
+
+// refuse answers a statement the gate turned away and counts it.
+func (h *Handler) refuse(w http.ResponseWriter, ref *refusal) {
+	if ref.reason != "" {
+		h.refused.WithLabelValues(ref.reason).Inc()
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	return &Handler{eng: eng, cfg: cfg}
+	writeError(w, ref.status, ref.err)
 }
 
 // URL parameters that are part of the interface rather than settings.
@@ -92,7 +100,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, &store.Exception{Code: 1, Message: "Code: 1. DB::Exception: only GET and POST are supported. (UNSUPPORTED_METHOD)"})
 		return
 	}
-	if !h.authorized(r) {
+	readOnly, ok := h.authorize(r)
+	if !ok {
 		w.Header().Set("WWW-Authenticate", `Basic realm="spikehunt"`)
 		writeError(w, http.StatusUnauthorized, &store.Exception{Code: store.CodeAuthFailed,
 			Message: "Code: 516. DB::Exception: Authentication failed: password is incorrect, or there is no user with such name. (AUTHENTICATION_FAILED)"})
@@ -114,6 +123,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body = zr
 	}
 	st := store.RawStatement{Query: p.Get("query"), Database: p.Get("database")}
+	maxExec := h.cfg.MaxExecutionTime
 	for k, vs := range p {
 		if strings.HasPrefix(k, "param_") {
 			writeError(w, http.StatusBadRequest, exception(48, "query parameters ("+k+") are not supported by serve-clickhouse; inline the values", "NOT_IMPLEMENTED"))
@@ -122,7 +132,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if notSettings[k] || len(vs) == 0 {
 			continue
 		}
+		if readOnly && k == "readonly" {
+			writeError(w, http.StatusForbidden, exception(164, "the read-only user cannot change readonly", "READONLY"))
+			return
+		}
+		if k == "max_execution_time" {
+			if v, err := strconv.ParseFloat(vs[len(vs)-1], 64); err == nil && v > 0 && v < maxExec.Seconds() {
+				maxExec = time.Duration(v * float64(time.Second))
+			}
+			continue
+		}
 		st.Setting(k, vs[len(vs)-1])
+	}
+	// The engine stops the statement there; serve-clickhouse's write
+	// timeout is set from the same bound.
+	st.Setting("max_execution_time", strconv.FormatFloat(math.Ceil(maxExec.Seconds()), 'f', 0, 64))
+	if readOnly {
+		// Last, so that no setting before it can undo it; readonly = 2 (not
+		// 1) lets Grafana set its own max_execution_time and the like, which
+		// the engine's constraints keep from naming files.
+		st.Setting("readonly", "2")
 	}
 	queryID := p.Get("query_id")
 	if queryID != "" {
@@ -133,6 +162,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// An INSERT named in the URL takes the body as its data.
 	if st.Query != "" {
 		if ins, format, ok := splitInsert(st.Query); ok {
+			if ref := h.admit(r.Context(), st.Query, readOnly); ref != nil {
+				h.refuse(w, ref)
+				return
+			}
 			st.Query = ins
 			if err := h.eng.InsertRaw(r.Context(), st, format, body); err != nil {
 				writeError(w, http.StatusInternalServerError, err)
@@ -159,6 +192,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if strings.TrimSpace(st.Query) == "" {
 		writeError(w, http.StatusBadRequest, exception(62, "empty query", "SYNTAX_ERROR"))
+		return
+	}
+	if ref := h.admit(r.Context(), st.Query, readOnly); ref != nil {
+		h.refuse(w, ref)
 		return
 	}
 	format := p.Get("default_format")
@@ -211,9 +248,11 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, st store.RawSt
 	<-done
 }
 
-func (h *Handler) authorized(r *http.Request) bool {
-	if h.cfg.User == "" {
-		return true
+// authorize names the request's user: ok when it is one of the configured
+// users (or none is configured), readOnly when it is the read-only one.
+func (h *Handler) authorize(r *http.Request) (readOnly, ok bool) {
+	if !h.cfg.AuthRequired() {
+		return false, true
 	}
 	user, pass, ok := r.BasicAuth()
 	if !ok {
@@ -223,8 +262,14 @@ func (h *Handler) authorized(r *http.Request) bool {
 		q := r.URL.Query()
 		user, pass = q.Get("user"), q.Get("password")
 	}
-	return subtle.ConstantTimeCompare([]byte(user), []byte(h.cfg.User)) == 1 &&
-		subtle.ConstantTimeCompare([]byte(pass), []byte(h.cfg.Password)) == 1
+	rw := h.cfg.User != "" && matches(user, pass, h.cfg.User, h.cfg.Password)
+	ro := h.cfg.ReadOnlyUser != "" && matches(user, pass, h.cfg.ReadOnlyUser, h.cfg.ReadOnlyPassword)
+	return ro, rw || ro
+}
+
+func matches(user, pass, wantUser, wantPass string) bool {
+	return subtle.ConstantTimeCompare([]byte(user), []byte(wantUser))&
+		subtle.ConstantTimeCompare([]byte(pass), []byte(wantPass)) == 1
 }
 
 var (

@@ -32,6 +32,8 @@ import (
 type Embedded struct {
 	lib      *libchdb
 	dir      string
+	config   string // the engine's config.xml (engine_config.go)
+	external bool   // EmbeddedConfig.ExternalSources
 	database string
 	pool     chan *chdbConn
 	size     int
@@ -51,8 +53,9 @@ type chdbConn struct {
 // The engine is one per process, bound to one data directory.
 var engine struct {
 	sync.Mutex
-	dir   string
-	conns int
+	dir      string
+	external bool
+	conns    int
 }
 
 // EmbeddedConfig configures OpenEmbedded.
@@ -65,6 +68,15 @@ type EmbeddedConfig struct {
 	// Connections is the pool size, 1–64. Default 4. Each connection runs one
 	// statement at a time.
 	Connections int
+	// ExternalSources lets statements reach outside the data directory: the
+	// table functions and engines file, url, remote, s3, hdfs, mysql,
+	// postgresql, sqlite, odbc, jdbc, mongodb, redis, azureBlobStorage and
+	// their kin, dictionaries (whose sources do the same), BACKUP, and the
+	// settings that name server-side files (format_schema,
+	// format_template_row, ...). Off, the engine's own grants refuse them
+	// (engine_config.go). Turn it on only where every client of the store
+	// may read and write what the process can.
+	ExternalSources bool
 }
 
 // Validate checks the configuration and fills defaults.
@@ -103,8 +115,12 @@ func OpenEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Embedded{lib: lib, dir: dir, database: cfg.Database, size: cfg.Connections,
-		pool: make(chan *chdbConn, cfg.Connections)}
+	config, err := writeEngineConfig(dir, cfg.ExternalSources)
+	if err != nil {
+		return nil, err
+	}
+	e := &Embedded{lib: lib, dir: dir, config: config, external: cfg.ExternalSources, size: cfg.Connections,
+		database: cfg.Database, pool: make(chan *chdbConn, cfg.Connections)}
 	for i := 0; i < cfg.Connections; i++ {
 		c, err := e.connect()
 		if err != nil {
@@ -134,7 +150,12 @@ func (e *Embedded) connect() (*chdbConn, error) {
 	if engine.conns > 0 && engine.dir != e.dir {
 		return nil, fmt.Errorf("embedded store: the engine in this process is open on %s; close every store on it before opening %s (one data directory per process)", engine.dir, e.dir)
 	}
-	args := []string{"clickhouse", "--path=" + e.dir}
+	// The engine reads its configuration once, when it boots.
+	if engine.conns > 0 && engine.external != e.external {
+		return nil, fmt.Errorf("embedded store: the engine in this process was booted with external sources %s; close every store on it before opening one with them %s",
+			onOff(engine.external), onOff(e.external))
+	}
+	args := []string{"clickhouse", "--path=" + e.dir, "--config-file=" + e.config}
 	var pin runtime.Pinner
 	defer pin.Unpin()
 	argv := make([]*byte, len(args))
@@ -149,8 +170,16 @@ func (e *Embedded) connect() (*chdbConn, error) {
 		return nil, fmt.Errorf("embedded store: chdb_connect(%s) failed: is the directory writable and not used by another process?", e.dir)
 	}
 	engine.dir = e.dir
+	engine.external = e.external
 	engine.conns++
 	return &chdbConn{p: p, h: *(*uintptr)(p), db: "default"}, nil
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
 }
 
 func (e *Embedded) disconnect(c *chdbConn) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -148,8 +147,9 @@ func startCapture(ctx context.Context, cfg CaptureConfig, tracefs string, res te
 		log.Warn("capture control socket unavailable: arming by hand is off", "socket", cfg.Socket, "err", err)
 		return eng, stop, nil
 	}
-	srv := &http.Server{Handler: eng.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(rootPeersOnly(ln, log))
+	// The root check runs inside the cap: a refused peer holds no slot.
+	srv, capped := newServer(rootPeersOnly(ln, log), eng.Handler(), controlLimits())
+	go srv.Serve(capped)
 	log.Info("capture engine ready", "dir", cfg.Dir, "socket", cfg.Socket, "backends", cfg.Backends)
 	return eng, func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -160,8 +160,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "spikehunt-agent listening: metrics http://%s/metrics otlp-grpc %s otlp-http %s line-udp %s line-unix %s\n",
 		ln.Addr(), a.OTLPGRPC, a.OTLPHTTP, a.LineUDP, a.LineUnix)
 
-	srv := &http.Server{Handler: observability(prometheus.Gatherers{reg, intakeReg}, cfg.Debug.Pprof), ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
+	srv, capped := newServer(ln, observability(prometheus.Gatherers{reg, intakeReg}, cfg.Debug.Pprof), metricsLimits())
+	go srv.Serve(capped)
 
 	points := make(chan []telemetry.Point, 16)
 	runCtx, cancel := context.WithCancel(ctx)

@@ -99,6 +99,11 @@ ClickHouse: the DSN of README.md "Stores".
 {{- .Values.clickhouse.existingSecret | default (printf "%s-clickhouse" (include "spikehunt.fullname" .)) -}}
 {{- end -}}
 
+{{- /* Grafana's read-only ClickHouse credentials. */ -}}
+{{- define "spikehunt.grafana.clickhouseSecretName" -}}
+{{- .Values.grafana.datasource.existingSecret | default (printf "%s-grafana-clickhouse" (include "spikehunt.fullname" .)) -}}
+{{- end -}}
+
 {{- define "spikehunt.clickhouse.migrateSecretName" -}}
 {{- printf "%s-migrate" (include "spikehunt.fullname" .) -}}
 {{- end -}}
@@ -290,6 +295,10 @@ has the table and the reasons); a JSON list, sorted.
 
 {{/* Checks that span several values; called once from secrets.yaml. */}}
 {{- define "spikehunt.validate" -}}
+{{- $ds := .Values.grafana.datasource -}}
+{{- if and $ds.enabled (not $ds.existingSecret) (not .Values.clickhouse.existingSecret) (eq $ds.username .Values.clickhouse.username) -}}
+{{- fail "grafana.datasource.username is the ingest's ClickHouse user (clickhouse.username): give Grafana a read-only user of its own (values.yaml, grafana.datasource)" -}}
+{{- end -}}
 {{- if and (include "spikehunt.s3.enabled" .) (not .Values.s3.endpoint) -}}
 {{- fail "s3.bucket is set but s3.endpoint is empty: give the S3 server as host or host:port" -}}
 {{- end -}}

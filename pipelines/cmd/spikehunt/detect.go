@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"strings"
 	"time"
 
@@ -40,6 +38,8 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	maxSuspects := fs.Int("max-suspects", detect.DefaultMaxSuspects, "suspects kept per spike window")
 	migrate := fs.Bool("migrate", false, "apply the schema migrations first (single node)")
 	listen := fs.String("listen", "", "address for /metrics and /healthz, e.g. :9466 (empty: none); /healthz fails when three passes are overdue")
+	limits := observabilityLimits()
+	limitFlags(fs, &limits)
 	instance := fs.String("instance", envOr("SPIKEHUNT_INSTANCE", ""), "name of this process in the host column of its own counters rows, spikehunt.detect.* (default: the host name; env SPIKEHUNT_INSTANCE)")
 	alertBrokers := fs.String("alerts.kafka.brokers", envOr("SPIKEHUNT_ALERTS_BROKERS", ""), "publish alerts (new spike-window groups, pattern changes) to Kafka at these brokers; empty: no alerts (env SPIKEHUNT_ALERTS_BROKERS)")
 	alertTopic := fs.String("alerts.topic", alerts.DefaultTopic, "topic of the alerts, keyed by service")
@@ -53,6 +53,10 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	fs.DurationVar(&alertCfg.ResolveAfter, "alerts.resolve-after", 0, "a published pattern resolves once missing from the passes this long (0: the first pass without it)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if err := limits.validate(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return errUsage
 	}
 	if *dsn == "" {
 		fmt.Fprintln(stderr, "--dsn is required")
@@ -145,11 +149,10 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	if *listen != "" {
 		reg := newRegistry()
 		health = newDetectHealth(reg, *every, time.Now())
-		ln, err := net.Listen("tcp", *listen)
+		srv, ln, err := listenHTTP(*listen, health.mux(reg, st, time.Now), limits)
 		if err != nil {
 			return err
 		}
-		srv := &http.Server{Handler: health.mux(reg, st, time.Now), ReadHeaderTimeout: 10 * time.Second}
 		go srv.Serve(ln)
 		defer srv.Close()
 		progress("metrics and health on http://%s", ln.Addr())

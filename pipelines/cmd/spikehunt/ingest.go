@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"net/http/pprof"
 	"strings"
 	"time"
@@ -31,6 +29,8 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	catchUp := fs.Duration("batch.catch-up-delay", 0, "… but while behind on the partition, this long instead: bigger inserts when catching up, cheaper for ClickHouse (0: the larger of 10s and --batch.delay)")
 	migrate := fs.Bool("migrate", false, "apply the schema migrations first (single node)")
 	listen := fs.String("listen", "127.0.0.1:9465", "address for /metrics and /healthz (empty: none)")
+	limits := observabilityLimits()
+	limitFlags(fs, &limits)
 	pprofOn := fs.Bool("debug.pprof", false, "also serve /debug/pprof/ on --listen (profiling; not for an exposed address)")
 	instance := fs.String("instance-id", envOr("SPIKEHUNT_INSTANCE_ID", ""), "static group member id (a StatefulSet pod name): a restart keeps its partitions at once (env SPIKEHUNT_INSTANCE_ID)")
 	name := fs.String("instance", envOr("SPIKEHUNT_INSTANCE", ""), "name of this process in the host column of its own counters rows, spikehunt.ingest.* (default: --instance-id, else the host name; env SPIKEHUNT_INSTANCE)")
@@ -39,6 +39,10 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	noDedup := fs.Bool("unsafe.no-dedup", false, "insert without deduplication tokens: loses exactly-once (for the control run of the crash test)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if err := limits.validate(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return errUsage
 	}
 	if *dsn == "" {
 		fmt.Fprintln(stderr, "--dsn is required")
@@ -72,16 +76,15 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	if *listen != "" {
-		ln, err := net.Listen("tcp", *listen)
-		if err != nil {
-			return err
-		}
 		mux := observabilityMux(reg, st)
 		if *pprofOn {
 			mux.HandleFunc("/debug/pprof/", pprof.Index)
 			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		}
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		srv, ln, err := listenHTTP(*listen, mux, limits)
+		if err != nil {
+			return err
+		}
 		go srv.Serve(ln)
 		defer srv.Close()
 		fmt.Fprintf(stdout, "spikehunt ingest: %s, %s → %s; metrics http://%s/metrics\n", *spans, *metricsTopic, st.Backend(), ln.Addr())

@@ -131,6 +131,11 @@ func TestCommandLineMistakes(t *testing.T) {
 		{[]string{"sim", "--dsn", "chdb:///tmp/x", "--kafka.brokers", "k:9092"}, 2, "give one of --dsn or --kafka.brokers"},
 		{[]string{"sim", "--dsn", "chdb:///tmp/x", "--fraction", "2"}, 2, "fraction 2, want [0, 1]"},
 		{[]string{"serve-clickhouse", "--dsn", "http://host:8123/db"}, 2, "must name an embedded store"},
+		// An open address without credentials: anyone who reaches it would run statements as the store's owner.
+		{[]string{"serve-clickhouse", "--dsn", "chdb:///tmp/x", "--listen", "0.0.0.0:8123"}, 2, "not a loopback address: set --user"},
+		{[]string{"serve-clickhouse", "--dsn", "chdb:///tmp/x", "--listen", ":8123"}, 2, "not a loopback address: set --user"},
+		{[]string{"serve-clickhouse", "--dsn", "chdb:///tmp/x", "--listen", "0.0.0.0:8123", "--user", "ingest", "--password-env", "SPIKEHUNT_TEST_UNSET"}, 2, "has no password: set $SPIKEHUNT_TEST_UNSET"},
+		{[]string{"serve-clickhouse", "--dsn", "chdb:///tmp/x", "--user", "a", "--read-only-user", "a"}, 2, "give Grafana a user of its own"},
 		{[]string{"demo", "extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"migrate", "--cluster", "prod", "--print"}, 2, "needs --database"},
 	} {

@@ -16,11 +16,24 @@ import (
 )
 
 func runServeClickHouse(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve-clickhouse", "Serves the ClickHouse HTTP interface over an embedded store, for Grafana\nand any ClickHouse client. /metrics and /healthz are served beside it.", stderr)
+	fs := newFlags("serve-clickhouse", `Serves the ClickHouse HTTP interface over an embedded store, for Grafana
+and any ClickHouse client. /metrics and /healthz are served beside it.
+
+Statements cannot reach outside the data directory (file(), url(), remote(),
+s3() and their table engines, INTO OUTFILE, FROM INFILE, file-naming
+settings) unless --allow-external-sources. An address other than loopback
+needs a user with a password: --user (read-write, the ingest's) and/or
+--read-only-user (Grafana's: SELECT and the like only).`, stderr)
 	dsn := fs.String("dsn", envOr("SPIKEHUNT_DSN", ""), "embedded store, chdb:///path/to/dir (env SPIKEHUNT_DSN)")
-	listen := fs.String("listen", "127.0.0.1:8123", "address to listen on")
-	user := fs.String("user", envOr("SPIKEHUNT_CLICKHOUSE_USER", ""), "require this user (env SPIKEHUNT_CLICKHOUSE_USER); empty = no authentication")
-	password := fs.String("password-env", "SPIKEHUNT_CLICKHOUSE_PASSWORD", "environment variable holding the password (a flag would show in ps)")
+	listen := fs.String("listen", "127.0.0.1:8123", "address to listen on; any but loopback requires --user or --read-only-user with a password")
+	user := fs.String("user", envOr("SPIKEHUNT_CLICKHOUSE_USER", ""), "read-write user (env SPIKEHUNT_CLICKHOUSE_USER); with neither user set, every request is read-write, allowed on loopback only")
+	password := fs.String("password-env", "SPIKEHUNT_CLICKHOUSE_PASSWORD", "environment variable holding --user's password (a flag would show in ps)")
+	roUser := fs.String("read-only-user", envOr("SPIKEHUNT_CLICKHOUSE_READONLY_USER", ""), "read-only user for Grafana (env SPIKEHUNT_CLICKHOUSE_READONLY_USER): SELECT, WITH, SHOW, DESCRIBE, EXISTS, EXPLAIN only, run with readonly = 2")
+	roPassword := fs.String("read-only-password-env", "SPIKEHUNT_CLICKHOUSE_READONLY_PASSWORD", "environment variable holding --read-only-user's password")
+	external := fs.Bool("allow-external-sources", false, "let statements read and write outside the data directory as this process (file, url, remote, s3, ... and their table engines, dictionaries, file-naming settings); only where every client may do that")
+	maxExec := fs.Duration("max-execution-time", chhttp.DefaultConfig().MaxExecutionTime, "longest a statement may run (the engine's max_execution_time; a client's larger value is lowered); responses may take this plus 30s to write")
+	limits := httpLimits{ReadHeader: 10 * time.Second, Idle: time.Minute, MaxConns: 128}
+	limitFlags(fs, &limits)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -28,21 +41,46 @@ func runServeClickHouse(ctx context.Context, args []string, stdout, stderr io.Wr
 		fmt.Fprintln(stderr, "--dsn must name an embedded store (chdb:///path/to/dir): a ClickHouse server already serves its own HTTP interface")
 		return errUsage
 	}
-	st, err := store.Open(ctx, *dsn)
+	cfg := chhttp.Config{User: *user, Password: envOr(*password, ""), ReadOnlyUser: *roUser, ReadOnlyPassword: envOr(*roPassword, ""),
+		MaxExecutionTime: *maxExec, ExternalSources: *external}
+	if err := checkServeAuth(*listen, cfg, *password, *roPassword); err != nil {
+		fmt.Fprintln(stderr, err)
+		return errUsage
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return errUsage
+	}
+	if err := limits.validate(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return errUsage
+	}
+	// Reading an INSERT's body and writing a result are bounded by the
+	// statement's own limit, not by a shorter server-wide one that would cut
+	// a long but legitimate query.
+	limits.Read = *maxExec + 30*time.Second
+	limits.Write = *maxExec + 30*time.Second
+	d, err := store.ParseDSN(*dsn)
+	if err != nil {
+		return err
+	}
+	st, err := store.OpenEmbedded(ctx, store.EmbeddedConfig{Dir: d.Dir, Database: d.Database, Connections: d.Connections, ExternalSources: *external})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	reg := newRegistry()
-	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	h := chhttp.New(st.(*store.Embedded), chhttp.Config{User: *user, Password: envOr(*password, ""), Logger: logger})
+	cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
 	mux := observabilityMux(reg, st)
+	h := chhttp.New(st, cfg)
+	if err := h.Register(reg); err != nil {
+		return err
+	}
 	mux.Handle("/", chhttp.Instrument(h, reg))
-	ln, err := net.Listen("tcp", *listen)
+	srv, ln, err := listenHTTP(*listen, mux, limits)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "serving the ClickHouse HTTP interface for %s on http://%s\n", *dsn, ln.Addr())
 	go func() {
 		<-ctx.Done()
@@ -54,4 +92,36 @@ func runServeClickHouse(ctx context.Context, args []string, stdout, stderr io.Wr
 		return err
 	}
 	return nil
+}
+
+// checkServeAuth refuses to serve an address other than loopback without a
+// user that has a password: anyone who reaches the port would otherwise run
+// statements as the store's owner.
+func checkServeAuth(listen string, cfg chhttp.Config, passwordEnv, roPasswordEnv string) error {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w", listen, err)
+	}
+	if isLoopback(host) {
+		return nil
+	}
+	if !cfg.AuthRequired() {
+		return fmt.Errorf("--listen %s is not a loopback address: set --user (password in $%s) and/or --read-only-user (password in $%s), or listen on 127.0.0.1", listen, passwordEnv, roPasswordEnv)
+	}
+	if cfg.User != "" && cfg.Password == "" {
+		return fmt.Errorf("--listen %s is not a loopback address and --user %s has no password: set $%s", listen, cfg.User, passwordEnv)
+	}
+	if cfg.ReadOnlyUser != "" && cfg.ReadOnlyPassword == "" {
+		return fmt.Errorf("--listen %s is not a loopback address and --read-only-user %s has no password: set $%s", listen, cfg.ReadOnlyUser, roPasswordEnv)
+	}
+	return nil
+}
+
+// isLoopback: "localhost" or a loopback IP; "" (every interface) is not.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
