@@ -23,9 +23,13 @@ const (
 	// few KiB (at most 20 hosts and 5 suspects per alert).
 	DefaultMaxRecordBytes = 256 << 10
 
-	DefaultAddress          = ":8443"
-	DefaultMaxBodyBytes     = 1 << 20
-	DefaultEmitTimeout      = 10 * time.Second
+	DefaultAddress      = ":8443"
+	DefaultMaxBodyBytes = 1 << 20
+	DefaultEmitTimeout  = 10 * time.Second
+	// DefaultMaxConnections bounds the webhook's open connections: Grafana
+	// and Alertmanager each hold a few; a scanner holding thousands idle
+	// would otherwise keep a file descriptor and a goroutine apiece.
+	DefaultMaxConnections   = 256
 	DefaultGrafanaPath      = "/webhook/grafana"
 	DefaultAlertmanagerPath = "/webhook/alertmanager"
 	// DefaultSignatureHeader is the signature header Grafana's contact
@@ -158,6 +162,9 @@ type WebhookConfig struct {
 	// alerts before it gets 503 and the sender retries (default 10s,
 	// 100ms–5m). Grafana gives up on a webhook after 30s.
 	EmitTimeout time.Duration `yaml:"emit_timeout"`
+	// MaxConnections bounds the connections served at once (default 256,
+	// 1–65536); more wait in the listen backlog until one closes.
+	MaxConnections int `yaml:"max_connections"`
 
 	Grafana      *GrafanaConfig      `yaml:"grafana"`
 	Alertmanager *AlertmanagerConfig `yaml:"alertmanager"`
@@ -271,6 +278,7 @@ func (c *WebhookConfig) Validate() error {
 	fill(&c.Address, DefaultAddress)
 	fill(&c.MaxBodyBytes, DefaultMaxBodyBytes)
 	fill(&c.EmitTimeout, DefaultEmitTimeout)
+	fill(&c.MaxConnections, DefaultMaxConnections)
 	if c.Clock == nil {
 		c.Clock = systemClock{}
 	}
@@ -283,6 +291,7 @@ func (c *WebhookConfig) Validate() error {
 	check(c.TLSCertFile != "" && c.TLSKeyFile != "",
 		"tls_cert_file and tls_key_file are required: the webhook is HTTPS only (a cert-manager Certificate's Secret, mounted, provides both)")
 	check(c.MaxBodyBytes >= 1<<10 && c.MaxBodyBytes <= 64<<20, "max_body_bytes = %d, want 1 KiB–64 MiB", c.MaxBodyBytes)
+	check(c.MaxConnections >= 1 && c.MaxConnections <= 1<<16, "max_connections = %d, want 1–65536", c.MaxConnections)
 	check(c.EmitTimeout >= 100*time.Millisecond && c.EmitTimeout <= 5*time.Minute, "emit_timeout = %s, want 100ms–5m", c.EmitTimeout)
 	check(c.Grafana != nil || c.Alertmanager != nil, "no endpoint enabled: configure grafana (secret) or alertmanager (token), or both")
 	if g := c.Grafana; g != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/netutil"
 )
 
 // Webhook receives Grafana alerting and Alertmanager notifications over
@@ -249,7 +250,7 @@ func (w *Webhook) ServeListener(ctx context.Context, ln net.Listener) error {
 		ErrorLog: slog.NewLogLogger(w.log.Handler(), slog.LevelDebug),
 	}
 	done := make(chan error, 1)
-	go func() { done <- srv.ServeTLS(ln, "", "") }()
+	go func() { done <- srv.ServeTLS(netutil.LimitListener(ln, w.cfg.MaxConnections), "", "") }()
 	select {
 	case err := <-done:
 		return fmt.Errorf("intake: webhook: %w", err)

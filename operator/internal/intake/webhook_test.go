@@ -563,6 +563,52 @@ func TestServeHTTPS(t *testing.T) {
 	}
 }
 
+// A peer holding connections open cannot take more than MaxConnections:
+// the next one is not served (its TLS handshake gets no answer) until one
+// of them closes.
+func TestServeHoldsAtMostMaxConnections(t *testing.T) {
+	dir := t.TempDir()
+	certPEM, keyPEM, pool := selfSignedCert(t)
+	wh, err := NewWebhook(WebhookConfig{
+		TLSCertFile:    writeFile(t, dir, "tls.crt", string(certPEM)),
+		TLSKeyFile:     writeFile(t, dir, "tls.key", string(keyPEM)),
+		MaxConnections: 2,
+		Alertmanager:   &AlertmanagerConfig{Token: SecretSource{File: writeFile(t, dir, "token", testToken)}},
+	}, &recordingSink{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go wh.ServeListener(ctx, ln)
+	dial := func(timeout time.Duration) (*tls.Conn, error) {
+		return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", ln.Addr().String(), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+	}
+	var held []*tls.Conn
+	for range 2 {
+		c, err := dial(10 * time.Second)
+		if err != nil {
+			t.Fatalf("a connection within the cap: %v", err)
+		}
+		defer c.Close()
+		held = append(held, c)
+	}
+	if c, err := dial(500 * time.Millisecond); err == nil {
+		c.Close()
+		t.Fatal("a third connection was served with two held and max_connections 2")
+	}
+	held[0].Close()
+	c, err := dial(10 * time.Second)
+	if err != nil {
+		t.Fatalf("a connection after one closed: %v", err)
+	}
+	c.Close()
+}
+
 func TestServeRefusesAMissingKeyPair(t *testing.T) {
 	dir := t.TempDir()
 	wh, err := NewWebhook(WebhookConfig{TLSCertFile: dir + "/tls.crt", TLSKeyFile: dir + "/tls.key",
