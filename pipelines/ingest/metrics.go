@@ -15,7 +15,7 @@ type metrics struct {
 	deadLetters *prometheus.CounterVec   // {reason}
 	skipped     prometheus.Counter
 	fallbacks   prometheus.CounterFunc
-	lag         *prometheus.GaugeVec // {topic, partition}
+	lag         *prometheus.GaugeVec   // {topic, partition}
 	refused     *prometheus.CounterVec // {table, reason}
 	splits      *prometheus.CounterVec // {table}
 	held        prometheus.Gauge
