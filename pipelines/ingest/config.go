@@ -58,9 +58,10 @@ type Config struct {
 	// dead-letter topic with reason "timestamp" (the rows of the message
 	// inside the window are inserted; see window.go). MaxAge 0 is the
 	// destination table's TTL, read at start (a row older than that is
-	// dropped by the next merge anyway, and one day partition of the
-	// table per day of age is what a batch must not spread over);
-	// negative: no bound back. MaxAhead default 1 h; negative: no bound.
+	// dropped by the next merge anyway), cut to MaxAgeLimit; negative: no
+	// bound back (ClickHouse then refuses a block spanning more than 100
+	// days, and the batch is split to find the messages to dead-letter).
+	// MaxAhead default 1 h; negative: no bound.
 	MaxAge, MaxAhead time.Duration
 	// Now is the clock the window is measured from (default time.Now);
 	// a simulator replaying the past sets its own.
@@ -89,6 +90,10 @@ const (
 	DefaultSessionTimeout   = 45 * time.Second
 	DefaultRebalanceTimeout = 60 * time.Second
 	DefaultMaxAhead         = time.Hour
+	// MaxAgeLimit is the most MaxAge may be, and what a longer table TTL
+	// is cut to: 98 days back, today and tomorrow (MaxAhead) are the 100
+	// day partitions one insert block may span.
+	MaxAgeLimit = 98 * 24 * time.Hour
 )
 
 // Lease is how long after a poll the member may still insert what it
@@ -166,6 +171,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("ingest: session timeout %s, want ≥ 1s (brokers refuse less than 6s by default)", c.SessionTimeout)
 	case c.RebalanceTimeout < 2*c.SessionTimeout/10+time.Second:
 		return fmt.Errorf("ingest: rebalance timeout %s leaves no lease: want ≥ a fifth of the session timeout (%s) + 1s", c.RebalanceTimeout, c.SessionTimeout)
+	case c.MaxAge > MaxAgeLimit:
+		return fmt.Errorf("ingest: max age %s above %s: a batch could then span more than the 100 day partitions ClickHouse takes in one insert (max_partitions_per_insert_block)", c.MaxAge, MaxAgeLimit)
 	case c.DeadLetterTimeout < 100*time.Millisecond:
 		return fmt.Errorf("ingest: dead-letter timeout %s, want ≥ 100ms", c.DeadLetterTimeout)
 	case c.DLQPartitions < 1:

@@ -114,7 +114,7 @@ var t0 = time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
 
 // agentSpans is one agent export request of n requests from host, trace
 // ids numbered from id.
-func agentSpans(t *testing.T, host string, n, id int) []byte {
+func agentSpans(t testing.TB, host string, n, id int) []byte {
 	t.Helper()
 	reqs := make([]telemetry.Request, n)
 	for i := range reqs {

@@ -206,8 +206,10 @@ func (in *Ingester) prepare(ctx context.Context) error {
 		switch {
 		case in.cfg.MaxAge != 0:
 			in.maxAge[topic] = in.cfg.MaxAge
+		case facts[table].ttl == 0: // no TTL
+			in.maxAge[topic] = MaxAgeLimit
 		default:
-			in.maxAge[topic] = facts[table].ttl // 0 (no TTL): no bound back
+			in.maxAge[topic] = min(facts[table].ttl, MaxAgeLimit)
 		}
 	}
 	if parts != nil && !in.cfg.SkipDedupCheck {
