@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -132,5 +133,45 @@ func TestTheDeadLetterTopicIsCreatedAtStart(t *testing.T) {
 	}
 	if d := td[p.cfg.DLQTopic]; d.Err != nil || len(d.Partitions) != 1 {
 		t.Fatalf("dead-letter topic %s: %v, %d partitions; want it created with 1", p.cfg.DLQTopic, d.Err, len(d.Partitions))
+	}
+}
+
+// A sibling of item 8: a message the source topic took but the
+// dead-letter topic will not (larger than its max.message.bytes) used to
+// fail the dead letter for good. It is now dead-lettered without its
+// value, which its source coordinates still locate.
+func TestADeadLetterTooLargeForTheTopicIsWrittenWithoutItsValue(t *testing.T) {
+	p := newPipeline(t, 1)
+	ctx := context.Background()
+	cl, err := p.k.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	big := "4194304"
+	p.cfg.SpansTopic += "-big"
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": &big}, p.cfg.SpansTopic); err != nil {
+		t.Fatal(err)
+	}
+	producer, err := p.k.Client(kgo.ProducerBatchMaxBytes(4<<20), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close()
+	poison := append([]byte("not protobuf \xff\xff"), make([]byte, 2<<20)...)
+	if err := producer.ProduceSync(ctx,
+		&kgo.Record{Topic: p.cfg.SpansTopic, Value: poison},
+		&kgo.Record{Topic: p.cfg.SpansTopic, Value: agentSpans(t, "node-1", 100, 0)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	in, _ := p.run(t, p.st)
+	p.waitFor(t, "SELECT count() FROM requests", "100")
+	h := p.deadLetters(t, 1)["0/0"]
+	if h["spikehunt.dlq.value_dropped"] != fmt.Sprint(len(poison)) || h["spikehunt.dlq.reason"] == "" {
+		t.Errorf("dead letter headers %v, want the reason and value_dropped = %d", h, len(poison))
+	}
+	if ok, detail := in.Health(); !ok {
+		t.Errorf("health %q after the dead letter was written", detail)
 	}
 }

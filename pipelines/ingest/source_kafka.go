@@ -92,7 +92,9 @@ func (s *KafkaSource) Commit(ctx context.Context, topic string, partition int32,
 // spikehunt.dlq.reason, spikehunt.dlq.detail, spikehunt.dlq.partial
 // ("true" when some of its rows were ingested) and the source topic,
 // partition and offset. A retried batch may dead-letter a message twice;
-// the source coordinates tell the copies apart.
+// the source coordinates tell the copies apart. A message too large for
+// the dead-letter topic is written without its value, with the header
+// spikehunt.dlq.value_dropped = its size.
 func (s *KafkaSource) DeadLetter(ctx context.Context, d DeadLetter) error {
 	rec := &kgo.Record{Topic: s.cfg.DLQTopic, Key: d.Key, Value: d.Value, Headers: []kgo.RecordHeader{
 		{Key: "spikehunt.dlq.reason", Value: []byte(d.Reason)},
@@ -102,7 +104,18 @@ func (s *KafkaSource) DeadLetter(ctx context.Context, d DeadLetter) error {
 		{Key: "spikehunt.source.partition", Value: []byte(strconv.Itoa(int(d.Partition)))},
 		{Key: "spikehunt.source.offset", Value: []byte(strconv.FormatInt(d.Offset, 10))},
 	}}
-	return s.cl.ProduceSync(ctx, rec).FirstErr()
+	err := s.cl.ProduceSync(ctx, rec).FirstErr()
+	if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) {
+		// The source topic took a message larger than the dead-letter
+		// topic takes: retrying would hold the partition for good. Its
+		// coordinates say where to read it while the source keeps it.
+		s.log.Warn("ingest: dead letter too large for the dead-letter topic; writing it without its value", "topic", d.Topic,
+			"partition", d.Partition, "offset", d.Offset, "bytes", len(d.Value), "err", err)
+		rec.Value = nil
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: "spikehunt.dlq.value_dropped", Value: []byte(strconv.Itoa(len(d.Value)))})
+		err = s.cl.ProduceSync(ctx, rec).FirstErr()
+	}
+	return err
 }
 
 // Prepare creates the dead-letter topic if it does not exist, and reads
