@@ -169,8 +169,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("ingest: report every %s, want ≥ 100ms", c.ReportEvery)
 	case c.SessionTimeout < time.Second:
 		return fmt.Errorf("ingest: session timeout %s, want ≥ 1s (brokers refuse less than 6s by default)", c.SessionTimeout)
-	case c.RebalanceTimeout < 2*c.SessionTimeout/10+time.Second:
-		return fmt.Errorf("ingest: rebalance timeout %s leaves no lease: want ≥ a fifth of the session timeout (%s) + 1s", c.RebalanceTimeout, c.SessionTimeout)
+	case c.Lease() < time.Second:
+		return fmt.Errorf("ingest: rebalance timeout %s leaves no lease: want ≥ a fifth of the session timeout (%s) + 2s", c.RebalanceTimeout, c.SessionTimeout)
 	case c.MaxAge > MaxAgeLimit:
 		return fmt.Errorf("ingest: max age %s above %s: a batch could then span more than the 100 day partitions ClickHouse takes in one insert (max_partitions_per_insert_block)", c.MaxAge, MaxAgeLimit)
 	case c.DeadLetterTimeout < 100*time.Millisecond:
