@@ -175,3 +175,78 @@ func TestADeadLetterTooLargeForTheTopicIsWrittenWithoutItsValue(t *testing.T) {
 		t.Errorf("health %q after the dead letter was written", detail)
 	}
 }
+
+// A partition held on a refusing dead-letter topic may move to another
+// member at a rebalance (it is held across polls, so rebalances go on):
+// whoever owns it when the topic takes writes again writes the dead
+// letter and commits, and every good row is there exactly once. The
+// outage here: the topic refuses every record as too large (its
+// max.message.bytes set to 10), so the joining member finds the topic
+// there and cannot end the outage by creating it.
+func TestAHeldPartitionMovesBetweenMembersWithoutLossOrDuplicates(t *testing.T) {
+	p := newPipeline(t, 2)
+	p.cfg.DeadLetterTimeout = time.Second
+	p.cfg.SessionTimeout = 6 * time.Second
+	ctx := context.Background()
+	cl, err := p.k.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	setMaxBytes := func(v *string) {
+		t.Helper()
+		op := kadm.SetConfig
+		if v == nil {
+			op = kadm.DeleteConfig
+		}
+		resp, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: "max.message.bytes", Value: v}}, p.cfg.DLQTopic)
+		if err == nil {
+			_, err = resp.On(p.cfg.DLQTopic, nil)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	tiny := "10"
+	setMaxBytes(&tiny)
+	a, _ := p.run(t, p.st)
+	var recs []*kgo.Record
+	for part := range int32(2) {
+		recs = append(recs, &kgo.Record{Topic: p.cfg.SpansTopic, Partition: part, Value: agentSpans(t, "node-a", 100, int(part)*1000)},
+			&kgo.Record{Topic: p.cfg.SpansTopic, Partition: part, Value: []byte("not protobuf \xff\xff")},
+			&kgo.Record{Topic: p.cfg.SpansTopic, Partition: part, Value: agentSpans(t, "node-a", 100, int(part)*1000+100)})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, detail := a.Health(); !strings.Contains(detail, "2 partitions held") && time.Now().Before(deadline); _, detail = a.Health() {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if ok, detail := a.Health(); ok || !strings.Contains(detail, "2 partitions held") {
+		t.Fatalf("health %v %q, want both partitions held", ok, detail)
+	}
+	p.cfg.Instance += "-b"
+	b, _ := p.run(t, p.st) // joins: the group moves a partition to it, held or not
+	deadline = time.Now().Add(30 * time.Second)
+	for _, detail := b.Health(); !strings.Contains(detail, "1 partitions held") && time.Now().Before(deadline); _, detail = b.Health() {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if ok, detail := b.Health(); ok || !strings.Contains(detail, "1 partitions held") {
+		t.Errorf("the joining member: health %v %q, want the partition it took held", ok, detail)
+	}
+	if ok, detail := a.Health(); ok || !strings.Contains(detail, "1 partitions held") {
+		t.Errorf("the first member: health %v %q, want only the partition it kept held", ok, detail)
+	}
+	setMaxBytes(nil)
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: p.cfg.SpansTopic, Partition: 0, Value: agentSpans(t, "node-a", 100, 5000)},
+		&kgo.Record{Topic: p.cfg.SpansTopic, Partition: 1, Value: agentSpans(t, "node-a", 100, 6000)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	p.waitFor(t, "SELECT count(), uniqExact(trace_id, span_id) FROM requests WHERE host = 'node-a'", "600\t600")
+	dl := p.deadLetters(t, 2)
+	if dl["0/1"] == nil || dl["1/1"] == nil {
+		t.Errorf("dead letters %v, want offset 1 of both partitions", dl)
+	}
+}
