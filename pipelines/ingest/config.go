@@ -44,9 +44,40 @@ type Config struct {
 	// ReportEvery is how often it writes them (default 10 s, at least
 	// 100 ms); Run writes them once more when it ends.
 	ReportEvery time.Duration
+	// RebalanceTimeout is how long the group waits for a member to finish
+	// its work when a rebalance begins (default 60 s, Kafka's). It bounds
+	// the member's lease (see Lease): past it the group may have given the
+	// partition away, so the member stops inserting.
+	RebalanceTimeout time.Duration
 	// NoDedup inserts without deduplication tokens. Only for the control
 	// run that proves the crash test can fail: it loses exactly-once.
 	NoDedup bool
+
+	// Rows whose time is more than MaxAge before now, or more than
+	// MaxAhead after it, are not inserted: their message goes to the
+	// dead-letter topic with reason "timestamp" (the rows of the message
+	// inside the window are inserted; see window.go). MaxAge 0 is the
+	// destination table's TTL, read at start (a row older than that is
+	// dropped by the next merge anyway), cut to MaxAgeLimit; negative: no
+	// bound back (ClickHouse then refuses a block spanning more than 100
+	// days, and the batch is split to find the messages to dead-letter).
+	// MaxAhead default 1 h; negative: no bound.
+	MaxAge, MaxAhead time.Duration
+	// Now is the clock the window is measured from (default time.Now);
+	// a simulator replaying the past sets its own.
+	Now func() time.Time
+
+	// DeadLetterTimeout bounds one attempt to write a dead letter
+	// (default 10 s). A failed attempt holds the message's partition and
+	// is retried with backoff; the other partitions keep flowing.
+	DeadLetterTimeout time.Duration
+	// DLQPartitions is how many partitions the dead-letter topic gets when
+	// the ingester creates it at start (default 1).
+	DLQPartitions int32
+	// SkipDedupCheck starts even if a table's deduplication window is too
+	// small for this ingester's limits (see dedup.go): exactly-once is
+	// then not guaranteed across a crash or a rebalance.
+	SkipDedupCheck bool
 }
 
 // Defaults.
@@ -55,7 +86,25 @@ const (
 	DefaultSpansTopic   = "otlp_spans"
 	DefaultMetricsTopic = "otlp_metrics"
 	DefaultDLQTopic     = "spikehunt.dlq"
+
+	DefaultSessionTimeout   = 45 * time.Second
+	DefaultRebalanceTimeout = 60 * time.Second
+	DefaultMaxAhead         = time.Hour
+	// MaxAgeLimit is the most MaxAge may be, and what a longer table TTL
+	// is cut to: 98 days back, today and tomorrow (MaxAhead) are the 100
+	// day partitions one insert block may span.
+	MaxAgeLimit = 98 * 24 * time.Hour
 )
+
+// Lease is how long after a poll the member may still insert what it
+// polled: the rebalance timeout less two heartbeats (the rebalance may
+// have begun a heartbeat before the poll returned, and the commit needs
+// one) and a second of margin. Past it the group may have evicted the
+// member and given its partitions to another, which re-inserts the batch
+// from its intent: the member stops (fencing; see consumer.go).
+func (c *Config) Lease() time.Duration {
+	return c.RebalanceTimeout - 2*c.SessionTimeout/10 - time.Second
+}
 
 // Validate fills defaults and checks bounds.
 func (c *Config) Validate() error {
@@ -89,6 +138,24 @@ func (c *Config) Validate() error {
 	if c.CatchUpDelay == 0 {
 		c.CatchUpDelay = max(10*time.Second, c.MaxDelay)
 	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = DefaultSessionTimeout
+	}
+	if c.RebalanceTimeout == 0 {
+		c.RebalanceTimeout = DefaultRebalanceTimeout
+	}
+	if c.MaxAhead == 0 {
+		c.MaxAhead = DefaultMaxAhead
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.DeadLetterTimeout == 0 {
+		c.DeadLetterTimeout = 10 * time.Second
+	}
+	if c.DLQPartitions == 0 {
+		c.DLQPartitions = 1
+	}
 	switch {
 	case c.MaxRows < 1:
 		return fmt.Errorf("ingest: max rows %d, want ≥ 1", c.MaxRows)
@@ -100,6 +167,18 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("ingest: catch-up delay %s below the max delay %s: a batch behind would close sooner than one caught up", c.CatchUpDelay, c.MaxDelay)
 	case c.ReportEvery < 100*time.Millisecond:
 		return fmt.Errorf("ingest: report every %s, want ≥ 100ms", c.ReportEvery)
+	case c.SessionTimeout < time.Second:
+		return fmt.Errorf("ingest: session timeout %s, want ≥ 1s (brokers refuse less than 6s by default)", c.SessionTimeout)
+	case c.Lease() < time.Second:
+		return fmt.Errorf("ingest: rebalance timeout %s leaves no lease: want ≥ a fifth of the session timeout (%s) + 2s", c.RebalanceTimeout, c.SessionTimeout)
+	case c.MaxAge > MaxAgeLimit:
+		return fmt.Errorf("ingest: max age %s above %s: a batch could then span more than the 100 day partitions ClickHouse takes in one insert (max_partitions_per_insert_block)", c.MaxAge, MaxAgeLimit)
+	case c.DeadLetterTimeout < 100*time.Millisecond:
+		return fmt.Errorf("ingest: dead-letter timeout %s, want ≥ 100ms", c.DeadLetterTimeout)
+	case c.DLQPartitions < 1:
+		return fmt.Errorf("ingest: %d dead-letter partitions, want ≥ 1", c.DLQPartitions)
+	case c.DLQTopic == c.SpansTopic || c.DLQTopic == c.MetricsTopic:
+		return fmt.Errorf("ingest: the dead-letter topic %q is also a source topic: dead letters would be read again", c.DLQTopic)
 	case c.SpansTopic == c.MetricsTopic:
 		return fmt.Errorf("ingest: spans and metrics share topic %q: a message's signal is known by its topic", c.SpansTopic)
 	}

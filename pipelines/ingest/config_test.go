@@ -23,4 +23,23 @@ func TestConfigDefaultsAndBounds(t *testing.T) {
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "catch-up delay 1s below the max delay 5s") {
 		t.Errorf("a catch-up delay below MaxDelay: %v", err)
 	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"a window back past 98 days", Config{MaxAge: 99 * 24 * time.Hour}, "above 2352h0m0s"},
+		{"the dead-letter topic read as a source", Config{DLQTopic: DefaultSpansTopic}, "also a source topic"},
+		{"a rebalance timeout that leaves no lease", Config{SessionTimeout: 45 * time.Second, RebalanceTimeout: 10 * time.Second}, "leaves no lease"},
+	} {
+		c := tc.cfg
+		c.Brokers = []string{"k:9092"}
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
+		}
+	}
+	c = Config{Brokers: []string{"k:9092"}}
+	if err := c.Validate(); err != nil || c.Lease() != 50*time.Second || c.MaxAhead != time.Hour {
+		t.Errorf("defaults: lease %s, max ahead %s, %v; want 50s (60s − 2 × 4.5s − 1s), 1h", c.Lease(), c.MaxAhead, err)
+	}
 }

@@ -2,8 +2,8 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +22,20 @@ type Ingester struct {
 	parts   map[topicPartition]*partBatch
 	pending map[topicPartition]intent // read at assignment, used by the partition's first batch
 	own     ownFigures                // what it writes about itself (self_report.go)
+	health  health                    // what /healthz says (health.go)
+
+	// lease is how long after a poll it may insert what it polled
+	// (Config.Lease); 0 for the in-process source, which has no group.
+	lease    time.Duration
+	polledAt time.Time
+	// stale marks partitions whose remaining messages in this poll are
+	// not to be taken: the partition was rewound or is held.
+	stale map[topicPartition]bool
+	// maxAge is Config.MaxAge resolved per source topic at start.
+	maxAge map[string]time.Duration
+	// scratch batches for the halves of a split batch (flush.go).
+	scratchSpans    *RequestRows
+	scratchCounters *CounterRows
 }
 
 type topicPartition struct {
@@ -29,15 +43,24 @@ type topicPartition struct {
 	partition int32
 }
 
-// partBatch is one partition's batch being filled.
+// partBatch is one partition's batch being filled, then closed and
+// taken through the handshake (flush.go).
 type partBatch struct {
 	spans       *RequestRows
 	counters    *CounterRows
+	window      timeWindow // fixed when its first message comes, so that a split decodes its messages as the batch did
 	first, last int64
 	msgs, bytes int
+	kept        []Message    // the messages with rows in the batch, for a split; their values are the source's
+	dead        []DeadLetter // to write to the dead-letter topic before the batch is committed
 	started     time.Time
 	cutAt       int64 // ≥ 0: re-forming an intent, close exactly at this offset
 	behind      bool  // more of the partition followed the last message when it was fetched
+
+	step     step          // stepOpen while filling
+	inserted int           // rows inserted (a split batch inserts in parts)
+	retryAt  time.Time     // held: when to try its dead letters again
+	wait     time.Duration // held: the backoff
 }
 
 // New joins cfg.Group on Kafka; nothing is consumed until Run.
@@ -64,6 +87,7 @@ func NewWithMemory(cfg Config, st store.Store, src *MemorySource, log *slog.Logg
 	}
 	src.attach(in)
 	in.src = src
+	in.lease = 0
 	return in, nil
 }
 
@@ -75,7 +99,8 @@ func newIngester(cfg Config, st store.Store, log *slog.Logger) (*Ingester, error
 		log = slog.Default()
 	}
 	return &Ingester{cfg: cfg, st: st, log: log, m: newMetrics(), parts: map[topicPartition]*partBatch{}, pending: map[topicPartition]intent{},
-		own: newOwnFigures(st, cfg.Instance)}, nil
+		own: newOwnFigures(st, cfg.Instance), lease: cfg.Lease(), stale: map[topicPartition]bool{}, maxAge: map[string]time.Duration{},
+		scratchSpans: NewRequestRows(), scratchCounters: NewCounterRows(), health: newHealth()}, nil
 }
 
 // Register registers the ingester's metrics.
@@ -123,6 +148,11 @@ const intentReadTimeout = 10 * time.Second
 func (in *Ingester) dropped(lost map[string][]int32) {
 	for topic, parts := range lost {
 		for _, p := range parts {
+			if b := in.parts[topicPartition{topic, p}]; b != nil && !b.retryAt.IsZero() {
+				in.src.Release(topic, p, -1)
+				in.health.held(topicPartition{topic, p}, nil)
+				in.m.held.Dec()
+			}
 			delete(in.parts, topicPartition{topic, p})
 			delete(in.pending, topicPartition{topic, p})
 			delete(in.own.lags, topicPartition{topic, p})
@@ -144,10 +174,18 @@ func (in *Ingester) Run(ctx context.Context) error {
 
 func (in *Ingester) run(ctx context.Context) error {
 	defer in.src.Close()
+	if err := in.prepare(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	for ctx.Err() == nil {
 		pctx, cancel := context.WithTimeout(ctx, in.cfg.MaxDelay/2)
 		msgs, err := in.src.Poll(pctx)
 		cancel()
+		in.polledAt = time.Now()
+		clear(in.stale)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -185,10 +223,22 @@ func (in *Ingester) run(ctx context.Context) error {
 
 func (in *Ingester) add(ctx context.Context, r *Message) error {
 	tp := topicPartition{r.Topic, r.Partition}
+	if in.stale[tp] {
+		return nil
+	}
 	b := in.parts[tp]
+	if b != nil && b.step != stepOpen {
+		// Held on the dead-letter topic: the partition is paused, and
+		// rewound past the batch once it is released.
+		in.stale[tp] = true
+		return nil
+	}
 	if b != nil && b.msgs > 0 && b.cutAt >= 0 && r.Offset > b.cutAt {
 		if err := in.flush(ctx, tp, b); err != nil {
 			return err
+		}
+		if in.stale[tp] || in.parts[tp] != b || b.step != stepOpen {
+			return nil
 		}
 	}
 	if b == nil {
@@ -197,6 +247,9 @@ func (in *Ingester) add(ctx context.Context, r *Message) error {
 	}
 	if b.msgs == 0 {
 		b.first, b.started, b.cutAt = r.Offset, time.Now(), -1
+		b.window = newTimeWindow(in.cfg.Now(), in.maxAge[r.Topic], in.cfg.MaxAhead)
+		b.spans.SetWindow(b.window)
+		b.counters.SetWindow(b.window)
 		if it, ok := in.pending[tp]; ok {
 			delete(in.pending, tp)
 			if it.first == r.Offset {
@@ -205,18 +258,32 @@ func (in *Ingester) add(ctx context.Context, r *Message) error {
 		}
 	}
 	var derr error
+	var rows, refused int
 	switch r.Topic {
 	case in.cfg.SpansTopic:
 		var skipped int
-		_, skipped, derr = b.spans.AppendTraces(r.Value)
+		rows, skipped, derr = b.spans.AppendTraces(r.Value)
+		refused = b.spans.Refused()
 		in.m.skipped.Add(float64(skipped))
 	case in.cfg.MetricsTopic:
-		_, derr = b.counters.AppendMetrics(r.Value)
+		rows, derr = b.counters.AppendMetrics(r.Value)
+		refused = b.counters.Refused()
 	}
-	if derr != nil {
-		if err := in.deadLetter(ctx, *r, derr); err != nil {
-			return err
+	switch {
+	case derr != nil:
+		reason, detail := "decode", derr.Error()
+		var de *DecodeError
+		if errors.As(derr, &de) {
+			reason, detail = de.Reason, de.Detail
 		}
+		b.dead = append(b.dead, DeadLetter{Message: *r, Reason: reason, Detail: detail})
+	case refused > 0:
+		in.m.refused.WithLabelValues(in.table(r.Topic), badTimestamp).Add(float64(refused))
+		b.dead = append(b.dead, DeadLetter{Message: *r, Reason: badTimestamp, Partial: rows > 0,
+			Detail: refusedDetail(refused, rows, b.window)})
+	}
+	if rows > 0 {
+		b.kept = append(b.kept, *r)
 	}
 	b.last, b.msgs, b.bytes = r.Offset, b.msgs+1, b.bytes+len(r.Value)
 	b.behind = r.Lag > 0
@@ -229,9 +296,18 @@ func (in *Ingester) add(ctx context.Context, r *Message) error {
 
 // flushDue inserts the batches older than MaxDelay, or CatchUpDelay for
 // one whose partition is behind (see Config), except one that is
-// re-forming an intent: it must end where the intent says.
+// re-forming an intent: it must end where the intent says. A batch held
+// on the dead-letter topic is tried again once its backoff has passed.
 func (in *Ingester) flushDue(ctx context.Context) error {
 	for tp, b := range in.parts {
+		if b.step == stepDeadLetters {
+			if !time.Now().Before(b.retryAt) {
+				if err := in.flush(ctx, tp, b); err != nil {
+					return err
+				}
+			}
+			continue
+		}
 		delay := in.cfg.MaxDelay
 		if b.behind {
 			delay = in.cfg.CatchUpDelay
@@ -245,65 +321,12 @@ func (in *Ingester) flushDue(ctx context.Context) error {
 	return nil
 }
 
-// flush runs the handshake for b, retrying with backoff while ClickHouse
-// or Kafka refuse, until ctx ends.
-func (in *Ingester) flush(ctx context.Context, tp topicPartition, b *partBatch) error {
-	it := intent{b.first, b.last}
-	table, rows := "requests", b.spans.Rows()
-	input := b.spans.Input()
-	if tp.topic == in.cfg.MetricsTopic {
-		table, rows, input = "counters", b.counters.Rows(), b.counters.Input()
+// table is where topic's rows go.
+func (in *Ingester) table(topic string) string {
+	if topic == in.cfg.MetricsTopic {
+		return "counters"
 	}
-	step := "intent"
-	for wait := time.Duration(0); ; wait = backoff(wait) {
-		err := func() error {
-			if step == "intent" {
-				if err := writeIntent(ctx, in.st, in.cfg.Group, tp.topic, tp.partition, it); err != nil {
-					return err
-				}
-				step = "insert"
-			}
-			if step == "insert" {
-				if rows > 0 {
-					opts := []store.Option{store.WithSetting("distributed_foreground_insert", "1")}
-					tok := token(in.cfg.Group, tp.topic, tp.partition, it.first, it.last)
-					if in.cfg.NoDedup {
-						// A token never used before: without one,
-						// ClickHouse would still drop a block whose hash it
-						// has seen (insert_deduplicate = 0 does not stop
-						// that on a non-replicated table).
-						tok = uniqueToken()
-					}
-					opts = append(opts, store.WithSetting("insert_deduplication_token", tok))
-					start := time.Now()
-					if err := in.st.Insert(ctx, table, input, opts...); err != nil {
-						return err
-					}
-					in.m.insertSecs.WithLabelValues(table).Observe(time.Since(start).Seconds())
-					in.afterInsert()
-				}
-				step = "commit"
-			}
-			return in.src.Commit(ctx, tp.topic, tp.partition, b.last+1)
-		}()
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		in.m.retries.WithLabelValues(step).Inc()
-		in.log.Warn("ingest: batch not stored yet; retrying", "step", step, "topic", tp.topic, "partition", tp.partition,
-			"offsets", strconv.FormatInt(it.first, 10)+"-"+strconv.FormatInt(it.last, 10), "err", err)
-		sleep(ctx, backoff(wait))
-	}
-	in.m.rows.WithLabelValues(table).Add(float64(rows))
-	in.own.rows[table] += int64(rows)
-	in.m.batchRows.WithLabelValues(table).Observe(float64(rows))
-	b.spans.Reset()
-	b.counters.Reset()
-	b.msgs, b.bytes, b.cutAt = 0, 0, -1
-	return nil
+	return "requests"
 }
 
 func sleep(ctx context.Context, d time.Duration) {

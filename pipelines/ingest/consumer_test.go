@@ -42,6 +42,9 @@ func newPipeline(t *testing.T, partitions int32) *pipeline {
 		Brokers: k.Brokers(), Group: fmt.Sprintf("g%d", n),
 		SpansTopic: fmt.Sprintf("spans%d", n), MetricsTopic: fmt.Sprintf("metrics%d", n), DLQTopic: fmt.Sprintf("dlq%d", n),
 		MaxRows: 5000, MaxDelay: 200 * time.Millisecond, Instance: fmt.Sprintf("ingest-%d", n),
+		// The messages are from around t0: the ingest's time window is
+		// measured from an hour later, whatever day the tests run.
+		Now: func() time.Time { return t0.Add(time.Hour) },
 	}
 	for _, topic := range []string{cfg.SpansTopic, cfg.MetricsTopic, cfg.DLQTopic} {
 		if err := k.CreateTopic(ctx, topic, partitions); err != nil {
@@ -111,7 +114,7 @@ var t0 = time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
 
 // agentSpans is one agent export request of n requests from host, trace
 // ids numbered from id.
-func agentSpans(t *testing.T, host string, n, id int) []byte {
+func agentSpans(t testing.TB, host string, n, id int) []byte {
 	t.Helper()
 	reqs := make([]telemetry.Request, n)
 	for i := range reqs {
@@ -355,7 +358,7 @@ func TestMemorySourceIngestsLikeKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := NewMemorySource(4)
-	cfg := Config{MaxRows: 3000, MaxDelay: 100 * time.Millisecond}
+	cfg := Config{MaxRows: 3000, MaxDelay: 100 * time.Millisecond, Now: func() time.Time { return t0.Add(time.Hour) }}
 	run := func() (stop func()) { return runOnMemory(t, cfg, st, src) }
 	produce := func(from, to int) {
 		for m := from; m < to; m++ {
@@ -471,7 +474,7 @@ func TestMemorySourceReformsACrashedBatchWhenIntentsAreSlow(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cfg := Config{MaxRows: 1_000_000, MaxDelay: 100 * time.Millisecond}
+	cfg := Config{MaxRows: 1_000_000, MaxDelay: 100 * time.Millisecond, Now: func() time.Time { return t0.Add(time.Hour) }}
 	defer runOnMemory(t, cfg, slowIntents{st, 150 * time.Millisecond}, src)()
 	if lag := waitNoLag(src, 20*time.Second); lag != 0 {
 		t.Fatalf("lag %d: the ingester did not get through the partition", lag)
@@ -494,7 +497,7 @@ func TestABatchBehindItsPartitionWaitsForCatchUpDelay(t *testing.T) {
 	if _, err := schema.Apply(ctx, st, schema.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{MaxRows: 1_000_000, MaxDelay: 50 * time.Millisecond, CatchUpDelay: 600 * time.Millisecond}
+	cfg := Config{MaxRows: 1_000_000, MaxDelay: 50 * time.Millisecond, CatchUpDelay: 600 * time.Millisecond, Now: func() time.Time { return t0.Add(time.Hour) }}
 	in, err := NewWithMemory(cfg, st, NewMemorySource(1), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/ClickHouse/ch-go/proto"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -58,10 +59,17 @@ func FuzzAppendTraces(f *testing.F) {
 	}))
 	f.Add(oneSpanMsg(f, func(s ptrace.Span) { s.SetParentSpanID(fixtureID[[8]byte](1)) }))
 	f.Add([]byte{})
+	straddling := fixtureRequests()
+	straddling[0].Start = time.Date(2150, 1, 1, 0, 0, 0, 0, time.UTC)
+	f.Add(fixtureSpansMsg(f, fixtureResource, straddling))
 
 	// The batch holds a message before the fuzzed one, so that a rejection
-	// that leaves a trace in any column shows.
+	// that leaves a trace in any column shows. Its time window refuses
+	// the 22nd century, so that a message part in and part out of it
+	// takes the path that filters row by row.
 	r := NewRequestRows()
+	w := newTimeWindow(time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC), 100*365*24*time.Hour, time.Nanosecond)
+	r.SetWindow(w)
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		r.Reset()
 		if _, _, err := r.AppendTraces(agent); err != nil {
@@ -88,15 +96,15 @@ func FuzzAppendTraces(f *testing.F) {
 		if perr != nil {
 			t.Fatalf("accepted a message pdata rejects: %v", perr)
 		}
-		if rows+skipped != td.SpanCount() {
-			t.Fatalf("%d rows + %d skipped, the message has %d spans", rows, skipped, td.SpanCount())
+		if rows+skipped+r.Refused() != td.SpanCount() {
+			t.Fatalf("%d rows + %d skipped + %d refused, the message has %d spans", rows, skipped, r.Refused(), td.SpanCount())
 		}
 		in := r.Input()
 		ts := inputCol[*proto.ColDateTime64](t, in, "ts")
 		weight := inputCol[*proto.ColUInt32](t, in, "weight")
 		for i := before; i < r.Rows(); i++ {
-			if v := ts.Data[i]; v < earliestMicros || v > latestMicros {
-				t.Errorf("row %d: ts %v out of 2000–2200", i, ts.Row(i))
+			if v := ts.Data[i]; v < earliestMicros || v > latestMicros || !w.holds(v) {
+				t.Errorf("row %d: ts %v out of 2000–2200 or the window %s", i, ts.Row(i), w)
 			}
 			if weight.Row(i) < 1 {
 				t.Errorf("row %d: weight 0", i)

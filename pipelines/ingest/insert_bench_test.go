@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/spikehunt/spikehunt/agents/export"
 	"github.com/spikehunt/spikehunt/agents/telemetry"
@@ -92,6 +95,16 @@ func BenchmarkInsertRequests(b *testing.B) {
 		}
 		report(b, processCPU()-cpu0, 100_000)
 	})
+	// As the ingester decodes: every row checked against its time window.
+	b.Run("decode-windowed", func(b *testing.B) {
+		r.SetWindow(newTimeWindow(time.Now(), 7*24*time.Hour, time.Hour))
+		defer r.SetWindow(timeWindow{})
+		cpu0 := processCPU()
+		for b.Loop() {
+			fill(100_000)
+		}
+		report(b, processCPU()-cpu0, 100_000)
+	})
 	seq := 0
 	for _, rows := range []int{100_000, 300_000} {
 		fill(rows)
@@ -108,5 +121,65 @@ func BenchmarkInsertRequests(b *testing.B) {
 				report(b, processCPU()-cpu0, rows)
 			})
 		}
+	}
+}
+
+// BenchmarkAHundredOffenders is how long a batch of 500 messages, 100
+// of which span 120 days each, takes from its first insert to its commit,
+// the 40,000 good rows inserted and the 100 dead-lettered: refused by the
+// time window (window), or, with the window opened, by ClickHouse (code
+// 252) and found by splitting the batch (split). Run it with
+// -benchtime 1x.
+func BenchmarkAHundredOffenders(b *testing.B) {
+	ctx := context.Background()
+	st := testenv.ClickHouse(b)
+	if _, err := schema.Apply(ctx, st, schema.Options{Database: st.Database()}); err != nil {
+		b.Fatal(err)
+	}
+	var msgs [][]byte
+	for m := range 500 {
+		if m%5 == 2 {
+			msgs = append(msgs, centurySpans(b, "node-1", 0, 100_000+m))
+		} else {
+			msgs = append(msgs, agentSpans(b, "node-1", 100, m*100))
+		}
+	}
+	run := 0
+	for _, tc := range []struct {
+		name   string
+		maxAge time.Duration
+	}{{"window", 0}, {"split", -1}} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				run++
+				src := NewMemorySource(1)
+				for _, m := range msgs {
+					src.Produce(DefaultSpansTopic, []byte("node-1"), m)
+				}
+				cfg := Config{Group: fmt.Sprintf("offenders-%d-%d", time.Now().UnixNano(), run), MaxRows: 1_000_000, MaxDelay: 100 * time.Millisecond,
+					MaxAge: tc.maxAge, MaxAhead: tc.maxAge, Now: func() time.Time { return t0.Add(time.Hour) }}
+				in, err := NewWithMemory(cfg, st, src, slog.New(slog.DiscardHandler))
+				if err != nil {
+					b.Fatal(err)
+				}
+				rctx, cancel := context.WithCancel(ctx)
+				done := make(chan error, 1)
+				start := time.Now()
+				go func() { done <- in.Run(rctx) }()
+				for src.Lag() != 0 {
+					time.Sleep(5 * time.Millisecond)
+				}
+				elapsed := time.Since(start)
+				cancel()
+				if err := <-done; err != nil {
+					b.Fatal(err)
+				}
+				if n := len(src.DeadLetters()); n != 100 {
+					b.Fatalf("%d dead letters, want 100", n)
+				}
+				b.ReportMetric(elapsed.Seconds(), "s/batch")
+				b.ReportMetric(testutil.ToFloat64(in.m.splits.WithLabelValues("requests")), "splits/batch")
+			}
+		})
 	}
 }

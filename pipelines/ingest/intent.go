@@ -23,7 +23,15 @@ import (
 // whose first is the committed offset: the next owner re-forms exactly
 // [first, last] and inserts it with the same token, which ClickHouse drops
 // if step 2 had landed. Batches are closed only between polls, so a
-// rebalance never takes a partition mid-handshake.
+// rebalance takes a partition mid-handshake only from a member that had
+// to let go of it: one whose dead letters the topic refuses (held across
+// polls; flush.go) or whose lease ran out (fenced). Its next owner
+// re-forms the batch from the intent, as after a crash.
+//
+// A batch ClickHouse refuses for its rows is split (flush.go): each half
+// is inserted with token(first, last) + "/split/" + the half's offsets.
+// The halves depend only on the batch's messages, so a re-formed batch
+// splits the same way and a half that landed is dropped as a repeat.
 
 // intent is one partition's pending batch.
 type intent struct{ first, last int64 }

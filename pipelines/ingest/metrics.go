@@ -15,7 +15,11 @@ type metrics struct {
 	deadLetters *prometheus.CounterVec   // {reason}
 	skipped     prometheus.Counter
 	fallbacks   prometheus.CounterFunc
-	lag         *prometheus.GaugeVec // {topic, partition}
+	lag         *prometheus.GaugeVec   // {topic, partition}
+	refused     *prometheus.CounterVec // {table, reason}
+	splits      *prometheus.CounterVec // {table}
+	held        prometheus.Gauge
+	fenced      prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -47,11 +51,24 @@ func newMetrics() *metrics {
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "spikehunt_ingest_consumer_lag", Help: "Messages behind the partition's high watermark, as of the last fetch.",
 		}, []string{"topic", "partition"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spikehunt_ingest_rows_refused_total",
+			Help: "Rows not inserted, by table and reason: timestamp (outside the accepted window; its message is dead-lettered, its other rows inserted), or the reason ClickHouse refused them (their message is dead-lettered).",
+		}, []string{"table", "reason"}),
+		splits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spikehunt_ingest_batch_splits_total", Help: "Batches (and halves of batches) split in two because ClickHouse refused their rows, to find the messages to dead-letter.",
+		}, []string{"table"}),
+		held: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "spikehunt_ingest_partitions_held", Help: "Partitions paused because the dead-letter topic refuses their dead letters (retried with backoff; see /healthz).",
+		}),
+		fenced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spikehunt_ingest_fenced_batches_total", Help: "Batches abandoned uninserted because the member's lease on the partition ran out or Kafka refused its commit as stale; the partition's owner re-forms them.",
+		}),
 	}
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.rows, m.batchRows, m.insertSecs, m.retries, m.deadLetters, m.skipped, m.fallbacks, m.lag} {
+	for _, c := range []prometheus.Collector{m.rows, m.batchRows, m.insertSecs, m.retries, m.deadLetters, m.skipped, m.fallbacks, m.lag, m.refused, m.splits, m.held, m.fenced} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

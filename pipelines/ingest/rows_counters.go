@@ -50,6 +50,10 @@ type CounterRows struct {
 	// reuse their memory from message to message.
 	pending   []counterRow
 	pendingKV []proto.KV[string, string]
+	// window bounds the rows' times; refused counts the rows of the last
+	// message it left out (see window.go).
+	window  timeWindow
+	refused int
 	// seen finds repeated keys among a point's many attributes (see repeated).
 	seen map[string]struct{}
 }
@@ -92,6 +96,7 @@ func NewCounterRows() *CounterRows {
 // out without a count. It is all or nothing, like AppendTraces, and its
 // error is a *DecodeError.
 func (c *CounterRows) AppendMetrics(msg []byte) (rows int, err error) {
+	c.refused = 0
 	md, err := unmarshalMetrics(msg)
 	if err != nil {
 		return 0, err
@@ -101,13 +106,24 @@ func (c *CounterRows) AppendMetrics(msg []byte) (rows int, err error) {
 		return 0, err
 	}
 	for i := range c.pending {
+		if !c.window.holds(c.pending[i].tsStart) {
+			c.refused++
+			continue
+		}
 		c.append(&c.pending[i])
 	}
-	rows = len(c.pending)
+	rows = len(c.pending) - c.refused
 	clear(c.pending) // drop the message's strings; the columns hold their own references
 	clear(c.pendingKV)
 	return rows, nil
 }
+
+// SetWindow makes the batch leave out rows outside w (window.go).
+func (c *CounterRows) SetWindow(w timeWindow) { c.window = w }
+
+// Refused is how many rows of the last message appended were outside
+// the window, and so left out.
+func (c *CounterRows) Refused() int { return c.refused }
 
 // Rows is how many rows the batch holds.
 func (c *CounterRows) Rows() int { return c.tsStart.Rows() }

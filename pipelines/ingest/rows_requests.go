@@ -36,6 +36,10 @@ type RequestRows struct {
 	input                                    proto.Input
 
 	direct spanDecoder
+	// window bounds the rows' times; refused counts the rows of the last
+	// message it left out (see window.go).
+	window  timeWindow
+	refused int
 	// pending holds one message's rows on the pdata path until all of
 	// them proved valid; kept to reuse its memory from message to message.
 	pending []requestRow
@@ -86,15 +90,42 @@ func NewRequestRows() *RequestRows {
 // Messages go through the direct decoder (decode_spans.go); one it will
 // not take is decoded again through pdata (appendTracesPdata), the
 // reference, which then accepts it or says why not.
+//
+// Rows outside the batch's window (SetWindow) are left out and counted by
+// Refused; the rest of the message is appended.
 func (r *RequestRows) AppendTraces(msg []byte) (rows, skipped int, err error) {
+	r.refused = 0
+	mark := r.mark()
 	if rows, skipped, err := r.direct.appendDirect(r, msg); err == nil {
-		return rows, skipped, nil
+		if !r.window.on || r.allWithin(mark.rows) {
+			return rows, skipped, nil
+		}
+		// Rare: take the message again on the pdata path, which
+		// filters row by row before appending.
+		r.truncate(mark)
+		return r.appendTracesPdata(msg)
 	}
 	rows, skipped, err = r.appendTracesPdata(msg)
 	if err == nil {
 		pdataFallbacks.Add(1)
 	}
 	return rows, skipped, err
+}
+
+// SetWindow makes the batch leave out rows outside w (window.go).
+func (r *RequestRows) SetWindow(w timeWindow) { r.window = w }
+
+// Refused is how many rows of the last message appended were outside
+// the window, and so left out.
+func (r *RequestRows) Refused() int { return r.refused }
+
+func (r *RequestRows) allWithin(from int) bool {
+	for _, ts := range r.ts.Data[from:] {
+		if !r.window.holds(ts) {
+			return false
+		}
+	}
+	return true
 }
 
 // pdataFallbacks counts the messages the direct decoder left to pdata
@@ -116,11 +147,16 @@ func (r *RequestRows) appendTracesPdata(msg []byte) (rows, skipped int, err erro
 	if derr != nil {
 		return 0, 0, derr
 	}
+	r.refused = 0
 	for i := range pending {
+		if !r.window.holds(pending[i].ts) {
+			r.refused++
+			continue
+		}
 		r.append(&pending[i])
 	}
 	clear(pending) // drop the message's strings; the columns hold their own references
-	return len(pending), skipped, nil
+	return len(pending) - r.refused, skipped, nil
 }
 
 // Rows is how many rows the batch holds.

@@ -25,7 +25,17 @@ type Source interface {
 	// Commit records that the partition's messages before next are stored.
 	Commit(ctx context.Context, topic string, partition int32, next int64) error
 	// DeadLetter keeps a message that can never be ingested, with why.
-	DeadLetter(ctx context.Context, m Message, reason, detail string) error
+	DeadLetter(ctx context.Context, d DeadLetter) error
+	// Prepare is called once before the first Poll: it makes sure the
+	// dead-letter store exists, and returns how many partitions each
+	// source topic has (nil: the source has no fixed partitions to size
+	// the deduplication window by).
+	Prepare(ctx context.Context) (map[string]int32, error)
+	// Hold stops fetching the partition; Release resumes it from next
+	// (next < 0: from where it was). Messages of the partition already
+	// polled are the ingester's to ignore.
+	Hold(topic string, partition int32)
+	Release(topic string, partition int32, next int64)
 	// Between marks the end of a poll's work: a source that moves
 	// partitions between consumers may do it now, and only now.
 	Between()

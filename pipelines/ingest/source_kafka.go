@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -37,9 +40,8 @@ func newKafkaSource(cfg Config, owner partitionOwner, log *slog.Logger) (*KafkaS
 	if cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
 	}
-	if cfg.SessionTimeout > 0 {
-		opts = append(opts, kgo.SessionTimeout(cfg.SessionTimeout), kgo.HeartbeatInterval(cfg.SessionTimeout/10))
-	}
+	opts = append(opts, kgo.SessionTimeout(cfg.SessionTimeout), kgo.HeartbeatInterval(cfg.SessionTimeout/10),
+		kgo.RebalanceTimeout(cfg.RebalanceTimeout))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("ingest: kafka: %w", err)
@@ -86,19 +88,115 @@ func (s *KafkaSource) Commit(ctx context.Context, topic string, partition int32,
 	return cerr
 }
 
-// DeadLetter copies m to the dead-letter topic with headers
-// spikehunt.dlq.reason, spikehunt.dlq.detail and the source topic,
+// DeadLetter copies d's message to the dead-letter topic with headers
+// spikehunt.dlq.reason, spikehunt.dlq.detail, spikehunt.dlq.partial
+// ("true" when some of its rows were ingested) and the source topic,
 // partition and offset. A retried batch may dead-letter a message twice;
-// the source coordinates tell the copies apart.
-func (s *KafkaSource) DeadLetter(ctx context.Context, m Message, reason, detail string) error {
-	rec := &kgo.Record{Topic: s.cfg.DLQTopic, Key: m.Key, Value: m.Value, Headers: []kgo.RecordHeader{
-		{Key: "spikehunt.dlq.reason", Value: []byte(reason)},
-		{Key: "spikehunt.dlq.detail", Value: []byte(detail)},
-		{Key: "spikehunt.source.topic", Value: []byte(m.Topic)},
-		{Key: "spikehunt.source.partition", Value: []byte(strconv.Itoa(int(m.Partition)))},
-		{Key: "spikehunt.source.offset", Value: []byte(strconv.FormatInt(m.Offset, 10))},
+// the source coordinates tell the copies apart. A message too large for
+// the dead-letter topic is written without its value, with the header
+// spikehunt.dlq.value_dropped = its size.
+func (s *KafkaSource) DeadLetter(ctx context.Context, d DeadLetter) error {
+	rec := &kgo.Record{Topic: s.cfg.DLQTopic, Key: d.Key, Value: d.Value, Headers: []kgo.RecordHeader{
+		{Key: "spikehunt.dlq.reason", Value: []byte(d.Reason)},
+		{Key: "spikehunt.dlq.detail", Value: []byte(d.Detail)},
+		{Key: "spikehunt.dlq.partial", Value: []byte(strconv.FormatBool(d.Partial))},
+		{Key: "spikehunt.source.topic", Value: []byte(d.Topic)},
+		{Key: "spikehunt.source.partition", Value: []byte(strconv.Itoa(int(d.Partition)))},
+		{Key: "spikehunt.source.offset", Value: []byte(strconv.FormatInt(d.Offset, 10))},
 	}}
-	return s.cl.ProduceSync(ctx, rec).FirstErr()
+	err := s.cl.ProduceSync(ctx, rec).FirstErr()
+	if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) {
+		// The source topic took a message larger than the dead-letter
+		// topic takes: retrying would hold the partition for good. Its
+		// coordinates say where to read it while the source keeps it.
+		s.log.Warn("ingest: dead letter too large for the dead-letter topic; writing it without its value", "topic", d.Topic,
+			"partition", d.Partition, "offset", d.Offset, "bytes", len(d.Value), "err", err)
+		rec.Value = nil
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: "spikehunt.dlq.value_dropped", Value: []byte(strconv.Itoa(len(d.Value)))})
+		err = s.cl.ProduceSync(ctx, rec).FirstErr()
+	}
+	return err
+}
+
+// Prepare creates the dead-letter topic if it does not exist, and reads
+// the source topics' partition counts. Kafka out of reach, or a source
+// topic not created yet, is waited for (logged, with backoff); being
+// refused the dead-letter topic is an error that says how to create it.
+func (s *KafkaSource) Prepare(ctx context.Context) (map[string]int32, error) {
+	adm := kadm.NewClient(s.cl)
+	for wait := time.Duration(0); ; wait = backoff(wait) {
+		parts, err := s.prepare(ctx, adm)
+		if err == nil || errors.Is(err, errDLQRefused) {
+			return parts, err
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		s.log.Warn("ingest: kafka topics not ready; retrying", "err", err)
+		sleep(ctx, backoff(wait))
+	}
+}
+
+// errDLQRefused: the dead-letter topic does not exist and Kafka will not
+// let the ingester create it.
+var errDLQRefused = errors.New("ingest: the dead-letter topic cannot be created")
+
+func (s *KafkaSource) prepare(ctx context.Context, adm *kadm.Client) (map[string]int32, error) {
+	topics := []string{s.cfg.SpansTopic, s.cfg.MetricsTopic, s.cfg.DLQTopic}
+	td, err := adm.ListTopics(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("list topics: %w", err)
+	}
+	howTo := fmt.Sprintf("create it with `kafka-topics.sh --bootstrap-server %s --create --topic %s --partitions %d`, or grant this client CREATE on it",
+		strings.Join(s.cfg.Brokers, ","), s.cfg.DLQTopic, s.cfg.DLQPartitions)
+	if d := td[s.cfg.DLQTopic]; d.Err != nil {
+		if !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+			if authorization(d.Err) {
+				return nil, fmt.Errorf("%w: describe %s: %v: %s", errDLQRefused, s.cfg.DLQTopic, d.Err, howTo)
+			}
+			return nil, fmt.Errorf("describe %s: %w", s.cfg.DLQTopic, d.Err)
+		}
+		resp, err := adm.CreateTopic(ctx, s.cfg.DLQPartitions, -1, nil, s.cfg.DLQTopic)
+		if err == nil {
+			err = resp.Err
+		}
+		switch {
+		case err == nil:
+			s.log.Info("ingest: created the dead-letter topic", "topic", s.cfg.DLQTopic, "partitions", s.cfg.DLQPartitions)
+		case errors.Is(err, kerr.TopicAlreadyExists):
+		case authorization(err):
+			return nil, fmt.Errorf("%w: %s does not exist and creating it was refused (%v): %s", errDLQRefused, s.cfg.DLQTopic, err, howTo)
+		default:
+			return nil, fmt.Errorf("create the dead-letter topic %s: %w", s.cfg.DLQTopic, err)
+		}
+	}
+	parts := map[string]int32{}
+	for _, t := range topics[:2] {
+		d := td[t]
+		if d.Err != nil {
+			return nil, fmt.Errorf("source topic %s: %w: create it (at least as many partitions as ingest replicas), or let the first producer auto-create it", t, d.Err)
+		}
+		parts[t] = int32(len(d.Partitions))
+	}
+	return parts, nil
+}
+
+func authorization(err error) bool {
+	return errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed)
+}
+
+// Hold pauses fetching the partition; kgo drops what it had buffered of it.
+func (s *KafkaSource) Hold(topic string, partition int32) {
+	s.cl.PauseFetchPartitions(map[string][]int32{topic: {partition}})
+}
+
+// Release rewinds the partition to next, if it is still assigned, and
+// resumes fetching it.
+func (s *KafkaSource) Release(topic string, partition int32, next int64) {
+	if next >= 0 {
+		s.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{topic: {partition: {Epoch: -1, Offset: next}}})
+	}
+	s.cl.ResumeFetchPartitions(map[string][]int32{topic: {partition}})
 }
 
 func (s *KafkaSource) Between() { s.cl.AllowRebalance() }

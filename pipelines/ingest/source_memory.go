@@ -26,6 +26,9 @@ type MemorySource struct {
 type DeadLetter struct {
 	Message
 	Reason, Detail string
+	// Partial: some of the message's rows were ingested (the rest were
+	// refused; see window.go), so a replay must skip those.
+	Partial bool
 }
 
 // memLog is one partition: messages from offset base on.
@@ -33,6 +36,7 @@ type memLog struct {
 	base      int64
 	msgs      []Message
 	next      int64 // the consumer's position
+	held      bool  // not handed out until released
 	committed int64
 }
 
@@ -137,6 +141,9 @@ func (s *MemorySource) Poll(ctx context.Context) ([]Message, error) {
 		s.mu.Lock()
 		var out []Message
 		for _, l := range s.logs {
+			if l.held {
+				continue
+			}
 			end := l.base + int64(len(l.msgs))
 			for off := l.next; off < end; off++ {
 				m := l.msgs[off-l.base]
@@ -173,11 +180,33 @@ func (s *MemorySource) Commit(_ context.Context, topic string, partition int32, 
 	return nil
 }
 
-func (s *MemorySource) DeadLetter(_ context.Context, m Message, reason, detail string) error {
+func (s *MemorySource) DeadLetter(_ context.Context, d DeadLetter) error {
 	s.mu.Lock()
-	s.dead = append(s.dead, DeadLetter{Message: m, Reason: reason, Detail: detail})
+	s.dead = append(s.dead, d)
 	s.mu.Unlock()
 	return nil
+}
+
+// Prepare has nothing to create: dead letters are kept in memory, and
+// the partitions are the source's own, not a group's.
+func (s *MemorySource) Prepare(context.Context) (map[string]int32, error) { return nil, nil }
+
+func (s *MemorySource) Hold(topic string, partition int32) {
+	s.mu.Lock()
+	s.log(topicPartition{topic, partition}).held = true
+	s.mu.Unlock()
+}
+
+func (s *MemorySource) Release(topic string, partition int32, next int64) {
+	s.mu.Lock()
+	l := s.log(topicPartition{topic, partition})
+	l.held = false
+	if next >= 0 {
+		l.next = next
+	}
+	close(s.wake)
+	s.wake = make(chan struct{})
+	s.mu.Unlock()
 }
 
 func (s *MemorySource) Between() {}

@@ -28,8 +28,12 @@ type Options struct {
 	CapturesTTLDays   int // the captures index; default 365
 
 	// DedupWindow is how many recent insert blocks (per table) ClickHouse
-	// remembers to drop retried ones, 1–100000. Default 1000: far more
-	// blocks than ingest writes between a failed insert and its retry.
+	// remembers to drop retried ones, 1–100000. Default 20000: the ingest
+	// checks at start that it covers every block that may go into a table
+	// between a batch's first insert and its last retry (see
+	// pipelines/ingest/dedup.go), about 620 per Kafka partition at its
+	// default batch delay (1 s) and session timeout (45 s); 20000 covers
+	// 32 partitions.
 	DedupWindow int
 }
 
@@ -40,7 +44,7 @@ const (
 	DefaultCountersTTLDays   = 14
 	DefaultDetectionsTTLDays = 365
 	DefaultCapturesTTLDays   = 365
-	DefaultDedupWindow       = 1000
+	DefaultDedupWindow       = 20000
 
 	maxTTLDays     = 3650
 	maxDedupWindow = 100000

@@ -10,7 +10,7 @@ import (
 func TestOptionsValidate(t *testing.T) {
 	defaults := Options{
 		RequestsTTLDays: 7, LatencyTTLDays: 90, CountersTTLDays: 14,
-		DetectionsTTLDays: 365, CapturesTTLDays: 365, DedupWindow: 1000,
+		DetectionsTTLDays: 365, CapturesTTLDays: 365, DedupWindow: 20000,
 	}
 	with := func(f func(*Options)) Options { o := defaults; f(&o); return o }
 	tests := []struct {
@@ -64,7 +64,7 @@ func TestTheEmbeddedMigrationsLoad(t *testing.T) {
 			}
 		}
 	}
-	if diff := cmp.Diff([]string{"requests", "counters", "detections", "captures", "ingest", "latency_1m", "latency_1s_hist"}, got); diff != "" {
+	if diff := cmp.Diff([]string{"requests", "counters", "detections", "captures", "ingest", "latency_1m", "latency_1s_hist", "dedup_window"}, got); diff != "" {
 		t.Errorf("migrations (-want +got):\n%s", diff)
 	}
 	d := Default()

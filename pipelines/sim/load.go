@@ -55,7 +55,10 @@ func Load(ctx context.Context, st store.Store, cfg Config, log *slog.Logger, pro
 	// earlier attempt whose rows were deleted (the engine would drop the
 	// new blocks as duplicates of the deleted ones).
 	group := fmt.Sprintf("sim-%s-%d", id, time.Now().UnixNano())
-	in, err := ingest.NewWithMemory(ingest.Config{Group: group, MaxRows: 200_000, MaxDelay: 250 * time.Millisecond}, st, src, log)
+	in, err := ingest.NewWithMemory(ingest.Config{Group: group, MaxRows: 200_000, MaxDelay: 250 * time.Millisecond,
+		// The simulated fleet's clock: its rows are as old as its
+		// scenario, and the ingest's time window is measured from it.
+		Now: func() time.Time { return cfg.Start.Add(cfg.Duration) }}, st, src, log)
 	if err != nil {
 		return Truth{}, Stats{}, err
 	}

@@ -16,7 +16,7 @@ import (
 )
 
 func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("ingest", "Consumes the OTLP topics (spans → requests, metrics → counters) into ClickHouse, exactly\nonce: each batch is inserted with a deduplication token named after its Kafka offsets,\nand the offsets are committed after the insert. Undecodable messages go to the\ndead-letter topic. /metrics and /healthz are served on --listen.", stderr)
+	fs := newFlags("ingest", "Consumes the OTLP topics (spans → requests, metrics → counters) into ClickHouse, exactly\nonce: each batch is inserted with a deduplication token named after its Kafka offsets,\nand the offsets are committed after the insert. Undecodable messages, rows outside the\naccepted time window and rows ClickHouse refuses go to the dead-letter topic (created\nat start if missing); it refuses to start when a table's deduplication window is too\nsmall for these settings. /metrics and /healthz are served on --listen.", stderr)
 	dsn := fs.String("dsn", envOr("SPIKEHUNT_DSN", ""), "ClickHouse store: chdb:///dir, clickhouse://…, http(s)://… (env SPIKEHUNT_DSN)")
 	brokers := fs.String("kafka.brokers", envOr("SPIKEHUNT_KAFKA_BROKERS", "127.0.0.1:9092"), "Kafka bootstrap brokers, comma-separated (env SPIKEHUNT_KAFKA_BROKERS)")
 	group := fs.String("group", ingest.DefaultGroup, "Kafka consumer group")
@@ -36,7 +36,12 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	name := fs.String("instance", envOr("SPIKEHUNT_INSTANCE", ""), "name of this process in the host column of its own counters rows, spikehunt.ingest.* (default: --instance-id, else the host name; env SPIKEHUNT_INSTANCE)")
 	report := fs.Duration("report-every", ingest.DefaultReportEvery, "write those rows this often (and once more at shutdown)")
 	session := fs.Duration("kafka.session-timeout", 45*time.Second, "how long the group waits for a silent member")
+	rebalance := fs.Duration("kafka.rebalance-timeout", ingest.DefaultRebalanceTimeout, "how long the group waits for members when a rebalance begins; a member stops inserting what it polled this long (less two heartbeats and 1s) after the poll, as the group may have moved its partitions by then")
+	maxAge := fs.Duration("accept.max-age", 0, "rows older than this (by their own time) are not inserted; their message goes to the dead-letter topic with reason timestamp, its other rows are inserted (0: the destination table's TTL; negative: no bound)")
+	maxAhead := fs.Duration("accept.max-ahead", ingest.DefaultMaxAhead, "… and rows more than this ahead of the ingester's clock (negative: no bound)")
+	dlqParts := fs.Int("topic.dlq-partitions", 1, "partitions of the dead-letter topic when the ingester creates it at start (it does when the topic is missing)")
 	noDedup := fs.Bool("unsafe.no-dedup", false, "insert without deduplication tokens: loses exactly-once (for the control run of the crash test)")
+	skipDedupCheck := fs.Bool("unsafe.skip-dedup-check", false, "start even if a table's deduplication window is smaller than these batch and group settings need (the start-up error says how much is needed): loses exactly-once across crashes and rebalances")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -63,6 +68,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		Brokers: strings.Split(*brokers, ","), Group: *group, SpansTopic: *spans, MetricsTopic: *metricsTopic, DLQTopic: *dlq,
 		MaxRows: *rows, MaxBytes: *bytes, MaxDelay: *delay, CatchUpDelay: *catchUp, NoDedup: *noDedup,
 		InstanceID: *instance, SessionTimeout: *session, Instance: *name, ReportEvery: *report,
+		RebalanceTimeout: *rebalance, MaxAge: *maxAge, MaxAhead: *maxAhead, DLQPartitions: int32(*dlqParts), SkipDedupCheck: *skipDedupCheck,
 	}
 	if cfg.Instance == "" {
 		cfg.Instance = *instance
@@ -76,7 +82,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	if *listen != "" {
-		mux := observabilityMux(reg, st)
+		mux := observabilityMux(reg, st, in.Health)
 		if *pprofOn {
 			mux.HandleFunc("/debug/pprof/", pprof.Index)
 			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -119,7 +119,9 @@ func produceRequests(t testing.TB, k *testenv.Kafka, topic string, n int) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	t0 := time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
+	// Within the ingest's accepted window (the requests TTL back), on
+	// whatever day the test runs.
+	t0 := time.Now().UTC().Add(-time.Hour).Truncate(time.Hour)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var perr error

@@ -33,7 +33,7 @@ ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/requests', '
 PARTITION BY toDate(ts)
 ORDER BY (service, host, ts)
 TTL ts + INTERVAL 7 DAY
-SETTINGS ttl_only_drop_parts = 1, replicated_deduplication_window = 1000;
+SETTINGS ttl_only_drop_parts = 1, replicated_deduplication_window = 20000;
 
 CREATE TABLE IF NOT EXISTS spikehunt.requests ON CLUSTER 'fleet' AS spikehunt.requests_local
 ENGINE = Distributed('fleet', spikehunt, requests_local, cityHash64(host));
@@ -54,7 +54,7 @@ ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/{database}/l
 PARTITION BY toDate(ts)
 ORDER BY (service, host, hw_class, ts)
 TTL ts + INTERVAL 90 DAY
-SETTINGS ttl_only_drop_parts = 1, replicated_deduplication_window = 1000;
+SETTINGS ttl_only_drop_parts = 1, replicated_deduplication_window = 20000;
 
 CREATE TABLE IF NOT EXISTS spikehunt.latency_1s ON CLUSTER 'fleet' AS spikehunt.latency_1s_local
 ENGINE = Distributed('fleet', spikehunt, latency_1s_local, cityHash64(host));
@@ -91,7 +91,7 @@ ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/counters', '
 PARTITION BY toDate(ts_start)
 ORDER BY (host, metric, mode, device, cpu, ts_start)
 TTL ts_start + INTERVAL 14 DAY
-SETTINGS ttl_only_drop_parts = 1, replicated_deduplication_window = 1000;
+SETTINGS ttl_only_drop_parts = 1, replicated_deduplication_window = 20000;
 
 CREATE TABLE IF NOT EXISTS spikehunt.counters ON CLUSTER 'fleet' AS spikehunt.counters_local
 ENGINE = Distributed('fleet', spikehunt, counters_local, cityHash64(host));
@@ -236,7 +236,7 @@ ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/{database}/l
 PARTITION BY toDate(ts)
 ORDER BY (service, host, hw_class, ts)
 TTL ts + INTERVAL 90 DAY
-SETTINGS ttl_only_drop_parts = 1, replicated_deduplication_window = 1000;
+SETTINGS ttl_only_drop_parts = 1, replicated_deduplication_window = 20000;
 
 CREATE TABLE IF NOT EXISTS spikehunt.latency_1m ON CLUSTER 'fleet' AS spikehunt.latency_1m_local
 ENGINE = Distributed('fleet', spikehunt, latency_1m_local, cityHash64(host));
@@ -299,3 +299,12 @@ SELECT
     sumMap(latency_hist) AS latency_hist
 FROM spikehunt.latency_1s_local
 GROUP BY service, host, hw_class, ts;
+
+-- migration 8 dedup_window, checksum 98034653bc49
+ALTER TABLE spikehunt.requests_local ON CLUSTER 'fleet' MODIFY SETTING replicated_deduplication_window = 20000;
+
+ALTER TABLE spikehunt.counters_local ON CLUSTER 'fleet' MODIFY SETTING replicated_deduplication_window = 20000;
+
+ALTER TABLE spikehunt.latency_1s_local ON CLUSTER 'fleet' MODIFY SETTING replicated_deduplication_window = 20000;
+
+ALTER TABLE spikehunt.latency_1m_local ON CLUSTER 'fleet' MODIFY SETTING replicated_deduplication_window = 20000;

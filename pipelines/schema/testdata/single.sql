@@ -33,7 +33,7 @@ ENGINE = MergeTree
 PARTITION BY toDate(ts)
 ORDER BY (service, host, ts)
 TTL ts + INTERVAL 7 DAY
-SETTINGS ttl_only_drop_parts = 1, non_replicated_deduplication_window = 1000;
+SETTINGS ttl_only_drop_parts = 1, non_replicated_deduplication_window = 20000;
 
 CREATE TABLE IF NOT EXISTS spikehunt.latency_1s
 (
@@ -51,7 +51,7 @@ ENGINE = AggregatingMergeTree
 PARTITION BY toDate(ts)
 ORDER BY (service, host, hw_class, ts)
 TTL ts + INTERVAL 90 DAY
-SETTINGS ttl_only_drop_parts = 1, non_replicated_deduplication_window = 1000;
+SETTINGS ttl_only_drop_parts = 1, non_replicated_deduplication_window = 20000;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS spikehunt.latency_1s_mv
 TO spikehunt.latency_1s
@@ -85,7 +85,7 @@ ENGINE = MergeTree
 PARTITION BY toDate(ts_start)
 ORDER BY (host, metric, mode, device, cpu, ts_start)
 TTL ts_start + INTERVAL 14 DAY
-SETTINGS ttl_only_drop_parts = 1, non_replicated_deduplication_window = 1000;
+SETTINGS ttl_only_drop_parts = 1, non_replicated_deduplication_window = 20000;
 
 -- migration 3 detections, checksum ec8efa7cf803
 CREATE TABLE IF NOT EXISTS spikehunt.spikes
@@ -212,7 +212,7 @@ ENGINE = AggregatingMergeTree
 PARTITION BY toDate(ts)
 ORDER BY (service, host, hw_class, ts)
 TTL ts + INTERVAL 90 DAY
-SETTINGS ttl_only_drop_parts = 1, non_replicated_deduplication_window = 1000;
+SETTINGS ttl_only_drop_parts = 1, non_replicated_deduplication_window = 20000;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS spikehunt.latency_1m_mv
 TO spikehunt.latency_1m
@@ -266,3 +266,12 @@ SELECT
     sumMap(latency_hist) AS latency_hist
 FROM spikehunt.latency_1s
 GROUP BY service, host, hw_class, ts;
+
+-- migration 8 dedup_window, checksum 98034653bc49
+ALTER TABLE spikehunt.requests MODIFY SETTING non_replicated_deduplication_window = 20000;
+
+ALTER TABLE spikehunt.counters MODIFY SETTING non_replicated_deduplication_window = 20000;
+
+ALTER TABLE spikehunt.latency_1s MODIFY SETTING non_replicated_deduplication_window = 20000;
+
+ALTER TABLE spikehunt.latency_1m MODIFY SETTING non_replicated_deduplication_window = 20000;
