@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/spikehunt/spikehunt/kafkasec"
 )
 
 // Config configures an Ingester.
@@ -44,6 +46,9 @@ type Config struct {
 	// ReportEvery is how often it writes them (default 10 s, at least
 	// 100 ms); Run writes them once more when it ends.
 	ReportEvery time.Duration
+	// Security is TLS and SASL for the consumer and the dead-letter
+	// producer.
+	Security kafkasec.Config
 	// NoDedup inserts without deduplication tokens. Only for the control
 	// run that proves the crash test can fail: it loses exactly-once.
 	NoDedup bool
@@ -103,5 +108,5 @@ func (c *Config) Validate() error {
 	case c.SpansTopic == c.MetricsTopic:
 		return fmt.Errorf("ingest: spans and metrics share topic %q: a message's signal is known by its topic", c.SpansTopic)
 	}
-	return nil
+	return c.Security.Validate()
 }

@@ -27,6 +27,7 @@ func TestConfigLoadsEveryKeyOfTheSample(t *testing.T) {
 	case cfg.Resource.HWClass != "gen5", cfg.Paths.ProcFS != "/host/proc", cfg.Collect.IRQInterval != 10*time.Second,
 		cfg.Intake.SampleEvery != 20, cfg.Intake.SampledPerSecond != 200, cfg.Intake.ServiceSlowThresholds["billy"] != 100*time.Millisecond,
 		cfg.Export.MaxSpans != 1000, len(cfg.Kafka.Brokers) != 2, cfg.Kafka.Compression != "zstd",
+		cfg.Kafka.Security.SASL.Mechanism != "SCRAM-SHA-512", cfg.Kafka.Security.TLS.CAFile != "/etc/spikehunt/kafka-ca/ca.crt",
 		cfg.Spool.MaxBytes != 128<<20, cfg.Spool.FsyncInterval != 500*time.Millisecond, cfg.Listen != "0.0.0.0:9464",
 		cfg.Runtime.GoMaxProcs != 2, cfg.Runtime.TimerSlack != 2*time.Millisecond,
 		cfg.Capture.Kube.Enabled == nil || !*cfg.Capture.Kube.Enabled:
@@ -51,6 +52,9 @@ func TestConfigMistakesAreClearErrors(t *testing.T) {
 		{"runtime:\n  gomaxprocs: -1\n", "runtime.gomaxprocs"},
 		{"runtime:\n  timer_slack: 1s\n", "runtime.timer_slack"},
 		{"capture:\n  kube:\n    kubeconfig: /no/such/kubeconfig\n", "capture.kube.kubeconfig"},
+		{"kafka:\n  sasl:\n    mechanism: GSSAPI\n    username: a\n    password_file: /p\n", `unknown SASL mechanism "GSSAPI"`},
+		{"kafka:\n  sasl:\n    mechanism: PLAIN\n    username: a\n", "needs kafka.sasl.password-file"},
+		{"kafka:\n  sasl:\n    password: hunter2\n", "field password not found"},
 	} {
 		p := filepath.Join(t.TempDir(), "c.yaml")
 		os.WriteFile(p, []byte(tc.yaml), 0o644)

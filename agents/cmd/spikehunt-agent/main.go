@@ -122,7 +122,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		sink, err = export.NewOTLPSink(cfg.OTLP)
 	} else {
 		cfg.Kafka.Key = res.HostName
-		sink, err = export.NewKafkaSink(cfg.Kafka)
+		var ks *export.KafkaSink
+		if ks, err = export.NewKafkaSink(cfg.Kafka); err == nil {
+			sink = ks
+			err = checkKafka(ctx, ks, cfg.Kafka.Security, log)
+		}
 	}
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spikehunt/spikehunt/kafkasec"
 	"github.com/spikehunt/spikehunt/pipelines/ingest"
 	"github.com/spikehunt/spikehunt/pipelines/schema"
 	"github.com/spikehunt/spikehunt/pipelines/store"
@@ -36,6 +37,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	name := fs.String("instance", envOr("SPIKEHUNT_INSTANCE", ""), "name of this process in the host column of its own counters rows, spikehunt.ingest.* (default: --instance-id, else the host name; env SPIKEHUNT_INSTANCE)")
 	report := fs.Duration("report-every", ingest.DefaultReportEvery, "write those rows this often (and once more at shutdown)")
 	session := fs.Duration("kafka.session-timeout", 45*time.Second, "how long the group waits for a silent member")
+	kafkaSec := kafkasec.AddFlags(fs, "kafka.", kafkasec.Config{})
 	noDedup := fs.Bool("unsafe.no-dedup", false, "insert without deduplication tokens: loses exactly-once (for the control run of the crash test)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -59,6 +61,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		Brokers: strings.Split(*brokers, ","), Group: *group, SpansTopic: *spans, MetricsTopic: *metricsTopic, DLQTopic: *dlq,
 		MaxRows: *rows, MaxBytes: *bytes, MaxDelay: *delay, CatchUpDelay: *catchUp, NoDedup: *noDedup,
 		InstanceID: *instance, SessionTimeout: *session, Instance: *name, ReportEvery: *report,
+		Security: kafkaSec.Config(),
 	}
 	if cfg.Instance == "" {
 		cfg.Instance = *instance
