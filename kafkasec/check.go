@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -38,7 +39,7 @@ func Explain(err error, c Config) error {
 		hostname    x509.HostnameError
 		invalid     x509.CertificateInvalidError
 		verify      *tls.CertificateVerificationError
-		alert       tls.AlertError
+		opErr       *net.OpError
 		recordHdr   tls.RecordHeaderError
 		kafkaErr    *kerr.Error
 		caSource    = "the system's roots (kafka.tls.ca-file is empty)"
@@ -61,7 +62,9 @@ func Explain(err error, c Config) error {
 		return fmt.Errorf("%w: the broker's TLS certificate does not verify: %w", ErrRefused, err)
 	case errors.As(err, &recordHdr):
 		return fmt.Errorf("%w: the broker did not answer TLS: is this a PLAINTEXT or SASL_PLAINTEXT listener? Dial its SSL or SASL_SSL port, or turn kafka.tls.enabled off: %w", ErrRefused, err)
-	case errors.As(err, &alert):
+	case errors.As(err, &opErr) && opErr.Op == "remote error":
+		// A TLS alert from the broker; crypto/tls has no exported type
+		// for it.
 		return fmt.Errorf("%w: the broker refused the TLS handshake (a client certificate it does not accept, or none where it requires one: kafka.tls.cert-file): %w", ErrRefused, err)
 	case errors.As(err, &kafkaErr) && kafkaErr.Code == kerr.SaslAuthenticationFailed.Code:
 		return fmt.Errorf("%w: SASL %s authentication refused by the broker: check the user (%s) and the password in kafka.sasl.password-file, and that the user exists for this mechanism: %w",

@@ -14,7 +14,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"testing"
 	"time"
+
+	"github.com/spikehunt/spikehunt/kafkasec"
 )
 
 // KafkaUser is a SASL user of the broker's SASL_SSL listener: PLAIN and
@@ -203,3 +206,55 @@ func (k *Kafka) SecureBrokers() []string {
 // CA is the authority that issued the SASL_SSL listener's certificate; nil
 // without SASLSSLOptions. Issue client certificates from it for mTLS.
 func (k *Kafka) CA() *TestCA { return k.ca }
+
+// SecureKafkaUser is the user SharedSecureKafka creates.
+var SecureKafkaUser = KafkaUser{Name: "spikehunt", Password: "spikehunt-test-password"}
+
+// SharedSecureKafka returns the test binary's broker with a SASL_SSL
+// listener beside its PLAINTEXT one (user SecureKafkaUser), starting it on
+// first use; StopShared stops it. It is a broker of its own, not
+// SharedKafka's: only tests of TLS and SASL pay for it.
+func SharedSecureKafka(t testing.TB) *Kafka {
+	t.Helper()
+	if sharedStopped() {
+		t.Fatal("testenv: SharedSecureKafka called after StopShared")
+	}
+	shared.secureOnce.Do(func() {
+		shared.secure, shared.secureErr = StartKafka(KafkaOptions{SASLSSL: &SASLSSLOptions{Users: []KafkaUser{SecureKafkaUser}}})
+	})
+	if shared.secureErr != nil {
+		t.Fatal(shared.secureErr)
+	}
+	k := shared.secure
+	if k == nil {
+		t.Fatal("testenv: SharedSecureKafka called after StopShared")
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kafka broker log (tail):\n%s", lastLines(k.Log(), 60))
+		}
+	})
+	return k
+}
+
+// ClientSecurity writes the broker's CA and the password of user into a
+// temporary folder of t and returns the client configuration of the
+// SASL_SSL listener with mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512).
+func (k *Kafka) ClientSecurity(t testing.TB, mechanism string, user KafkaUser) kafkasec.Config {
+	t.Helper()
+	if k.ca == nil {
+		t.Fatal("testenv: ClientSecurity: the broker has no SASL_SSL listener (KafkaOptions.SASLSSL)")
+	}
+	dir := t.TempDir()
+	ca, pw := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "password")
+	if err := os.WriteFile(ca, k.ca.CertPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pw, []byte(user.Password), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return kafkasec.Config{
+		TLS:  kafkasec.TLSConfig{Enabled: true, CAFile: ca},
+		SASL: kafkasec.SASLConfig{Mechanism: mechanism, Username: user.Name, PasswordFile: pw},
+	}
+}
