@@ -131,9 +131,15 @@ func (k *KafkaSink) Check(ctx context.Context) error {
 
 // explain replaces a send's timeout by the refusal behind it, if any: the
 // producer retries a refused connection until the deadline and reports
-// only that.
+// that, with the refusal as its last error at best.
 func (k *KafkaSink) explain(err error) error {
-	if !k.cfg.Security.Enabled() || !errors.Is(err, context.DeadlineExceeded) {
+	if !k.cfg.Security.Enabled() {
+		return err
+	}
+	if e := kafkasec.Explain(err, k.cfg.Security); errors.Is(e, kafkasec.ErrRefused) {
+		return e
+	}
+	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, kgo.ErrRecordTimeout) {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
