@@ -133,6 +133,9 @@ func TestCommandLineMistakes(t *testing.T) {
 		{[]string{"serve-clickhouse", "--dsn", "http://host:8123/db"}, 2, "must name an embedded store"},
 		{[]string{"demo", "extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"migrate", "--cluster", "prod", "--print"}, 2, "needs --database"},
+		{[]string{"detect", "--dsn", "chdb:///tmp/x", "--alerts.kafka.brokers", "k:9093", "--alerts.allow-unsigned", "--alerts.kafka.sasl.mechanism", "GSSAPI",
+			"--alerts.kafka.sasl.username", "u", "--alerts.kafka.sasl.password-file", "/p"}, 2, `unknown SASL mechanism "GSSAPI"`},
+		{[]string{"ingest", "--dsn", "chdb:///tmp/x", "--kafka.sasl.password", "hunter2"}, 2, "flag provided but not defined: -kafka.sasl.password"},
 	} {
 		code, _, errs := runCLI(t, tc.args...)
 		if code != tc.code || !strings.Contains(errs, tc.inStderr) {
