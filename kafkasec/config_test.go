@@ -1,11 +1,15 @@
 package kafkasec
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"go.yaml.in/yaml/v3"
 )
 
 func TestConfigMistakesAreClearErrors(t *testing.T) {
@@ -92,5 +96,34 @@ func TestStringNamesTheProtocolAndNeverThePassword(t *testing.T) {
 	c := Config{TLS: TLSConfig{Enabled: true, DangerousSkipVerify: true}, SASL: SASLConfig{Mechanism: "scram-sha-256", Username: "u", PasswordFile: "/secret/pw"}}
 	if got, want := c.String(), "SASL_SSL SCRAM-SHA-256 as u, BROKER CERTIFICATES NOT VERIFIED"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
+	}
+}
+
+func TestConfigLoadsEveryKeyOfTheSample(t *testing.T) {
+	b, err := os.ReadFile("testdata/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	var got Config
+	if err := dec.Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		TLS: TLSConfig{Enabled: true, CAFile: "/etc/spikehunt/kafka/ca/ca.crt", CertFile: "/etc/spikehunt/kafka/client/tls.crt",
+			KeyFile: "/etc/spikehunt/kafka/client/tls.key", ServerName: "kafka.internal"},
+		SASL: SASLConfig{Mechanism: "SCRAM-SHA-512", Username: "spikehunt", PasswordFile: "/etc/spikehunt/kafka/sasl/password"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if err := got.Validate(); err != nil {
+		t.Error(err)
+	}
+	strict := yaml.NewDecoder(strings.NewReader("sasl:\n  password: hunter2\n"))
+	strict.KnownFields(true)
+	if err := strict.Decode(new(Config)); err == nil {
+		t.Error("a password key was accepted: passwords come from password_file only")
 	}
 }
