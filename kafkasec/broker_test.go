@@ -3,9 +3,11 @@ package kafkasec_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -182,3 +184,32 @@ func TestRotatedPasswordFileIsReadAtTheNextConnection(t *testing.T) {
 		t.Fatalf("after the rotation, the same client: %v", err)
 	}
 }
+
+// Once running, a refused connection is logged with what to fix, not
+// retried in silence.
+func TestRefusalAfterStartIsLogged(t *testing.T) {
+	k := testenv.SharedSecureKafka(t)
+	c := k.ClientSecurity(t, kafkasec.MechanismSCRAMSHA512, testenv.KafkaUser{Name: testenv.SecureKafkaUser.Name, Password: "rotated-at-the-broker"})
+	var buf syncBuffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	cl := client(t, k, c, kafkasec.RefusalLog(log, c), kgo.DefaultProduceTopic("refused-after-start"))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_ = cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}) // retried until ctx ends
+	if out := buf.String(); strings.Count(out, "level=ERROR") != 1 || !strings.Contains(out, "SASL SCRAM-SHA-512 authentication refused") {
+		t.Errorf("log:\n%s\nwant one error line saying the authentication was refused", out)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

@@ -44,7 +44,7 @@ func newKafkaSource(cfg Config, owner partitionOwner, log *slog.Logger) (*KafkaS
 	if err != nil {
 		return nil, fmt.Errorf("ingest: kafka: %w", err)
 	}
-	opts = append(opts, sec...)
+	opts = append(append(opts, sec...), kafkasec.RefusalLog(log, cfg.Security))
 	if cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
 	}

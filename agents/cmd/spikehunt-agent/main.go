@@ -32,6 +32,7 @@ import (
 	"github.com/spikehunt/spikehunt/agents/intake"
 	"github.com/spikehunt/spikehunt/agents/spool"
 	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/kafkasec"
 )
 
 func main() {
@@ -123,7 +124,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	} else {
 		cfg.Kafka.Key = res.HostName
 		var ks *export.KafkaSink
-		if ks, err = export.NewKafkaSink(cfg.Kafka); err == nil {
+		if ks, err = export.NewKafkaSink(cfg.Kafka, kafkasec.RefusalLog(log, cfg.Kafka.Security)); err == nil {
 			sink = ks
 			err = checkKafka(ctx, ks, cfg.Kafka.Security, log)
 		}

@@ -88,7 +88,7 @@ func NewKafkaConsumer(cfg KafkaConfig, sink Sink, log *slog.Logger) (*KafkaConsu
 	if err != nil {
 		return nil, fmt.Errorf("intake: kafka: %w", err)
 	}
-	cl, err := kgo.NewClient(append(opts, sec...)...)
+	cl, err := kgo.NewClient(append(append(opts, sec...), kafkasec.RefusalLog(log, cfg.Security))...)
 	if err != nil {
 		return nil, fmt.Errorf("intake: kafka: %w", err)
 	}
