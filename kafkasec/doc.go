@@ -14,7 +14,8 @@
 // that does not verify) like a broker that is down, so a client only ever
 // sees its deadline pass. Check asks for metadata once, which returns the
 // refusal itself, and says what to fix; binaries call it at start and exit
-// when it matches ErrRefused.
+// when it matches ErrRefused. RefusalLog logs a refusal that comes later
+// (a credential rotated at the broker first) once a minute.
 //
 // It imports franz-go and the standard library only, so that the agent
 // (which must not import pipelines/), the pipelines and the operator may
