@@ -58,7 +58,6 @@ func newKafkaSource(cfg Config, owner partitionOwner, log *slog.Logger) (*KafkaS
 	return &KafkaSource{cfg: cfg, cl: cl, log: log}, nil
 }
 
-
 func (s *KafkaSource) Poll(ctx context.Context) ([]Message, error) {
 	fetches := s.cl.PollRecords(ctx, 10_000)
 	if fetches.IsClientClosed() {
