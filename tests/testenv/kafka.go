@@ -239,13 +239,13 @@ func (k *Kafka) serverProperties() string {
 		{"log.cleaner.dedupe.buffer.size", strconv.Itoa(16 << 20)},
 	}
 	if k.secureAddr != "" {
-		for i, add := range map[string]string{
+		for key, add := range map[string]string{
 			"listeners":                      ",SASL_SSL://" + k.secureAddr,
 			"advertised.listeners":           ",SASL_SSL://" + k.secureAddr,
 			"listener.security.protocol.map": ",SASL_SSL:SASL_SSL",
 		} {
 			for j := range props {
-				if props[j][0] == i {
+				if props[j][0] == key {
 					props[j][1] += add
 				}
 			}
