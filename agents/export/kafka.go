@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/spikehunt/spikehunt/kafkasec"
 )
 
 // KafkaConfig configures the Kafka sink.
@@ -16,6 +18,8 @@ type KafkaConfig struct {
 	MetricsTopic  string   `yaml:"metrics_topic"` // default otlp_metrics
 	Compression   string   `yaml:"compression"`   // lz4 (default), zstd, none
 	BufferedBytes int      `yaml:"buffered_bytes"`
+	// Security is TLS and SASL (keys tls and sasl beside brokers).
+	Security kafkasec.Config `yaml:",inline"`
 	// Key partitions the records; the agent sets it to host.name so that a
 	// host's data stays in one partition, in order.
 	Key string `yaml:"-"`
@@ -55,8 +59,12 @@ func NewKafkaSink(cfg KafkaConfig, opts ...kgo.Opt) (*KafkaSink, error) {
 	if len(cfg.Brokers) == 0 {
 		return nil, errors.New("kafka: no brokers configured")
 	}
+	// TLS runs over the raw-I/O connection of dialBroker.
+	extra, err := cfg.Security.OptionsWithDialer(dialBroker)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: %w", err)
+	}
 	var codec kgo.CompressionCodec
-	var extra []kgo.Opt
 	switch cfg.Compression {
 	case "lz4":
 		codec = kgo.Lz4Compression()
@@ -81,13 +89,19 @@ func NewKafkaSink(cfg KafkaConfig, opts ...kgo.Opt) (*KafkaSink, error) {
 		// Each record is a whole export request, batched by the exporter:
 		// franz-go's default 10 ms linger would only add a timer wake-up.
 		kgo.ProducerLinger(0),
-		kgo.Dialer(dialBroker),
 	}
 	cl, err := kgo.NewClient(append(append(base, extra...), opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}
 	return &KafkaSink{cl: cl, cfg: cfg}, nil
+}
+
+// Check connects to the brokers once and says whether they refuse this
+// client (kafkasec.Check): an error matching kafkasec.ErrRefused is a
+// configuration to fix, any other is a broker down or unreachable.
+func (k *KafkaSink) Check(ctx context.Context) error {
+	return kafkasec.Check(ctx, k.cl, k.cfg.Security)
 }
 
 // Name implements Sink.

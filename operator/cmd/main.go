@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/spikehunt/spikehunt/kafkasec"
 	capturev1alpha1 "github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 	"github.com/spikehunt/spikehunt/operator/internal/controller"
 	"github.com/spikehunt/spikehunt/operator/internal/intake"
@@ -58,6 +59,7 @@ type options struct {
 
 	// Alert intake: the detector's Kafka topic and the webhooks.
 	kafkaBrokers          string
+	kafkaSecurity         *kafkasec.Flags
 	alertsTopic           string
 	alertsGroup           string
 	alertKeysDir          string
@@ -101,6 +103,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.kafkaBrokers, "alerts.kafka.brokers", "", "comma-separated Kafka brokers of the detector's alerts topic; empty turns the Kafka intake off")
 	fs.StringVar(&o.alertsTopic, "alerts.topic", intake.DefaultTopic, "the detector's alerts topic")
 	fs.StringVar(&o.alertsGroup, "alerts.kafka.group", intake.DefaultGroup, "the consumer group whose committed offsets a restarted operator resumes from")
+	o.kafkaSecurity = kafkasec.AddFlags(fs, "alerts.kafka.", kafkasec.Config{})
 	fs.StringVar(&o.alertKeysDir, "alerts.keys-dir", "", "folder of the detector's alert signing keys, one file per key named after its id (the mounted Secret); "+
 		"records must be signed by one of them. Required with --alerts.kafka.brokers unless --alerts.allow-unsigned")
 	fs.BoolVar(&o.allowUnsigned, "alerts.allow-unsigned", false, "accept alert records without a signature: anyone who can write to the topic then widens captures within the budgets. "+
@@ -137,6 +140,7 @@ func (o options) kafkaIntakeConfig() intake.KafkaConfig {
 	return intake.KafkaConfig{
 		Brokers: strings.Split(o.kafkaBrokers, ","), Topic: o.alertsTopic, Group: o.alertsGroup,
 		KeysDir: o.alertKeysDir, AllowUnsigned: o.allowUnsigned, MaxSignatureAge: o.maxSignatureAge,
+		Security: o.kafkaSecurity.Config(),
 	}
 }
 

@@ -207,3 +207,27 @@ func TestTheOperatorRefusesAnUnsignedAlertIntakeUnlessAllowedExplicitly(t *testi
 		t.Error("--alerts.max-signature-age=10s was accepted, want 1m–168h")
 	}
 }
+
+// The alert intake's Kafka security comes from --alerts.kafka.tls.* and
+// --alerts.kafka.sasl.*, checked with the other flags; there is no
+// password flag.
+func TestParseFlagsOfTheAlertIntakesKafkaSecurity(t *testing.T) {
+	o, err := parseFlags([]string{"--alerts.kafka.brokers=k1:9093", "--alerts.allow-unsigned", "--alerts.kafka.tls.enabled",
+		"--alerts.kafka.tls.ca-file=/etc/spikehunt/kafka/ca/ca.crt", "--alerts.kafka.sasl.mechanism=SCRAM-SHA-512",
+		"--alerts.kafka.sasl.username=spikehunt", "--alerts.kafka.sasl.password-file=/etc/spikehunt/kafka/sasl/password"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := o.kafkaIntakeConfig().Security
+	if !sec.TLS.Enabled || sec.TLS.CAFile != "/etc/spikehunt/kafka/ca/ca.crt" || sec.SASL.Mechanism != "SCRAM-SHA-512" ||
+		sec.SASL.Username != "spikehunt" || sec.SASL.PasswordFile != "/etc/spikehunt/kafka/sasl/password" {
+		t.Errorf("security %+v", sec)
+	}
+	_, err = parseFlags([]string{"--alerts.kafka.brokers=k1:9093", "--alerts.allow-unsigned", "--alerts.kafka.sasl.mechanism=SCRAM-SHA-512", "--alerts.kafka.sasl.username=u"})
+	if err == nil || !strings.Contains(err.Error(), "password-file") {
+		t.Errorf("SCRAM without a password file: %v, want an error naming the password file", err)
+	}
+	if _, err := parseFlags([]string{"--alerts.kafka.sasl.password=hunter2"}); err == nil {
+		t.Error("--alerts.kafka.sasl.password was accepted: a password must never be a flag")
+	}
+}

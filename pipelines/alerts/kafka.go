@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/spikehunt/spikehunt/kafkasec"
 	"github.com/spikehunt/spikehunt/pipelines/alerts/alertsig"
 )
 
@@ -29,6 +30,8 @@ type KafkaConfig struct {
 	Signer *alertsig.Signer
 	// Now is the signing time. Default time.Now.
 	Now func() time.Time
+	// Security is TLS and SASL.
+	Security kafkasec.Config
 }
 
 // Validate fills defaults and checks the configuration.
@@ -51,7 +54,7 @@ func (c *KafkaConfig) Validate() error {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	return nil
+	return c.Security.Validate()
 }
 
 // KafkaSink produces each alert as one record: key = service (so one
@@ -71,7 +74,11 @@ func NewKafkaSink(cfg KafkaConfig) (*KafkaSink, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(
+	sec, err := cfg.Security.Options()
+	if err != nil {
+		return nil, fmt.Errorf("alerts: kafka: %w", err)
+	}
+	cl, err := kgo.NewClient(append(sec,
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.DefaultProduceTopic(cfg.Topic),
 		kgo.ClientID(cfg.ClientID),
@@ -81,7 +88,7 @@ func NewKafkaSink(cfg KafkaConfig) (*KafkaSink, error) {
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0),
 		kgo.RecordDeliveryTimeout(cfg.SendTimeout),
-	)
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("alerts: kafka: %w", err)
 	}
@@ -110,9 +117,37 @@ func (k *KafkaSink) Send(ctx context.Context, alerts []Alert) error {
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.SendTimeout)
 	defer cancel()
 	if err := k.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		return fmt.Errorf("alerts: produce to %s: %w", k.cfg.Topic, err)
+		return fmt.Errorf("alerts: produce to %s: %w", k.cfg.Topic, k.explain(err))
 	}
 	return nil
+}
+
+// Check connects to the brokers once and says whether they refuse this
+// producer (kafkasec.Check): an error matching kafkasec.ErrRefused is a
+// configuration to fix, any other is a broker down or unreachable.
+func (k *KafkaSink) Check(ctx context.Context) error {
+	return kafkasec.Check(ctx, k.cl, k.cfg.Security)
+}
+
+// explain replaces a send's timeout by the refusal behind it, if any: the
+// producer retries a refused connection until the deadline and reports
+// that, with the refusal as its last error at best.
+func (k *KafkaSink) explain(err error) error {
+	if !k.cfg.Security.Enabled() {
+		return err
+	}
+	if e := kafkasec.Explain(err, k.cfg.Security); errors.Is(e, kafkasec.ErrRefused) {
+		return e
+	}
+	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, kgo.ErrRecordTimeout) {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if cerr := k.Check(ctx); errors.Is(cerr, kafkasec.ErrRefused) {
+		return cerr
+	}
+	return err
 }
 
 // Close flushes nothing (Send is synchronous) and closes the client.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/spikehunt/spikehunt/kafkasec"
 )
 
 // Config configures an Ingester.
@@ -49,6 +51,9 @@ type Config struct {
 	// the member's lease (see Lease): past it the group may have given the
 	// partition away, so the member stops inserting.
 	RebalanceTimeout time.Duration
+	// Security is TLS and SASL for the consumer and the dead-letter
+	// producer.
+	Security kafkasec.Config
 	// NoDedup inserts without deduplication tokens. Only for the control
 	// run that proves the crash test can fail: it loses exactly-once.
 	NoDedup bool
@@ -182,5 +187,5 @@ func (c *Config) Validate() error {
 	case c.SpansTopic == c.MetricsTopic:
 		return fmt.Errorf("ingest: spans and metrics share topic %q: a message's signal is known by its topic", c.SpansTopic)
 	}
-	return nil
+	return c.Security.Validate()
 }

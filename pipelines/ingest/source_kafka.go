@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/spikehunt/spikehunt/kafkasec"
 )
 
 // KafkaSource consumes cfg's topics as a member of cfg.Group.
@@ -37,6 +39,11 @@ func newKafkaSource(cfg Config, owner partitionOwner, log *slog.Logger) (*KafkaS
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { owner.dropped(m) }),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	}
+	sec, err := cfg.Security.Options()
+	if err != nil {
+		return nil, fmt.Errorf("ingest: kafka: %w", err)
+	}
+	opts = append(append(opts, sec...), kafkasec.RefusalLog(log, cfg.Security))
 	if cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
 	}
@@ -45,6 +52,10 @@ func newKafkaSource(cfg Config, owner partitionOwner, log *slog.Logger) (*KafkaS
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("ingest: kafka: %w", err)
+	}
+	if err := checkSecurity(cl, cfg.Security, log); err != nil {
+		cl.Close()
+		return nil, err
 	}
 	return &KafkaSource{cfg: cfg, cl: cl, log: log}, nil
 }

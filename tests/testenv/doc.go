@@ -18,7 +18,9 @@
 //		os.Exit(code)
 //	}
 //
-// os.Exit skips deferred calls, hence the order. StartKafka and
+// os.Exit skips deferred calls, hence the order. SharedSecureKafka is a
+// broker of its own with a SASL_SSL listener as well (kafka_secure.go),
+// started only by the tests of TLS and SASL; its start costs the same. StartKafka and
 // StartAPIServer give a test its own instance when it must not share one
 // (for example to Restart the broker while other tests run in parallel).
 //

@@ -44,6 +44,9 @@ type KafkaOptions struct {
 	// the same name. Do not set listeners, log.dirs, node.id or the
 	// controller keys: Brokers, Restart and the readiness wait rely on them.
 	Properties map[string]string
+	// SASLSSL adds a SASL_SSL listener (kafka_secure.go), for the tests of
+	// the clients' TLS and SASL. Nil: PLAINTEXT only, which starts faster.
+	SASLSSL *SASLSSLOptions
 }
 
 const (
@@ -68,6 +71,9 @@ func (o KafkaOptions) Validate() error {
 	}
 	if o.MaxHeap != "" && strings.ContainsAny(o.MaxHeap, " \t\n") {
 		return fmt.Errorf("testenv: KafkaOptions.MaxHeap %q is not a single JVM size such as 512m", o.MaxHeap)
+	}
+	if o.SASLSSL != nil {
+		return o.SASLSSL.Validate()
 	}
 	return nil
 }
@@ -98,6 +104,8 @@ type Kafka struct {
 	dir            string // owned by the Kafka; removed by Stop
 	brokerAddr     string
 	controllerAddr string
+	secureAddr     string  // the SASL_SSL listener; empty without KafkaOptions.SASLSSL
+	ca             *TestCA // issued the SASL_SSL listener's certificate
 	log            *tailBuffer
 
 	mu      sync.Mutex // serializes Restart and Stop
@@ -159,12 +167,18 @@ func StartKafka(opts KafkaOptions) (*Kafka, error) {
 
 // prepare picks the ports, writes the configuration and formats the storage.
 func (k *Kafka) prepare(ctx context.Context) error {
-	ports, err := freePorts(2)
+	ports, err := freePorts(3)
 	if err != nil {
 		return fmt.Errorf("testenv: kafka: %w", err)
 	}
 	k.brokerAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 	k.controllerAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
+	if k.opts.SASLSSL != nil {
+		k.secureAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2]))
+		if err := k.writeSecureFiles(); err != nil {
+			return err
+		}
+	}
 
 	files := map[string]string{
 		"server.properties": k.serverProperties(),
@@ -181,8 +195,11 @@ func (k *Kafka) prepare(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("testenv: kafka: cluster id: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, k.java, k.javaArgs("kafka.tools.StorageTool", "format",
-		"-t", clusterID, "-c", filepath.Join(k.dir, "server.properties"), "--standalone")...)
+	format := []string{"format", "-t", clusterID, "-c", filepath.Join(k.dir, "server.properties"), "--standalone"}
+	if k.opts.SASLSSL != nil {
+		format = append(format, k.scramFormatArgs()...)
+	}
+	cmd := exec.CommandContext(ctx, k.java, k.javaArgs("kafka.tools.StorageTool", format...)...)
 	cmd.Dir = k.dir
 	cmd.SysProcAttr = childProcAttr()
 	out, err := cmd.CombinedOutput()
@@ -220,6 +237,20 @@ func (k *Kafka) serverProperties() string {
 		{"group.initial.rebalance.delay.ms", "0"},
 		// The log cleaner allocates this much heap up front (default 128 MiB).
 		{"log.cleaner.dedupe.buffer.size", strconv.Itoa(16 << 20)},
+	}
+	if k.secureAddr != "" {
+		for key, add := range map[string]string{
+			"listeners":                      ",SASL_SSL://" + k.secureAddr,
+			"advertised.listeners":           ",SASL_SSL://" + k.secureAddr,
+			"listener.security.protocol.map": ",SASL_SSL:SASL_SSL",
+		} {
+			for j := range props {
+				if props[j][0] == key {
+					props[j][1] += add
+				}
+			}
+		}
+		props = append(props, k.secureProperties()...)
 	}
 	index := make(map[string]int, len(props))
 	for i, p := range props {

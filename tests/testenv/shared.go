@@ -14,6 +14,10 @@ var shared struct {
 	kafka     *Kafka
 	kafkaErr  error
 
+	secureOnce sync.Once // the broker with a SASL_SSL listener, see kafka_secure.go
+	secure     *Kafka
+	secureErr  error
+
 	chOnce sync.Once // the embedded ClickHouse engine, see clickhouse.go
 
 	s3Once sync.Once // s3proxy, see s3.go
@@ -70,12 +74,18 @@ func StopShared() {
 	// Do with an empty function marks an unstarted component as done, so that
 	// a late Shared call cannot start one that nobody stops.
 	shared.kafkaOnce.Do(func() {})
+	shared.secureOnce.Do(func() {})
 	shared.apiOnce.Do(func() {})
 	shared.s3Once.Do(func() {})
 	shared.chOnce.Do(func() {})
 	stopClickHouse()
 	if shared.kafka != nil {
 		if err := shared.kafka.Stop(); err != nil {
+			warn(fmt.Errorf("testenv: StopShared: %w", err))
+		}
+	}
+	if shared.secure != nil {
+		if err := shared.secure.Stop(); err != nil {
 			warn(fmt.Errorf("testenv: StopShared: %w", err))
 		}
 	}

@@ -159,6 +159,9 @@ func (c *Config) Validate() error {
 		if len(c.Kafka.Brokers) == 0 {
 			return errors.New("sink kafka needs kafka.brokers")
 		}
+		if err := c.Kafka.Security.Validate(); err != nil {
+			return err
+		}
 	case "otlp":
 		if c.OTLP.Endpoint == "" {
 			return errors.New("sink otlp needs otlp.endpoint")

@@ -29,6 +29,7 @@ func TestConfigLoadsEveryKeyOfTheSample(t *testing.T) {
 		cfg.Intake.MaxSpansPerRequest != 8192, cfg.Intake.DecodeBudgetBytes != 128<<20, cfg.Intake.MaxSpanAge != 30*time.Minute,
 		cfg.Intake.OTLPIdleTimeout != time.Minute, cfg.Intake.OTLPMaxConnections != 256,
 		cfg.Export.MaxSpans != 1000, len(cfg.Kafka.Brokers) != 2, cfg.Kafka.Compression != "zstd",
+		cfg.Kafka.Security.SASL.Mechanism != "SCRAM-SHA-512", cfg.Kafka.Security.TLS.CAFile != "/etc/spikehunt/kafka-ca/ca.crt",
 		cfg.Spool.MaxBytes != 128<<20, cfg.Spool.FsyncInterval != 500*time.Millisecond, cfg.Listen != "0.0.0.0:9464",
 		cfg.Runtime.GoMaxProcs != 2, cfg.Runtime.TimerSlack != 2*time.Millisecond,
 		cfg.Capture.Kube.Enabled == nil || !*cfg.Capture.Kube.Enabled,
@@ -59,6 +60,9 @@ func TestConfigMistakesAreClearErrors(t *testing.T) {
 		{"intake:\n  trigger:\n    cidrs: [pods]\n", `trigger.cidrs: "pods"`},
 		{"capture:\n  fire_burst: 100\n", "capture.fire_burst"},
 		{"capture:\n  fire_every: 10ms\n", "capture.fire_every"},
+		{"kafka:\n  sasl:\n    mechanism: GSSAPI\n    username: a\n    password_file: /p\n", `unknown SASL mechanism "GSSAPI"`},
+		{"kafka:\n  sasl:\n    mechanism: PLAIN\n    username: a\n", "needs kafka.sasl.password-file"},
+		{"kafka:\n  sasl:\n    password: hunter2\n", "field password not found"},
 	} {
 		p := filepath.Join(t.TempDir(), "c.yaml")
 		os.WriteFile(p, []byte(tc.yaml), 0o644)

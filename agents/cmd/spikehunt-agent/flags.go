@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
+	"github.com/spikehunt/spikehunt/kafkasec"
 )
 
 // parseFlags loads --config, then applies the flags that were given.
@@ -26,6 +27,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	tracefs := fs.String("path.tracefs", def.Paths.TraceFS, "tracefs mount point (captures)")
 	sink := fs.String("sink", def.Sink, "where to export: kafka or otlp")
 	brokers := fs.String("kafka.brokers", strings.Join(def.Kafka.Brokers, ","), "Kafka bootstrap brokers, comma-separated")
+	kafkaSec := kafkasec.AddFlags(fs, "kafka.", def.Kafka.Security)
 	otlp := fs.String("otlp.endpoint", "", "OTel Collector OTLP/gRPC endpoint host:port (with --sink otlp)")
 	otlpInsecure := fs.Bool("otlp.insecure", false, "plaintext OTLP/gRPC")
 	spoolDir := fs.String("spool.dir", def.Spool.Dir, "outage spool directory")
@@ -77,6 +79,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	apply("path.tracefs", func() { cfg.Paths.TraceFS = *tracefs })
 	apply("sink", func() { cfg.Sink = *sink })
 	apply("kafka.brokers", func() { cfg.Kafka.Brokers = strings.Split(*brokers, ",") })
+	kafkaSec.Apply(fs, &cfg.Kafka.Security)
 	apply("otlp.endpoint", func() { cfg.OTLP.Endpoint = *otlp })
 	apply("otlp.insecure", func() { cfg.OTLP.Insecure = *otlpInsecure })
 	apply("spool.dir", func() { cfg.Spool.Dir = *spoolDir })

@@ -32,6 +32,7 @@ import (
 	"github.com/spikehunt/spikehunt/agents/intake"
 	"github.com/spikehunt/spikehunt/agents/spool"
 	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/kafkasec"
 )
 
 func main() {
@@ -122,7 +123,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		sink, err = export.NewOTLPSink(cfg.OTLP)
 	} else {
 		cfg.Kafka.Key = res.HostName
-		sink, err = export.NewKafkaSink(cfg.Kafka)
+		var ks *export.KafkaSink
+		if ks, err = export.NewKafkaSink(cfg.Kafka, kafkasec.RefusalLog(log, cfg.Kafka.Security)); err == nil {
+			sink = ks
+			err = checkKafka(ctx, ks, cfg.Kafka.Security, log)
+		}
 	}
 	if err != nil {
 		return err

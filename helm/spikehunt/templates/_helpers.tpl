@@ -93,6 +93,148 @@ Kafka.
 {{- end -}}
 
 {{/*
+Kafka security (kafkasec/ARCHITECTURE.md): the same TLS and SASL for the
+agent, ingest, detect and the operator, from files the pods mount: the CA,
+the client certificate and the SASL password (and user, when it comes from
+the Secret). Nothing secret is an argument.
+*/}}
+{{- define "spikehunt.kafka.dir" -}}/etc/spikehunt/kafka{{- end -}}
+
+{{/*
+"true" when the user is read from the SASL Secret: always from the chart's
+own, and from existingSecret unless kafka.sasl.username names it (a Strimzi
+KafkaUser's Secret has no user key).
+*/}}
+{{- define "spikehunt.kafka.saslUserFromSecret" -}}
+{{- $s := .Values.kafka.sasl -}}
+{{- if and $s.enabled (or (not $s.existingSecret) (not $s.username)) -}}true{{- end -}}
+{{- end -}}
+
+{{/* "true" when a pod of a Kafka client mounts Kafka files. */}}
+{{- define "spikehunt.kafka.hasFiles" -}}
+{{- $t := .Values.kafka.tls -}}
+{{- if or .Values.kafka.sasl.enabled (and $t.enabled (or $t.caSecret.name $t.clientCertSecret.name)) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The kafkasec.Config as the agent's YAML (keys tls and sasl of kafka). */}}
+{{- define "spikehunt.kafka.agentSecurity" -}}
+{{- $t := .Values.kafka.tls -}}
+{{- $s := .Values.kafka.sasl -}}
+{{- $dir := include "spikehunt.kafka.dir" . -}}
+{{- $out := dict -}}
+{{- if $t.enabled -}}
+{{- $tls := dict "enabled" true -}}
+{{- if $t.caSecret.name }}{{ $_ := set $tls "ca_file" (printf "%s/ca/ca.crt" $dir) }}{{ end -}}
+{{- if $t.clientCertSecret.name }}{{ $_ := set $tls "cert_file" (printf "%s/client/tls.crt" $dir) }}{{ $_ := set $tls "key_file" (printf "%s/client/tls.key" $dir) }}{{ end -}}
+{{- with $t.serverName }}{{ $_ := set $tls "server_name" . }}{{ end -}}
+{{- if $t.dangerousSkipVerify }}{{ $_ := set $tls "dangerous_skip_verify" true }}{{ end -}}
+{{- $_ := set $out "tls" $tls -}}
+{{- end -}}
+{{- if $s.enabled -}}
+{{- $sasl := dict "mechanism" $s.mechanism "password_file" (printf "%s/sasl/password" $dir) -}}
+{{- if include "spikehunt.kafka.saslUserFromSecret" . -}}
+{{- $_ := set $sasl "username_file" (printf "%s/sasl/username" $dir) -}}
+{{- else -}}
+{{- $_ := set $sasl "username" $s.username -}}
+{{- end -}}
+{{- $_ := set $out "sasl" $sasl -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/* The same as flags; call with (dict "ctx" $ "prefix" "kafka."). */}}
+{{- define "spikehunt.kafka.securityArgs" -}}
+{{- $sec := include "spikehunt.kafka.agentSecurity" .ctx | fromYaml -}}
+{{- $p := .prefix -}}
+{{- with $sec.tls }}
+- --{{ $p }}tls.enabled
+{{- with .ca_file }}
+- --{{ $p }}tls.ca-file={{ . }}
+{{- end }}
+{{- with .cert_file }}
+- --{{ $p }}tls.cert-file={{ . }}
+- --{{ $p }}tls.key-file={{ $sec.tls.key_file }}
+{{- end }}
+{{- with .server_name }}
+- --{{ $p }}tls.server-name={{ . }}
+{{- end }}
+{{- if .dangerous_skip_verify }}
+- --{{ $p }}tls.dangerous-skip-verify
+{{- end }}
+{{- end }}
+{{- with $sec.sasl }}
+- --{{ $p }}sasl.mechanism={{ .mechanism }}
+{{- with .username }}
+- --{{ $p }}sasl.username={{ . }}
+{{- end }}
+{{- with .username_file }}
+- --{{ $p }}sasl.username-file={{ . }}
+{{- end }}
+- --{{ $p }}sasl.password-file={{ .password_file }}
+{{- end }}
+{{- end -}}
+
+{{- define "spikehunt.kafka.volumeMounts" -}}
+{{- $t := .Values.kafka.tls -}}
+{{- $dir := include "spikehunt.kafka.dir" . -}}
+{{- if and $t.enabled $t.caSecret.name }}
+- name: kafka-ca
+  mountPath: {{ $dir }}/ca
+  readOnly: true
+{{- end }}
+{{- if and $t.enabled $t.clientCertSecret.name }}
+- name: kafka-client-cert
+  mountPath: {{ $dir }}/client
+  readOnly: true
+{{- end }}
+{{- if .Values.kafka.sasl.enabled }}
+- name: kafka-sasl
+  mountPath: {{ $dir }}/sasl
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/* The CA and client certificate volumes (the gateway takes SASL from its environment). */}}
+{{- define "spikehunt.kafka.tlsVolumes" -}}
+{{- $t := .Values.kafka.tls -}}
+{{- if and $t.enabled $t.caSecret.name }}
+- name: kafka-ca
+  secret:
+    secretName: {{ $t.caSecret.name }}
+    items:
+      - key: {{ $t.caSecret.key }}
+        path: ca.crt
+{{- end }}
+{{- if and $t.enabled $t.clientCertSecret.name }}
+- name: kafka-client-cert
+  secret:
+    secretName: {{ $t.clientCertSecret.name }}
+    items:
+      - key: {{ $t.clientCertSecret.certKey }}
+        path: tls.crt
+      - key: {{ $t.clientCertSecret.keyKey }}
+        path: tls.key
+{{- end }}
+{{- end -}}
+
+{{- define "spikehunt.kafka.volumes" -}}
+{{- $s := .Values.kafka.sasl -}}
+{{ include "spikehunt.kafka.tlsVolumes" . }}
+{{- if $s.enabled }}
+- name: kafka-sasl
+  secret:
+    secretName: {{ include "spikehunt.kafka.saslSecretName" . }}
+    items:
+      - key: {{ ternary $s.existingSecretKeys.password "password" (ne $s.existingSecret "") }}
+        path: password
+      {{- if include "spikehunt.kafka.saslUserFromSecret" . }}
+      - key: {{ ternary $s.existingSecretKeys.username "username" (ne $s.existingSecret "") }}
+        path: username
+      {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/*
 ClickHouse: the DSN of README.md "Stores".
 */}}
 {{- define "spikehunt.clickhouse.secretName" -}}
@@ -308,8 +450,11 @@ has the table and the reasons); a JSON list, sorted.
 {{- if and .Values.kafka.sasl.enabled (not .Values.kafka.sasl.existingSecret) (or (not .Values.kafka.sasl.username) (not .Values.kafka.sasl.password)) -}}
 {{- fail "kafka.sasl.enabled: give kafka.sasl.username and kafka.sasl.password, or kafka.sasl.existingSecret" -}}
 {{- end -}}
-{{- if and .Values.kafka.sasl.enabled (not .Values.otelGateway.enabled) -}}
-{{- fail "kafka.sasl.enabled configures the OTel Collector gateway's Kafka exporter, and otelGateway.enabled is false" -}}
+{{- if and .Values.kafka.tls.clientCertSecret.name (not .Values.kafka.tls.enabled) -}}
+{{- fail "kafka.tls.clientCertSecret is set but kafka.tls.enabled is false" -}}
+{{- end -}}
+{{- if and .Values.kafka.tls.dangerousSkipVerify .Values.kafka.tls.caSecret.name -}}
+{{- fail "kafka.tls.dangerousSkipVerify ignores kafka.tls.caSecret: drop one or the other" -}}
 {{- end -}}
 {{- $in := .Values.agent.intake -}}
 {{- if and .Values.agent.enabled (not (or $in.otlpGrpc.enabled $in.otlpHttp.enabled $in.lineUdp.enabled $in.lineUnix.enabled)) -}}

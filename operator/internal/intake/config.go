@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spikehunt/spikehunt/kafkasec"
 	"github.com/spikehunt/spikehunt/pipelines/alerts/alertsig"
 )
 
@@ -104,6 +105,8 @@ type KafkaConfig struct {
 	// Clock stamps Alert.ReceivedAt and judges signing times. Default the
 	// system clock.
 	Clock Clock `yaml:"-"`
+	// Security is TLS and SASL (keys tls and sasl beside brokers).
+	Security kafkasec.Config `yaml:",inline"`
 }
 
 // Validate fills zero fields with defaults and checks bounds.
@@ -139,6 +142,9 @@ func (c *KafkaConfig) Validate() error {
 	check(c.MaxRecordBytes >= 1<<10 && c.MaxRecordBytes <= 16<<20, "max_record_bytes = %d, want 1 KiB–16 MiB", c.MaxRecordBytes)
 	check(c.MaxSignatureAge >= time.Minute && c.MaxSignatureAge <= 7*24*time.Hour, "max_signature_age = %s, want 1m–168h", c.MaxSignatureAge)
 	check(c.MaxClockSkew >= time.Second && c.MaxClockSkew <= time.Hour, "max_clock_skew = %s, want 1s–1h", c.MaxClockSkew)
+	if err := c.Security.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("intake: kafka: %w", err))
+	}
 	return errors.Join(errs...)
 }
 

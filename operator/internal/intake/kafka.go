@@ -11,8 +11,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/spikehunt/spikehunt/kafkasec"
 	"github.com/spikehunt/spikehunt/pipelines/alerts/alertsig"
 )
+
+// kafkaCheckTimeout bounds Run's first check of a secured connection.
+const kafkaCheckTimeout = 15 * time.Second
 
 // KafkaConsumer reads the detector's alerts topic as a member of a consumer
 // group and hands the firing alerts of each poll to a Sink, then commits
@@ -80,7 +84,11 @@ func NewKafkaConsumer(cfg KafkaConfig, sink Sink, log *slog.Logger) (*KafkaConsu
 	if cfg.SessionTimeout > 0 {
 		opts = append(opts, kgo.SessionTimeout(cfg.SessionTimeout), kgo.HeartbeatInterval(cfg.SessionTimeout/10))
 	}
-	cl, err := kgo.NewClient(opts...)
+	sec, err := cfg.Security.Options()
+	if err != nil {
+		return nil, fmt.Errorf("intake: kafka: %w", err)
+	}
+	cl, err := kgo.NewClient(append(append(opts, sec...), kafkasec.RefusalLog(log, cfg.Security))...)
 	if err != nil {
 		return nil, fmt.Errorf("intake: kafka: %w", err)
 	}
@@ -101,6 +109,9 @@ func (c *KafkaConsumer) Run(ctx context.Context) error {
 		c.cl.AllowRebalance()
 		c.cl.Close()
 	}()
+	if err := c.checkSecurity(ctx); err != nil {
+		return err
+	}
 	for {
 		fetches := c.cl.PollRecords(ctx, c.cfg.MaxPollRecords)
 		if fetches.IsClientClosed() {
@@ -140,6 +151,31 @@ func (c *KafkaConsumer) Run(ctx context.Context) error {
 		}
 		c.cl.AllowRebalance()
 	}
+}
+
+// checkSecurity returns what to fix when the brokers refuse a secured
+// consumer (a wrong password or CA), which franz-go would otherwise retry
+// without a word for ever. Brokers that do not answer are only logged: the
+// consumer waits for them. A plaintext consumer is not checked.
+func (c *KafkaConsumer) checkSecurity(ctx context.Context) error {
+	sec := c.cfg.Security
+	if !sec.Enabled() {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, kafkaCheckTimeout)
+	defer cancel()
+	err := kafkasec.Check(cctx, c.cl, sec)
+	switch {
+	case err == nil:
+		c.log.Info("intake: kafka: connected", "security", sec.String())
+		return nil
+	case errors.Is(err, kafkasec.ErrRefused):
+		return fmt.Errorf("intake: kafka: %w", err)
+	case ctx.Err() != nil:
+		return nil
+	}
+	c.log.Warn("intake: kafka: brokers not reachable at start; waiting for them", "security", sec.String(), "err", err)
+	return nil
 }
 
 // decode verifies one record's signature and turns it into an Alert,

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spikehunt/spikehunt/kafkasec"
 	"github.com/spikehunt/spikehunt/pipelines/alerts"
 	"github.com/spikehunt/spikehunt/pipelines/alerts/alertsig"
 	"github.com/spikehunt/spikehunt/pipelines/detect"
@@ -45,6 +46,7 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	alertTopic := fs.String("alerts.topic", alerts.DefaultTopic, "topic of the alerts, keyed by service")
 	signingKey := fs.String("alerts.signing-key-file", envOr("SPIKEHUNT_ALERTS_SIGNING_KEY_FILE", ""), "sign each alert with the key in this file, whose name is the key id (a file of the mounted Secret the operator verifies with, pipelines/alerts/schema.md \"Signatures\"); required with --alerts.kafka.brokers unless --alerts.allow-unsigned (env SPIKEHUNT_ALERTS_SIGNING_KEY_FILE)")
 	allowUnsigned := fs.Bool("alerts.allow-unsigned", false, "publish alerts unsigned; an operator refuses them unless it runs with --alerts.allow-unsigned too")
+	alertSec := kafkasec.AddFlags(fs, "alerts.kafka.", kafkasec.Config{})
 	alertState := fs.String("alerts.state", "", "file that keeps what was alerted across restarts (default: rebuilt from the detector tables at start)")
 	var alertCfg alerts.Config
 	fs.Float64Var(&alertCfg.SpikeGroupsPerMinute, "alerts.spike-groups-per-minute", alerts.DefaultSpikeGroupsPerMinute, "spike-group alerts a service earns per minute; the windows of held-back ones go out in its next")
@@ -64,6 +66,10 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	}
 	if err := alertCfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, err)
+		return errUsage
+	}
+	if err := alertSec.Config().Validate(); err != nil {
+		fmt.Fprintf(stderr, "--alerts.kafka.tls.*, --alerts.kafka.sasl.*: %v\n", err)
 		return errUsage
 	}
 	if *alertBrokers != "" && *signingKey == "" && !*allowUnsigned {
@@ -134,7 +140,7 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 			}
 		}
 		if pub, err = newAlertPublisher(ctx, st, alertCfg, alerts.KafkaConfig{
-			Brokers: strings.Split(*alertBrokers, ","), Topic: *alertTopic, Signer: signer,
+			Brokers: strings.Split(*alertBrokers, ","), Topic: *alertTopic, Signer: signer, Security: alertSec.Config(),
 		}, *alertState); err != nil {
 			return err
 		}
@@ -143,7 +149,7 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 		if signer != nil {
 			signed = "signed with key " + signer.KeyID()
 		}
-		progress("alerts go to %s on %s, %s", *alertTopic, *alertBrokers, signed)
+		progress("alerts go to %s on %s (%s), %s", *alertTopic, *alertBrokers, alertSec.Config(), signed)
 	}
 	health := newDetectHealth(newRegistry(), *every, time.Now())
 	if *listen != "" {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/spikehunt/spikehunt/kafkasec"
 	"github.com/spikehunt/spikehunt/pipelines/alerts"
 	"github.com/spikehunt/spikehunt/pipelines/detect"
 	"github.com/spikehunt/spikehunt/pipelines/store"
@@ -28,6 +29,18 @@ func newAlertPublisher(ctx context.Context, st store.Store, cfg alerts.Config, k
 	sink, err := alerts.NewKafkaSink(kafka)
 	if err != nil {
 		return nil, err
+	}
+	if kafka.Security.Enabled() {
+		// A refusal (a wrong password or CA) fails the start with what to
+		// fix; franz-go would retry it silently. A broker that does not
+		// answer fails the first Send instead, as without security.
+		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		err := sink.Check(cctx)
+		cancel()
+		if errors.Is(err, kafkasec.ErrRefused) {
+			sink.Close()
+			return nil, fmt.Errorf("alerts: kafka: %w", err)
+		}
 	}
 	pub, err := alerts.NewPublisher(cfg, sink)
 	if err != nil {

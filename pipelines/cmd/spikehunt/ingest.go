@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spikehunt/spikehunt/kafkasec"
 	"github.com/spikehunt/spikehunt/pipelines/ingest"
 	"github.com/spikehunt/spikehunt/pipelines/schema"
 	"github.com/spikehunt/spikehunt/pipelines/store"
@@ -40,6 +41,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	maxAge := fs.Duration("accept.max-age", 0, "rows older than this (by their own time) are not inserted; their message goes to the dead-letter topic with reason timestamp, its other rows are inserted (0: the destination table's TTL; negative: no bound)")
 	maxAhead := fs.Duration("accept.max-ahead", ingest.DefaultMaxAhead, "… and rows more than this ahead of the ingester's clock (negative: no bound)")
 	dlqParts := fs.Int("topic.dlq-partitions", 1, "partitions of the dead-letter topic when the ingester creates it at start (it does when the topic is missing)")
+	kafkaSec := kafkasec.AddFlags(fs, "kafka.", kafkasec.Config{})
 	noDedup := fs.Bool("unsafe.no-dedup", false, "insert without deduplication tokens: loses exactly-once (for the control run of the crash test)")
 	skipDedupCheck := fs.Bool("unsafe.skip-dedup-check", false, "start even if a table's deduplication window is smaller than these batch and group settings need (the start-up error says how much is needed): loses exactly-once across crashes and rebalances")
 	if err := parse(fs, args); err != nil {
@@ -69,6 +71,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		MaxRows: *rows, MaxBytes: *bytes, MaxDelay: *delay, CatchUpDelay: *catchUp, NoDedup: *noDedup,
 		InstanceID: *instance, SessionTimeout: *session, Instance: *name, ReportEvery: *report,
 		RebalanceTimeout: *rebalance, MaxAge: *maxAge, MaxAhead: *maxAhead, DLQPartitions: int32(*dlqParts), SkipDedupCheck: *skipDedupCheck,
+		Security: kafkaSec.Config(),
 	}
 	if cfg.Instance == "" {
 		cfg.Instance = *instance

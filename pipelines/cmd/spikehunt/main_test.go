@@ -138,6 +138,9 @@ func TestCommandLineMistakes(t *testing.T) {
 		{[]string{"serve-clickhouse", "--dsn", "chdb:///tmp/x", "--user", "a", "--read-only-user", "a"}, 2, "give Grafana a user of its own"},
 		{[]string{"demo", "extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"migrate", "--cluster", "prod", "--print"}, 2, "needs --database"},
+		{[]string{"detect", "--dsn", "chdb:///tmp/x", "--alerts.kafka.brokers", "k:9093", "--alerts.allow-unsigned", "--alerts.kafka.sasl.mechanism", "GSSAPI",
+			"--alerts.kafka.sasl.username", "u", "--alerts.kafka.sasl.password-file", "/p"}, 2, `unknown SASL mechanism "GSSAPI"`},
+		{[]string{"ingest", "--dsn", "chdb:///tmp/x", "--kafka.sasl.password", "hunter2"}, 2, "flag provided but not defined: -kafka.sasl.password"},
 	} {
 		code, _, errs := runCLI(t, tc.args...)
 		if code != tc.code || !strings.Contains(errs, tc.inStderr) {
