@@ -36,7 +36,7 @@ func TestConfigFromYAML(t *testing.T) {
 	}
 	wantWebhook := WebhookConfig{
 		Address: "0.0.0.0:9443", TLSCertFile: "/etc/spikehunt/webhook-tls/tls.crt", TLSKeyFile: "/etc/spikehunt/webhook-tls/tls.key",
-		MaxBodyBytes: 4 << 20, EmitTimeout: 10 * time.Second,
+		MaxBodyBytes: 4 << 20, EmitTimeout: 10 * time.Second, MaxConnections: 512,
 		Grafana: &GrafanaConfig{
 			Path: "/webhook/grafana", Secret: SecretSource{File: "/etc/spikehunt/grafana-hmac/secret"},
 			SignatureHeader: "X-Grafana-Alerting-Signature", TimestampHeader: "X-Grafana-Alerting-Timestamp",
@@ -95,6 +95,8 @@ func TestWebhookConfigValidate(t *testing.T) {
 		{"a replay window of a day", func(c *WebhookConfig) { c.Grafana.ReplayWindow = 24 * time.Hour }, "replay_window = 24h0m0s, want 10s–1h"},
 		{"a body bound of 100 bytes", func(c *WebhookConfig) { c.MaxBodyBytes = 100 }, "max_body_bytes = 100"},
 		{"an emit timeout of 1ms", func(c *WebhookConfig) { c.EmitTimeout = time.Millisecond }, "emit_timeout = 1ms"},
+		{"a million connections", func(c *WebhookConfig) { c.MaxConnections = 1 << 20 }, "max_connections = 1048576"},
+		{"negative connections", func(c *WebhookConfig) { c.MaxConnections = -1 }, "max_connections = -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := WebhookConfig{
