@@ -1,6 +1,6 @@
 package dashboards
 
-// fleetOverview is the seed 004 screen: the averaged graph says
+// fleetOverview is the thousand spikes (docs/field-stories.md) screen: the averaged graph says
 // "regression", the per-host graph says "every host spikes once every
 // 15–20 minutes, each at its own moment".
 func fleetOverview() Board {

@@ -67,7 +67,7 @@ ORDER BY time`,
 	}
 }
 
-// cpuModeHeatmap is the seed 000 view: the share of each CPU's time spent in
+// cpuModeHeatmap is the DPC flood (docs/field-stories.md) view: the share of each CPU's time spent in
 // one mode (softirq or irq). Four bright rows among idle ones are RSS
 // queues pinned to four CPUs.
 func cpuModeHeatmap(key, mode string) Panel {
@@ -106,7 +106,7 @@ func softirqsByVector() Panel {
 func interruptsByCPU() Panel {
 	return lines(Panel{
 		Key: "interrupts", Title: "Interrupts per second, by IRQ (device/queue) and CPU: the 16 busiest", Type: "timeseries", W: 12, H: 8,
-		Description: "spikehunt.interrupts per IRQ line and CPU. A NIC's queues all landing on the same few CPUs is seed 000.",
+		Description: "spikehunt.interrupts per IRQ line and CPU. A NIC's queues all landing on the same few CPUs pins those CPUs with interrupt work while the others idle.",
 		SQL: rate(`
     SELECT $__timeInterval(ts_start) AS time,
         concat(if(attrs['spikehunt.irq.device'] = '', device, concat(device, ' ', attrs['spikehunt.irq.device'])), ' · cpu ', toString(cpu)) AS irq,
@@ -123,7 +123,7 @@ func interruptsByCPU() Panel {
 }
 
 // nicTable lists every interface, up or down, with what it received,
-// dropped and paused over the range: seed 003's "down" interface burning a
+// dropped and paused over the range: the down interface (docs/field-stories.md) burning a
 // CPU on traffic it drops stands out in red.
 func nicTable() Panel {
 	return Panel{
@@ -198,7 +198,7 @@ func nicDropsAndPause() Panel {
 	return lines(Panel{
 		Key: "nic-drops", Title: "Drops, driver drops and pause frames per second, per NIC", Type: "timeseries", W: 12, H: 8,
 		Description: "system.network.packet.dropped, spikehunt.network.driver_drops (ethtool) and spikehunt.network.pause_frames: " +
-			"a switch pausing the NIC (seed 001) shows as pause frames with latency.",
+			"a switch pausing the NIC shows as pause frames rising with latency.",
 		SQL: rate(`
     SELECT $__timeInterval(ts_start) AS time,
         concat(device, ' ', multiIf(metric = 'spikehunt.network.pause_frames', concat('pause ', mode),
@@ -216,7 +216,7 @@ func diskLatency() Panel {
 	return lines(Panel{
 		Key: "disk-latency", Title: "Disk latency per operation, by device and direction", Type: "timeseries", W: 12, H: 8,
 		Description: "system.disk.operation_time / system.disk.operations: the mean time an IO took. " +
-			"A stall that is not here lives above the disk (seed 002: a filter driver).",
+			"A stall that is not here lives above the disk (a filter driver, say).",
 		SQL: `
 SELECT
     $__timeInterval(ts_start) AS time,

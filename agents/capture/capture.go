@@ -2,7 +2,7 @@
 // and Windows Performance Recorder behind one interface, the local trigger
 // that fires them from the agent's own latency stream, the governance that
 // keeps them from loading a struggling host, and the artifacts they leave
-// (DESIGN.md §6).
+// (docs/design.md §6).
 //
 // Lifecycle: a Backend checks the machine and makes a Recorder for one
 // Spec. Arm starts the tool recording into a ring it overwrites; Fire dumps

@@ -3,7 +3,7 @@ package capture
 import "time"
 
 // Metadata is the record every capture leaves next to its files
-// (DESIGN.md §6): enough to find the capture again by its spike window and
+// (docs/design.md §6): enough to find the capture again by its spike window and
 // to know how far to trust it. It is written once, as JSON, and never
 // changed: the artifact store refuses to overwrite it.
 type Metadata struct {

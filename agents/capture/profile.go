@@ -71,7 +71,7 @@ var BuiltinProfiles = []Profile{
 	},
 	{
 		// CPU samples, context switches, DPCs/ISRs and disk IO: the
-		// seed 000 view on Windows.
+		// the DPC flood (docs/field-stories.md) view on Windows.
 		Name: "default", Backend: WPR,
 		Events: []string{"CpuConfig", "Loader", "ProcessThread", "SampledProfile", "CSwitch", "ReadyThread", "DPC", "Interrupt", "DiskIO", "HardFaults"},
 		RingKB: 256 * 1024,

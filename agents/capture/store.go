@@ -12,7 +12,7 @@ import (
 )
 
 // Store keeps capture artifacts, immutable and addressed by content
-// (DESIGN.md §6), in a local folder (LocalStore) or an S3-compatible
+// (docs/design.md §6), in a local folder (LocalStore) or an S3-compatible
 // bucket (S3Store). Both lay an artifact out the same way under their root
 // or prefix:
 //

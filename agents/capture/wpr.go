@@ -8,7 +8,7 @@ package capture
 // the kernel and writes it to disk only when the session stops; wpr.exe
 // has no documented way to save the ring and keep recording (its -flush
 // takes no file name). So Fire stops the session into pre.etl, which puts
-// the pre-window on disk at once, as seed 000 asks ("stop the trace as
+// the pre-window on disk at once, as the DPC flood (docs/field-stories.md) asks ("stop the trace as
 // soon as the problem occurs"), and then, when the spec has a post-window,
 // starts a second session with the same profile; Collect stops that one
 // into post.etl. The price is a gap between the two files, while wpr

@@ -55,7 +55,7 @@ func TestWPRProfileGolden(t *testing.T) {
 		extra        []Profile
 		providers    int
 	}{
-		{name: "the built-in profile records the seed 000 view into one system collector", golden: "default.wprp"},
+		{name: "the built-in profile records the DPC flood view into one system collector", golden: "default.wprp"},
 		{name: "user providers get an event collector and a quarter of the ring", golden: "providers.wprp",
 			profile: "power", extra: []Profile{wprProvidersProfile}, providers: 2},
 	} {

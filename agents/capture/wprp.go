@@ -38,7 +38,7 @@ type wprSystemEvent struct{ keywords, stacks []string }
 // context switch's stack says why a thread waited, a ready-thread stack
 // says who woke it. DPCs and ISRs have no stack event of their own; WPA
 // attributes their time through the stacks of the samples that land in
-// them (seed 000's "DPC/ISR Usage by Module, Stack").
+// them (the DPC flood (docs/field-stories.md) "DPC/ISR Usage by Module, Stack").
 var wprSystemEvents = map[string]wprSystemEvent{
 	"CpuConfig":      {keywords: []string{"CpuConfig"}},
 	"Loader":         {keywords: []string{"Loader"}},

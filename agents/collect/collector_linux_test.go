@@ -30,7 +30,7 @@ func only1(t *testing.T, pts []telemetry.Point, metric, series string) (telemetr
 
 const eth0RxPackets = "system.network.packet.count{network.interface.name=eth0,network.io.direction=receive}"
 
-// Seed 003: under load a 1 s tick arrived 2.5 s after the previous one.
+// The down interface (docs/field-stories.md): under load a 1 s tick arrived 2.5 s after the previous one.
 // The point covers the 2.5 s really measured, and Value / interval is the
 // true rate, 8,000/s, not 20,000/s.
 func TestLateTickYieldsDeltaOverTheTrueInterval(t *testing.T) {

@@ -1,6 +1,6 @@
 // Package collect holds the kernel-counter samplers of spikehunt-agent:
 // one per kernel source, each turning cumulative counters into deltas over
-// the interval it actually measured (DESIGN.md §3).
+// the interval it actually measured (docs/design.md §3).
 //
 // # Lifecycle
 //
@@ -26,7 +26,7 @@
 // at, right after the read. A Point's Start and End are the wall-clock
 // times of the two readings, derived from the monotonic clock through one
 // anchor taken in New, so End − Start is the true interval even when a
-// tick ran 2–3× late under load (seed 003) or the wall clock stepped:
+// tick ran 2–3× late under load (the down interface (docs/field-stories.md)) or the wall clock stepped:
 // Value / (End − Start) is always the true rate. A failed read leaves the
 // previous reading in place, so the next success covers the whole gap.
 // Deltas are never negative: a counter that goes down (reset, driver

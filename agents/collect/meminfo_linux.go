@@ -6,7 +6,7 @@ import (
 	"github.com/spikehunt/spikehunt/agents/telemetry"
 )
 
-// /proc/meminfo: kernel slab memory (seed 001: a NIC offload made kernel
+// /proc/meminfo: kernel slab memory (the pause-frames story (docs/field-stories.md): a NIC offload made kernel
 // memory grow). SReclaimable and SUnreclaim exist since 2.6.19.
 
 func init() { registerSampler("meminfo", fastCadence, newMeminfoSampler) }

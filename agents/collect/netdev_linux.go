@@ -8,7 +8,7 @@ import (
 
 // /proc/net/dev for every interface, lo and down ones included, each
 // tagged with its operstate from sysfs (Linux 2.6.17+): an interface that
-// is down but still receiving (seed 003: a hub fed a down NIC the traffic
+// is down but still receiving (the down interface (docs/field-stories.md): a hub fed a down NIC the traffic
 // of its neighbour, at a cost of 38% of a CPU) is visible as exactly that.
 //
 // Some drivers still keep 32-bit counters that wrap at 4 Gi; a decrease is

@@ -34,7 +34,7 @@ func samplePair(t *testing.T, fixture string, slow bool, samplers ...string) []t
 	return pass()
 }
 
-// Seed 000 on Linux: NET_RX softirq work pins CPUs 0, 2, 4 and 6 of 24.
+// The DPC flood (docs/field-stories.md) on Linux: NET_RX softirq work pins CPUs 0, 2, 4 and 6 of 24.
 func TestNetRXStormShowsSoftirqTimeOnFourCPUs(t *testing.T) {
 	pts := samplePair(t, "netrx-storm", false, "stat", "softirqs")
 
@@ -100,7 +100,7 @@ func TestNetRXStormShowsQueueInterruptsByDevice(t *testing.T) {
 	}
 }
 
-// Seed 003: an interface that is down still receives 8,000 packets/s.
+// The down interface (docs/field-stories.md): an interface that is down still receives 8,000 packets/s.
 func TestDownInterfaceReceivingPacketsIsVisible(t *testing.T) {
 	pts := samplePair(t, "down-interface", false, "netdev")
 	got := map[string]float64{}
@@ -134,7 +134,7 @@ func TestDownInterfaceReceivingPacketsIsVisible(t *testing.T) {
 	}
 }
 
-// Seed 001: pause frames rise on a NIC, with drops in sysfs and the
+// The pause-frames story (docs/field-stories.md): pause frames rise on a NIC, with drops in sysfs and the
 // driver's own counters.
 func TestPauseFramesRisingAreReported(t *testing.T) {
 	pts := samplePair(t, "pause-frames", false, "ethtool")
@@ -166,7 +166,7 @@ func TestPauseFramesRisingAreReported(t *testing.T) {
 	}
 }
 
-// Seed 002: a disk's write time jumps by 15 s over ten writes.
+// The IO stall above the disk (docs/field-stories.md): a disk's write time jumps by 15 s over ten writes.
 func TestDiskOperationTimeJumpIsReported(t *testing.T) {
 	pts := samplePair(t, "disk-latency", false, "diskstats")
 	got := map[string]float64{}

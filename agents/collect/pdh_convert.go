@@ -14,7 +14,7 @@ import (
 // of time and the rate over the interval between two collections. This
 // file turns those into the same Points as Linux: time shares become
 // seconds over the measured interval, rates become counts. A DPC is the
-// Windows counterpart of a softirq (seed 000: four CPUs pinned by NDIS
+// Windows counterpart of a softirq (the DPC flood (docs/field-stories.md): four CPUs pinned by NDIS
 // DPCs), so its time is system.cpu.time with cpu.mode "dpc"; hardware
 // interrupt time is cpu.mode "interrupt", as on Linux.
 //

@@ -21,7 +21,7 @@ func TestConvertPDH(t *testing.T) {
 		wantSkipped int
 	}{
 		{
-			name: "seed 000: a CPU pinned by DPCs over a 2 s interval, totals skipped",
+			name: "the DPC flood: a CPU pinned by DPCs over a 2 s interval, totals skipped",
 			reading: pdhReading{
 				dpcTimePct:       map[string]float64{"0,0": 95, "0,1": 1, "_Total": 48, "0,_Total": 48},
 				interruptTimePct: map[string]float64{"0,0": 4, "0,1": 0.5},

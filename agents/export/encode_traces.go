@@ -9,7 +9,7 @@ import (
 	"github.com/spikehunt/spikehunt/agents/telemetry"
 )
 
-// Resource attribute keys (DESIGN.md §3).
+// Resource attribute keys (docs/design.md §3).
 const (
 	attrServiceName = "service.name"
 	attrHostName    = "host.name"

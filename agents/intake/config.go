@@ -100,7 +100,7 @@ type Config struct {
 	// second before. Slow requests are kept whatever the rate.
 	SampledPerSecond int `yaml:"sampled_per_second"`
 	// SlowThreshold: a request at least this slow is always kept with
-	// weight 1 (default 500ms, the trigger of seed 004; negative disables
+	// weight 1 (default 500ms, the trigger of the thousand spikes (docs/field-stories.md); negative disables
 	// the fixed threshold and leaves the rolling tail).
 	SlowThreshold time.Duration `yaml:"slow_threshold"`
 	// ServiceSlowThresholds overrides SlowThreshold per service.name.

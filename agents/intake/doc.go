@@ -1,6 +1,6 @@
 // Package intake is the per-request latency intake of spikehunt-agent: it
 // receives one event per served request, decides which requests to keep
-// (DESIGN.md §3) and hands the kept ones to the exporter as
+// (docs/design.md §3) and hands the kept ones to the exporter as
 // telemetry.Request values.
 //
 // Receivers, each optional (an empty address in Config disables it):

@@ -8,7 +8,7 @@ import (
 	"github.com/spikehunt/spikehunt/agents/telemetry"
 )
 
-// Sampling (DESIGN.md §3). A request is slow when its latency reaches the
+// Sampling (docs/design.md §3). A request is slow when its latency reaches the
 // service's fixed threshold or lies above the service's rolling tail
 // quantile on this host (tail.go); slow requests are always kept with
 // weight 1. The others are kept one in N with weight N: N is SampleEvery,

@@ -1,4 +1,4 @@
-// Package nodecapture is the node's side of the Capture API (DESIGN.md §7):
+// Package nodecapture is the node's side of the Capture API (docs/design.md §7):
 // the agent watches the Capture objects whose spec.nodeName is its node,
 // arms each new one in the capture engine, and reports in its status what
 // the engine does with it — Armed, Fired, Uploaded, or Failed with the

@@ -62,7 +62,7 @@ type Request struct {
 }
 
 // Resource describes the host every exported record comes from
-// (DESIGN.md §3): host.name, k8s.node.name, spikehunt.hw_class.
+// (docs/design.md §3): host.name, k8s.node.name, spikehunt.hw_class.
 type Resource struct {
 	HostName string
 	NodeName string

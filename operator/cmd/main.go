@@ -1,6 +1,6 @@
 // Command spikehunt-operator runs the operator's controllers in one
 // controller-runtime manager: it samples nodes for bait Captures, widens
-// them on fleet alerts and indexes what the agents upload (DESIGN.md §7).
+// them on fleet alerts and indexes what the agents upload (docs/design.md §7).
 //
 // With --leader-elect, several replicas may run and one acts: the others
 // wait on the Lease named by leaderElectionID and take over when it is not

@@ -11,7 +11,7 @@
 // points here. The package has no code of its own: this file and
 // _test.go files only, so nothing may import it.
 //
-// Everything at a boundary is real (DESIGN.md §9): the Kafka broker,
+// Everything at a boundary is real (docs/design.md §9): the Kafka broker,
 // kube-apiserver and etcd (envtest), the embedded ClickHouse engine,
 // s3proxy, and perf as root. Only the transport from the agent to the
 // ingest is the in-process source of the embedded default, as in

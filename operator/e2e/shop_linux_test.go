@@ -18,7 +18,7 @@ import (
 // shop is the test's app, service "shop" on the node. A request for
 // /stall takes the app's one lock and blocks its OS thread in nanosleep
 // for stallFor, the way a library that sleeps while holding a lock leaves
-// the CPU (seed 004); every /fast request takes the same lock for a
+// the CPU (the thousand spikes (docs/field-stories.md)); every /fast request takes the same lock for a
 // moment, so the requests that arrive meanwhile queue behind it and the
 // stalled second's mean latency goes up by orders of magnitude, which is
 // what the detector looks for. Each request is handed to observe as the

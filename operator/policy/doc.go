@@ -1,5 +1,5 @@
 // Package policy holds the operator's decisions as pure functions
-// (DESIGN.md §7): which nodes get bait, which more an alert arms, and what
+// (docs/design.md §7): which nodes get bait, which more an alert arms, and what
 // the budgets let through. The CapturePolicy and Capture controllers and
 // `spikehunt demo` call the same functions. Nothing here talks to
 // Kubernetes, does I/O or reads a clock: the time is an input, and the

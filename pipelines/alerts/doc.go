@@ -1,5 +1,5 @@
 // Package alerts turns a detector pass into the alerts spikehunt publishes
-// on the spikehunt.alerts topic (DESIGN.md §3): one JSON document per group
+// on the spikehunt.alerts topic (docs/design.md §3): one JSON document per group
 // of new spike windows of a service, and one per pattern that appeared,
 // changed materially or resolved. Documents follow a versioned schema
 // (schema.md, alert.schema.json), are keyed by service, and carry a stable

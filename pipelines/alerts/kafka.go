@@ -13,7 +13,7 @@ import (
 	"github.com/spikehunt/spikehunt/pipelines/alerts/alertsig"
 )
 
-// DefaultTopic is the alerts topic of DESIGN.md §3.
+// DefaultTopic is the alerts topic of docs/design.md §3.
 const DefaultTopic = "spikehunt.alerts"
 
 // KafkaConfig configures a KafkaSink.

@@ -21,7 +21,7 @@ import (
 // hours (default 6), one request per host-second at ~4 ms, every host
 // stalling 1 s every 15–20 min at its own phase (thirty requests held up,
 // all kept, as the agent keeps every request over its p99: the share
-// scan reads their histograms). The target (DESIGN.md §5 issue) is 24 h ×
+// scan reads their histograms). The target is 24 h ×
 // 1,000 hosts in ≤ 5 s on two cores: run it with SPIKEHUNT_BENCH_HOSTS=1000
 // SPIKEHUNT_BENCH_HOURS=24 (loading takes minutes). latency_1s is filled
 // directly, one t-digest state and histogram per row, as the materialized

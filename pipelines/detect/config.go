@@ -35,7 +35,7 @@ type Config struct {
 	Now func() time.Time
 }
 
-// SpikeConfig is the per-host spike window detector (DESIGN.md §5).
+// SpikeConfig is the per-host spike window detector (docs/design.md §5).
 //
 // A host-second is slow when its weighted mean latency exceeds
 //
@@ -105,7 +105,7 @@ type SuspectConfig struct {
 	// interrupts) are its load or echo. Default 100.
 	TimeWeight float64
 	// DownInterfaceWeight multiplies the deviation of packets received on an
-	// interface whose operstate is not up (seed 003): traffic that should
+	// interface whose operstate is not up (the down interface (docs/field-stories.md)): traffic that should
 	// not exist ranks above the softirq time it causes, so it must exceed
 	// TimeWeight. Default 10 000.
 	DownInterfaceWeight float64

@@ -1,4 +1,4 @@
-// Package detect is spikehunt's detectors (DESIGN.md §5): ClickHouse SQL
+// Package detect is spikehunt's detectors (docs/design.md §5): ClickHouse SQL
 // run from Go over the store, in three stages per service.
 //
 //  1. Spike windows (spikes.go): per host and second, the weighted mean

@@ -35,10 +35,10 @@ import (
 //     operation and busy time — explains a latency spike directly and
 //     weighs TimeWeight (100); counts (packets, drops, interrupts, softirqs
 //     raised, switches) are the load or its echo and weigh 1. So a NIC
-//     storm ranks the softirq time on the CPUs it pinned (seed 000) above
+//     storm ranks the softirq time on the CPUs it pinned (the DPC flood (docs/field-stories.md)) above
 //     the packets and drops that came with it, whose counts, normally
 //     near zero, deviate by thousands. Packets received on an interface
-//     whose operstate is down (seed 003) weigh DownInterfaceWeight
+//     whose operstate is down (the down interface (docs/field-stories.md)) weigh DownInterfaceWeight
 //     (10 000): traffic that should not exist ranks above the softirq time
 //     it causes.
 //

@@ -2,7 +2,7 @@ package detect
 
 import "time"
 
-// Pattern classes (DESIGN.md §5) and the one modifier.
+// Pattern classes (docs/design.md §5) and the one modifier.
 const (
 	ClassFleetRecurrent    = "fleet-recurrent"
 	ClassFleetSynchronized = "fleet-synchronized"

@@ -94,7 +94,7 @@ func (c Config) Defaults() Config {
 	case NICSoftirqStorm:
 		d.Fraction, d.SpikeLength, d.Cause = 0.4, 3*time.Second, CauseNICSoftirq
 	case DownInterface:
-		// Seed 003 is one server: a few hosts, each with bursts on its own period.
+		// The down interface (docs/field-stories.md) is one server: a few hosts, each with bursts on its own period.
 		d.Fraction, d.PeriodMin, d.PeriodMax, d.SpikeLength, d.Cause = 0.01, 10*time.Minute, 14*time.Minute, 5*time.Second, CauseDownIface
 	case IOStall:
 		d.Fraction, d.PeriodMin, d.PeriodMax, d.SpikeLength, d.Cause = 0.5, 20*time.Minute, 30*time.Minute, 2*time.Second, CauseDisk

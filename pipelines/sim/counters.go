@@ -11,7 +11,7 @@ import (
 // Kernel counters are emitted as the agent's samplers emit them
 // (agents/collect): deltas over a measured interval, with the same metric
 // names and attributes. A simulated host has CPUs logical CPUs, an up NIC
-// (eth0), a down one (eth1: seed 003) and one disk. Levels follow the load;
+// (eth0), a down one (eth1: the down interface (docs/field-stories.md)) and one disk. Levels follow the load;
 // every series has a few percent of noise; a stall's cause adds its
 // signature for the part of the interval it overlaps.
 

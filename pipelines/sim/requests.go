@@ -9,7 +9,7 @@ import (
 )
 
 // Requests are simulated one by one but emitted as the agent would keep
-// them (DESIGN.md §3): a request above the host's rolling p99 is always
+// them (docs/design.md §3): a request above the host's rolling p99 is always
 // kept with weight 1; the rest are kept 1 in SampleEvery with weight
 // SampleEvery. Only kept requests get a latency drawn in full, which keeps
 // a 300-host, 6-hour fleet (~200 million requests) to seconds of CPU.

@@ -67,7 +67,7 @@ type SuspectKey struct {
 	CPUs                 []int
 }
 
-// stormCPUs are the CPUs a NIC's four RSS queues interrupt (seed 000: four
+// stormCPUs are the CPUs a NIC's four RSS queues interrupt (the DPC flood (docs/field-stories.md): four
 // of 24 logical CPUs pinned).
 var stormCPUs = []int{0, 2, 4, 6}
 
@@ -173,7 +173,7 @@ const (
 )
 
 // isolatedMax is the most hosts a pattern may have and still be "one or
-// few hosts" (DESIGN.md §5).
+// few hosts" (docs/design.md §5).
 func isolatedMax(hosts int) int { return max(3, hosts*2/100) }
 
 // pickAffected chooses the affected hosts: Fraction of the fleet (at least

@@ -66,7 +66,7 @@ type DebugConfig struct {
 	Pprof bool `yaml:"pprof"`
 }
 
-// ResourceConfig names the host (DESIGN.md §3).
+// ResourceConfig names the host (docs/design.md §3).
 type ResourceConfig struct {
 	HostName string `yaml:"host_name"` // default: the hostname
 	NodeName string `yaml:"node_name"` // default: $NODE_NAME (the DaemonSet's downward API), else host_name

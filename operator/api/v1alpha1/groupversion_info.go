@@ -1,7 +1,7 @@
 // Package v1alpha1 is the capture.spikehunt.io/v1alpha1 API: CapturePolicy,
 // which says which nodes keep a flight recorder armed and when the fleet's
 // alerts widen that, and Capture, one arming of one recorder on one node
-// (DESIGN.md §6–7).
+// (docs/design.md §6–7).
 //
 // The operator writes CapturePolicy status and creates Captures; the node's
 // agent watches the Captures whose spec.nodeName is its node (a field

@@ -6,7 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Backend names a flight recorder (DESIGN.md §6).
+// Backend names a flight recorder (docs/design.md §6).
 // +kubebuilder:validation:Enum=perf;ftrace;bpftrace;wpr
 type Backend string
 

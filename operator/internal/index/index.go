@@ -1,6 +1,6 @@
 // Package index keeps the captures index in ClickHouse: one captures row per
 // uploaded capture, linked to every spike window it overlaps on its host
-// (DESIGN.md §6), and the lookups in both directions. The operator's capture
+// (docs/design.md §6), and the lookups in both directions. The operator's capture
 // controller calls Index when a Capture reaches Uploaded and Delete from its
 // retention finalizer; the functions take plain values so that they do not
 // depend on the CRD types.

@@ -23,7 +23,7 @@ const (
 	SourceAlertmanager Source = "alertmanager" // a Prometheus Alertmanager webhook receiver
 )
 
-// PatternClass is a fleet pattern class (DESIGN.md §5), or "" when the
+// PatternClass is a fleet pattern class (docs/design.md §5), or "" when the
 // alert does not name one (a spike-group alert, a webhook alert without a
 // pattern_class label).
 type PatternClass string

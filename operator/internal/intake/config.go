@@ -15,7 +15,7 @@ import (
 
 // Defaults, exported so that the operator's flag help can print them.
 const (
-	DefaultTopic          = "spikehunt.alerts" // DESIGN.md §3; pipelines/alerts.DefaultTopic
+	DefaultTopic          = "spikehunt.alerts" // docs/design.md §3; pipelines/alerts.DefaultTopic
 	DefaultGroup          = "spikehunt-operator-alerts"
 	DefaultClientID       = "spikehunt-operator"
 	DefaultMaxPollRecords = 500

@@ -79,7 +79,7 @@ func reasonOf(err error) string {
 }
 
 // modifierHWClassSkewed is the pattern modifier that says the spike rate
-// differs materially by hardware class (DESIGN.md §5).
+// differs materially by hardware class (docs/design.md §5).
 const modifierHWClassSkewed = "hw-class-skewed"
 
 var alertIDPattern = regexp.MustCompile(`^(spikegroup|pattern)-[0-9a-f]{32}$`)

@@ -1,5 +1,5 @@
 // Package intake turns outside alerts into the operator's normalized Alert
-// (DESIGN.md §7 "Alert intake"): spikehunt.alert/v1 documents from the
+// (docs/design.md §7): spikehunt.alert/v1 documents from the
 // spikehunt.alerts Kafka topic (KafkaConsumer), and Grafana alerting and
 // Alertmanager notifications posted to an HTTPS webhook (Webhook). Both
 // hand what they accept to a Sink; the controllers own what happens next.

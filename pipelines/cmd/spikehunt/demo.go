@@ -21,7 +21,7 @@ import (
 )
 
 // The demo is the main job on one machine: simulate a fleet with the
-// thousand-spikes problem (seed 004) into the embedded engine through the
+// thousand-spikes problem (docs/field-stories.md) into the embedded engine through the
 // real ingest, run the detectors, and say what an SRE needs to hear, in the
 // order they ask: does the average look bad, is it one machine or all of
 // them, what moves in the kernel, what to capture next. Where the machine

@@ -178,7 +178,7 @@ func captureAdvice(patterns []patternView, suspects []patternSuspectView, nodes 
 		switch {
 		case s.Metric == "system.cpu.time" && s.Mode == "softirq", s.Metric == "spikehunt.softirqs":
 			return append(out, "Add the bpftrace softirq-duration histogram per CPU on the same hosts: how long each NET_RX run",
-				"takes against the 100 µs line (the Linux view of seed 000's DPC-duration chart).")
+				"takes against the 100 µs line (the Linux view of the DPC-duration chart of the DPC flood, docs/field-stories.md).")
 		case strings.HasPrefix(s.Metric, "system.network."):
 			return append(out, "Check the interface's state and what feeds it (ip -s link; the switch port): a down interface",
 				"still receiving is traffic the kernel handles and then drops.")

@@ -1,7 +1,7 @@
 package main
 
 // The query commands (spikes, patterns, hosts, suspects) read what the
-// detectors wrote and answer the question of seed 004 at a glance: is it one
+// detectors wrote and answer the question of the thousand spikes (docs/field-stories.md) at a glance: is it one
 // machine, or all of them? They share the flags, the time range, the store
 // access and the two output forms defined here; each command lives in a
 // query_<name>.go of its own.
