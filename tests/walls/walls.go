@@ -1,0 +1,197 @@
+// Package walls holds the import rules that each folder's ARCHITECTURE.md
+// states in prose, as data, and the check that the module's import graph
+// keeps them (walls_test.go runs it over `go list -deps`).
+//
+// A package of the module that no rule names is itself a violation: a new
+// room gets its wall written down here, beside its ARCHITECTURE.md.
+package walls
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Module is the module path every rule is relative to.
+const Module = "github.com/spikehunt/spikehunt"
+
+// Package is one node of the import graph: its direct imports and all of
+// its dependencies, with whether each is in the standard library.
+type Package struct {
+	Path     string          // module-relative for the module's packages ("agents/intake")
+	Imports  []string        // direct imports, module-relative where they are the module's
+	Deps     []string        // every transitive dependency, likewise
+	Standard map[string]bool // of Imports and Deps: in the standard library
+}
+
+// Rule is one room's wall. Patterns end in "/..." for a subtree.
+type Rule struct {
+	// Pkg is the packages the rule is for.
+	Pkg string
+	// Own is which of the module's packages they may import directly.
+	Own []string
+	// Third, when not nil, is which packages outside the module and the
+	// standard library they may import directly (nil: any).
+	Third []string
+	// StdlibOnly: every dependency, transitively, is the standard library's.
+	StdlibOnly bool
+	// NeverDependOn: no dependency, however indirect, matches these.
+	NeverDependOn []string
+	// Why is the rule's reason, printed with a violation.
+	Why string
+}
+
+// agentInternals are the agent's packages that only the agent may hold:
+// the recorders, samplers and intake run privileged on a node. (The spool
+// is not one: the exporter the simulator shares is built on it.)
+var agentInternals = []string{"agents/capture", "agents/collect", "agents/intake", "agents/nodecapture", "agents/cmd/..."}
+
+// operatorInternals are the operator's controllers and binaries.
+var operatorInternals = []string{"operator/internal/...", "operator/cmd/..."}
+
+// Rules are the walls of agents/, pipelines/, operator/, kafkasec/, tests/,
+// dashboards/ and helm/, as their ARCHITECTURE.md files state them.
+var Rules = []Rule{
+	// agents/
+	{Pkg: "agents/client", StdlibOnly: true, Why: "apps import it: the standard library only"},
+	{Pkg: "agents/telemetry", Own: nil, Why: "the shared types; it imports nothing of ours"},
+	{Pkg: "agents/collect", Own: []string{"agents/telemetry"}, Why: "samplers share only telemetry"},
+	{Pkg: "agents/intake", Own: []string{"agents/telemetry"}, Why: "the intake shares only telemetry"},
+	{Pkg: "agents/spool", Own: []string{"agents/telemetry"}, Why: "the spool shares only telemetry"},
+	{Pkg: "agents/capture", Own: []string{"agents/telemetry"}, Why: "the recorders share only telemetry; nodecapture drives them, not the reverse"},
+	{Pkg: "agents/export", Own: []string{"agents/spool", "agents/telemetry", "kafkasec"}, Why: "the exporter moves the spool's records to a sink"},
+	{Pkg: "agents/nodecapture", Own: []string{"agents/capture", "operator/api/..."}, Why: "the one bridge from the Capture API to the engine"},
+	{Pkg: "agents/cmd/...", Own: []string{"agents/...", "kafkasec"}, Why: "only cmd wires the agent's packages together"},
+
+	// kafkasec/
+	{Pkg: "kafkasec", Own: nil, Third: []string{"github.com/twmb/franz-go/..."},
+		Why: "every Kafka client of the agent, the pipeline and the operator imports it: the standard library and franz-go only"},
+
+	// pipelines/
+	{Pkg: "pipelines/store", Own: nil, Third: []string{"github.com/ClickHouse/ch-go/...", "github.com/ebitengine/purego/..."},
+		Why: "every binary that talks to ClickHouse uses it: ch-go, purego and the standard library only"},
+	{Pkg: "pipelines/alerts/alertsig", Own: nil, Third: []string{"github.com/twmb/franz-go/..."},
+		Why: "the signed bytes, one definition for the detector and the operator"},
+	{Pkg: "pipelines/schema", Own: []string{"pipelines/store"}},
+	{Pkg: "pipelines/chhttp", Own: []string{"pipelines/store"}},
+	{Pkg: "pipelines/report", Own: []string{"pipelines/store"}},
+	{Pkg: "pipelines/detect", Own: []string{"pipelines/store"}, Why: "detect imports only store"},
+	{Pkg: "pipelines/ingest", Own: []string{"pipelines/store", "kafkasec"}},
+	{Pkg: "pipelines/alerts", Own: []string{"pipelines/alerts/alertsig", "pipelines/detect", "pipelines/store", "kafkasec"}, Why: "alerts uses detect's result types"},
+	{Pkg: "pipelines/sim", Own: []string{"pipelines/ingest", "pipelines/store", "agents/export", "agents/telemetry"},
+		Why: "simulated messages are the agent's own encoding, through the in-process source"},
+	{Pkg: "pipelines/eval", Own: []string{"pipelines/detect", "pipelines/schema", "pipelines/sim", "pipelines/store"}},
+	{Pkg: "pipelines/otel", Own: nil, Why: "tests only"},
+	{Pkg: "pipelines/cmd/...", Own: []string{"pipelines/...", "kafkasec", "agents/client", "agents/export", "agents/telemetry", "operator/policy"},
+		Why: "the CLI drives the agent as a child process, never through its recorders; the demo's policy is the operator's public one"},
+
+	// operator/
+	{Pkg: "operator/api/...", Own: nil, Why: "the API types import only apimachinery"},
+	{Pkg: "operator/policy", Own: nil, Why: "pure decisions, importable by the demo"},
+	{Pkg: "operator/config", Own: nil, Why: "tests only"},
+	{Pkg: "operator/e2e", Own: nil, Why: "tests only"},
+	{Pkg: "operator/internal/index", Own: []string{"pipelines/store"}},
+	{Pkg: "operator/internal/intake", Own: []string{"kafkasec", "operator/policy", "pipelines/alerts/alertsig"},
+		Why: "the signature's definition, not the detector behind pipelines/alerts"},
+	{Pkg: "operator/internal/controller", Own: []string{"operator/api/...", "operator/internal/index", "operator/policy", "pipelines/store"}},
+	{Pkg: "operator/cmd/...", Own: []string{"operator/...", "kafkasec", "pipelines/alerts/alertsig", "pipelines/store", "agents/capture"},
+		Why: "cmd alone takes the agent's artifact store"},
+
+	// tests/, dashboards/, helm/: test machinery and test-only packages.
+	{Pkg: "tests/testenv", Own: []string{"kafkasec", "pipelines/store"}},
+	{Pkg: "tests/testsummary", Own: nil},
+	{Pkg: "tests/walls", Own: nil},
+	{Pkg: "dashboards", Own: nil, Why: "the Go definitions of the dashboards; their tests may import more"},
+	{Pkg: "helm", Own: nil, Why: "tests only"},
+}
+
+// Every package of agents/ and pipelines/ is also held to these.
+var (
+	agentsNeverDependOn    = []string{"pipelines/...", "operator/internal/...", "operator/cmd/...", "dashboards/...", "helm/...", "tests/..."}
+	pipelinesNeverDependOn = append(append([]string{"dashboards/...", "helm/...", "tests/..."}, agentInternals...), operatorInternals...)
+	operatorNeverDependOn  = []string{"agents/collect", "agents/intake", "agents/spool", "agents/nodecapture", "agents/cmd/...", "pipelines/detect", "pipelines/ingest", "pipelines/sim", "pipelines/cmd/...", "dashboards/...", "helm/...", "tests/..."}
+)
+
+// match reports whether module-relative path p is matched by pattern.
+func match(pattern, p string) bool {
+	if base, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return p == base || strings.HasPrefix(p, base+"/")
+	}
+	return p == pattern
+}
+
+func matchAny(patterns []string, p string) bool {
+	return slices.ContainsFunc(patterns, func(pat string) bool { return match(pat, p) })
+}
+
+// own reports whether p, module-relative, is one of the module's packages.
+func own(p string) bool {
+	return !strings.Contains(strings.SplitN(p, "/", 2)[0], ".") && !isStdlibPath(p)
+}
+
+// isStdlibPath is a fallback for paths the graph did not mark: the
+// standard library's have no dot in their first element and are not ours.
+func isStdlibPath(p string) bool {
+	first := strings.SplitN(p, "/", 2)[0]
+	switch first {
+	case "agents", "pipelines", "operator", "kafkasec", "tests", "dashboards", "helm":
+		return false
+	}
+	return !strings.Contains(first, ".")
+}
+
+// Check returns every violation of rules in graph, sorted; none is a pass.
+func Check(graph []Package, rules []Rule) []string {
+	var out []string
+	for _, p := range graph {
+		if !own(p.Path) {
+			continue
+		}
+		var r *Rule
+		for i := range rules {
+			if match(rules[i].Pkg, p.Path) {
+				r = &rules[i]
+				break
+			}
+		}
+		if r == nil {
+			out = append(out, fmt.Sprintf("%s: no rule names this package: add its wall to tests/walls (and its folder's ARCHITECTURE.md)", p.Path))
+			continue
+		}
+		why := ""
+		if r.Why != "" {
+			why = " (" + r.Why + ")"
+		}
+		for _, imp := range p.Imports {
+			switch {
+			case p.Standard[imp]:
+			case own(imp):
+				if !matchAny(r.Own, imp) {
+					out = append(out, fmt.Sprintf("%s imports %s: not allowed%s", p.Path, imp, why))
+				}
+			case r.Third != nil && !matchAny(r.Third, imp):
+				out = append(out, fmt.Sprintf("%s imports %s: only %s outside the module%s", p.Path, imp, strings.Join(r.Third, ", "), why))
+			}
+		}
+		never, neverWhy := r.NeverDependOn, why
+		switch {
+		case match("agents/...", p.Path):
+			never, neverWhy = append(slices.Clone(never), agentsNeverDependOn...), " (the agent ships data; it never opens the store or holds the operator's internals)"
+		case match("pipelines/...", p.Path):
+			never, neverWhy = append(slices.Clone(never), pipelinesNeverDependOn...), " (the pipeline never holds the agent's recorders, samplers or intake, nor the operator's internals)"
+		case match("operator/...", p.Path):
+			never, neverWhy = append(slices.Clone(never), operatorNeverDependOn...), " (the operator never execs into a node nor holds the detector or the ingest)"
+		}
+		for _, d := range p.Deps {
+			if r.StdlibOnly && !p.Standard[d] {
+				out = append(out, fmt.Sprintf("%s depends on %s: the standard library only%s", p.Path, d, why))
+			}
+			if own(d) && matchAny(never, d) {
+				out = append(out, fmt.Sprintf("%s depends on %s, which it must never hold, even indirectly%s", p.Path, d, neverWhy))
+			}
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
