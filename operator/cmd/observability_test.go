@@ -1,18 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"errors"
-	"io"
 	"net"
 	"net/http"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+
+	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
 func startObservability(t *testing.T, l serverLimits) (metricsAddr, probeAddr string) {
@@ -34,31 +32,12 @@ func startObservability(t *testing.T, l serverLimits) (metricsAddr, probeAddr st
 	return metricsAddr, probeAddr
 }
 
-// getKeepAlive sends one GET on a fresh connection, reads the whole answer
-// and returns the connection, still open.
+// getKeepAlive is testenv.KeepAliveGET over TCP, for an answer of 200.
 func getKeepAlive(t *testing.T, addr, path string) net.Conn {
 	t.Helper()
-	var c net.Conn
-	var err error
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if c, err = net.Dial("tcp", addr); err == nil || time.Now().After(deadline) {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: operator\r\n\r\n")
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s", path, resp.Status)
+	c, status := testenv.KeepAliveGET(t, "tcp", addr, path)
+	if status != http.StatusOK {
+		t.Fatalf("GET %s: status %d", path, status)
 	}
 	return c
 }
@@ -76,12 +55,7 @@ func TestObservabilityServersCloseIdleKeepAliveConnections(t *testing.T) {
 			conns = append(conns, getKeepAlive(t, u[0], u[1]))
 		}
 	}
-	for i, c := range conns {
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
-			t.Fatalf("connection %d still open 5 s after its last request (idle timeout %v): %v", i, l.Idle, err)
-		}
-	}
+	testenv.CheckIdleConnsClosed(t, conns, 5*time.Second)
 }
 
 // Connections past MaxConns wait to be accepted until one is let go.
@@ -89,22 +63,5 @@ func TestObservabilityServersCapConnections(t *testing.T) {
 	l := observabilityLimits()
 	l.MaxConns = 2
 	_, probeAddr := startObservability(t, l)
-	held := []net.Conn{getKeepAlive(t, probeAddr, "/healthz"), getKeepAlive(t, probeAddr, "/healthz")}
-	third, err := net.Dial("tcp", probeAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer third.Close()
-	io.WriteString(third, "GET /healthz HTTP/1.1\r\nHost: operator\r\n\r\n")
-	third.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-	if _, err := third.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("the third connection was answered while two were held (err %v)", err)
-	}
-	held[0].Close()
-	third.SetReadDeadline(time.Now().Add(10 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(third), nil)
-	if err != nil {
-		t.Fatalf("the third connection after one was let go: %v", err)
-	}
-	resp.Body.Close()
+	testenv.CheckConnectionCap(t, probeAddr, "/healthz", l.MaxConns)
 }

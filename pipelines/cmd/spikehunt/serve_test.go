@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
 // startServe runs `spikehunt serve-clickhouse` on a fresh data directory
@@ -37,34 +38,14 @@ func startServe(t *testing.T, args ...string) string {
 	return strings.TrimPrefix(strings.TrimSpace(line[i:]), "http://")
 }
 
-// getKeepAlive sends one GET on a fresh connection, reads the whole answer
-// and returns the connection, still open.
+// getKeepAlive is testenv.KeepAliveGET over TCP, for an answer of 200.
 func getKeepAlive(t *testing.T, addr, path string) net.Conn {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: spikehunt\r\n\r\n")
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s", path, resp.Status)
+	c, status := testenv.KeepAliveGET(t, "tcp", addr, path)
+	if status != http.StatusOK {
+		t.Fatalf("GET %s: status %d", path, status)
 	}
 	return c
-}
-
-// closedWithin reports whether the server closes c within d.
-func closedWithin(c net.Conn, d time.Duration) bool {
-	c.SetReadDeadline(time.Now().Add(d))
-	_, err := c.Read(make([]byte, 1))
-	return errors.Is(err, io.EOF)
 }
 
 // 200 idle keep-alive connections to serve-clickhouse were still open after
@@ -75,11 +56,7 @@ func TestServeClickHouseClosesIdleKeepAliveConnections(t *testing.T) {
 	for i := range conns {
 		conns[i] = getKeepAlive(t, addr, "/?query=SELECT+1")
 	}
-	for i, c := range conns {
-		if !closedWithin(c, 5*time.Second) {
-			t.Fatalf("connection %d still open 5 s after its last request (idle timeout 300ms)", i)
-		}
-	}
+	testenv.CheckIdleConnsClosed(t, conns, 5*time.Second)
 }
 
 // The /metrics and /healthz server of `spikehunt ingest` and `detect`
@@ -92,11 +69,7 @@ func TestIngestAndDetectMetricsServerClosesIdleKeepAliveConnections(t *testing.T
 	for i := range conns {
 		conns[i] = getKeepAlive(t, addr, "/metrics")
 	}
-	for i, c := range conns {
-		if !closedWithin(c, 5*time.Second) {
-			t.Fatalf("connection %d still open 5 s after its last request (idle timeout %v)", i, l.Idle)
-		}
-	}
+	testenv.CheckIdleConnsClosed(t, conns, 5*time.Second)
 }
 
 func serveMetrics(t *testing.T, l httpLimits) string {
@@ -113,25 +86,7 @@ func serveMetrics(t *testing.T, l httpLimits) string {
 // Connections past --http-max-connections wait to be accepted until one is
 // let go.
 func TestServeClickHouseCapsConnections(t *testing.T) {
-	addr := startServe(t, "--http-max-connections", "2")
-	held := []net.Conn{getKeepAlive(t, addr, "/ping"), getKeepAlive(t, addr, "/ping")}
-	third, err := net.Dial("tcp", addr) // the kernel accepts; the server does not
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer third.Close()
-	io.WriteString(third, "GET /ping HTTP/1.1\r\nHost: spikehunt\r\n\r\n")
-	third.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-	if _, err := third.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("the third connection was answered while two were held (err %v)", err)
-	}
-	held[0].Close()
-	third.SetReadDeadline(time.Now().Add(10 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(third), nil)
-	if err != nil {
-		t.Fatalf("the third connection after one was let go: %v", err)
-	}
-	resp.Body.Close()
+	testenv.CheckConnectionCap(t, startServe(t, "--http-max-connections", "2"), "/ping", 2)
 }
 
 // The README's own command (no user, loopback) no longer hands out the
