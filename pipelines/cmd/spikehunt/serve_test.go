@@ -20,7 +20,13 @@ import (
 // in a child process (one engine per process) and returns its address.
 func startServe(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(spikehuntBin, append([]string{"serve-clickhouse", "--dsn", "chdb://" + t.TempDir(), "--listen", "127.0.0.1:0"}, args...)...)
+	return startServeOn(t, "chdb://"+t.TempDir(), args...)
+}
+
+// startServeOn is startServe on the store dsn.
+func startServeOn(t *testing.T, dsn string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(spikehuntBin, append([]string{"serve-clickhouse", "--dsn", dsn, "--listen", "127.0.0.1:0"}, args...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -40,26 +39,12 @@ func TestMain(m *testing.M) {
 // shared engine's: one embedded engine per process.
 func serveStore(t *testing.T, dsn string) store.Store {
 	t.Helper()
-	cmd := exec.Command(spikehuntBin, "serve-clickhouse", "--dsn", dsn, "--listen", "127.0.0.1:0")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	i := strings.LastIndex(line, "http://")
-	if err != nil || i < 0 {
-		t.Fatalf("serve-clickhouse: %q, %v", line, err)
-	}
+	addr := startServeOn(t, dsn)
 	db := "default"
 	if _, q, ok := strings.Cut(dsn, "?database="); ok {
 		db = q
 	}
-	st, err := store.Open(context.Background(), strings.TrimSpace(line[i:])+"/"+db)
+	st, err := store.Open(context.Background(), "http://"+addr+"/"+db)
 	if err != nil {
 		t.Fatal(err)
 	}
