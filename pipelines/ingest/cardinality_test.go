@@ -13,7 +13,7 @@ import (
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
-// A sibling of issue 17's item 1, tried: a batch whose cardinality is
+// A sibling of the poison-batch fault, tried: a batch whose cardinality is
 // as high as its row count (every request from another host, service
 // and endpoint) is one block of LowCardinality dictionaries as large as
 // the batch; ClickHouse takes it, so no such batch stalls a partition.

@@ -67,7 +67,7 @@ func TestTableFactsAreReadFromEngineFull(t *testing.T) {
 	}
 }
 
-// Issue 17, item 7: nothing checked that the tables' deduplication
+// Nothing checked that the tables' deduplication
 // window covers the ingester's retries. With the window forced small, the
 // ingester now refuses to start, saying what it needs and how to set it;
 // with the schema's default it starts.

@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Issue 17, item 8: the dead-letter topic refusing writes (here: deleted
+// The dead-letter topic refusing writes (here: deleted
 // under the running ingester; the client does not auto-create it) used to
 // end Run, and the restart met the same message again. Now the poison
 // message's partition is held, retried with backoff, and reported on
@@ -109,7 +109,7 @@ func TestADeadLetterTopicOutageHoldsOnlyItsPartitionAndRecovers(t *testing.T) {
 	}
 }
 
-// Issue 17, item 8: the chart's NOTES said the dead-letter topic is
+// The chart's NOTES said the dead-letter topic is
 // created for you; nothing did. The ingester now creates it at start.
 func TestTheDeadLetterTopicIsCreatedAtStart(t *testing.T) {
 	p := newPipeline(t, 1)

@@ -30,7 +30,7 @@ func (s *refusingInserts) Insert(ctx context.Context, table string, input proto.
 	return s.Store.Insert(ctx, table, input, opts...)
 }
 
-// Issue 17, item 7: a member stuck retrying an insert past the rebalance
+// A member stuck retrying an insert past the rebalance
 // timeout was evicted, its partitions given to another member, which
 // re-inserted the batch from its intent; when its insert finally went
 // through, the batch was there twice unless ClickHouse still remembered

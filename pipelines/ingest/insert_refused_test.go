@@ -99,7 +99,7 @@ func (p *pipeline) deadLetters(t *testing.T, n int) map[string]map[string]string
 	return got
 }
 
-// Issue 17, item 1: one agent export request holding 120 SERVER spans,
+// One agent export request holding 120 SERVER spans,
 // one per day since 2001, used to stall its partition for good (the block
 // spans more than 100 day partitions: ClickHouse code 252, retried
 // forever). Now its rows outside the accepted window (the requests TTL

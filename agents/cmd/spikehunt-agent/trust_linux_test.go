@@ -164,7 +164,7 @@ func captureState(t *testing.T, p *agentProc, id string) capture.Status {
 	return st
 }
 
-// Issue 17, item 5: one UDP datagram `checkout /pay 5000000 200` from an
+// One UDP datagram `checkout /pay 5000000 200` from an
 // unprivileged user fired an armed root perf capture. Now a datagram from
 // an address that is not listed (UDP) and one from a uid that is not
 // listed (the unix socket, sent by a process running as nobody) are
@@ -225,7 +225,7 @@ func TestANonAllowedSenderCannotFireAnArmedCapture(t *testing.T) {
 	}
 }
 
-// Issue 17, item 10: with the default paths the control socket's 0750
+// With the default paths the control socket's 0750
 // folder was the line socket's, which left the 0666 line socket out of
 // reach of every app not running as root. With the default layout (under
 // a stand-in for /, whose /run is 0755 as on a host) another user can

@@ -14,7 +14,7 @@ import (
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
-// Issue 17 item 9: anyone who could write to the alerts topic made the
+// Anyone who could write to the alerts topic made the
 // operator widen captures. On a real broker, between two alerts the
 // detector signed (with the current key and with the next one, as during a
 // rotation), a forger writes: an unsigned alert, one signed with a secret

@@ -505,28 +505,52 @@ func TestWebhookMetricsRegister(t *testing.T) {
 // Serve: a real HTTPS listener with a key pair from files; a client that
 // trusts the certificate gets 202, plain HTTP gets nothing through, and
 // cancelling the context stops the server.
-func TestServeHTTPS(t *testing.T) {
-	dir := t.TempDir()
+// tlsConfig is a webhook config with a fresh self-signed key pair in
+// files under dir, and the pool that trusts it.
+func tlsConfig(t *testing.T, dir string) (WebhookConfig, *x509.CertPool) {
+	t.Helper()
 	certPEM, keyPEM, pool := selfSignedCert(t)
-	sink := &recordingSink{}
-	cfg := WebhookConfig{
-		TLSCertFile:  writeFile(t, dir, "tls.crt", string(certPEM)),
-		TLSKeyFile:   writeFile(t, dir, "tls.key", string(keyPEM)),
-		Alertmanager: &AlertmanagerConfig{Token: SecretSource{File: writeFile(t, dir, "token", testToken)}},
-	}
-	wh, err := NewWebhook(cfg, sink, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return WebhookConfig{
+		TLSCertFile: writeFile(t, dir, "tls.crt", string(certPEM)),
+		TLSKeyFile:  writeFile(t, dir, "tls.key", string(keyPEM)),
+	}, pool
+}
+
+// serveWebhook runs wh on a loopback listener until the returned stop,
+// which fails t if ServeListener ended with an error.
+func serveWebhook(t *testing.T, wh *Webhook) (addr string, stop func()) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- wh.ServeListener(ctx, ln) }()
-	base := "://" + ln.Addr().String() + DefaultAlertmanagerPath
+	return ln.Addr().String(), func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("ServeListener: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("ServeListener did not return after its context ended")
+		}
+	}
+}
+
+func TestServeHTTPS(t *testing.T) {
+	dir := t.TempDir()
+	sink := &recordingSink{}
+	cfg, pool := tlsConfig(t, dir)
+	cfg.Alertmanager = &AlertmanagerConfig{Token: SecretSource{File: writeFile(t, dir, "token", testToken)}}
+	wh, err := NewWebhook(cfg, sink, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, stop := serveWebhook(t, wh)
+	base := "://" + addr + DefaultAlertmanagerPath
 
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	req, _ := http.NewRequest(http.MethodPost, "https"+base, bytes.NewReader(readTestdata(t, "alertmanager.json")))
@@ -552,15 +576,7 @@ func TestServeHTTPS(t *testing.T) {
 		t.Errorf("the sink got %d calls, want 1 (the HTTPS request)", calls)
 	}
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("ServeListener: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("ServeListener did not return after its context ended")
-	}
+	stop()
 }
 
 // A peer holding connections open cannot take more than MaxConnections:
@@ -568,25 +584,17 @@ func TestServeHTTPS(t *testing.T) {
 // of them closes.
 func TestServeHoldsAtMostMaxConnections(t *testing.T) {
 	dir := t.TempDir()
-	certPEM, keyPEM, pool := selfSignedCert(t)
-	wh, err := NewWebhook(WebhookConfig{
-		TLSCertFile:    writeFile(t, dir, "tls.crt", string(certPEM)),
-		TLSKeyFile:     writeFile(t, dir, "tls.key", string(keyPEM)),
-		MaxConnections: 2,
-		Alertmanager:   &AlertmanagerConfig{Token: SecretSource{File: writeFile(t, dir, "token", testToken)}},
-	}, &recordingSink{}, nil)
+	cfg, pool := tlsConfig(t, dir)
+	cfg.MaxConnections = 2
+	cfg.Alertmanager = &AlertmanagerConfig{Token: SecretSource{File: writeFile(t, dir, "token", testToken)}}
+	wh, err := NewWebhook(cfg, &recordingSink{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go wh.ServeListener(ctx, ln)
+	addr, stop := serveWebhook(t, wh)
+	defer stop()
 	dial := func(timeout time.Duration) (*tls.Conn, error) {
-		return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", ln.Addr().String(), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+		return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
 	}
 	var held []*tls.Conn
 	for range 2 {
@@ -660,21 +668,17 @@ func selfSignedCert(t *testing.T) (certPEM, keyPEM []byte, pool *x509.CertPool) 
 		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), pool
 }
 
-// Issue 17 item 10: the replay guard is in memory, so after a leader
+// The replay guard is in memory, so after a leader
 // change the new leader's is empty. A Grafana request the old leader
 // accepted, replayed to the new one within the window, is refused (503,
 // signed_before_start) and reaches no sink; a request Grafana signs after
 // the new leader started is accepted.
 func TestAGrafanaRequestAcceptedByTheOldLeaderIsNotAcceptedAgainByTheNext(t *testing.T) {
 	dir := t.TempDir()
-	certPEM, keyPEM, pool := selfSignedCert(t)
 	clock := &fakeClock{now: testNow}
-	cfg := WebhookConfig{
-		TLSCertFile: writeFile(t, dir, "tls.crt", string(certPEM)),
-		TLSKeyFile:  writeFile(t, dir, "tls.key", string(keyPEM)),
-		Grafana:     &GrafanaConfig{Secret: SecretSource{File: writeFile(t, dir, "hmac", testHMACSecret)}},
-		Clock:       clock,
-	}
+	cfg, pool := tlsConfig(t, dir)
+	cfg.Grafana = &GrafanaConfig{Secret: SecretSource{File: writeFile(t, dir, "hmac", testHMACSecret)}}
+	cfg.Clock = clock
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	body := readTestdata(t, "grafana.json")
 	// leader serves a webhook until the returned stop.
@@ -683,19 +687,8 @@ func TestAGrafanaRequestAcceptedByTheOldLeaderIsNotAcceptedAgainByTheNext(t *tes
 		if err != nil {
 			t.Fatal(err)
 		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- wh.ServeListener(ctx, ln) }()
-		return wh, "https://" + ln.Addr().String() + DefaultGrafanaPath, func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("ServeListener: %v", err)
-			}
-		}
+		addr, stop := serveWebhook(t, wh)
+		return wh, "https://" + addr + DefaultGrafanaPath, stop
 	}
 	post := func(url string, signedAt time.Time) int {
 		t.Helper()
