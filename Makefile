@@ -6,7 +6,7 @@ GO ?= go
 # Install locations of the pinned components (SPIKEHUNT_LIBCHDB, KUBEBUILDER_ASSETS, …).
 $(foreach kv,$(shell deps/install.sh env 2>/dev/null),$(eval export $(kv)))
 
-.PHONY: all deps deps-demo build demo eval eval-variants test e2e vet fmt-check cross manifests bench bench-store bench-agent bench-ingest bench-detect bench-operator bench-dashboards dashboards fuzz clean
+.PHONY: all deps deps-demo build demo eval eval-variants test e2e vet fmt-check cross manifests bench bench-store bench-agent bench-ingest bench-detect bench-operator bench-dashboards bench-hardening dashboards fuzz clean
 .PHONY: chart-sync helm-lint
 
 all: build
@@ -98,7 +98,7 @@ FUZZ_TARGETS := ./pipelines/store:FuzzDecodeNative ./pipelines/chhttp:FuzzTransc
 fuzz:                ## each fuzz target for FUZZTIME
 	for t in $(FUZZ_TARGETS); do $(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s; done
 
-bench: bench-store bench-agent bench-ingest bench-detect bench-capture bench-operator bench-dashboards ## every bench-* target
+bench: bench-store bench-agent bench-ingest bench-detect bench-capture bench-operator bench-dashboards bench-hardening ## every bench-* target
 
 bench-store: deps-demo
 	tests/bench.sh store ./pipelines/store
@@ -125,6 +125,19 @@ bench-ingest: deps
 bench-operator: deps
 	BENCHTIME=1x tests/bench.sh operator ./operator/internal/controller -- -bench '^BenchmarkPolicy5000Nodes$$'
 	BENCHTIME=100000x tests/bench.sh operator-alertsig ./pipelines/alerts/alertsig -- -bench '^BenchmarkVerify$$'
+
+# What the bounds of docs/hardening.md cost: the agent's OTLP path per span
+# with its pricing walk, the trigger's allow-list per datagram, the RSS the
+# issue's gzip bombs cost (four over HTTP, four over gRPC), serve-clickhouse's
+# gate on a panel-sized query, a batch with a hundred poison messages found
+# by the time window and by splitting, and Kafka export over SASL_SSL beside
+# plaintext (one broker, both listeners).
+bench-hardening: deps
+	BENCHTIME=200x tests/bench.sh hardening-intake ./agents/intake -- -bench '^Benchmark(OTLPHTTPRequest|ScanTraceRequest|TrustDecide)$$'
+	BENCHTIME=3x tests/bench.sh hardening-bombs ./agents/intake -- -bench '^BenchmarkGzipBombs$$'
+	BENCHTIME=20x tests/bench.sh hardening-gate ./pipelines/chhttp -- -bench '^BenchmarkGate$$'
+	BENCHTIME=1x tests/bench.sh hardening-offenders ./pipelines/ingest -- -bench '^BenchmarkAHundredOffenders$$'
+	BENCHTIME=2s tests/bench.sh hardening-kafka-tls ./agents/export -- -bench '^BenchmarkKafkaSinkPlaintextVsSASLSSL$$'
 
 # One detector pass over 24 h × 1,000 hosts of 1 s rollups (loading them
 # takes minutes), and the median detection delay over the eval scenarios.

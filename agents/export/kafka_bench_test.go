@@ -76,7 +76,7 @@ func BenchmarkKafkaSinkPlaintextVsSASLSSL(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "requests/s")
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "export.kafka_"+tc.name+"_requests_per_s:requests/s")
 		})
 	}
 }

@@ -2,19 +2,23 @@ package intake
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/grpc"
+
+	"github.com/spikehunt/spikehunt/agents/telemetry"
 )
 
 var benchLine = []byte("billy /search/{q} 5210 200 4bf92f3577b34da6a3ce929d0e0e4736 21560")
@@ -147,7 +151,7 @@ func BenchmarkOTLPHTTPRequest(b *testing.B) {
 			b.Fatalf("status %d", w.Code)
 		}
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*spans), "ns/span")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*spans), "intake.otlp_http_ns_per_span:ns")
 }
 
 // BenchmarkScanTraceRequest is the price of pricing: the walk over an
@@ -161,6 +165,7 @@ func BenchmarkScanTraceRequest(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*512), "intake.otlp_pricing_ns_per_span:ns")
 }
 
 // BenchmarkTrustDecide is the per-datagram cost of the trigger
@@ -186,6 +191,44 @@ func BenchmarkTrustDecide(b *testing.B) {
 			if !s.Trusted {
 				b.Fatal("not trusted")
 			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "intake.trust_"+tc.name+"_ns:ns")
 		})
 	}
+}
+
+// BenchmarkGzipBombs is the memory the gzip bomb (4 KiB on the
+// wire, 4 MiB of empty spans) costs the intake at its defaults: four at
+// once over OTLP/HTTP and four over OTLP/gRPC, each refused. It prints
+// the peak RSS growth while they are answered (the intake without a
+// decode budget grew by over 2 GiB).
+func BenchmarkGzipBombs(b *testing.B) {
+	_, gz := gzipBomb(b)
+	raw, _ := gzipBomb(b)
+	cfg := testConfig(b)
+	cfg.LineUDP, cfg.LineUnix = "", ""
+	in := startIntake(b, cfg)
+	url := "http://" + in.Addrs().OTLPHTTP + "/v1/traces"
+	conn := dialGRPC(b, in.Addrs().OTLPGRPC)
+	var worst int64
+	for b.Loop() {
+		grew := peakRSS(b, func() {
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Go(func() {
+					if code, _ := post(b, url, "application/x-protobuf", "gzip", gz); code < 400 {
+						b.Errorf("HTTP bomb answered %d", code)
+					}
+				})
+				wg.Go(func() {
+					if err := conn.Invoke(context.Background(), exportMethod, &grpcResponse{b: raw}, &grpcRequest{},
+						grpc.ForceCodecV2(otlpCodec{}), grpc.UseCompressor("gzip")); err == nil {
+						b.Error("gRPC bomb accepted")
+					}
+				})
+			}
+			wg.Wait()
+		})
+		worst = max(worst, grew)
+	}
+	b.ReportMetric(float64(worst)/(1<<20), "intake.gzip_bombs_rss_growth_mib:MiB")
 }

@@ -39,6 +39,7 @@ func BenchmarkGate(b *testing.B) {
 				b.Fatal(resp.Status)
 			}
 		}
+		b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "chhttp.panel_query_through_handler_ms:ms")
 	})
 	b.Run("engine", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
@@ -53,5 +54,6 @@ func BenchmarkGate(b *testing.B) {
 				b.Fatal(ref.err)
 			}
 		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "chhttp.gate_ms_per_query:ms")
 	})
 }

@@ -177,7 +177,7 @@ func BenchmarkAHundredOffenders(b *testing.B) {
 				if n := len(src.DeadLetters()); n != 100 {
 					b.Fatalf("%d dead letters, want 100", n)
 				}
-				b.ReportMetric(elapsed.Seconds(), "s/batch")
+				b.ReportMetric(elapsed.Seconds(), "ingest.hundred_offenders_"+tc.name+"_s:s")
 				b.ReportMetric(testutil.ToFloat64(in.m.splits.WithLabelValues("requests")), "splits/batch")
 			}
 		})
