@@ -138,6 +138,12 @@ func parseFlags(args []string) (options, error) {
 	if fs.NArg() > 0 {
 		return options{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	if o.webhookSlice != "" {
+		// The chart's downward-API values, checked before any connection.
+		if _, err := newWebhookEndpoint(nil, o.webhookSliceNamespace, o.webhookSlice, o.webhookAdvertise, o.webhookAddr, logr.Discard()); err != nil {
+			return options{}, err
+		}
+	}
 	if o.kafkaBrokers != "" {
 		// Checked here, before any connection, so that a missing key is
 		// the first thing the operator says, not a crash loop's last.

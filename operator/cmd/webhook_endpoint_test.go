@@ -157,3 +157,24 @@ func TestOnlyTheLeaderIsAnEndpointOfTheWebhookService(t *testing.T) {
 	}
 	waitFor(standby.ip + "," + port(standby))
 }
+
+// The slice's flags are checked with the others: the chart's downward-API
+// values missing or wrong stop the operator at start, saying which.
+func TestParseFlagsOfTheWebhookEndpoint(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--webhook.endpointslice=s", "--webhook.advertise-address=10.0.0.1"}, "--webhook.endpointslice-namespace"},
+		{[]string{"--webhook.endpointslice=s", "--webhook.endpointslice-namespace=ns"}, "--webhook.advertise-address"},
+		{[]string{"--webhook.endpointslice=s", "--webhook.endpointslice-namespace=ns", "--webhook.advertise-address=$(POD_IP)"}, "status.podIP"},
+		{[]string{"--webhook.endpointslice=s", "--webhook.endpointslice-namespace=ns", "--webhook.advertise-address=10.0.0.1", "--webhook.address=localhost"}, "--webhook.address"},
+	} {
+		if _, err := parseFlags(tt.args); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: %v, want an error naming %s", tt.args, err, tt.want)
+		}
+	}
+	if _, err := parseFlags([]string{"--webhook.endpointslice=s", "--webhook.endpointslice-namespace=ns", "--webhook.advertise-address=fd00::7"}); err != nil {
+		t.Errorf("an IPv6 pod: %v", err)
+	}
+}
