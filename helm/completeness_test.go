@@ -458,3 +458,25 @@ func TestValuesSchemaRefusesBadCompletenessKeys(t *testing.T) {
 		})
 	}
 }
+
+// The cut-down PodMonitor CRD is a real check under strict field
+// validation: the chart's PodMonitor is accepted, the same with a
+// misspelt field is refused.
+func TestTheCutDownPodMonitorCRDRefusesAMisspeltField(t *testing.T) {
+	_, c, _ := apiServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m := render(t, "podmonitor", valuesCase{name: "extras", files: []string{extrasValues(t)}})
+	createNamespace(ctx, t, c, m.namespace, nil)
+	pm := m.mustFind(t, "PodMonitor", fullname()+"-ingest").DeepCopy()
+	pm.SetNamespace(m.namespace)
+	if err := c.Create(ctx, pm.DeepCopy(), client.DryRunAll, client.FieldValidation("Strict")); err != nil {
+		t.Fatalf("the chart's PodMonitor: %v", err)
+	}
+	ep := pm.Object["spec"].(map[string]any)["podMetricsEndpoints"].([]any)[0].(map[string]any)
+	ep["intervall"] = ep["interval"]
+	delete(ep, "interval")
+	if err := c.Create(ctx, pm, client.DryRunAll, client.FieldValidation("Strict")); err == nil || !strings.Contains(err.Error(), "intervall") {
+		t.Errorf("a PodMonitor with spec.podMetricsEndpoints[0].intervall: %v, want a refusal naming it", err)
+	}
+}
