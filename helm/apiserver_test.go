@@ -28,7 +28,10 @@ import (
 func apiServer(t *testing.T) (*rest.Config, client.Client, *runtime.Scheme) {
 	t.Helper()
 	cfg, _ := testenv.SharedAPIServer(t)
-	testenv.InstallCRDs(t, cfg, filepath.Join(chartDir, "crds"))
+	// The chart's own CRDs, and the Prometheus Operator's PodMonitor, cut
+	// down to what the chart writes (testdata/monitoring-crds), which the
+	// optional PodMonitors need.
+	testenv.InstallCRDs(t, cfg, filepath.Join(chartDir, "crds"), filepath.Join("testdata", "monitoring-crds"))
 	s, err := testenv.Scheme()
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +110,7 @@ func TestTheAPIServerAcceptsTheChart(t *testing.T) {
 		// CAP_SYS_ADMIN: the API server refuses it with allowPrivilegeEscalation: false.
 		valuesCase{name: "legacy-kernel", sets: []string{"agent.legacyKernelCapabilities=true"}},
 		valuesCase{name: "privileged", sets: []string{"agent.privileged=true"}},
+		valuesCase{name: "everything-extra", files: []string{extrasValues(t)}},
 	)
 	for _, vc := range cases {
 		t.Run(vc.name, func(t *testing.T) {
@@ -125,7 +129,10 @@ func TestTheAPIServerAcceptsTheChart(t *testing.T) {
 				if namespaced(t, c.RESTMapper(), obj) {
 					obj.SetNamespace(ns)
 				}
-				if err := c.Create(ctx, obj, client.DryRunAll); err != nil {
+				// Strict: a field the API server does not know is an error,
+				// not a warning (a PodMonitor's is checked here, and only
+				// here: it is no Kubernetes type for decodeTyped).
+				if err := c.Create(ctx, obj, client.DryRunAll, client.FieldValidation("Strict")); err != nil {
 					t.Errorf("%s/%s: %v", obj.GetKind(), obj.GetName(), err)
 				}
 				n++

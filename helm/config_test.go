@@ -215,7 +215,7 @@ func expandEnv(t testing.TB, m manifest, c corev1.Container, lookup func(secret,
 		case e.ValueFrom == nil:
 			env[e.Name] = expandVars(e.Value, env)
 		case e.ValueFrom.FieldRef != nil:
-			env[e.Name] = map[string]string{"spec.nodeName": "node-a", "status.hostIP": "127.0.0.1"}[e.ValueFrom.FieldRef.FieldPath]
+			env[e.Name] = map[string]string{"spec.nodeName": "node-a", "status.hostIP": "127.0.0.1", "status.podIP": "10.244.0.7", "metadata.namespace": "spikehunt"}[e.ValueFrom.FieldRef.FieldPath]
 		case e.ValueFrom.SecretKeyRef != nil:
 			ref := e.ValueFrom.SecretKeyRef
 			if s := m.find("Secret", ref.Name); s != nil {

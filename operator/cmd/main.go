@@ -14,15 +14,18 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlclientconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -72,6 +75,11 @@ type options struct {
 	webhookTLSKey         string
 	grafanaSecretFile     string
 	alertmanagerTokenFile string
+	// The leader's webhook endpoint (webhook_endpoint.go): the slice it
+	// writes its pod IP to; empty leaves routing to the caller.
+	webhookSlice          string
+	webhookSliceNamespace string
+	webhookAdvertise      string
 
 	// artifactsConfig is the agents' artifact store configuration (YAML),
 	// for deleting artifacts on retention; empty leaves them to the
@@ -85,6 +93,9 @@ type options struct {
 	// skipNameValidation lets one process run several managers (tests):
 	// controller-runtime refuses a controller name twice otherwise.
 	skipNameValidation bool
+	// registry takes the intake's metrics; nil is controller-runtime's
+	// (served at /metrics). Tests running two replicas give one its own.
+	registry prometheus.Registerer
 }
 
 func parseFlags(args []string) (options, error) {
@@ -116,6 +127,9 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.webhookTLSKey, "webhook.tls-key-file", "", "PEM key of the alert webhook")
 	fs.StringVar(&o.grafanaSecretFile, "webhook.grafana-secret-file", "", "file with the Grafana contact point's HMAC secret; enables "+intake.DefaultGrafanaPath)
 	fs.StringVar(&o.alertmanagerTokenFile, "webhook.alertmanager-token-file", "", "file with the Alertmanager receiver's bearer token; enables "+intake.DefaultAlertmanagerPath)
+	fs.StringVar(&o.webhookSlice, "webhook.endpointslice", "", "EndpointSlice of the webhook's selector-less Service: the leader writes its own address there while it serves, so that senders reach the leader and never a standby; empty: no slice (route to the leader yourself)")
+	fs.StringVar(&o.webhookSliceNamespace, "webhook.endpointslice-namespace", "", "namespace of --webhook.endpointslice (the pod's own)")
+	fs.StringVar(&o.webhookAdvertise, "webhook.advertise-address", "", "this pod's IP, written to --webhook.endpointslice when it leads (the downward API's status.podIP)")
 	ctrlclientconfig.RegisterFlags(fs) // --kubeconfig, for a run outside the cluster
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -123,6 +137,12 @@ func parseFlags(args []string) (options, error) {
 	}
 	if fs.NArg() > 0 {
 		return options{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.webhookSlice != "" {
+		// The chart's downward-API values, checked before any connection.
+		if _, err := newWebhookEndpoint(nil, o.webhookSliceNamespace, o.webhookSlice, o.webhookAdvertise, o.webhookAddr, logr.Discard()); err != nil {
+			return options{}, err
+		}
 	}
 	if o.kafkaBrokers != "" {
 		// Checked here, before any connection, so that a missing key is
@@ -209,7 +229,8 @@ func newManager(cfg *rest.Config, o options) (ctrl.Manager, error) {
 //
 // The intake runs as Runnables that need the leader's lease: a standby's
 // inbox has no controller to act on it. So the webhook listens on the
-// leader only; senders retry a standby's refused connection.
+// leader only, and with --webhook.endpointslice the leader alone is the
+// webhook Service's endpoint (webhook_endpoint.go).
 //
 // Artifacts: the capture controller deletes the index row and the Capture;
 // deleting the artifact itself (captures/<id>.json and its unreferenced
@@ -226,13 +247,17 @@ func registerControllers(mgr ctrl.Manager, o options) error {
 	}
 
 	log := slog.New(logr.ToSlogHandler(ctrl.Log.WithName("intake")))
+	reg := o.registry
+	if reg == nil {
+		reg = metrics.Registry
+	}
 	sink := intake.PolicySink(inbox.Offer)
 	if o.kafkaBrokers != "" {
 		consumer, err := intake.NewKafkaConsumer(o.kafkaIntakeConfig(), sink, log.With("source", "kafka"))
 		if err != nil {
 			return err
 		}
-		if err := consumer.Register(metrics.Registry); err != nil {
+		if err := consumer.Register(reg); err != nil {
 			return fmt.Errorf("kafka intake metrics: %w", err)
 		}
 		if err := mgr.Add(manager.RunnableFunc(consumer.Run)); err != nil {
@@ -251,10 +276,35 @@ func registerControllers(mgr ctrl.Manager, o options) error {
 		if err != nil {
 			return err
 		}
-		if err := wh.Register(metrics.Registry); err != nil {
+		if err := wh.Register(reg); err != nil {
 			return fmt.Errorf("webhook intake metrics: %w", err)
 		}
-		if err := mgr.Add(manager.RunnableFunc(wh.Serve)); err != nil {
+		serve := wh.Serve
+		if o.webhookSlice != "" {
+			c, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+			if err != nil {
+				return fmt.Errorf("webhook endpoint client: %w", err)
+			}
+			ep, err := newWebhookEndpoint(c, o.webhookSliceNamespace, o.webhookSlice, o.webhookAdvertise, o.webhookAddr, ctrl.Log.WithName("webhook-endpoint"))
+			if err != nil {
+				return err
+			}
+			// Published once the port is bound, withdrawn when serving stops.
+			serve = func(ctx context.Context) error {
+				ln, err := net.Listen("tcp", o.webhookAddr)
+				if err != nil {
+					return fmt.Errorf("intake: webhook: %w", err)
+				}
+				ctx, cancel := context.WithCancel(ctx)
+				published := make(chan struct{})
+				go func() { defer close(published); ep.run(ctx) }()
+				err = wh.ServeListener(ctx, ln)
+				cancel()
+				<-published
+				return err
+			}
+		}
+		if err := mgr.Add(manager.RunnableFunc(serve)); err != nil {
 			return fmt.Errorf("webhook intake: %w", err)
 		}
 	}

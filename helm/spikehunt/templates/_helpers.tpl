@@ -43,10 +43,107 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end -}}
 
-{{/* An image reference; call with (dict "ctx" $ "image" .Values.agent.image). */}}
+{{/*
+An image reference: <registry>/<repository>@<digest> when a digest is
+given (the tag is then ignored: a digest names one image, a tag can move),
+else <registry>/<repository>:<tag>. The registry is global.imageRegistry
+(a mirror for every image of the chart), else the image's own, else
+defaultRegistry. Call with (dict "ctx" $ "image" .Values.x.image
+"defaultRegistry" "docker.io" "defaultTag" "1.0").
+*/}}
+{{- define "spikehunt.imageRef" -}}
+{{- $global := .ctx.Values.global | default dict -}}
+{{- $registry := $global.imageRegistry | default .image.registry | default .defaultRegistry -}}
+{{- $ref := printf "%s/%s" $registry .image.repository -}}
+{{- if .image.digest -}}
+{{- printf "%s@%s" $ref .image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $ref (.image.tag | default .defaultTag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A spikehunt image (image.registry, image.tag, the chart's appVersion as defaults); call with (dict "ctx" $ "image" .Values.agent.image). */}}
 {{- define "spikehunt.image" -}}
-{{- $tag := .image.tag | default .ctx.Values.image.tag | default .ctx.Chart.AppVersion -}}
-{{- printf "%s/%s:%s" .ctx.Values.image.registry .image.repository $tag -}}
+{{- include "spikehunt.imageRef" (dict "ctx" .ctx "image" .image "defaultRegistry" .ctx.Values.image.registry "defaultTag" (.ctx.Values.image.tag | default .ctx.Chart.AppVersion)) -}}
+{{- end -}}
+
+{{/*
+A pod template's metadata: the chart's labels (which win over the
+component's podLabels, so that selectors keep matching) and the
+component's podAnnotations under the chart's own annotations (checksums).
+Call with (dict "ctx" $ "component" "ingest" "values" .Values.ingest
+"annotations" (dict "checksum/config" "…")).
+*/}}
+{{- define "spikehunt.podMetadata" -}}
+{{- $labels := include "spikehunt.labels" (dict "ctx" .ctx "component" .component) | fromYaml -}}
+{{- $labels = merge $labels (.values.podLabels | default dict) -}}
+{{- $annotations := merge (.annotations | default dict) (.values.podAnnotations | default dict) -}}
+labels:
+  {{- toYaml $labels | nindent 2 }}
+{{- with $annotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+A component's ServiceAccount with its serviceAccount.annotations (IRSA's
+eks.amazonaws.com/role-arn, GKE's iam.gke.io/gcp-service-account, …).
+Call with (dict "ctx" $ "component" "ingest" "values" .Values.ingest
+"automount" false "hook" false).
+*/}}
+{{- define "spikehunt.serviceAccount" -}}
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{ include "spikehunt.fullname" .ctx }}-{{ .component }}
+  labels:
+    {{- include "spikehunt.labels" (dict "ctx" .ctx "component" .component) | nindent 4 }}
+  {{- $annotations := deepCopy (.values.serviceAccount.annotations | default dict) }}
+  {{- if .hook }}
+  {{- $annotations = merge $annotations (dict "helm.sh/hook" "pre-install,pre-upgrade" "helm.sh/hook-weight" "-10" "helm.sh/hook-delete-policy" "before-hook-creation,hook-succeeded") }}
+  {{- end }}
+  {{- with $annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- if not .automount }}
+# No API access: the pods do not mount a token for it.
+automountServiceAccountToken: false
+{{- end }}
+{{- end -}}
+
+{{/*
+A PodMonitor (monitoring.coreos.com/v1, the Prometheus Operator's) for a
+component's /metrics; call with (dict "ctx" $ "component" "ingest"
+"values" .Values.ingest "port" "metrics").
+*/}}
+{{- define "spikehunt.podMonitor" -}}
+{{- $pm := .values.podMonitor -}}
+{{- if $pm.enabled }}
+---
+apiVersion: monitoring.coreos.com/v1
+kind: PodMonitor
+metadata:
+  name: {{ include "spikehunt.fullname" .ctx }}-{{ .component }}
+  labels:
+    {{- include "spikehunt.labels" (dict "ctx" .ctx "component" .component) | nindent 4 }}
+    {{- with $pm.labels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  selector:
+    matchLabels:
+      {{- include "spikehunt.selectorLabels" (dict "ctx" .ctx "component" .component) | nindent 6 }}
+  podMetricsEndpoints:
+    - port: {{ .port }}
+      path: /metrics
+      scheme: http
+      interval: {{ $pm.interval }}
+      {{- with $pm.scrapeTimeout }}
+      scrapeTimeout: {{ . }}
+      {{- end }}
+{{- end }}
 {{- end -}}
 
 {{- define "spikehunt.pullPolicy" -}}
@@ -242,6 +339,24 @@ ClickHouse: the DSN of README.md "Stores".
 {{- end -}}
 
 {{- /* Grafana's read-only ClickHouse credentials. */ -}}
+{{/*
+The chart's Grafana's GF_PLUGINS_PREINSTALL: the ClickHouse data source at
+its pinned version (id@version, or id@version@url to fetch the zip from a
+mirror), then grafana.plugins.
+*/}}
+{{- define "spikehunt.grafana.plugins" -}}
+{{- $gr := .Values.grafana -}}
+{{- $list := list -}}
+{{- with $gr.clickhousePlugin -}}
+{{- if .install -}}
+{{- $p := printf "grafana-clickhouse-datasource@%s" .version -}}
+{{- if .url }}{{ $p = printf "%s@%s" $p .url }}{{ end -}}
+{{- $list = append $list $p -}}
+{{- end -}}
+{{- end -}}
+{{- join "," (concat $list $gr.plugins) -}}
+{{- end -}}
+
 {{- define "spikehunt.grafana.clickhouseSecretName" -}}
 {{- .Values.grafana.datasource.existingSecret | default (printf "%s-grafana-clickhouse" (include "spikehunt.fullname" .)) -}}
 {{- end -}}
