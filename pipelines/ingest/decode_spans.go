@@ -668,8 +668,11 @@ func (r *RequestRows) appendSpan(s *span, res *rowResource) error {
 	} else if len(s.name) > 0 {
 		endpoint = s.name
 	}
-	endpointCut := 0
-	endpoint = capBytes(endpoint, &endpointCut)
+	cut := res.cut
+	if len(endpoint) > MaxValueBytes { // checked here: the usual path makes no call
+		endpoint = endpoint[:cappedLen(endpoint)]
+		cut++
+	}
 	if !res.keyed {
 		res.serviceKey, res.hostKey, res.hwClassKey = r.service.keyBytes(res.service), r.host.keyBytes(res.host), r.hwClass.keyBytes(res.hwClass)
 		res.keyed = true
@@ -691,7 +694,9 @@ func (r *RequestRows) appendSpan(s *span, res *rowResource) error {
 	}
 	r.thread = append(r.thread, thread)
 	r.weight = append(r.weight, weight)
-	r.capped.ValueTooLong += res.cut + endpointCut
+	if cut != 0 {
+		r.capped.ValueTooLong += cut
+	}
 	return nil
 }
 
