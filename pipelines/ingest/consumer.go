@@ -259,15 +259,19 @@ func (in *Ingester) add(ctx context.Context, r *Message) error {
 	}
 	var derr error
 	var rows, refused int
+	var capped Capped
 	switch r.Topic {
 	case in.cfg.SpansTopic:
 		var skipped int
 		rows, skipped, derr = b.spans.AppendTraces(r.Value)
-		refused = b.spans.Refused()
+		refused, capped = b.spans.Refused(), b.spans.Capped()
 		in.m.skipped.Add(float64(skipped))
 	case in.cfg.MetricsTopic:
 		rows, derr = b.counters.AppendMetrics(r.Value)
-		refused = b.counters.Refused()
+		refused, capped = b.counters.Refused(), b.counters.Capped()
+	}
+	if derr == nil {
+		capped.each(func(reason string, n int) { in.m.capped.WithLabelValues(in.table(r.Topic), reason).Add(float64(n)) })
 	}
 	switch {
 	case derr != nil:

@@ -484,6 +484,7 @@ var errRefused = errors.New("span refused: the pdata path says why")
 // columns copy what they keep: msg is the caller's again on return.
 func (d *spanDecoder) appendDirect(r *RequestRows, msg []byte) (rows, skipped int, err error) {
 	mark := r.mark()
+	r.capped = Capped{}
 	defer func() {
 		if p := recover(); p != nil {
 			err = errRefused
@@ -573,6 +574,7 @@ func (d *spanDecoder) resourceSpans(r *RequestRows, buf []byte) (rows, skipped i
 	if len(rr.host) == 0 {
 		rr.host = []byte(unknownHost)
 	}
+	rr.service, rr.host, rr.hwClass = capBytes(rr.service, &rr.cut), capBytes(rr.host, &rr.cut), capBytes(rr.hwClass, &rr.cut)
 	for _, sc := range d.scopes {
 		n, s, err := d.scopeSpans(r, sc, &rr)
 		if err != nil {
@@ -592,6 +594,7 @@ type rowResource struct {
 	keyed                  bool
 	serviceKey, hostKey    uint32
 	hwClassKey             uint32
+	cut                    int // of the three, how many were cut to MaxValueBytes
 }
 
 // scopeSpans decodes a ScopeSpans into rows of r for resource res; with r
@@ -665,6 +668,11 @@ func (r *RequestRows) appendSpan(s *span, res *rowResource) error {
 	} else if len(s.name) > 0 {
 		endpoint = s.name
 	}
+	cut := res.cut
+	if len(endpoint) > MaxValueBytes { // checked here: the usual path makes no call
+		endpoint = endpoint[:cappedLen(endpoint)]
+		cut++
+	}
 	if !res.keyed {
 		res.serviceKey, res.hostKey, res.hwClassKey = r.service.keyBytes(res.service), r.host.keyBytes(res.host), r.hwClass.keyBytes(res.hwClass)
 		res.keyed = true
@@ -686,6 +694,9 @@ func (r *RequestRows) appendSpan(s *span, res *rowResource) error {
 	}
 	r.thread = append(r.thread, thread)
 	r.weight = append(r.weight, weight)
+	if cut != 0 {
+		r.capped.ValueTooLong += cut
+	}
 	return nil
 }
 

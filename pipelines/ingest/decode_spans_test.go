@@ -27,6 +27,7 @@ type decodeOutcome struct {
 	err           error
 	batch         []requestRowText
 	block         []byte // the batch as the insert sends it
+	capped        Capped
 }
 
 func directAndPdata(t testing.TB, msg []byte) (direct, pdata decodeOutcome) {
@@ -40,9 +41,9 @@ func directAndPdata(t testing.TB, msg []byte) (direct, pdata decodeOutcome) {
 		t.Fatal(err)
 	}
 	direct.rows, direct.skipped, direct.err = d.direct.appendDirect(d, msg)
-	direct.batch, direct.block = requestRowsIn(t, d), encodeBlock(t, d.Input())
+	direct.batch, direct.block, direct.capped = requestRowsIn(t, d), encodeBlock(t, d.Input()), d.Capped()
 	pdata.rows, pdata.skipped, pdata.err = p.appendTracesPdata(msg)
-	pdata.batch, pdata.block = requestRowsIn(t, p), encodeBlock(t, p.Input())
+	pdata.batch, pdata.block, pdata.capped = requestRowsIn(t, p), encodeBlock(t, p.Input()), p.Capped()
 	return direct, pdata
 }
 
@@ -381,6 +382,10 @@ func FuzzSpanDecoderMatchesPdata(f *testing.F) {
 		}
 		if !bytes.Equal(direct.block, pdata.block) {
 			t.Fatalf("the rows agree, the insert blocks do not (dictionaries?)")
+		}
+		// Both cut values to MaxValueBytes (attr_limits.go) and count it.
+		if direct.err == nil && direct.capped != pdata.capped {
+			t.Fatalf("direct cut %+v, pdata %+v", direct.capped, pdata.capped)
 		}
 	})
 }

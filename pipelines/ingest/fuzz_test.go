@@ -110,8 +110,8 @@ func FuzzAppendTraces(f *testing.F) {
 				t.Errorf("row %d: weight 0", i)
 			}
 			for _, name := range [...]string{"service", "host", "endpoint", "status"} {
-				if inputCol[stringColumn](t, in, name).Row(i) == "" {
-					t.Errorf("row %d: empty %s", i, name)
+				if v := inputCol[stringColumn](t, in, name).Row(i); v == "" || len(v) > MaxValueBytes {
+					t.Errorf("row %d: %s of %d bytes, want 1 to MaxValueBytes", i, name, len(v))
 				}
 			}
 		}
@@ -186,9 +186,16 @@ func FuzzAppendMetrics(f *testing.F) {
 				t.Errorf("row %d: empty host", i)
 			}
 			seen := map[string]bool{}
-			for _, kv := range attrs.RowKV(i) {
+			row := attrs.RowKV(i)
+			if len(row) > MaxPointAttrs {
+				t.Errorf("row %d: %d attrs, over MaxPointAttrs", i, len(row))
+			}
+			for _, kv := range row {
 				if seen[kv.Key] || kv.Key == attrCPU {
 					t.Errorf("row %d: attrs repeat or hold %q", i, kv.Key)
+				}
+				if len(kv.Key) > MaxAttrKeyBytes || len(kv.Value) > MaxValueBytes {
+					t.Errorf("row %d: attribute of a %d-byte key, %d-byte value, over the limits", i, len(kv.Key), len(kv.Value))
 				}
 				seen[kv.Key] = true
 			}

@@ -54,6 +54,9 @@ type CounterRows struct {
 	// message it left out (see window.go).
 	window  timeWindow
 	refused int
+	// capped counts what the attribute limits cut from the rows of the
+	// last message appended (attr_limits.go).
+	capped Capped
 	// seen finds repeated keys among a point's many attributes (see repeated).
 	seen map[string]struct{}
 }
@@ -65,7 +68,8 @@ type counterRow struct {
 	host, metric, device, mode string
 	cpu                        int16
 	value                      float64
-	attrsFrom, attrsTo         int // its attrs in pendingKV
+	attrsFrom, attrsTo         int    // its attrs in pendingKV
+	capped                     Capped // what the limits cut from it
 }
 
 // NewCounterRows returns an empty batch.
@@ -96,7 +100,7 @@ func NewCounterRows() *CounterRows {
 // out without a count. It is all or nothing, like AppendTraces, and its
 // error is a *DecodeError.
 func (c *CounterRows) AppendMetrics(msg []byte) (rows int, err error) {
-	c.refused = 0
+	c.refused, c.capped = 0, Capped{}
 	md, err := unmarshalMetrics(msg)
 	if err != nil {
 		return 0, err
@@ -111,6 +115,7 @@ func (c *CounterRows) AppendMetrics(msg []byte) (rows int, err error) {
 			continue
 		}
 		c.append(&c.pending[i])
+		c.capped.add(c.pending[i].capped)
 	}
 	rows = len(c.pending) - c.refused
 	clear(c.pending) // drop the message's strings; the columns hold their own references
@@ -124,6 +129,10 @@ func (c *CounterRows) SetWindow(w timeWindow) { c.window = w }
 // Refused is how many rows of the last message appended were outside
 // the window, and so left out.
 func (c *CounterRows) Refused() int { return c.refused }
+
+// Capped is what the attribute limits (attr_limits.go) cut from the rows
+// of the last message appended.
+func (c *CounterRows) Capped() Capped { return c.capped }
 
 // Rows is how many rows the batch holds.
 func (c *CounterRows) Rows() int { return c.tsStart.Rows() }
@@ -231,15 +240,22 @@ func (c *CounterRows) decodePoint(host string, m pmetric.Metric, dp pmetric.Numb
 	}
 	deviceKey, device, hasDevice := firstOf(a, deviceKeys[:])
 	modeKey, mode, hasMode := firstOf(a, modeKeys[:])
-	row.device, row.mode = device.AsString(), mode.AsString()
+	row.host = capString(row.host, &row.capped.ValueTooLong)
+	row.device = capString(device.AsString(), &row.capped.ValueTooLong)
+	row.mode = capString(mode.AsString(), &row.capped.ValueTooLong)
 	row.attrsFrom = len(c.pendingKV)
 	many := c.startPoint(a.Len())
 	for k, v := range a.All() {
-		if k == attrCPU || hasDevice && k == deviceKey || hasMode && k == modeKey {
+		switch {
+		case k == attrCPU || hasDevice && k == deviceKey || hasMode && k == modeKey:
 			continue // in a column of its own, repeats too
-		}
-		if !c.repeated(k, row.attrsFrom, many) {
-			c.pendingKV = append(c.pendingKV, proto.KV[string, string]{Key: k, Value: v.AsString()})
+		case len(k) > MaxAttrKeyBytes:
+			row.capped.KeyTooLong++
+		case c.repeated(k, row.attrsFrom, many):
+		case len(c.pendingKV)-row.attrsFrom >= MaxPointAttrs:
+			row.capped.TooMany++
+		default:
+			c.pendingKV = append(c.pendingKV, proto.KV[string, string]{Key: k, Value: capString(v.AsString(), &row.capped.ValueTooLong)})
 		}
 	}
 	row.attrsTo = len(c.pendingKV)

@@ -40,6 +40,9 @@ type RequestRows struct {
 	// message it left out (see window.go).
 	window  timeWindow
 	refused int
+	// capped counts what the attribute limits cut from the rows of the
+	// last message appended (attr_limits.go).
+	capped Capped
 	// pending holds one message's rows on the pdata path until all of
 	// them proved valid; kept to reuse its memory from message to message.
 	pending []requestRow
@@ -94,7 +97,7 @@ func NewRequestRows() *RequestRows {
 // Rows outside the batch's window (SetWindow) are left out and counted by
 // Refused; the rest of the message is appended.
 func (r *RequestRows) AppendTraces(msg []byte) (rows, skipped int, err error) {
-	r.refused = 0
+	r.refused, r.capped = 0, Capped{}
 	mark := r.mark()
 	if rows, skipped, err := r.direct.appendDirect(r, msg); err == nil {
 		if !r.window.on || r.allWithin(mark.rows) {
@@ -118,6 +121,10 @@ func (r *RequestRows) SetWindow(w timeWindow) { r.window = w }
 // Refused is how many rows of the last message appended were outside
 // the window, and so left out.
 func (r *RequestRows) Refused() int { return r.refused }
+
+// Capped is what the attribute limits (attr_limits.go) cut from the rows
+// of the last message appended: values cut to MaxValueBytes.
+func (r *RequestRows) Capped() Capped { return r.capped }
 
 func (r *RequestRows) allWithin(from int) bool {
 	for _, ts := range r.ts.Data[from:] {
@@ -147,7 +154,7 @@ func (r *RequestRows) appendTracesPdata(msg []byte) (rows, skipped int, err erro
 	if derr != nil {
 		return 0, 0, derr
 	}
-	r.refused = 0
+	r.refused, r.capped = 0, Capped{}
 	for i := range pending {
 		if !r.window.holds(pending[i].ts) {
 			r.refused++
@@ -192,6 +199,9 @@ func (r *RequestRows) truncate(m rowsMark) {
 }
 
 func (r *RequestRows) append(row *requestRow) {
+	cut := &r.capped.ValueTooLong
+	row.service, row.host, row.hwClass = capString(row.service, cut), capString(row.host, cut), capString(row.hwClass, cut)
+	row.endpoint = capString(row.endpoint, cut)
 	r.ts.AppendRaw(row.ts)
 	r.service.Append(row.service)
 	r.host.Append(row.host)

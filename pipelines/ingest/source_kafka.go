@@ -158,8 +158,13 @@ func (s *KafkaSource) prepare(ctx context.Context, adm *kadm.Client) (map[string
 	if err != nil {
 		return nil, fmt.Errorf("list topics: %w", err)
 	}
-	howTo := fmt.Sprintf("create it with `kafka-topics.sh --bootstrap-server %s --create --topic %s --partitions %d`, or grant this client CREATE on it",
-		strings.Join(s.cfg.Brokers, ","), s.cfg.DLQTopic, s.cfg.DLQPartitions)
+	// The dead-letter topic gets the spans topic's replication when that
+	// topic exists (it holds the same messages), else the brokers' default.
+	replication := int16(-1)
+	if d := td[s.cfg.SpansTopic]; d.Err == nil && len(d.Partitions) > 0 {
+		replication = int16(len(d.Partitions.Sorted()[0].Replicas))
+	}
+	howTo := dlqHowTo(s.cfg, replication)
 	if d := td[s.cfg.DLQTopic]; d.Err != nil {
 		if !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
 			if authorization(d.Err) {
@@ -167,7 +172,7 @@ func (s *KafkaSource) prepare(ctx context.Context, adm *kadm.Client) (map[string
 			}
 			return nil, fmt.Errorf("describe %s: %w", s.cfg.DLQTopic, d.Err)
 		}
-		resp, err := adm.CreateTopic(ctx, s.cfg.DLQPartitions, -1, nil, s.cfg.DLQTopic)
+		resp, err := adm.CreateTopic(ctx, s.cfg.DLQPartitions, replication, nil, s.cfg.DLQTopic)
 		if err == nil {
 			err = resp.Err
 		}
@@ -190,6 +195,18 @@ func (s *KafkaSource) prepare(ctx context.Context, adm *kadm.Client) (map[string
 		parts[t] = int32(len(d.Partitions))
 	}
 	return parts, nil
+}
+
+// dlqHowTo says how to create the dead-letter topic by hand: the command
+// with the partitions and replication the ingester would have asked for.
+func dlqHowTo(cfg Config, replication int16) string {
+	rf := "<as your other topics; omit it for the brokers' default.replication.factor>"
+	if replication > 0 {
+		rf = strconv.Itoa(int(replication))
+	}
+	return fmt.Sprintf("create it with `kafka-topics.sh --bootstrap-server %s --create --topic %s --partitions %d --replication-factor %s` "+
+		"(add --command-config with this client's TLS/SASL settings), or grant this client CREATE on the topic or the cluster",
+		strings.Join(cfg.Brokers, ","), cfg.DLQTopic, cfg.DLQPartitions, rf)
 }
 
 func authorization(err error) bool {

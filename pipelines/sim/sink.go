@@ -2,11 +2,13 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/spikehunt/spikehunt/kafkasec"
 	"github.com/spikehunt/spikehunt/pipelines/ingest"
 )
 
@@ -58,16 +60,39 @@ type KafkaSink struct {
 	failed                 chan error
 }
 
-// NewKafkaSink connects to brokers; empty topics take the defaults.
-func NewKafkaSink(brokers []string, spansTopic, metricsTopic string) (*KafkaSink, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerBatchCompression(kgo.Lz4Compression()),
-		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(20*time.Millisecond), kgo.AllowAutoTopicCreation(),
-		kgo.MaxBufferedRecords(20_000))
+// NewKafkaSink connects to brokers with sec's TLS and SASL (the zero
+// Config: plaintext); empty topics take the defaults. A secured
+// connection is checked at once: brokers that refuse it (a wrong password
+// or CA) are an error wrapping kafkasec.ErrRefused, not a simulation that
+// waits for ever on its first flush.
+func NewKafkaSink(ctx context.Context, brokers []string, spansTopic, metricsTopic string, sec kafkasec.Config) (*KafkaSink, error) {
+	secOpts, err := sec.Options()
+	if err != nil {
+		return nil, fmt.Errorf("sim: kafka: %w", err)
+	}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ProducerBatchCompression(kgo.Lz4Compression()),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(20 * time.Millisecond), kgo.AllowAutoTopicCreation(),
+		kgo.MaxBufferedRecords(20_000)}, secOpts...)
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("sim: kafka client: %w", err)
 	}
+	if sec.Enabled() {
+		checkCtx, cancel := context.WithTimeout(ctx, kafkaCheckTimeout)
+		err := kafkasec.Check(checkCtx, cl, sec)
+		cancel()
+		// Brokers that do not answer yet are waited for by the producer,
+		// as with a plaintext connection.
+		if errors.Is(err, kafkasec.ErrRefused) {
+			cl.Close()
+			return nil, fmt.Errorf("sim: kafka (%s): %w", sec, err)
+		}
+	}
 	return &KafkaSink{cl: cl, spansTopic: spansTopic, metricsTop: metricsTopic, failed: make(chan error, 1)}, nil
 }
+
+// kafkaCheckTimeout bounds the start-up check of a secured connection.
+const kafkaCheckTimeout = 15 * time.Second
 
 func (k *KafkaSink) Send(ctx context.Context, sig Signal, host string, msg []byte) error {
 	select {
@@ -76,7 +101,11 @@ func (k *KafkaSink) Send(ctx context.Context, sig Signal, host string, msg []byt
 	default:
 	}
 	rec := &kgo.Record{Topic: topicOf(sig, k.spansTopic, k.metricsTop), Key: []byte(host), Value: msg}
-	k.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+	// A record outlives its Send: Run's context ends when Run returns,
+	// before Close flushes what is still buffered, and a record whose
+	// context has ended is failed instead of delivered. Close's context
+	// bounds the flush.
+	k.cl.Produce(context.WithoutCancel(ctx), rec, func(_ *kgo.Record, err error) {
 		if err != nil {
 			select {
 			case k.failed <- fmt.Errorf("sim: produce to %s: %w", rec.Topic, err):

@@ -37,6 +37,13 @@ type SASLSSLOptions struct {
 	// credentials with kafka-storage --add-scram, PLAIN ones in the
 	// listener's JAAS configuration. At least one.
 	Users []KafkaUser
+	// Authorize turns on KRaft's StandardAuthorizer: a SASL user may then
+	// do only what an ACL grants it. The broker's own principal on its
+	// PLAINTEXT inter-broker and controller listeners is User:ANONYMOUS;
+	// it is the super user, so every client of the PLAINTEXT listener
+	// (Kafka.Client, Kafka.CreateTopic) may create topics and grant ACLs
+	// with kadm. Only a broker a test starts for itself needs it.
+	Authorize bool
 }
 
 // Validate checks the users: names and passwords that Kafka's configuration
@@ -170,7 +177,7 @@ func (k *Kafka) secureProperties() [][2]string {
 	}
 	jaas.WriteString(";")
 	scram := "org.apache.kafka.common.security.scram.ScramLoginModule required;"
-	return [][2]string{
+	props := [][2]string{
 		{"sasl.enabled.mechanisms", "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"},
 		{"listener.name.sasl_ssl.plain.sasl.jaas.config", jaas.String()},
 		{"listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config", scram},
@@ -181,7 +188,20 @@ func (k *Kafka) secureProperties() [][2]string {
 		{"listener.name.sasl_ssl.ssl.truststore.location", filepath.Join(k.dir, "truststore.pem")},
 		{"listener.name.sasl_ssl.ssl.client.auth", "requested"},
 	}
+	if k.opts.SASLSSL.Authorize {
+		// In combined mode the controller authorizes its own listener's
+		// requests too: the broker reaches it as User:ANONYMOUS, which
+		// must be a super user, or the node cannot register with itself.
+		props = append(props,
+			[2]string{"authorizer.class.name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"},
+			[2]string{"super.users", KafkaSuperUser})
+	}
+	return props
 }
+
+// KafkaSuperUser is the principal of the PLAINTEXT and controller
+// listeners, a super user of a broker started with SASLSSLOptions.Authorize.
+const KafkaSuperUser = "User:ANONYMOUS"
 
 // scramFormatArgs are kafka-storage's --add-scram arguments for the users.
 func (k *Kafka) scramFormatArgs() []string {

@@ -141,6 +141,9 @@ func TestCommandLineMistakes(t *testing.T) {
 		{[]string{"detect", "--dsn", "chdb:///tmp/x", "--alerts.kafka.brokers", "k:9093", "--alerts.allow-unsigned", "--alerts.kafka.sasl.mechanism", "GSSAPI",
 			"--alerts.kafka.sasl.username", "u", "--alerts.kafka.sasl.password-file", "/p"}, 2, `unknown SASL mechanism "GSSAPI"`},
 		{[]string{"ingest", "--dsn", "chdb:///tmp/x", "--kafka.sasl.password", "hunter2"}, 2, "flag provided but not defined: -kafka.sasl.password"},
+		{[]string{"sim", "--kafka.brokers", "k:9093", "--kafka.sasl.mechanism", "GSSAPI", "--kafka.sasl.username", "u", "--kafka.sasl.password-file", "/p"}, 2, `unknown SASL mechanism "GSSAPI"`},
+		{[]string{"sim", "--kafka.brokers", "k:9093", "--kafka.sasl.password", "hunter2"}, 2, "flag provided but not defined: -kafka.sasl.password"},
+		{[]string{"sim", "--dsn", "chdb:///tmp/x", "--kafka.tls.enabled"}, 2, "--dsn loads without Kafka"},
 	} {
 		code, _, errs := runCLI(t, tc.args...)
 		if code != tc.code || !strings.Contains(errs, tc.inStderr) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spikehunt/spikehunt/kafkasec"
 	"github.com/spikehunt/spikehunt/pipelines/schema"
 	"github.com/spikehunt/spikehunt/pipelines/sim"
 	"github.com/spikehunt/spikehunt/pipelines/store"
@@ -21,6 +22,7 @@ counters, OTLP), either into a store through the ingest (--dsn) or into Kafka
 scenario's default.`, stderr)
 	dsn := fs.String("dsn", "", "load into this store through the in-process ingest (chdb:///dir, …)")
 	brokers := fs.String("kafka.brokers", "", "… or produce to these Kafka brokers (topics otlp_spans, otlp_metrics)")
+	kafkaSec := kafkasec.AddFlags(fs, "kafka.", kafkasec.Config{})
 	truthOut := fs.Bool("truth", false, "print the ground truth (spike windows, expected class and suspects) as JSON on stdout")
 	var c sim.Config
 	var classes string
@@ -57,6 +59,14 @@ scenario's default.`, stderr)
 		fmt.Fprintln(stderr, "give one of --dsn or --kafka.brokers")
 		return errUsage
 	}
+	if err := kafkaSec.Config().Validate(); err != nil {
+		fmt.Fprintf(stderr, "--kafka.tls.*, --kafka.sasl.*: %v\n", err)
+		return errUsage
+	}
+	if *dsn != "" && kafkaSec.Config().Enabled() {
+		fmt.Fprintln(stderr, "--kafka.tls.* and --kafka.sasl.* secure --kafka.brokers; --dsn loads without Kafka")
+		return errUsage
+	}
 	if classes != "" {
 		c.HWClasses = strings.Split(classes, ",")
 	}
@@ -81,7 +91,7 @@ scenario's default.`, stderr)
 			fmt.Fprintf(stderr, "sim: %d/%d hosts\n", done, total)
 		}
 	}
-	truth, stats, err := simulate(ctx, c, *dsn, *brokers, progress)
+	truth, stats, err := simulate(ctx, c, *dsn, *brokers, kafkaSec.Config(), progress)
 	if err != nil {
 		return err
 	}
@@ -100,8 +110,8 @@ scenario's default.`, stderr)
 }
 
 // simulate sends the fleet into the store at dsn through the in-process
-// ingest, or else to Kafka at brokers.
-func simulate(ctx context.Context, c sim.Config, dsn, brokers string, progress func(int, int)) (sim.Truth, sim.Stats, error) {
+// ingest, or else to Kafka at brokers, secured by sec.
+func simulate(ctx context.Context, c sim.Config, dsn, brokers string, sec kafkasec.Config, progress func(int, int)) (sim.Truth, sim.Stats, error) {
 	if dsn != "" {
 		st, err := store.Open(ctx, dsn)
 		if err != nil {
@@ -113,7 +123,7 @@ func simulate(ctx context.Context, c sim.Config, dsn, brokers string, progress f
 		}
 		return sim.Load(ctx, st, c, nil, progress)
 	}
-	sink, err := sim.NewKafkaSink(strings.Split(brokers, ","), "", "")
+	sink, err := sim.NewKafkaSink(ctx, strings.Split(brokers, ","), "", "", sec)
 	if err != nil {
 		return sim.Truth{}, sim.Stats{}, err
 	}
