@@ -25,7 +25,7 @@ import (
 	"github.com/spikehunt/spikehunt/agents/telemetry"
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 	"github.com/spikehunt/spikehunt/operator/internal/controller"
-	"github.com/spikehunt/spikehunt/operator/internal/index"
+	"github.com/spikehunt/spikehunt/pipelines/captures"
 	"github.com/spikehunt/spikehunt/pipelines/alerts"
 	"github.com/spikehunt/spikehunt/pipelines/detect"
 	"github.com/spikehunt/spikehunt/pipelines/schema"
@@ -321,7 +321,7 @@ func TestADetectorAlertArmsPerfOnTheNodeWhichCatchesTheNextSpikeAndIsIndexedAgai
 	id := c.Spec.ArmingID
 	art := c.Status.Artifact
 	wantURI := "s3://" + bucket.Bucket + "/captures/" + id + ".json"
-	row, err := index.Get(ctx, st, id)
+	row, err := captures.Get(ctx, st, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +332,7 @@ func TestADetectorAlertArmsPerfOnTheNodeWhichCatchesTheNextSpikeAndIsIndexedAgai
 		t.Errorf("artifact uri %q, row uri %q; want %q", art.URI, row.URI, wantURI)
 	}
 	if row.Host != node || row.Backend != "perf" || row.Checksum != art.Checksum || int64(row.Bytes) != art.Bytes ||
-		row.Status != index.StatusIndexed || !strings.HasPrefix(row.Trigger, "latency") ||
+		row.Status != captures.StatusIndexed || !strings.HasPrefix(row.Trigger, "latency") ||
 		!row.WindowStart.Equal(capFrom.Truncate(time.Millisecond)) || !row.WindowEnd.Equal(capTo.Truncate(time.Millisecond)) {
 		t.Errorf("captures row %+v disagrees with the Capture's status %+v", row, c.Status)
 	}

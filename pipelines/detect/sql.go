@@ -51,33 +51,14 @@ func quotedList(ss []string) string {
 	return strings.Join(q, ", ")
 }
 
-// column returns the result column name typed as T: String and
-// LowCardinality(String) are both ColumnOf[string], Array(Int64) is
-// ColumnOf[[]int64], and so on. Queries cast to the type they read.
+// column and columns are store.Column and store.Columns, short for the
+// stages' many reads.
 func column[T any](b store.Block, name string) (proto.ColumnOf[T], error) {
-	c := b.Col(name)
-	if c == nil {
-		return nil, fmt.Errorf("result has no column %q", name)
-	}
-	typed, ok := c.(proto.ColumnOf[T])
-	if !ok {
-		var zero T
-		return nil, fmt.Errorf("result column %q is %s, not %T", name, c.Type(), zero)
-	}
-	return typed, nil
+	return store.Column[T](b, name)
 }
 
-// columns fetches several columns of one type at once.
 func columns[T any](b store.Block, names ...string) ([]proto.ColumnOf[T], error) {
-	out := make([]proto.ColumnOf[T], len(names))
-	for i, n := range names {
-		c, err := column[T](b, n)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = c
-	}
-	return out, nil
+	return store.Columns[T](b, names...)
 }
 
 var stamps struct {

@@ -17,7 +17,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
-	"github.com/spikehunt/spikehunt/operator/internal/index"
+	"github.com/spikehunt/spikehunt/pipelines/captures"
 	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
@@ -58,7 +58,7 @@ type ArtifactDeleter interface {
 // CaptureReconciler indexes what the agents upload and retires Captures.
 //
 //   - Indexing: a Capture in phase Uploaded gets its captures row
-//     (index.Index, LostEvents = lost + overrun) and then phase Indexed
+//     (captures.Index, LostEvents = lost + overrun) and then phase Indexed
 //     with the ids of the spike windows on its node that overlap its
 //     window. The detector may not have written those windows yet, so while
 //     none overlaps, the row is written again every IndexRetry until
@@ -78,8 +78,8 @@ type CaptureReconciler struct {
 	// Store is the ClickHouse store of the spikes and captures tables;
 	// nil turns indexing off (Uploaded Captures say so in a condition).
 	Store store.Store
-	// DeleteOptions go to index.Delete (index.OnCluster for a cluster).
-	DeleteOptions []index.DeleteOption
+	// DeleteOptions go to captures.Delete (captures.OnCluster for a cluster).
+	DeleteOptions []captures.DeleteOption
 	// Artifacts deletes artifacts; nil leaves them (see ArtifactDeleter).
 	Artifacts ArtifactDeleter
 	Clock     Clock
@@ -157,12 +157,12 @@ func (r *CaptureReconciler) index(ctx context.Context, c *v1alpha1.Capture, now 
 	row, err := indexRow(c)
 	if err == nil {
 		var ids []string
-		ids, err = index.Index(ctx, r.Store, row)
+		ids, err = captures.Index(ctx, r.Store, row)
 		if err == nil {
 			return r.indexed(ctx, c, ids, now)
 		}
 	}
-	if errors.Is(err, index.ErrInvalidCapture) || errors.Is(err, index.ErrKeyChanged) {
+	if errors.Is(err, captures.ErrInvalidCapture) || errors.Is(err, captures.ErrKeyChanged) {
 		// Indexing again cannot help: say why and leave it Uploaded.
 		return 0, r.setIndexed(ctx, c, "", metav1.ConditionFalse, ReasonInvalidCapture, err.Error(), now)
 	}
@@ -219,19 +219,19 @@ func (r *CaptureReconciler) setIndexed(ctx context.Context, c *v1alpha1.Capture,
 }
 
 // indexRow is the captures row of an uploaded Capture.
-func indexRow(c *v1alpha1.Capture) (index.Capture, error) {
+func indexRow(c *v1alpha1.Capture) (captures.Capture, error) {
 	st := &c.Status
 	if st.Artifact == nil {
-		return index.Capture{}, fmt.Errorf("%w %s: Uploaded without status.artifact", index.ErrInvalidCapture, c.Spec.ArmingID)
+		return captures.Capture{}, fmt.Errorf("%w %s: Uploaded without status.artifact", captures.ErrInvalidCapture, c.Spec.ArmingID)
 	}
 	if st.WindowStart == nil || st.WindowEnd == nil {
-		return index.Capture{}, fmt.Errorf("%w %s: Uploaded without status.windowStart and windowEnd", index.ErrInvalidCapture, c.Spec.ArmingID)
+		return captures.Capture{}, fmt.Errorf("%w %s: Uploaded without status.windowStart and windowEnd", captures.ErrInvalidCapture, c.Spec.ArmingID)
 	}
 	profile := cmp.Or(c.Spec.Profile.Profile, "default")
 	if c.Spec.Profile.Script != "" {
 		profile = c.Spec.Profile.Script
 	}
-	return index.Capture{
+	return captures.Capture{
 		ID:          c.Spec.ArmingID,
 		Host:        c.Spec.NodeName,
 		Node:        c.Spec.NodeName,
@@ -348,7 +348,7 @@ func (r *CaptureReconciler) release(ctx context.Context, c *v1alpha1.Capture) er
 	// row is not an error; one whose row a restarted operator may be
 	// writing has been deleted first, so no Index follows this.
 	if r.Store != nil && c.Spec.ArmingID != "" {
-		if err := index.Delete(ctx, r.Store, c.Spec.ArmingID, r.DeleteOptions...); err != nil {
+		if err := captures.Delete(ctx, r.Store, c.Spec.ArmingID, r.DeleteOptions...); err != nil {
 			return err
 		}
 	}

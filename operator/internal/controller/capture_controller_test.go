@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
-	"github.com/spikehunt/spikehunt/operator/internal/index"
+	"github.com/spikehunt/spikehunt/pipelines/captures"
 	"github.com/spikehunt/spikehunt/operator/policy"
 	"github.com/spikehunt/spikehunt/pipelines/schema"
 	"github.com/spikehunt/spikehunt/pipelines/store"
@@ -167,14 +167,14 @@ func TestCapturePhases(t *testing.T) {
 		if c := condition(got, v1alpha1.ConditionIndexed); c.Status != metav1.ConditionTrue || c.Reason != ReasonLinked {
 			t.Errorf("Indexed condition %+v, want True, %s", c, ReasonLinked)
 		}
-		row, err := index.Get(context.Background(), st, a.Spec.ArmingID)
+		row, err := captures.Get(context.Background(), st, a.Spec.ArmingID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff([]string{"over-start", "inside"}, row.SpikeIDs); diff != "" {
 			t.Errorf("the row's spike ids (-want +got):\n%s", diff)
 		}
-		if row.LostEvents != 7 || row.Host != host || row.Status != index.StatusIndexed || row.Backend != "perf" || row.Profile != "cpu" ||
+		if row.LostEvents != 7 || row.Host != host || row.Status != captures.StatusIndexed || row.Backend != "perf" || row.Profile != "cpu" ||
 			row.Trigger != "latency: billy > 1s" {
 			t.Errorf("row %+v, want 7 lost events (3 lost + 4 overrun) on host %s, indexed, perf/cpu, fired by latency", row, host)
 		}
@@ -362,7 +362,7 @@ func TestRetentionDeletesEndedCapturesAndTheirRows(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := index.Get(context.Background(), st, indexed.Spec.ArmingID); err != nil {
+	if _, err := captures.Get(context.Background(), st, indexed.Spec.ArmingID); err != nil {
 		t.Fatalf("the indexed capture's row: %v", err)
 	}
 
@@ -394,7 +394,7 @@ func TestRetentionDeletesEndedCapturesAndTheirRows(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := index.Get(context.Background(), st, indexed.Spec.ArmingID); !errors.Is(err, index.ErrNotFound) {
+	if _, err := captures.Get(context.Background(), st, indexed.Spec.ArmingID); !errors.Is(err, captures.ErrNotFound) {
 		t.Errorf("the retired capture's row: %v, want ErrNotFound", err)
 	}
 	if diff := cmp.Diff([]string{indexed.Spec.ArmingID}, artifacts.ids()); diff != "" {

@@ -23,6 +23,7 @@ import (
 	"github.com/spikehunt/spikehunt/agents/export"
 	"github.com/spikehunt/spikehunt/agents/telemetry"
 	"github.com/spikehunt/spikehunt/operator/policy"
+	"github.com/spikehunt/spikehunt/pipelines/captures"
 	"github.com/spikehunt/spikehunt/pipelines/detect"
 	"github.com/spikehunt/spikehunt/pipelines/ingest"
 	"github.com/spikehunt/spikehunt/pipelines/sim"
@@ -45,14 +46,8 @@ import (
 //     and putting the same requests into the store through the ingest, as
 //     the simulator does, under this host's name;
 //   - waits for the capture, runs the spike detector over those seconds,
-//     and writes the capture's row in the captures index, linked to the
-//     spike windows it overlaps.
-//
-// The row is written with the operator's indexing semantics
-// (operator/internal/index, which pipelines may not import): the live
-// spike windows of any service on the capture's host, begun at most a day
-// before it, that share an instant with its half-open window; lost events
-// are the recorder's lost plus overrun events; status indexed.
+//     and indexes the capture (pipelines/captures, as the operator does),
+//     linked to the spike windows it overlaps.
 //
 // Everything it starts it stops: the agent gets SIGINT (then SIGKILL), its
 // sockets go with a temporary directory. The artifact stays in a captures
@@ -200,7 +195,10 @@ func runLocalCapture(ctx context.Context, st store.Store, service string, h loca
 	if c.URI == "" && len(done.Files) > 0 {
 		c.URI = done.Files[0]
 	}
-	if c.SpikeIDs, err = indexCapture(ctx, st, c, md.Checksum); err != nil {
+	c.SpikeIDs, err = captures.Index(ctx, st, captures.Capture{ID: c.ID, Host: c.Host, Node: c.Host,
+		Backend: c.Backend, Profile: c.Profile, WindowStart: c.WindowStart, WindowEnd: c.WindowEnd, Trigger: c.Trigger,
+		URI: c.URI, Bytes: c.Bytes, LostEvents: c.Lost, Checksum: md.Checksum})
+	if err != nil {
 		return c, err
 	}
 	return c, nil
@@ -444,37 +442,6 @@ func ingestLocal(ctx context.Context, st store.Store, res telemetry.Resource, re
 		return fmt.Errorf("ingest the local requests: dead-lettered: %s: %s", dl[0].Reason, dl[0].Detail)
 	}
 	return nil
-}
-
-// indexCapture writes c's captures row, linked to the live spike windows
-// on its host that overlap its window, and returns their ids, oldest
-// first. See the semantics at the top of this file.
-func indexCapture(ctx context.Context, st store.Store, c localCapture, checksum string) ([]string, error) {
-	ms := func(t time.Time) string {
-		return fmt.Sprintf("fromUnixTimestamp64Milli(toInt64(%d), 'UTC')", t.UnixMilli())
-	}
-	tab, err := store.Select(ctx, st, fmt.Sprintf(`SELECT spike_id FROM spikes FINAL
-		WHERE host = %s AND is_deleted = 0 AND window_start >= %s AND window_start < %s AND window_end > %s
-		ORDER BY window_start, spike_id`, store.QuoteString(c.Host), ms(c.WindowStart.Add(-24*time.Hour)), ms(c.WindowEnd), ms(c.WindowStart)))
-	if err != nil {
-		return nil, fmt.Errorf("index capture %s: %w", c.ID, err)
-	}
-	ids := []string{}
-	quoted := []string{}
-	for _, r := range tab.Rows {
-		ids = append(ids, r[0])
-		quoted = append(quoted, store.QuoteString(r[0]))
-	}
-	q := fmt.Sprintf(`INSERT INTO captures (capture_id, host, node, backend, profile, window_start, window_end, trigger,
-		spike_ids, uri, bytes, lost_events, checksum, status, created_at, updated_at)
-		SELECT %s, %s, %s, %s, %s, %s, %s, %s, CAST([%s], 'Array(String)'), %s, %d, %d, %s, 'indexed', now64(3), now64(3)`,
-		store.QuoteString(c.ID), store.QuoteString(c.Host), store.QuoteString(c.Host), store.QuoteString(c.Backend),
-		store.QuoteString(c.Profile), ms(c.WindowStart), ms(c.WindowEnd), store.QuoteString(c.Trigger),
-		strings.Join(quoted, ", "), store.QuoteString(c.URI), c.Bytes, c.Lost, store.QuoteString(checksum))
-	if err := st.Exec(ctx, q); err != nil {
-		return nil, fmt.Errorf("index capture %s: %w", c.ID, err)
-	}
-	return ids, nil
 }
 
 // localArming finds the host's arming in d, or says why there is none.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spikehunt/spikehunt/pipelines/captures"
 	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
@@ -94,7 +95,7 @@ func runCaptures(ctx context.Context, args []string, stdout, stderr io.Writer) e
 // service whose spike windows it overlaps on its host.
 func captureCond(s queryScope, spikeID string) string {
 	if spikeID != "" {
-		return "has(spike_ids, " + store.QuoteString(spikeID) + ")"
+		return captures.ListsSpike(spikeID)
 	}
 	conds := []string{s.timeCond("window_start")}
 	if s.host != "" {
@@ -117,10 +118,9 @@ func captureCond(s queryScope, spikeID string) string {
 // spikeLinkPad is how far outside the range captures --service looks for
 // the service's spike windows, so that the lookup reads the range's spikes
 // and not the table's. Only a window that began more than this before the
-// range yet overlaps a capture inside it would be missed; spike windows
-// last seconds, and the operator's index does not link windows begun more
-// than a day before a capture either.
-const spikeLinkPad = 24 * time.Hour
+// range yet overlaps a capture inside it would be missed, and the index
+// does not link such a window to a capture either.
+const spikeLinkPad = captures.SpikeLookBack
 
 // loadCaptures reads the captures rows matching cond, newest first.
 func loadCaptures(ctx context.Context, st store.Store, cond, limit string) ([]captureView, error) {

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/spikehunt/spikehunt/pipelines/captures"
 	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
@@ -164,10 +165,10 @@ func TestCapturesCommand(t *testing.T) {
 	})
 
 	t.Run("deleted captures leave both directions", func(t *testing.T) {
-		// Retention deletes capture rows with a lightweight DELETE (see
-		// operator/internal/index): one capture of s-h03-1 goes, then the other.
+		// Retention deletes capture rows with captures.Delete, as the
+		// operator does: one capture of s-h03-1 goes, then the other.
 		billy := append([]string{"spikes", "--dsn", f.dsn, "--service", "billy", "--without-captures"}, f.rangeArgs()...)
-		if err := st.Exec(context.Background(), "DELETE FROM captures WHERE capture_id = 'c1'"); err != nil {
+		if err := captures.Delete(context.Background(), st, "c1"); err != nil {
 			t.Fatal(err)
 		}
 		out, _ := cli(t, 0, args(dsn, "--spike", "s-h03-1")...)
@@ -177,7 +178,7 @@ func TestCapturesCommand(t *testing.T) {
 		if out, _ := cli(t, 0, append(billy, "--host", "h03")...); len(tableRows(out, "h03")) != 2 {
 			t.Errorf("s-h03-1 still has c5:\n%s", out)
 		}
-		if err := st.Exec(context.Background(), "DELETE FROM captures WHERE capture_id = 'c5'"); err != nil {
+		if err := captures.Delete(context.Background(), st, "c5"); err != nil {
 			t.Fatal(err)
 		}
 		out, _ = cli(t, 0, args(dsn, "--spike", "s-h03-1")...)

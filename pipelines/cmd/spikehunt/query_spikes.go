@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spikehunt/spikehunt/pipelines/captures"
 	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
@@ -59,9 +60,7 @@ func runSpikes(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cond := "is_deleted = 0 AND " + s.where("window_start")
 	what := "spikes"
 	if *withoutCaptures {
-		// captures has no is_deleted: a capture row, whatever its status,
-		// is a capture that was taken for those spikes.
-		cond += " AND spike_id NOT IN (SELECT arrayJoin(spike_ids) FROM captures FINAL)"
+		cond += " AND " + captures.WithoutCaptures
 		what = "spikes without captures"
 	}
 	spikes, err := loadSpikes(ctx, st, s, cond)

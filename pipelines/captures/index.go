@@ -1,9 +1,12 @@
-// Package index keeps the captures index in ClickHouse: one captures row per
-// uploaded capture, linked to every spike window it overlaps on its host
-// (docs/design.md §6), and the lookups in both directions. The operator's capture
-// controller calls Index when a Capture reaches Uploaded and Delete from its
-// retention finalizer; the functions take plain values so that they do not
-// depend on the CRD types.
+// Package captures is the captures index in ClickHouse, in one place for
+// every writer and reader: one captures row per uploaded capture, linked to
+// every spike window it overlaps on its host (docs/design.md §6), and the
+// lookups in both directions. The operator's capture controller calls Index
+// when a Capture reaches Uploaded and Delete from its retention finalizer;
+// `spikehunt demo` calls Index for the capture it takes on its own host;
+// `spikehunt spikes --without-captures` and `spikehunt captures --spike`
+// select with WithoutCaptures and ListsSpike. The functions take plain
+// values so that they depend on no CRD type and no agent package.
 //
 // Semantics, decided here:
 //
@@ -11,7 +14,7 @@
 //     capture's host, of any service. A flight recorder sees the whole host,
 //     so a capture fired for one service also holds another service's stall
 //     at the same moment, and the captures table has no service column.
-//     Windows that began more than a day (spikeLookBack) before the
+//     Windows that began more than a day (SpikeLookBack) before the
 //     capture's are not looked for.
 //   - Overlap: both windows are half-open. A spike's window_end is the end
 //     of its last slow second (the detector writes last second + 1 s), and a
@@ -37,7 +40,7 @@
 //
 // All functions are safe for concurrent use as long as two of them do not
 // write the same capture at once; the store must be open and is not closed.
-package index
+package captures
 
 import (
 	"context"
@@ -161,22 +164,22 @@ func Index(ctx context.Context, st store.Store, c Capture) ([]string, error) {
 	return ids, nil
 }
 
-// spikeLookBack bounds how long before a capture's window a spike window
+// SpikeLookBack bounds how long before a capture's window a spike window
 // that overlaps it may have begun, so that the lookup reads a day of the
 // host's spikes and not the table's year. Spike windows last seconds; a
 // window is longer only when the slowness is sustained (an outage), and a
 // day covers that too.
-const spikeLookBack = 24 * time.Hour
+const SpikeLookBack = 24 * time.Hour
 
 // overlappingSpikes returns the ids of the live spike windows on host that
 // share an instant with [from, to), oldest first.
 func overlappingSpikes(ctx context.Context, st store.Store, host string, from, to time.Time) ([]string, error) {
 	q := fmt.Sprintf(`SELECT spike_id FROM spikes FINAL
 WHERE host = %s AND is_deleted = 0 AND window_start >= %s AND window_start < %s AND window_end > %s
-ORDER BY window_start, spike_id`, store.QuoteString(host), msLit(from.Add(-spikeLookBack)), msLit(to), msLit(from))
+ORDER BY window_start, spike_id`, store.QuoteString(host), msLit(from.Add(-SpikeLookBack)), msLit(to), msLit(from))
 	ids := []string{}
 	err := st.Query(ctx, q, func(b store.Block) error {
-		col, err := column[string](b, "spike_id")
+		col, err := store.Column[string](b, "spike_id")
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package index
+package captures
 
 import (
 	"context"
@@ -30,10 +30,22 @@ func Get(ctx context.Context, st store.Store, captureID string) (Capture, error)
 	return newest, nil
 }
 
+// ListsSpike is the condition on the captures table (FINAL) that selects
+// the rows linking spikeID: the captures of that spike window.
+func ListsSpike(spikeID string) string {
+	return "has(spike_ids, " + store.QuoteString(spikeID) + ")"
+}
+
+// WithoutCaptures is the condition on the spikes table that keeps the
+// windows no captures row lists. captures has no is_deleted: a row,
+// whatever its status, is a capture that was taken for those spikes, and
+// a deleted capture's rows are gone (Delete).
+const WithoutCaptures = "spike_id NOT IN (SELECT arrayJoin(spike_ids) FROM captures FINAL)"
+
 // CapturesOfSpike returns the captures whose row lists the spike window,
 // oldest window first: where to look for the trace of a stall.
 func CapturesOfSpike(ctx context.Context, st store.Store, spikeID string) ([]Capture, error) {
-	list, err := readCaptures(ctx, st, "has(spike_ids, "+store.QuoteString(spikeID)+")")
+	list, err := readCaptures(ctx, st, ListsSpike(spikeID))
 	if err != nil {
 		return nil, fmt.Errorf("read the captures of spike %s: %w", spikeID, err)
 	}
@@ -73,7 +85,7 @@ func SpikesWithoutCaptures(ctx context.Context, st store.Store, s Scope) ([]Spik
 	if s.Host != "" {
 		conds = append(conds, "host = "+store.QuoteString(s.Host))
 	}
-	conds = append(conds, "spike_id NOT IN (SELECT arrayJoin(spike_ids) FROM captures FINAL)")
+	conds = append(conds, WithoutCaptures)
 	q := `SELECT spike_id, toString(service) AS service, toString(host) AS host, toString(hw_class) AS hw_class,
     toUnixTimestamp64Milli(window_start) AS start_ms, toUnixTimestamp64Milli(window_end) AS end_ms
 FROM spikes FINAL
@@ -81,11 +93,11 @@ WHERE ` + strings.Join(conds, " AND ") + `
 ORDER BY window_start, service, host`
 	var out []Spike
 	err := st.Query(ctx, q, func(b store.Block) error {
-		strs, err := columns[string](b, "spike_id", "service", "host", "hw_class")
+		strs, err := store.Columns[string](b, "spike_id", "service", "host", "hw_class")
 		if err != nil {
 			return err
 		}
-		ms, err := columns[int64](b, "start_ms", "end_ms")
+		ms, err := store.Columns[int64](b, "start_ms", "end_ms")
 		if err != nil {
 			return err
 		}
@@ -114,19 +126,19 @@ WHERE ` + cond + `
 ORDER BY window_start, capture_id`
 	var out []Capture
 	err := st.Query(ctx, q, func(b store.Block) error {
-		strs, err := columns[string](b, "capture_id", "host", "node", "backend", "profile", "trigger", "uri", "checksum", "status")
+		strs, err := store.Columns[string](b, "capture_id", "host", "node", "backend", "profile", "trigger", "uri", "checksum", "status")
 		if err != nil {
 			return err
 		}
-		ms, err := columns[int64](b, "start_ms", "end_ms", "created_ms", "updated_ms")
+		ms, err := store.Columns[int64](b, "start_ms", "end_ms", "created_ms", "updated_ms")
 		if err != nil {
 			return err
 		}
-		ids, err := column[[]string](b, "spike_ids")
+		ids, err := store.Column[[]string](b, "spike_ids")
 		if err != nil {
 			return err
 		}
-		counts, err := columns[uint64](b, "bytes", "lost_events")
+		counts, err := store.Columns[uint64](b, "bytes", "lost_events")
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package index_test
+package captures_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/spikehunt/spikehunt/operator/internal/index"
+	"github.com/spikehunt/spikehunt/pipelines/captures"
 	"github.com/spikehunt/spikehunt/pipelines/schema"
 	"github.com/spikehunt/spikehunt/pipelines/store"
 	"github.com/spikehunt/spikehunt/tests/testenv"
@@ -76,8 +76,8 @@ func (f fixture) addSpikes(t *testing.T, rows ...spikeRow) {
 }
 
 // capture is a perf capture on h1 over [t0+10s, t0+20s).
-func (f fixture) capture(id string) index.Capture {
-	return index.Capture{
+func (f fixture) capture(id string) captures.Capture {
+	return captures.Capture{
 		ID: id, Host: "h1", Node: "node-1", Backend: "perf", Profile: "cpu",
 		WindowStart: f.at(10), WindowEnd: f.at(20), Trigger: "local threshold: /get 1.2s",
 		URI: "s3://captures/sha256/ab12", Bytes: 4 << 20, LostEvents: 17, Checksum: "sha256:ab12",
@@ -125,7 +125,7 @@ func TestIndexCaptureLinksExactlyTheOverlappingSpikesOfItsHost(t *testing.T) {
 	want := f.seedWindows(t)
 
 	c := f.capture("cap-1")
-	got, err := index.Index(ctx, f.st, c)
+	got, err := captures.Index(ctx, f.st, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,12 +133,12 @@ func TestIndexCaptureLinksExactlyTheOverlappingSpikesOfItsHost(t *testing.T) {
 		t.Errorf("linked spike ids (-want +got):\n%s", diff)
 	}
 
-	row, err := index.Get(ctx, f.st, "cap-1")
+	row, err := captures.Get(ctx, f.st, "cap-1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantRow := c
-	wantRow.SpikeIDs, wantRow.Status = want, index.StatusIndexed
+	wantRow.SpikeIDs, wantRow.Status = want, captures.StatusIndexed
 	if diff := cmp.Diff(wantRow, row, cmpIgnoreStamps); diff != "" {
 		t.Errorf("captures row (-want +got):\n%s", diff)
 	}
@@ -157,23 +157,23 @@ func TestIndexCaptureTwiceLeavesOneRowWithANewerVersion(t *testing.T) {
 	f := newFixture(t)
 	want := f.seedWindows(t)
 	c := f.capture("cap-1")
-	if _, err := index.Index(ctx, f.st, c); err != nil {
+	if _, err := captures.Index(ctx, f.st, c); err != nil {
 		t.Fatal(err)
 	}
-	first, err := index.Get(ctx, f.st, c.ID)
+	first, err := captures.Get(ctx, f.st, c.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	c.CreatedAt = f.t0 // ignored: the stored row keeps its first created_at
-	got, err := index.Index(ctx, f.st, c)
+	got, err := captures.Index(ctx, f.st, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("re-index (-want +got):\n%s", diff)
 	}
-	second, err := index.Get(ctx, f.st, c.ID)
+	second, err := captures.Get(ctx, f.st, c.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestIndexCaptureAgainFollowsTheDetector(t *testing.T) {
 	f := newFixture(t)
 	c := f.capture("cap-1")
 	f.addSpikes(t, spikeRow{id: "first", host: "h1", start: 11, end: 12})
-	if got, err := index.Index(ctx, f.st, c); err != nil || !cmp.Equal(got, []string{"first"}) {
+	if got, err := captures.Index(ctx, f.st, c); err != nil || !cmp.Equal(got, []string{"first"}) {
 		t.Fatalf("Index = %v, %v; want [first]", got, err)
 	}
 	// A later pass finds a window it had not seen and retracts the first.
@@ -202,14 +202,14 @@ func TestIndexCaptureAgainFollowsTheDetector(t *testing.T) {
 		spikeRow{id: "late", host: "h1", start: 17, end: 19},
 		spikeRow{id: "first", host: "h1", start: 11, end: 12, deleted: true, version: 1},
 	)
-	got, err := index.Index(ctx, f.st, c)
+	got, err := captures.Index(ctx, f.st, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"late"}, got); diff != "" {
 		t.Errorf("re-index (-want +got):\n%s", diff)
 	}
-	list, err := index.CapturesOfSpike(ctx, f.st, "first")
+	list, err := captures.CapturesOfSpike(ctx, f.st, "first")
 	if err != nil || len(list) != 0 {
 		t.Errorf("captures of the retracted spike: %v, %v", list, err)
 	}
@@ -219,12 +219,12 @@ func TestIndexCaptureWithoutSpikesWritesAnEmptyLink(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
 	f.addSpikes(t, spikeRow{id: "elsewhere", host: "h2", start: 10, end: 20})
-	got, err := index.Index(ctx, f.st, f.capture("cap-1"))
+	got, err := captures.Index(ctx, f.st, f.capture("cap-1"))
 	if err != nil || got == nil || len(got) != 0 {
 		t.Fatalf("Index = %#v, %v; want an empty, non-nil list", got, err)
 	}
-	row, err := index.Get(ctx, f.st, "cap-1")
-	if err != nil || len(row.SpikeIDs) != 0 || row.Status != index.StatusIndexed {
+	row, err := captures.Get(ctx, f.st, "cap-1")
+	if err != nil || len(row.SpikeIDs) != 0 || row.Status != captures.StatusIndexed {
 		t.Errorf("row %+v, %v", row, err)
 	}
 }
@@ -232,26 +232,26 @@ func TestIndexCaptureWithoutSpikesWritesAnEmptyLink(t *testing.T) {
 func TestIndexCaptureRefusesWhatTheRowCannotHold(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	if _, err := index.Index(ctx, f.st, f.capture("cap-1")); err != nil {
+	if _, err := captures.Index(ctx, f.st, f.capture("cap-1")); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name   string
-		change func(*index.Capture)
+		change func(*captures.Capture)
 		want   error
 	}{
-		{"no id", func(c *index.Capture) { c.ID = "" }, index.ErrInvalidCapture},
-		{"no host", func(c *index.Capture) { c.Host = "" }, index.ErrInvalidCapture},
-		{"no window", func(c *index.Capture) { c.WindowStart = time.Time{} }, index.ErrInvalidCapture},
-		{"an empty window", func(c *index.Capture) { c.WindowEnd = c.WindowStart }, index.ErrInvalidCapture},
-		{"a window that ends before it starts", func(c *index.Capture) { c.WindowEnd = c.WindowStart.Add(-time.Second) }, index.ErrInvalidCapture},
-		{"an indexed capture moved to another host", func(c *index.Capture) { c.Host = "h2" }, index.ErrKeyChanged},
-		{"an indexed capture with another window start", func(c *index.Capture) { c.WindowStart = c.WindowStart.Add(time.Second) }, index.ErrKeyChanged},
+		{"no id", func(c *captures.Capture) { c.ID = "" }, captures.ErrInvalidCapture},
+		{"no host", func(c *captures.Capture) { c.Host = "" }, captures.ErrInvalidCapture},
+		{"no window", func(c *captures.Capture) { c.WindowStart = time.Time{} }, captures.ErrInvalidCapture},
+		{"an empty window", func(c *captures.Capture) { c.WindowEnd = c.WindowStart }, captures.ErrInvalidCapture},
+		{"a window that ends before it starts", func(c *captures.Capture) { c.WindowEnd = c.WindowStart.Add(-time.Second) }, captures.ErrInvalidCapture},
+		{"an indexed capture moved to another host", func(c *captures.Capture) { c.Host = "h2" }, captures.ErrKeyChanged},
+		{"an indexed capture with another window start", func(c *captures.Capture) { c.WindowStart = c.WindowStart.Add(time.Second) }, captures.ErrKeyChanged},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := f.capture("cap-1")
 			tc.change(&c)
-			if _, err := index.Index(ctx, f.st, c); !errors.Is(err, tc.want) {
+			if _, err := captures.Index(ctx, f.st, c); !errors.Is(err, tc.want) {
 				t.Errorf("Index: %v, want %v", err, tc.want)
 			}
 		})
@@ -259,10 +259,10 @@ func TestIndexCaptureRefusesWhatTheRowCannotHold(t *testing.T) {
 	// A new end is not part of the key: the row follows it.
 	c := f.capture("cap-1")
 	c.WindowEnd = f.at(30)
-	if _, err := index.Index(ctx, f.st, c); err != nil {
+	if _, err := captures.Index(ctx, f.st, c); err != nil {
 		t.Fatal(err)
 	}
-	if row, err := index.Get(ctx, f.st, "cap-1"); err != nil || !row.WindowEnd.Equal(f.at(30)) {
+	if row, err := captures.Get(ctx, f.st, "cap-1"); err != nil || !row.WindowEnd.Equal(f.at(30)) {
 		t.Errorf("row %+v, %v; want the new end", row, err)
 	}
 	if n := count(t, f.st, "SELECT count() FROM captures FINAL"); n != "1" {
@@ -277,15 +277,15 @@ func TestCaptureLookupsAndDelete(t *testing.T) {
 	a := f.capture("cap-a")
 	b := f.capture("cap-b") // a second capture of the same stall, on the same host
 	b.WindowStart, b.WindowEnd = f.at(13), f.at(13.5)
-	if _, err := index.Index(ctx, f.st, a); err != nil {
+	if _, err := captures.Index(ctx, f.st, a); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := index.Index(ctx, f.st, b); err != nil || !cmp.Equal(got, []string{"contains", "inside"}) {
+	if got, err := captures.Index(ctx, f.st, b); err != nil || !cmp.Equal(got, []string{"contains", "inside"}) {
 		t.Fatalf("Index(cap-b) = %v, %v; want [contains inside]", got, err)
 	}
 	capturesOf := func(spike string) []string {
 		t.Helper()
-		list, err := index.CapturesOfSpike(ctx, f.st, spike)
+		list, err := captures.CapturesOfSpike(ctx, f.st, spike)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -295,9 +295,9 @@ func TestCaptureLookupsAndDelete(t *testing.T) {
 		}
 		return ids
 	}
-	uncaptured := func(s index.Scope) []string {
+	uncaptured := func(s captures.Scope) []string {
 		t.Helper()
-		list, err := index.SpikesWithoutCaptures(ctx, f.st, s)
+		list, err := captures.SpikesWithoutCaptures(ctx, f.st, s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -307,7 +307,7 @@ func TestCaptureLookupsAndDelete(t *testing.T) {
 		}
 		return ids
 	}
-	all := index.Scope{From: f.at(-90000), To: f.at(60)}
+	all := captures.Scope{From: f.at(-90000), To: f.at(60)}
 	// Every live window of the fixture, oldest first; "deleted" is not one.
 	everything := []string{"begun-too-early", "day-long", "before", "extended", "shortened", "touches-start", "over-start", "contains", "inside",
 		"other-host", "other-service", "over-end", "last-ms", "touches-end", "after"}
@@ -324,19 +324,19 @@ func TestCaptureLookupsAndDelete(t *testing.T) {
 	if diff := cmp.Diff(without(everything, linked), uncaptured(all)); diff != "" {
 		t.Errorf("spikes without captures (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"other-host"}, uncaptured(index.Scope{From: all.From, To: all.To, Host: "h2"})); diff != "" {
+	if diff := cmp.Diff([]string{"other-host"}, uncaptured(captures.Scope{From: all.From, To: all.To, Host: "h2"})); diff != "" {
 		t.Errorf("spikes without captures on h2 (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{}, uncaptured(index.Scope{From: all.From, To: all.To, Service: "cart"})); diff != "" {
+	if diff := cmp.Diff([]string{}, uncaptured(captures.Scope{From: all.From, To: all.To, Service: "cart"})); diff != "" {
 		t.Errorf("spikes without captures of cart (-want +got):\n%s", diff)
 	}
 
 	// Retention deletes cap-a: the spikes only it covered lose their capture,
 	// "contains" and "inside" keep cap-b.
-	if err := index.Delete(ctx, f.st, "cap-a"); err != nil {
+	if err := captures.Delete(ctx, f.st, "cap-a"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := index.Get(ctx, f.st, "cap-a"); !errors.Is(err, index.ErrNotFound) {
+	if _, err := captures.Get(ctx, f.st, "cap-a"); !errors.Is(err, captures.ErrNotFound) {
 		t.Errorf("Get after Delete: %v, want ErrNotFound", err)
 	}
 	if diff := cmp.Diff([]string{"cap-b"}, capturesOf("inside")); diff != "" {
@@ -351,7 +351,7 @@ func TestCaptureLookupsAndDelete(t *testing.T) {
 
 	// A finalizer retries: deleting what is gone is fine.
 	for _, id := range []string{"cap-a", "cap-b", "cap-b", "never-indexed"} {
-		if err := index.Delete(ctx, f.st, id); err != nil {
+		if err := captures.Delete(ctx, f.st, id); err != nil {
 			t.Errorf("Delete(%s): %v", id, err)
 		}
 	}
@@ -365,7 +365,7 @@ func TestCaptureLookupsAndDelete(t *testing.T) {
 
 func TestSpikesWithoutCapturesNeedsARange(t *testing.T) {
 	f := newFixture(t)
-	if _, err := index.SpikesWithoutCaptures(context.Background(), f.st, index.Scope{From: f.t0, To: f.t0}); err == nil {
+	if _, err := captures.SpikesWithoutCaptures(context.Background(), f.st, captures.Scope{From: f.t0, To: f.t0}); err == nil {
 		t.Error("an empty range: no error")
 	}
 }
@@ -388,7 +388,7 @@ func TestDeleteCaptureOnAClusterTargetsTheLocalTables(t *testing.T) {
 	ctx := context.Background()
 	st := testenv.ClickHouse(t)
 	var rec recordingStore
-	if err := index.Delete(ctx, &rec, "cap-'1", index.OnCluster("fleet", "spikehunt")); err != nil {
+	if err := captures.Delete(ctx, &rec, "cap-'1", captures.OnCluster("fleet", "spikehunt")); err != nil {
 		t.Fatal(err)
 	}
 	want := "DELETE FROM `spikehunt`.`captures_local` ON CLUSTER 'fleet' WHERE capture_id = 'cap-\\'1'"
@@ -398,7 +398,7 @@ func TestDeleteCaptureOnAClusterTargetsTheLocalTables(t *testing.T) {
 	if got := count(t, st, "SELECT formatQuery("+store.QuoteString(rec.execs[0])+") != ''"); got != "1" {
 		t.Errorf("formatQuery: %s", got)
 	}
-	if err := index.Delete(ctx, &rec, "x", index.OnCluster("fleet", "")); err == nil {
+	if err := captures.Delete(ctx, &rec, "x", captures.OnCluster("fleet", "")); err == nil {
 		t.Error("OnCluster without a database: no error")
 	}
 }
