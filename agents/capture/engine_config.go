@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/spikehunt/spikehunt/agents/capture/artifact"
 )
 
 // EngineConfig configures the host's capture engine.
@@ -16,7 +18,7 @@ type EngineConfig struct {
 	Backends []Backend
 	Govern   GovernConfig
 	// Store keeps sealed artifacts; nil leaves them in Dir/work/<id>.
-	Store Store
+	Store artifact.Store
 	// MaxConcurrent is how many captures may run at once on this host.
 	MaxConcurrent int
 	// MaxRingKB caps a request's ring size per CPU.
