@@ -21,7 +21,7 @@ import (
 	"os/exec"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 )
 
 // Backend names.
@@ -39,9 +39,9 @@ var ErrNotSupported = errors.New("not supported")
 
 // ErrInvalid marks a request that is wrong in itself (an unknown backend,
 // profile or script, an absurd size, a bad name): retrying cannot help.
-// It is the artifact package's, so that a bad name refused by a store and
-// one refused by the engine are the same error.
-var ErrInvalid = artifact.ErrInvalid
+// It is record.ErrInvalid, so that a bad name refused by a store and one
+// refused by the engine are the same error.
+var ErrInvalid = record.ErrInvalid
 
 // Backend makes recorders of one kind.
 type Backend interface {
@@ -85,7 +85,7 @@ type Result struct {
 	// Clock says how to read the trace's timestamps as wall-clock time:
 	// the clock the tool stamps with and that clock's offset from the
 	// wall clock when the capture was armed.
-	Clock artifact.Clock
+	Clock record.Clock
 	// Notes are facts a reader of the artifact needs ("perf: 2 dumps").
 	Notes []string
 }
@@ -125,13 +125,13 @@ type Spec struct {
 func (s Spec) StartProcess(cmd *exec.Cmd) error { return startPinned(cmd, s.Govern.CPUs) }
 
 // GovernProcess applies s.Govern to a recorder's process.
-func (s Spec) GovernProcess(pid int) (artifact.Governance, error) {
+func (s Spec) GovernProcess(pid int) (record.Governance, error) {
 	return govern(pid, s.Govern.CPUs, s.Govern.Nice, s.Govern.IOClass)
 }
 
 // ValidName checks a name that reaches the filesystem or a bucket (a
-// capture id, a profile, a script); the rule is artifact.ValidName's.
-func ValidName(what, s string) error { return artifact.ValidName(what, s) }
+// capture id, a profile, a script); the rule is record.ValidName's.
+func ValidName(what, s string) error { return record.ValidName(what, s) }
 
 // Bounds on a spec, named so errors can quote them.
 const (

@@ -5,13 +5,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 )
 
 // MonotonicClock measures the wall clock's offset from CLOCK_MONOTONIC, taking
 // the closest of a few paired readings: the Result.Clock of a recorder
 // whose tool stamps with CLOCK_MONOTONIC.
-func MonotonicClock() artifact.Clock {
+func MonotonicClock() record.Clock {
 	best := time.Duration(1<<63 - 1)
 	var off time.Duration
 	for range 5 {
@@ -25,5 +25,5 @@ func MonotonicClock() artifact.Clock {
 			off = time.Duration(w.UnixNano() - (a.Nano()+b.Nano())/2)
 		}
 	}
-	return artifact.Clock{Name: "CLOCK_MONOTONIC", Offset: off}
+	return record.Clock{Name: "CLOCK_MONOTONIC", Offset: off}
 }

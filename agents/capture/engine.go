@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/agents/capture/control"
 	"github.com/spikehunt/spikehunt/agents/telemetry"
 )
@@ -61,7 +61,7 @@ type armed struct {
 	rec    Recorder
 	dir    string
 	watch  *watch
-	fire   chan artifact.FireCause
+	fire   chan record.FireCause
 	cancel context.CancelCauseFunc
 	done   chan struct{}
 }
@@ -138,7 +138,7 @@ func (e *Engine) Arm(ctx context.Context, spec Spec) (control.Status, error) {
 		e.m.refused.Inc()
 		return control.Status{}, fmt.Errorf("%w: %d captures running, the most this host allows", ErrBusy, n)
 	}
-	c := &armed{spec: spec, fire: make(chan artifact.FireCause, 1), done: make(chan struct{}),
+	c := &armed{spec: spec, fire: make(chan record.FireCause, 1), done: make(chan struct{}),
 		status: control.Status{ID: spec.ID, Backend: spec.Backend, State: "Arming"}}
 	e.caps[spec.ID] = c // reserves the id and a slot while arming
 	e.mu.Unlock()
@@ -302,7 +302,7 @@ func (e *Engine) ObserveFrom(q *telemetry.Request, from *telemetry.Sender) {
 
 type fireHit struct {
 	c *armed
-	f artifact.FireCause
+	f record.FireCause
 }
 
 // logRefusalLocked logs a refused trigger, at most once a minute.
@@ -360,7 +360,7 @@ func (e *Engine) Fire(id, reason string) error {
 		kind, reason = "manual", "fired by hand"
 	}
 	select {
-	case c.fire <- artifact.FireCause{Kind: kind, Reason: reason, RequestAt: e.cfg.Now()}:
+	case c.fire <- record.FireCause{Kind: kind, Reason: reason, RequestAt: e.cfg.Now()}:
 	default:
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/agents/capture/control"
 )
 
@@ -18,7 +19,7 @@ import (
 func (e *Engine) run(ctx context.Context, c *armed) {
 	defer e.wg.Done()
 	defer close(c.done)
-	var cause artifact.FireCause
+	var cause record.FireCause
 	select {
 	case cause = <-c.fire:
 	case <-ctx.Done():
@@ -90,31 +91,31 @@ func (e *Engine) run(ctx context.Context, c *armed) {
 	e.cfg.Log.Info("capture collected", "id", c.spec.ID, "location", loc, "bytes", md.Bytes, "lost", md.Lost, "overruns", md.Overruns)
 }
 
-func (e *Engine) metadata(c *armed, cause artifact.FireCause, res Result) *artifact.Metadata {
+func (e *Engine) metadata(c *armed, cause record.FireCause, res Result) *record.Metadata {
 	st, _ := e.Get(c.spec.ID)
 	from := cause.RequestAt.Add(-c.spec.Pre)
 	if from.Before(st.ArmedAt) {
 		from = st.ArmedAt // a ring holds nothing from before it was armed
 	}
-	md := &artifact.Metadata{Version: artifact.MetadataVersion, ID: c.spec.ID,
+	md := &record.Metadata{Version: record.MetadataVersion, ID: c.spec.ID,
 		Host: e.cfg.Resource.Host, Node: e.cfg.Resource.Node, HWClass: e.cfg.Resource.HWClass,
 		Backend: c.spec.Backend, Profile: c.spec.Profile, Script: c.spec.Script, Service: c.spec.Trigger.Service,
 		ArmedAt: st.ArmedAt, FiredAt: cause.RequestAt,
 		WindowStart: from, WindowEnd: cause.RequestAt.Add(c.spec.Post),
 		Trigger: cause, Lost: res.Lost, Overruns: res.Overruns, Clock: res.Clock, Notes: res.Notes,
-		Governance: artifact.Governance{CPUs: c.spec.Govern.CPUs, Nice: c.spec.Govern.Nice, IOClass: c.spec.Govern.IOClass}}
+		Governance: record.Governance{CPUs: c.spec.Govern.CPUs, Nice: c.spec.Govern.Nice, IOClass: c.spec.Govern.IOClass}}
 	if md.Service == "" {
 		md.Service = cause.Service
 	}
 	for _, f := range res.Files {
-		md.Files = append(md.Files, artifact.File{Name: f})
+		md.Files = append(md.Files, record.File{Name: f})
 	}
 	return md
 }
 
 // writeRequests writes the requests that ended inside the window beside
 // the trace, as requests.jsonl.
-func (e *Engine) writeRequests(c *armed, md *artifact.Metadata) error {
+func (e *Engine) writeRequests(c *armed, md *record.Metadata) error {
 	e.mu.Lock()
 	if e.ring == nil {
 		e.mu.Unlock()
@@ -138,7 +139,7 @@ func (e *Engine) writeRequests(c *armed, md *artifact.Metadata) error {
 		return fmt.Errorf("requests: %w", err)
 	}
 	md.Requests = name
-	md.Files = append(md.Files, artifact.File{Name: name})
+	md.Files = append(md.Files, record.File{Name: name})
 	return nil
 }
 

@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/agents/telemetry"
 )
 
@@ -69,7 +69,7 @@ func writeRequests(w io.Writer, qs []telemetry.Request) error {
 	enc := json.NewEncoder(bw)
 	for i := range qs {
 		q := &qs[i]
-		rec := artifact.RequestRecord{Start: q.Start, End: end(q), LatencyMS: float64(q.Duration) / 1e6,
+		rec := record.RequestRecord{Start: q.Start, End: end(q), LatencyMS: float64(q.Duration) / 1e6,
 			Service: q.Service, Endpoint: q.Endpoint, Status: q.Status, ThreadID: q.ThreadID, Weight: q.Weight}
 		if q.TraceID != ([16]byte{}) {
 			rec.TraceID = hex.EncodeToString(q.TraceID[:])

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spikehunt/spikehunt/agents/capture"
 	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/agents/capture/bpftrace"
 	"github.com/spikehunt/spikehunt/agents/capture/control"
 	"github.com/spikehunt/spikehunt/agents/capture/perf"
@@ -152,7 +153,7 @@ func TestThePerfRecorderOfACaptureFiresOnTheSlowRequestAndIsUploaded(t *testing.
 }
 
 // readRecord reads a capture's metadata record from the local store.
-func readRecord(storeDir, id string) (*artifact.Metadata, error) {
+func readRecord(storeDir, id string) (*record.Metadata, error) {
 	s, err := artifact.OpenLocalStore(storeDir)
 	if err != nil {
 		return nil, err

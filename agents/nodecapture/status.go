@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
-	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/agents/capture/control"
 	capturev1alpha1 "github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 )
@@ -120,7 +120,7 @@ func setFired(s *capturev1alpha1.CaptureStatus, c *capturev1alpha1.Capture, st c
 	}
 }
 
-func firedMessage(c *artifact.FireCause) string {
+func firedMessage(c *record.FireCause) string {
 	if c == nil {
 		return "fired"
 	}

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
-	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/agents/capture/control"
 	capturev1alpha1 "github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 )
@@ -23,9 +23,9 @@ func TestReportStatusFollowsTheEngine(t *testing.T) {
 	fired := armed.Add(5*time.Second + 123456*time.Microsecond)
 	now := fired.Add(3 * time.Second)
 	profile := capturev1alpha1.CaptureProfile{Backend: capturev1alpha1.BackendPerf, Pre: dur(10 * time.Second), Post: dur(2 * time.Second)}
-	cause := &artifact.FireCause{Kind: "latency", Service: "checkout", Endpoint: "/pay", Latency: 1200 * time.Millisecond, RequestAt: fired}
-	md := &artifact.Metadata{FiredAt: fired, WindowStart: armed, WindowEnd: fired.Add(2 * time.Second),
-		Bytes: 4096, Lost: 3, Overruns: 1, Checksum: strings.Repeat("ab", 32), Files: make([]artifact.File, 2)}
+	cause := &record.FireCause{Kind: "latency", Service: "checkout", Endpoint: "/pay", Latency: 1200 * time.Millisecond, RequestAt: fired}
+	md := &record.Metadata{FiredAt: fired, WindowStart: armed, WindowEnd: fired.Add(2 * time.Second),
+		Bytes: 4096, Lost: 3, Overruns: 1, Checksum: strings.Repeat("ab", 32), Files: make([]record.File, 2)}
 	micro := func(t time.Time) *metav1.MicroTime { return new(metav1.NewMicroTime(t)) }
 
 	for _, tc := range []struct {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spikehunt/spikehunt/agents/capture"
 	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 )
 
@@ -39,9 +40,9 @@ func TestArtifactStoreDeletesTheRecordAndItsObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	md := &artifact.Metadata{ID: "pol-node-a-bait-0123", Host: "node-a", Backend: capture.Perf,
+	md := &record.Metadata{ID: "pol-node-a-bait-0123", Host: "node-a", Backend: capture.Perf,
 		ArmedAt: now, FiredAt: now, WindowStart: now.Add(-time.Second), WindowEnd: now.Add(time.Second),
-		Trigger: artifact.FireCause{Kind: "manual"}, Files: []artifact.File{{Name: "perf.data.1"}}}
+		Trigger: record.FireCause{Kind: "manual"}, Files: []record.File{{Name: "perf.data.1"}}}
 	if err := artifact.Seal(work, md); err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/spikehunt/spikehunt/agents/capture"
 	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/agents/capture/perf"
 	"github.com/spikehunt/spikehunt/agents/telemetry"
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
@@ -346,7 +347,7 @@ func TestADetectorAlertArmsPerfOnTheNodeWhichCatchesTheNextSpikeAndIsIndexedAgai
 		t.Fatal(err)
 	}
 	recordBytes := readObject(t, s3c, bucket.Bucket, "captures/"+id+".json")
-	md, err := artifact.DecodeMetadata(recordBytes)
+	md, err := record.DecodeMetadata(recordBytes)
 	if err != nil {
 		t.Fatal(err)
 	}

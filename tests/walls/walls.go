@@ -46,8 +46,8 @@ type Rule struct {
 // the recorders, samplers and intake run privileged on a node. (The spool
 // is not one: the exporter the simulator shares is built on it.)
 //
-// The capture engine and its recorders are; its artifact records and
-// stores (agents/capture/artifact) and its control API
+// The capture engine and its recorders are; its artifact stores and
+// records (agents/capture/artifact/...) and its control API
 // (agents/capture/control) are not: the operator reads the stores and the
 // demo drives an agent through its socket.
 var agentInternals = append([]string{"agents/collect", "agents/intake", "agents/nodecapture", "agents/cmd/..."}, captureRecorders...)
@@ -67,18 +67,20 @@ var Rules = []Rule{
 	{Pkg: "agents/collect", Own: []string{"agents/telemetry"}, Why: "samplers share only telemetry"},
 	{Pkg: "agents/intake", Own: []string{"agents/telemetry"}, Why: "the intake shares only telemetry"},
 	{Pkg: "agents/spool", Own: []string{"agents/telemetry"}, Why: "the spool shares only telemetry"},
-	{Pkg: "agents/capture/artifact", Own: nil, Why: "the records and the stores: the operator's cmd takes them without the recorders"},
-	{Pkg: "agents/capture/control", Own: []string{"agents/capture/artifact"}, Third: []string{},
-		Why: "the control API's wire types and client: the records and the standard library only, so a program that drives an agent holds none of its recorders"},
-	{Pkg: "agents/capture", Own: []string{"agents/telemetry", "agents/capture/artifact", "agents/capture/control"},
+	{Pkg: "agents/capture/artifact/record", StdlibOnly: true, Why: "the artifact's record travels in the control API: the standard library only"},
+	{Pkg: "agents/capture/artifact", Own: []string{"agents/capture/artifact/record"}, Why: "the stores: the operator's cmd takes them without the recorders"},
+	{Pkg: "agents/capture/control", Own: []string{"agents/capture/artifact/record"}, Third: []string{},
+		NeverDependOn: []string{"agents/capture/artifact"},
+		Why:           "the control API's wire types and client: the record and the standard library only, so a program that drives an agent holds neither its recorders nor a store client"},
+	{Pkg: "agents/capture", Own: []string{"agents/telemetry", "agents/capture/artifact/...", "agents/capture/control"},
 		Why: "the engine knows backends only by its Backend interface; cmd constructs them, and nodecapture drives the engine, not the reverse"},
-	{Pkg: "agents/capture/perf", Own: []string{"agents/capture", "agents/capture/artifact"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
-	{Pkg: "agents/capture/ftrace", Own: []string{"agents/capture", "agents/capture/artifact"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
-	{Pkg: "agents/capture/bpftrace", Own: []string{"agents/capture", "agents/capture/artifact"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
-	{Pkg: "agents/capture/wpr", Own: []string{"agents/capture", "agents/capture/artifact"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
+	{Pkg: "agents/capture/perf", Own: []string{"agents/capture", "agents/capture/artifact/record"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
+	{Pkg: "agents/capture/ftrace", Own: []string{"agents/capture", "agents/capture/artifact/record"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
+	{Pkg: "agents/capture/bpftrace", Own: []string{"agents/capture", "agents/capture/artifact/record"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
+	{Pkg: "agents/capture/wpr", Own: []string{"agents/capture", "agents/capture/artifact/record"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
 	{Pkg: "agents/capture/internal/capturetest", Own: []string{"agents/telemetry"}, Why: "the recorders' test fixture"},
 	{Pkg: "agents/export", Own: []string{"agents/spool", "agents/telemetry", "kafkasec"}, Why: "the exporter moves the spool's records to a sink"},
-	{Pkg: "agents/nodecapture", Own: []string{"agents/capture", "agents/capture/artifact", "agents/capture/control", "operator/api/..."},
+	{Pkg: "agents/nodecapture", Own: []string{"agents/capture", "agents/capture/artifact/...", "agents/capture/control", "operator/api/..."},
 		NeverDependOn: []string{"agents/capture/perf", "agents/capture/ftrace", "agents/capture/bpftrace", "agents/capture/wpr"},
 		Why:           "the one bridge from the Capture API to the engine; the engine's backends are cmd's to choose"},
 	{Pkg: "agents/cmd/...", Own: []string{"agents/...", "kafkasec"}, Why: "only cmd wires the agent's packages together"},
@@ -114,7 +116,7 @@ var Rules = []Rule{
 	{Pkg: "operator/internal/intake", Own: []string{"kafkasec", "operator/policy", "pipelines/alerts/alertsig"},
 		Why: "the signature's definition, not the detector behind pipelines/alerts"},
 	{Pkg: "operator/internal/controller", Own: []string{"operator/api/...", "operator/internal/index", "operator/policy", "pipelines/store"}},
-	{Pkg: "operator/cmd/...", Own: []string{"operator/...", "kafkasec", "pipelines/alerts/alertsig", "pipelines/store", "agents/capture/artifact"},
+	{Pkg: "operator/cmd/...", Own: []string{"operator/...", "kafkasec", "pipelines/alerts/alertsig", "pipelines/store", "agents/capture/artifact/..."},
 		Why: "cmd alone takes the agent's artifact store, not its recorders"},
 
 	// tests/, dashboards/, helm/: test machinery and test-only packages.

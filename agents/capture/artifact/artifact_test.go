@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 )
 
 func sha(s string) string {
@@ -33,9 +34,9 @@ func writeFiles(t testing.TB, dir string, files map[string]string) {
 }
 
 // newMetadata is a capture record as a recorder fills it before Seal.
-func newMetadata(id string, names ...string) *artifact.Metadata {
+func newMetadata(id string, names ...string) *record.Metadata {
 	fired := time.Date(2026, 11, 22, 21, 37, 0, 0, time.UTC)
-	md := &artifact.Metadata{
+	md := &record.Metadata{
 		ID:          id,
 		Host:        "node-1",
 		Backend:     "perf",
@@ -43,12 +44,12 @@ func newMetadata(id string, names ...string) *artifact.Metadata {
 		FiredAt:     fired,
 		WindowStart: fired.Add(-5 * time.Second),
 		WindowEnd:   fired.Add(2 * time.Second),
-		Trigger:     artifact.FireCause{Kind: "latency", Service: "checkout", Latency: 1200 * time.Millisecond},
+		Trigger:     record.FireCause{Kind: "latency", Service: "checkout", Latency: 1200 * time.Millisecond},
 		Lost:        3,
-		Clock:       artifact.Clock{Name: "CLOCK_MONOTONIC", Offset: 17 * time.Second},
+		Clock:       record.Clock{Name: "CLOCK_MONOTONIC", Offset: 17 * time.Second},
 	}
 	for _, n := range names {
-		md.Files = append(md.Files, artifact.File{Name: n})
+		md.Files = append(md.Files, record.File{Name: n})
 	}
 	return md
 }
@@ -65,7 +66,7 @@ func TestSealPinsEachFileAndTheWholeArtifact(t *testing.T) {
 	if err := artifact.Seal(dir, md); err != nil {
 		t.Fatal(err)
 	}
-	want := []artifact.File{
+	want := []record.File{
 		{Name: "perf.data.2", Bytes: 19, SHA256: sha("second dump, longer")},
 		{Name: "perf.data.1", Bytes: 10, SHA256: sha("first dump")},
 		{Name: "requests.jsonl", Bytes: 0, SHA256: sha("")},
@@ -81,8 +82,8 @@ func TestSealPinsEachFileAndTheWholeArtifact(t *testing.T) {
 	if md.Checksum != recipe {
 		t.Errorf("Checksum = %s, want %s", md.Checksum, recipe)
 	}
-	if md.Version != artifact.MetadataVersion {
-		t.Errorf("Version = %d, want %d", md.Version, artifact.MetadataVersion)
+	if md.Version != record.MetadataVersion {
+		t.Errorf("Version = %d, want %d", md.Version, record.MetadataVersion)
 	}
 	if err := md.CheckSealed(); err != nil {
 		t.Errorf("a sealed record fails CheckSealed: %v", err)
@@ -165,7 +166,7 @@ func TestSealWantsTheRequestRecordsAmongTheFiles(t *testing.T) {
 	writeFiles(t, dir, map[string]string{"perf.data": "x"})
 	md := newMetadata("cap-4", "perf.data")
 	md.Requests = "requests.jsonl"
-	if err := artifact.Seal(dir, md); !errors.Is(err, artifact.ErrInvalid) {
+	if err := artifact.Seal(dir, md); !errors.Is(err, record.ErrInvalid) {
 		t.Fatalf("Seal = %v, want ErrInvalid", err)
 	}
 }
@@ -179,25 +180,25 @@ func TestCheckSealedRefusesRecordsThatDoNotAddUp(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		change func(md *artifact.Metadata)
+		change func(md *record.Metadata)
 	}{
-		{"an unsealed record", func(md *artifact.Metadata) { md.Files[0].SHA256 = "" }},
-		{"an upper-case checksum", func(md *artifact.Metadata) { md.Files[0].SHA256 = strings.ToUpper(md.Files[0].SHA256) }},
-		{"bytes that are not the sum", func(md *artifact.Metadata) { md.Bytes++ }},
-		{"a negative size", func(md *artifact.Metadata) { md.Files[0].Bytes, md.Bytes = -1, 0 }},
-		{"a checksum of other files", func(md *artifact.Metadata) { md.Files[0], md.Files[1] = md.Files[1], md.Files[0] }},
-		{"a version from the future", func(md *artifact.Metadata) { md.Version = artifact.MetadataVersion + 1 }},
-		{"no version", func(md *artifact.Metadata) { md.Version = 0 }},
-		{"an id with ..", func(md *artifact.Metadata) { md.ID = "../cap" }},
-		{"an id with a slash", func(md *artifact.Metadata) { md.ID = "a/b" }},
-		{"a file name with a slash", func(md *artifact.Metadata) { md.Files[0].Name = "x/a" }},
+		{"an unsealed record", func(md *record.Metadata) { md.Files[0].SHA256 = "" }},
+		{"an upper-case checksum", func(md *record.Metadata) { md.Files[0].SHA256 = strings.ToUpper(md.Files[0].SHA256) }},
+		{"bytes that are not the sum", func(md *record.Metadata) { md.Bytes++ }},
+		{"a negative size", func(md *record.Metadata) { md.Files[0].Bytes, md.Bytes = -1, 0 }},
+		{"a checksum of other files", func(md *record.Metadata) { md.Files[0], md.Files[1] = md.Files[1], md.Files[0] }},
+		{"a version from the future", func(md *record.Metadata) { md.Version = record.MetadataVersion + 1 }},
+		{"no version", func(md *record.Metadata) { md.Version = 0 }},
+		{"an id with ..", func(md *record.Metadata) { md.ID = "../cap" }},
+		{"an id with a slash", func(md *record.Metadata) { md.ID = "a/b" }},
+		{"a file name with a slash", func(md *record.Metadata) { md.Files[0].Name = "x/a" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			md := *good
-			md.Files = append([]artifact.File(nil), good.Files...)
+			md.Files = append([]record.File(nil), good.Files...)
 			tt.change(&md)
-			if err := md.CheckSealed(); !errors.Is(err, artifact.ErrInvalid) {
+			if err := md.CheckSealed(); !errors.Is(err, record.ErrInvalid) {
 				t.Errorf("CheckSealed = %v, want ErrInvalid", err)
 			}
 		})
@@ -215,7 +216,7 @@ func TestDecodeMetadataReadsWhatSealWroteAndRefusesTheRest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := artifact.DecodeMetadata(b)
+	got, err := record.DecodeMetadata(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +224,7 @@ func TestDecodeMetadataReadsWhatSealWroteAndRefusesTheRest(t *testing.T) {
 		t.Errorf("round trip (-want +got):\n%s", diff)
 	}
 	withNewField := strings.Replace(string(b), `{"version":1,`, `{"version":1,"added_later":{"x":1},`, 1)
-	if _, err := artifact.DecodeMetadata([]byte(withNewField)); err != nil {
+	if _, err := record.DecodeMetadata([]byte(withNewField)); err != nil {
 		t.Errorf("a record with a field from a newer build: %v", err)
 	}
 	for name, bad := range map[string]string{
@@ -233,9 +234,9 @@ func TestDecodeMetadataReadsWhatSealWroteAndRefusesTheRest(t *testing.T) {
 		"a file with /":   strings.Replace(string(b), `"name":"a"`, `"name":"/etc/passwd"`, 1),
 		"a JSON array":    "[]",
 		"an empty record": "{}",
-		"too large":       `{"notes":["` + strings.Repeat("x", artifact.MaxMetadataBytes) + `"]}`,
+		"too large":       `{"notes":["` + strings.Repeat("x", record.MaxMetadataBytes) + `"]}`,
 	} {
-		if _, err := artifact.DecodeMetadata([]byte(bad)); !errors.Is(err, artifact.ErrInvalid) {
+		if _, err := record.DecodeMetadata([]byte(bad)); !errors.Is(err, record.ErrInvalid) {
 			t.Errorf("%s: DecodeMetadata = %v, want ErrInvalid", name, err)
 		}
 	}
@@ -259,18 +260,18 @@ func FuzzDecodeMetadata(f *testing.F) {
 	f.Add([]byte(`{"version":1,"id":"x","files":null,"bytes":0,"checksum":"` + sha("") + `"}`))
 	f.Add([]byte(`{"version":1e400}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		md, err := artifact.DecodeMetadata(b)
+		md, err := record.DecodeMetadata(b)
 		if err != nil {
-			if !errors.Is(err, artifact.ErrInvalid) {
+			if !errors.Is(err, record.ErrInvalid) {
 				t.Fatalf("error %v does not wrap ErrInvalid", err)
 			}
 			return
 		}
-		if artifact.ValidName("capture id", md.ID) != nil {
+		if record.ValidName("capture id", md.ID) != nil {
 			t.Fatalf("accepted id %q", md.ID)
 		}
 		for _, f := range md.Files {
-			if artifact.ValidName("file name", f.Name) != nil || strings.ContainsAny(f.Name, `/\`) {
+			if record.ValidName("file name", f.Name) != nil || strings.ContainsAny(f.Name, `/\`) {
 				t.Fatalf("accepted file name %q", f.Name)
 			}
 		}
@@ -278,7 +279,7 @@ func FuzzDecodeMetadata(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		md2, err := artifact.DecodeMetadata(again)
+		md2, err := record.DecodeMetadata(again)
 		if err != nil {
 			t.Fatalf("an accepted record does not decode after re-encoding: %v", err)
 		}

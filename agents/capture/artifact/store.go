@@ -9,6 +9,8 @@ import (
 	"hash"
 	"io"
 	"strings"
+
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 )
 
 // Store keeps capture artifacts, immutable and addressed by content
@@ -35,15 +37,15 @@ type Store interface {
 	// Put stores the sealed artifact md (see Seal) whose files are in dir,
 	// verifying each file against its checksum as it is copied: a file
 	// that changed since Seal fails the Put. Nothing in dir is changed.
-	Put(ctx context.Context, md *Metadata, dir string) (Location, error)
+	Put(ctx context.Context, md *record.Metadata, dir string) (Location, error)
 	// Get returns the record of capture id, or an error wrapping
 	// ErrNotFound.
-	Get(ctx context.Context, id string) (*Metadata, error)
+	Get(ctx context.Context, id string) (*record.Metadata, error)
 	// List returns every record that can be read, sorted by id. Records
 	// that cannot be read are not dropped silently: the error, which
 	// wraps ErrCorrupt, names each of them, and the records that could be
 	// read are returned with it.
-	List(ctx context.Context) ([]Metadata, error)
+	List(ctx context.Context) ([]record.Metadata, error)
 	// Open reads one file of capture id. The reader checks the content
 	// against the record as it goes: a read that reaches the end of a
 	// file that does not match returns an error wrapping ErrCorrupt
@@ -78,10 +80,6 @@ var (
 	// ErrExists marks a Put of an id the store holds with other metadata:
 	// artifacts are immutable. Give the capture a new id.
 	ErrExists = errors.New("a different capture with this id is already stored")
-	// ErrCorrupt marks stored data that does not match its record: a
-	// record that fails to decode, an object missing or of the wrong size
-	// or content.
-	ErrCorrupt = errors.New("corrupt artifact")
 )
 
 // Key layout, relative to a store's root or prefix.
@@ -99,22 +97,22 @@ func recordKey(id string) string  { return capturesDir + "/" + id + recordExt }
 func recordID(name string) (string, error) {
 	id, ok := strings.CutSuffix(name, recordExt)
 	if !ok {
-		return "", fmt.Errorf("%w: %s/%s is not a capture record", ErrCorrupt, capturesDir, name)
+		return "", fmt.Errorf("%w: %s/%s is not a capture record", record.ErrCorrupt, capturesDir, name)
 	}
-	if err := ValidName("capture id", id); err != nil {
-		return "", fmt.Errorf("%w: %s/%s: %v", ErrCorrupt, capturesDir, name, err)
+	if err := record.ValidName("capture id", id); err != nil {
+		return "", fmt.Errorf("%w: %s/%s: %v", record.ErrCorrupt, capturesDir, name, err)
 	}
 	return id, nil
 }
 
 // decodeRecord checks a record read back from key for capture id.
-func decodeRecord(id string, b []byte) (*Metadata, error) {
-	md, err := DecodeMetadata(b)
+func decodeRecord(id string, b []byte) (*record.Metadata, error) {
+	md, err := record.DecodeMetadata(b)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, recordKey(id), err)
+		return nil, fmt.Errorf("%w: %s: %v", record.ErrCorrupt, recordKey(id), err)
 	}
 	if md.ID != id {
-		return nil, fmt.Errorf("%w: %s holds capture %q", ErrCorrupt, recordKey(id), md.ID)
+		return nil, fmt.Errorf("%w: %s holds capture %q", record.ErrCorrupt, recordKey(id), md.ID)
 	}
 	return md, nil
 }
@@ -122,14 +120,14 @@ func decodeRecord(id string, b []byte) (*Metadata, error) {
 // readRecord reads at most MaxMetadataBytes+1 from r, enough for
 // DecodeMetadata to refuse an oversized record without reading it all.
 func readRecord(r io.Reader) ([]byte, error) {
-	return io.ReadAll(io.LimitReader(r, MaxMetadataBytes+1))
+	return io.ReadAll(io.LimitReader(r, record.MaxMetadataBytes+1))
 }
 
 // distinctObjects returns md's files with one entry per object, in order:
 // two files of one capture can have the same content.
-func distinctObjects(md *Metadata) []File {
+func distinctObjects(md *record.Metadata) []record.File {
 	seen := make(map[string]bool, len(md.Files))
-	var out []File
+	var out []record.File
 	for _, f := range md.Files {
 		if !seen[f.SHA256] {
 			seen[f.SHA256] = true
@@ -140,7 +138,7 @@ func distinctObjects(md *Metadata) []File {
 }
 
 // unreferenced returns the objects of md that none of others names.
-func unreferenced(md *Metadata, others []Metadata) []string {
+func unreferenced(md *record.Metadata, others []record.Metadata) []string {
 	kept := make(map[string]bool)
 	for _, o := range others {
 		if o.ID == md.ID {
@@ -161,9 +159,9 @@ func unreferenced(md *Metadata, others []Metadata) []string {
 
 // changedSinceSeal is the error for a file whose content no longer matches
 // its sealed checksum.
-func changedSinceSeal(id string, f File, n int64, sum string) error {
+func changedSinceSeal(id string, f record.File, n int64, sum string) error {
 	return fmt.Errorf("%w: capture %s file %s changed after it was sealed: sealed %d bytes with sha256 %s, read %d bytes with sha256 %s",
-		ErrInvalid, id, f.Name, f.Bytes, f.SHA256, n, sum)
+		record.ErrInvalid, id, f.Name, f.Bytes, f.SHA256, n, sum)
 }
 
 // verifiedReader passes an object's bytes through and, at the end, checks
@@ -172,13 +170,13 @@ func changedSinceSeal(id string, f File, n int64, sum string) error {
 type verifiedReader struct {
 	rc   io.ReadCloser
 	id   string
-	file File
+	file record.File
 	h    hash.Hash
 	n    int64
 	err  error // sticky, once the end was checked
 }
 
-func newVerifiedReader(rc io.ReadCloser, id string, f File) *verifiedReader {
+func newVerifiedReader(rc io.ReadCloser, id string, f record.File) *verifiedReader {
 	return &verifiedReader{rc: rc, id: id, file: f, h: sha256.New()}
 }
 
@@ -190,13 +188,13 @@ func (v *verifiedReader) Read(p []byte) (int, error) {
 	v.h.Write(p[:n])
 	v.n += int64(n)
 	if v.n > v.file.Bytes {
-		v.err = fmt.Errorf("%w: capture %s file %s: object %s holds more than its %d bytes", ErrCorrupt, v.id, v.file.Name, objectKey(v.file.SHA256), v.file.Bytes)
+		v.err = fmt.Errorf("%w: capture %s file %s: object %s holds more than its %d bytes", record.ErrCorrupt, v.id, v.file.Name, objectKey(v.file.SHA256), v.file.Bytes)
 		return n, v.err
 	}
 	if errors.Is(err, io.EOF) {
 		if sum := hex.EncodeToString(v.h.Sum(nil)); v.n != v.file.Bytes || sum != v.file.SHA256 {
 			v.err = fmt.Errorf("%w: capture %s file %s: object %s holds %d bytes with sha256 %s, want %d bytes with sha256 %s",
-				ErrCorrupt, v.id, v.file.Name, objectKey(v.file.SHA256), v.n, sum, v.file.Bytes, v.file.SHA256)
+				record.ErrCorrupt, v.id, v.file.Name, objectKey(v.file.SHA256), v.n, sum, v.file.Bytes, v.file.SHA256)
 			return n, v.err
 		}
 		v.err = io.EOF

@@ -16,6 +16,8 @@ import (
 	"runtime"
 	"slices"
 	"time"
+
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 )
 
 // LocalStore keeps artifacts in a folder, the configured capture volume.
@@ -48,14 +50,14 @@ const (
 // store's folders in it and removes temporary files older than an hour.
 func OpenLocalStore(dir string) (*LocalStore, error) {
 	if !filepath.IsAbs(dir) {
-		return nil, fmt.Errorf("%w: capture store folder %q is not an absolute path", ErrInvalid, dir)
+		return nil, fmt.Errorf("%w: capture store folder %q is not an absolute path", record.ErrInvalid, dir)
 	}
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return nil, fmt.Errorf("capture store: %w (mount the capture volume or create the folder)", err)
 	}
 	if !fi.IsDir() {
-		return nil, fmt.Errorf("%w: capture store %s is not a folder", ErrInvalid, dir)
+		return nil, fmt.Errorf("%w: capture store %s is not a folder", record.ErrInvalid, dir)
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
@@ -96,11 +98,11 @@ func (s *LocalStore) url(key string) string {
 }
 
 // Put implements Store.
-func (s *LocalStore) Put(ctx context.Context, md *Metadata, dir string) (Location, error) {
+func (s *LocalStore) Put(ctx context.Context, md *record.Metadata, dir string) (Location, error) {
 	if err := md.CheckSealed(); err != nil {
 		return Location{}, err
 	}
-	record, err := encodeMetadata(md)
+	record, err := record.Encode(md)
 	if err != nil {
 		return Location{}, err
 	}
@@ -149,11 +151,11 @@ func (s *LocalStore) Put(ctx context.Context, md *Metadata, dir string) (Locatio
 // and reports whether it wrote it. An existing object is trusted by its
 // name and size: hashing it again would read every reused file on every
 // Put, and Open checks the content whenever it is read.
-func (s *LocalStore) putObject(src *os.Root, id string, f File) (bool, error) {
+func (s *LocalStore) putObject(src *os.Root, id string, f record.File) (bool, error) {
 	key := objectKey(f.SHA256)
 	if fi, err := s.root.Lstat(key); err == nil {
 		if !fi.Mode().IsRegular() || fi.Size() != f.Bytes {
-			return false, fmt.Errorf("%w: %s is a %d-byte %s, want %d bytes; remove it and Put again", ErrCorrupt, s.url(key), fi.Size(), describeMode(fi.Mode()), f.Bytes)
+			return false, fmt.Errorf("%w: %s is a %d-byte %s, want %d bytes; remove it and Put again", record.ErrCorrupt, s.url(key), fi.Size(), describeMode(fi.Mode()), f.Bytes)
 		}
 		return false, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
@@ -258,8 +260,8 @@ func (s *LocalStore) syncDir(dir string) error {
 }
 
 // Get implements Store.
-func (s *LocalStore) Get(ctx context.Context, id string) (*Metadata, error) {
-	if err := ValidName("capture id", id); err != nil {
+func (s *LocalStore) Get(ctx context.Context, id string) (*record.Metadata, error) {
+	if err := record.ValidName("capture id", id); err != nil {
 		return nil, err
 	}
 	b, err := s.readRecord(id)
@@ -284,7 +286,7 @@ func (s *LocalStore) readRecord(id string) ([]byte, error) {
 }
 
 // List implements Store.
-func (s *LocalStore) List(ctx context.Context) ([]Metadata, error) {
+func (s *LocalStore) List(ctx context.Context) ([]record.Metadata, error) {
 	d, err := s.root.Open(capturesDir)
 	if err != nil {
 		return nil, fmt.Errorf("list captures: %w", err)
@@ -295,7 +297,7 @@ func (s *LocalStore) List(ctx context.Context) ([]Metadata, error) {
 		return nil, fmt.Errorf("list captures: %w", err)
 	}
 	slices.Sort(names)
-	var out []Metadata
+	var out []record.Metadata
 	var bad []error
 	for _, name := range names {
 		if err := ctx.Err(); err != nil {
@@ -330,20 +332,20 @@ func listError(bad []error) error {
 
 // Open implements Store.
 func (s *LocalStore) Open(ctx context.Context, id, file string) (io.ReadCloser, error) {
-	if err := ValidName("file name", file); err != nil {
+	if err := record.ValidName("file name", file); err != nil {
 		return nil, err
 	}
 	md, err := s.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	f, ok := md.fileNamed(file)
+	f, ok := md.FileNamed(file)
 	if !ok {
 		return nil, fmt.Errorf("capture %s file %s: %w", id, file, ErrNotFound)
 	}
 	obj, err := s.root.Open(objectKey(f.SHA256))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: capture %s file %s: object %s is missing", ErrCorrupt, id, file, s.url(objectKey(f.SHA256)))
+		return nil, fmt.Errorf("%w: capture %s file %s: object %s is missing", record.ErrCorrupt, id, file, s.url(objectKey(f.SHA256)))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("capture %s file %s: %w", id, file, err)

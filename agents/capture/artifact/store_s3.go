@@ -18,6 +18,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 )
 
 // S3Store keeps artifacts in a bucket of an S3-compatible server, under a
@@ -118,11 +120,11 @@ func (s *S3Store) key(rel string) string { return s.prefix + rel }
 func (s *S3Store) url(rel string) string { return "s3://" + s.bucket + "/" + s.key(rel) }
 
 // Put implements Store.
-func (s *S3Store) Put(ctx context.Context, md *Metadata, dir string) (Location, error) {
+func (s *S3Store) Put(ctx context.Context, md *record.Metadata, dir string) (Location, error) {
 	if err := md.CheckSealed(); err != nil {
 		return Location{}, err
 	}
-	record, err := encodeMetadata(md)
+	record, err := record.Encode(md)
 	if err != nil {
 		return Location{}, err
 	}
@@ -170,7 +172,7 @@ func (s *S3Store) Put(ctx context.Context, md *Metadata, dir string) (Location, 
 }
 
 // checkSealedFile checks that file f is a regular file of its sealed size.
-func checkSealedFile(src *os.Root, id string, f File) error {
+func checkSealedFile(src *os.Root, id string, f record.File) error {
 	in, err := openArtifactFile(src, f.Name)
 	if err != nil {
 		return fmt.Errorf("capture %s: %w", id, err)
@@ -181,7 +183,7 @@ func checkSealedFile(src *os.Root, id string, f File) error {
 		return fmt.Errorf("capture %s: %w", id, err)
 	}
 	if fi.Size() != f.Bytes {
-		return fmt.Errorf("%w: capture %s file %s changed after it was sealed: %d bytes, sealed %d", ErrInvalid, id, f.Name, fi.Size(), f.Bytes)
+		return fmt.Errorf("%w: capture %s file %s changed after it was sealed: %d bytes, sealed %d", record.ErrInvalid, id, f.Name, fi.Size(), f.Bytes)
 	}
 	return nil
 }
@@ -189,12 +191,12 @@ func checkSealedFile(src *os.Root, id string, f File) error {
 // putObject uploads file f of capture id unless its object exists, and
 // reports whether it did. An existing object is trusted by its key and
 // size; Open checks the content whenever it is read.
-func (s *S3Store) putObject(ctx context.Context, src *os.Root, id string, f File) (bool, error) {
+func (s *S3Store) putObject(ctx context.Context, src *os.Root, id string, f record.File) (bool, error) {
 	key := s.key(objectKey(f.SHA256))
 	info, err := s.cl.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{})
 	if err == nil {
 		if info.Size != f.Bytes {
-			return false, fmt.Errorf("%w: %s holds %d bytes, want %d; remove it and Put again", ErrCorrupt, s.url(objectKey(f.SHA256)), info.Size, f.Bytes)
+			return false, fmt.Errorf("%w: %s holds %d bytes, want %d; remove it and Put again", record.ErrCorrupt, s.url(objectKey(f.SHA256)), info.Size, f.Bytes)
 		}
 		return false, nil
 	}
@@ -216,10 +218,10 @@ func (s *S3Store) putObject(ctx context.Context, src *os.Root, id string, f File
 		return true, nil
 	case isPreconditionFailed(err):
 		return false, nil // another Put stored the same content meanwhile
-	case errors.Is(err, ErrInvalid):
+	case errors.Is(err, record.ErrInvalid):
 		return false, err
 	case minio.ToErrorResponse(err).Code == "XAmzContentSHA256Mismatch":
-		return false, fmt.Errorf("%w: capture %s file %s changed after it was sealed: the server found another sha256 than %s", ErrInvalid, id, f.Name, f.SHA256)
+		return false, fmt.Errorf("%w: capture %s file %s changed after it was sealed: the server found another sha256 than %s", record.ErrInvalid, id, f.Name, f.SHA256)
 	default:
 		return false, fmt.Errorf("capture %s: upload %s to %s: %w", id, f.Name, s.url(objectKey(f.SHA256)), err)
 	}
@@ -227,7 +229,7 @@ func (s *S3Store) putObject(ctx context.Context, src *os.Root, id string, f File
 
 // putSingle uploads f in one request whose body the server checks against
 // the sealed sha256.
-func (s *S3Store) putSingle(ctx context.Context, key string, in *os.File, f File) error {
+func (s *S3Store) putSingle(ctx context.Context, key string, in *os.File, f record.File) error {
 	opts := minio.PutObjectOptions{ContentType: "application/octet-stream", DisableContentSha256: true}
 	opts.SetMatchETagExcept("*")
 	// DisableContentSha256 stops minio-go from signing the payload in
@@ -241,7 +243,7 @@ func (s *S3Store) putSingle(ctx context.Context, key string, in *os.File, f File
 // against its own sha256, and completes the upload only when the parts
 // add up to the sealed sha256. On any error the upload is aborted, so the
 // server keeps no parts.
-func (s *S3Store) putMultipart(ctx context.Context, key string, in *os.File, id string, f File) (err error) {
+func (s *S3Store) putMultipart(ctx context.Context, key string, in *os.File, id string, f record.File) (err error) {
 	uploadID, err := s.core.NewMultipartUpload(ctx, s.bucket, key, minio.PutObjectOptions{ContentType: "application/octet-stream"})
 	if err != nil {
 		return err
@@ -266,7 +268,7 @@ func (s *S3Store) putMultipart(ctx context.Context, key string, in *os.File, id 
 			return err
 		}
 		if n != size {
-			return fmt.Errorf("%w: capture %s file %s changed after it was sealed: it ends at %d bytes, sealed %d", ErrInvalid, id, f.Name, off+n, f.Bytes)
+			return fmt.Errorf("%w: capture %s file %s changed after it was sealed: it ends at %d bytes, sealed %d", record.ErrInvalid, id, f.Name, off+n, f.Bytes)
 		}
 		if _, err := part.Seek(0, io.SeekStart); err != nil {
 			return err
@@ -325,8 +327,8 @@ func (s *S3Store) readRecord(ctx context.Context, id string) ([]byte, error) {
 }
 
 // Get implements Store.
-func (s *S3Store) Get(ctx context.Context, id string) (*Metadata, error) {
-	if err := ValidName("capture id", id); err != nil {
+func (s *S3Store) Get(ctx context.Context, id string) (*record.Metadata, error) {
+	if err := record.ValidName("capture id", id); err != nil {
 		return nil, err
 	}
 	b, err := s.readRecord(ctx, id)
@@ -340,7 +342,7 @@ func (s *S3Store) Get(ctx context.Context, id string) (*Metadata, error) {
 }
 
 // List implements Store.
-func (s *S3Store) List(ctx context.Context) ([]Metadata, error) {
+func (s *S3Store) List(ctx context.Context) ([]record.Metadata, error) {
 	dir := s.key(capturesDir) + "/"
 	var names []string
 	for obj := range s.cl.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: dir, Recursive: true}) {
@@ -354,7 +356,7 @@ func (s *S3Store) List(ctx context.Context) ([]Metadata, error) {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	var out []Metadata
+	var out []record.Metadata
 	var bad []error
 	for _, name := range names {
 		id, err := recordID(name)
@@ -377,14 +379,14 @@ func (s *S3Store) List(ctx context.Context) ([]Metadata, error) {
 
 // Open implements Store.
 func (s *S3Store) Open(ctx context.Context, id, file string) (io.ReadCloser, error) {
-	if err := ValidName("file name", file); err != nil {
+	if err := record.ValidName("file name", file); err != nil {
 		return nil, err
 	}
 	md, err := s.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	f, ok := md.fileNamed(file)
+	f, ok := md.FileNamed(file)
 	if !ok {
 		return nil, fmt.Errorf("capture %s file %s: %w", id, file, ErrNotFound)
 	}
@@ -397,7 +399,7 @@ func (s *S3Store) Open(ctx context.Context, id, file string) (io.ReadCloser, err
 			obj.Close()
 		}
 		if isNotFound(err) {
-			return nil, fmt.Errorf("%w: capture %s file %s: object %s is missing", ErrCorrupt, id, file, s.url(objectKey(f.SHA256)))
+			return nil, fmt.Errorf("%w: capture %s file %s: object %s is missing", record.ErrCorrupt, id, file, s.url(objectKey(f.SHA256)))
 		}
 		return nil, fmt.Errorf("capture %s file %s: %w", id, file, err)
 	}

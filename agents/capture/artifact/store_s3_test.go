@@ -16,6 +16,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
@@ -120,7 +121,7 @@ func TestStoreS3SendsLargeFilesInCheckedParts(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if _, err := u.store.Put(ctx, md2, dir2); !errors.Is(err, artifact.ErrInvalid) {
+	if _, err := u.store.Put(ctx, md2, dir2); !errors.Is(err, record.ErrInvalid) {
 		t.Errorf("Put of a large file changed after Seal = %v, want ErrInvalid", err)
 	}
 	// s3proxy cannot list multipart uploads (501), so this checks only

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 )
 
 // storeUnderTest is a fresh, empty store plus raw access to what it holds,
@@ -31,13 +32,13 @@ type storeUnderTest struct {
 
 // sealed writes files into a new recorder dir and seals them under id, in
 // the order given.
-func sealed(t *testing.T, id string, files ...[2]string) (*artifact.Metadata, string) {
+func sealed(t *testing.T, id string, files ...[2]string) (*record.Metadata, string) {
 	t.Helper()
 	dir := t.TempDir()
 	md := newMetadata(id)
 	for _, f := range files {
 		writeFiles(t, dir, map[string]string{f[0]: f[1]})
-		md.Files = append(md.Files, artifact.File{Name: f[0]})
+		md.Files = append(md.Files, record.File{Name: f[0]})
 	}
 	if err := artifact.Seal(dir, md); err != nil {
 		t.Fatal(err)
@@ -190,7 +191,7 @@ func testStoreContract(t *testing.T, open func(t *testing.T) storeUnderTest) {
 		a, dirA := sealed(t, "cap-a", [2]string{"perf.data", "shared"}, [2]string{"requests.jsonl", "a's requests"})
 		b, dirB := sealed(t, "cap-b", [2]string{"perf.data", "shared"})
 		for _, p := range []struct {
-			md  *artifact.Metadata
+			md  *record.Metadata
 			dir string
 		}{{a, dirA}, {b, dirB}} {
 			if _, err := u.store.Put(ctx, p.md, p.dir); err != nil {
@@ -229,21 +230,21 @@ func testStoreContract(t *testing.T, open func(t *testing.T) storeUnderTest) {
 		before := u.keys(t)
 		badNames := []string{"", ".", "..", "../cap-1", "../../../../etc/passwd", "/etc/passwd", "a/b", `a\b`, "captures/cap-1", "x\x00y", "CAP-1", "-x", strings.Repeat("a", 129)}
 		for _, bad := range badNames {
-			if _, err := u.store.Get(ctx, bad); !errors.Is(err, artifact.ErrInvalid) {
+			if _, err := u.store.Get(ctx, bad); !errors.Is(err, record.ErrInvalid) {
 				t.Errorf("Get(%q) = %v, want ErrInvalid", bad, err)
 			}
-			if _, err := u.store.Open(ctx, bad, "perf.data"); !errors.Is(err, artifact.ErrInvalid) {
+			if _, err := u.store.Open(ctx, bad, "perf.data"); !errors.Is(err, record.ErrInvalid) {
 				t.Errorf("Open(%q, perf.data) = %v, want ErrInvalid", bad, err)
 			}
-			if _, err := u.store.Open(ctx, "cap-1", bad); !errors.Is(err, artifact.ErrInvalid) {
+			if _, err := u.store.Open(ctx, "cap-1", bad); !errors.Is(err, record.ErrInvalid) {
 				t.Errorf("Open(cap-1, %q) = %v, want ErrInvalid", bad, err)
 			}
-			if err := u.store.Delete(ctx, bad); !errors.Is(err, artifact.ErrInvalid) {
+			if err := u.store.Delete(ctx, bad); !errors.Is(err, record.ErrInvalid) {
 				t.Errorf("Delete(%q) = %v, want ErrInvalid", bad, err)
 			}
 			withID := *md
 			withID.ID = bad
-			if _, err := u.store.Put(ctx, &withID, dir); !errors.Is(err, artifact.ErrInvalid) {
+			if _, err := u.store.Put(ctx, &withID, dir); !errors.Is(err, record.ErrInvalid) {
 				t.Errorf("Put with id %q = %v, want ErrInvalid", bad, err)
 			}
 		}
@@ -261,11 +262,11 @@ func testStoreContract(t *testing.T, open func(t *testing.T) storeUnderTest) {
 			// A record made by hand, its checksums those of the file it
 			// points at, so only the name can stop it.
 			md := newMetadata("cap-1")
-			md.Version = artifact.MetadataVersion
-			md.Files = []artifact.File{{Name: name, Bytes: int64(len("private key")), SHA256: sha("private key")}}
+			md.Version = record.MetadataVersion
+			md.Files = []record.File{{Name: name, Bytes: int64(len("private key")), SHA256: sha("private key")}}
 			md.Bytes = md.Files[0].Bytes
 			md.Checksum = sha(md.Files[0].SHA256 + "\n")
-			if _, err := u.store.Put(ctx, md, dir); !errors.Is(err, artifact.ErrInvalid) {
+			if _, err := u.store.Put(ctx, md, dir); !errors.Is(err, record.ErrInvalid) {
 				t.Errorf("Put naming %q = %v, want ErrInvalid", name, err)
 			}
 		}
@@ -281,7 +282,7 @@ func testStoreContract(t *testing.T, open func(t *testing.T) storeUnderTest) {
 		md, dir := sealed(t, "cap-1", [2]string{"perf.data", "dump"})
 		replaceWithSymlink(t, dir+"/perf.data", secret)
 		_, err := u.store.Put(ctx, md, dir)
-		if !errors.Is(err, artifact.ErrInvalid) || !strings.Contains(err.Error(), "symlink") {
+		if !errors.Is(err, record.ErrInvalid) || !strings.Contains(err.Error(), "symlink") {
 			t.Errorf("Put = %v, want ErrInvalid naming the symlink", err)
 		}
 		if keys := u.keys(t); len(keys) != 0 {
@@ -293,11 +294,11 @@ func testStoreContract(t *testing.T, open func(t *testing.T) storeUnderTest) {
 		u := open(t)
 		md, dir := sealed(t, "cap-1", [2]string{"perf.data", "dump-1"})
 		writeFiles(t, dir, map[string]string{"perf.data": "dump-2"}) // same size
-		if _, err := u.store.Put(ctx, md, dir); !errors.Is(err, artifact.ErrInvalid) || !strings.Contains(err.Error(), "changed after it was sealed") {
+		if _, err := u.store.Put(ctx, md, dir); !errors.Is(err, record.ErrInvalid) || !strings.Contains(err.Error(), "changed after it was sealed") {
 			t.Errorf("Put = %v, want ErrInvalid saying the file changed", err)
 		}
 		writeFiles(t, dir, map[string]string{"perf.data": "dump-1 and more"})
-		if _, err := u.store.Put(ctx, md, dir); !errors.Is(err, artifact.ErrInvalid) {
+		if _, err := u.store.Put(ctx, md, dir); !errors.Is(err, record.ErrInvalid) {
 			t.Errorf("Put of a grown file = %v, want ErrInvalid", err)
 		}
 		if keys := u.keys(t); len(keys) != 0 {
@@ -315,11 +316,11 @@ func testStoreContract(t *testing.T, open func(t *testing.T) storeUnderTest) {
 			t.Fatal(err)
 		}
 		u.put(t, objectKey("good dump"), []byte("evil dump"))
-		if _, err := readAll(t, u.store, "cap-1", "perf.data"); !errors.Is(err, artifact.ErrCorrupt) {
+		if _, err := readAll(t, u.store, "cap-1", "perf.data"); !errors.Is(err, record.ErrCorrupt) {
 			t.Errorf("reading a damaged object: %v, want ErrCorrupt", err)
 		}
 		u.remove(t, objectKey("other"))
-		if _, err := readAll(t, u.store, "cap-1", "other.data"); !errors.Is(err, artifact.ErrCorrupt) {
+		if _, err := readAll(t, u.store, "cap-1", "other.data"); !errors.Is(err, record.ErrCorrupt) {
 			t.Errorf("opening a missing object: %v, want ErrCorrupt", err)
 		}
 
@@ -327,12 +328,12 @@ func testStoreContract(t *testing.T, open func(t *testing.T) storeUnderTest) {
 		u.put(t, "captures/stolen.json", []byte(mustRecord(t, u.store, "cap-1")))
 		u.put(t, "captures/NOT-A-CAPTURE", []byte("x"))
 		for _, id := range []string{"broken", "stolen"} {
-			if _, err := u.store.Get(ctx, id); !errors.Is(err, artifact.ErrCorrupt) {
+			if _, err := u.store.Get(ctx, id); !errors.Is(err, record.ErrCorrupt) {
 				t.Errorf("Get(%s) = %v, want ErrCorrupt", id, err)
 			}
 		}
 		list, err := u.store.List(ctx)
-		if !errors.Is(err, artifact.ErrCorrupt) {
+		if !errors.Is(err, record.ErrCorrupt) {
 			t.Errorf("List error = %v, want one wrapping ErrCorrupt", err)
 		}
 		for _, name := range []string{"broken", "stolen", "NOT-A-CAPTURE"} {

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
-	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 )
 
 // The bpftrace recorder runs one script of the allow-listed folder as a
@@ -227,7 +227,7 @@ type bpftraceRecorder struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	flight *bpftraceFlight
-	clock  artifact.Clock
+	clock  record.Clock
 	fired  bool
 	killed bool
 	files  []string

@@ -19,7 +19,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 )
 
 // ArmRequest is a capture request as the control socket and the CLI take
@@ -76,13 +76,13 @@ type Status struct {
 	// fire) to the pre-window dump being on disk.
 	FireToDump time.Duration `json:"fire_to_dump_ns,omitempty"`
 	// Cause is what fired the capture, from Fired on.
-	Cause *artifact.FireCause `json:"cause,omitempty"`
+	Cause *record.FireCause `json:"cause,omitempty"`
 	// Location is where the artifact is: its record's URL in the store
 	// (file:///… or s3://…), or the work directory when the engine has
 	// no store. Files are the files' URLs, in the record's order.
-	Location string             `json:"location,omitempty"`
-	Files    []string           `json:"files,omitempty"`
-	Metadata *artifact.Metadata `json:"metadata,omitempty"`
+	Location string           `json:"location,omitempty"`
+	Files    []string         `json:"files,omitempty"`
+	Metadata *record.Metadata `json:"metadata,omitempty"`
 }
 
 // Error is the body of every answer that is not a success.
@@ -143,8 +143,8 @@ func (c *Client) Do(ctx context.Context, method, path string, body any, out any)
 
 // Download streams one file of a stored artifact into w and checks it
 // against the sha256 its metadata records.
-func (c *Client) Download(ctx context.Context, id string, f artifact.File, w io.Writer) error {
-	if err := errors.Join(artifact.ValidName("capture id", id), artifact.ValidName("file", f.Name)); err != nil {
+func (c *Client) Download(ctx context.Context, id string, f record.File, w io.Writer) error {
+	if err := errors.Join(record.ValidName("capture id", id), record.ValidName("file", f.Name)); err != nil {
 		return err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent/v1/captures/"+id+"/files/"+f.Name, nil)
@@ -170,7 +170,7 @@ func (c *Client) Download(ctx context.Context, id string, f artifact.File, w io.
 		return fmt.Errorf("download %s: %w", f.Name, err)
 	}
 	if n != f.Bytes || hex.EncodeToString(h.Sum(nil)) != f.SHA256 {
-		return fmt.Errorf("%w: %s of capture %s: got %d bytes sha256 %x, the record says %d bytes %s", artifact.ErrCorrupt, f.Name, id, n, h.Sum(nil), f.Bytes, f.SHA256)
+		return fmt.Errorf("%w: %s of capture %s: got %d bytes sha256 %x, the record says %d bytes %s", record.ErrCorrupt, f.Name, id, n, h.Sum(nil), f.Bytes, f.SHA256)
 	}
 	return nil
 }

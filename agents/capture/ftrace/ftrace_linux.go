@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
-	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 )
 
 // The ftrace recorder needs tracefs instances (Linux 3.10), the "mono"
@@ -144,7 +144,7 @@ type ftraceRecorder struct {
 	snapshot bool
 	armed    bool
 	fired    bool
-	clock    artifact.Clock
+	clock    record.Clock
 	preLost  []uint64 // per CPU, when known at fire (relay mode)
 	files    []string
 	notes    []string

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
-	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 )
 
 type perfBackend struct{ cfg PerfConfig }
@@ -127,7 +127,7 @@ type perfRecorder struct {
 	mu     sync.Mutex
 	stderr strings.Builder // what perf said that was not a dump line
 	files  []string
-	clock  artifact.Clock
+	clock  record.Clock
 }
 
 func (r *perfRecorder) Arm(ctx context.Context) error {

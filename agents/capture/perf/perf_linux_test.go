@@ -21,6 +21,7 @@ import (
 
 	"github.com/spikehunt/spikehunt/agents/capture"
 	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/agents/capture/control"
 	"github.com/spikehunt/spikehunt/agents/capture/internal/capturetest"
 	"github.com/spikehunt/spikehunt/tests/testenv"
@@ -182,7 +183,7 @@ func TestPerfFlightRecorderCatchesTheSlowRequestsThreadLeavingTheCPU(t *testing.
 	var sawSlow bool
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
-		var r artifact.RequestRecord
+		var r record.RequestRecord
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +208,7 @@ type offInterval struct{ from, to time.Time }
 // out of the idle task on CPU 1 (ftrace_linux_test.go says more), so a
 // thread that wakes on an idle CPU 1 is next seen running, at most a few
 // milliseconds later.
-func offCPU(t testing.TB, files []string, tid uint32, clk artifact.Clock) []offInterval {
+func offCPU(t testing.TB, files []string, tid uint32, clk record.Clock) []offInterval {
 	t.Helper()
 	var out []offInterval
 	var leftAt time.Time

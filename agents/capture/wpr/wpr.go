@@ -40,7 +40,7 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
-	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 )
 
 // WPRConfig configures the Windows Performance Recorder backend.
@@ -282,7 +282,7 @@ func (r *wprRecorder) Collect(ctx context.Context) (capture.Result, error) {
 		// counter's frequency, from which WPA and TraceProcessing show
 		// wall-clock time; an offset measured here would only repeat it
 		// less precisely.
-		Clock: artifact.Clock{Name: "QPC"},
+		Clock: record.Clock{Name: "QPC"},
 		Notes: append([]string(nil), r.notes...),
 	}
 	res.Notes = append(res.Notes, "wpr: timestamps are QPC ticks; each .etl carries its own wall-clock start, which WPA uses to show wall-clock time")

@@ -19,7 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
-	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 )
 
 // Several test files of this package may want an -update flag for their
@@ -412,7 +412,7 @@ func TestWPRRecorder(t *testing.T) {
 		if res.Lost != 6 {
 			t.Errorf("lost = %d, want 3 from each session's collectors (not also the Dropped event total)", res.Lost)
 		}
-		if res.Clock != (artifact.Clock{Name: "QPC"}) {
+		if res.Clock != (record.Clock{Name: "QPC"}) {
 			t.Errorf("clock = %+v, want QPC with no offset", res.Clock)
 		}
 		notes := strings.Join(res.Notes, "\n")

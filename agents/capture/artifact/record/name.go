@@ -1,4 +1,4 @@
-package artifact
+package record
 
 import (
 	"errors"
@@ -10,6 +10,11 @@ import (
 // unknown backend, profile or script, an absurd size, a bad name):
 // retrying cannot help. The capture engine's ErrInvalid is this one.
 var ErrInvalid = errors.New("invalid capture request")
+
+// ErrCorrupt marks stored data that does not match its record: a record
+// that fails to decode, an object missing or of the wrong size or content,
+// a download whose bytes are not the ones sealed.
+var ErrCorrupt = errors.New("corrupt artifact")
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
 

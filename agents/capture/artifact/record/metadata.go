@@ -1,4 +1,9 @@
-package artifact
+// Package record is a capture artifact's record: the Metadata every
+// capture leaves beside its files, its checks (CheckSealed, DecodeMetadata)
+// and its stored encoding, and the name rule every id and file obeys. It
+// imports only the standard library: the control API's wire types carry a
+// record, and a program that drives an agent holds no store client.
+package record
 
 import "time"
 
