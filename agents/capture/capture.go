@@ -1,8 +1,15 @@
-// Package capture is the agent's flight recorders: perf, ftrace, bpftrace
-// and Windows Performance Recorder behind one interface, the local trigger
-// that fires them from the agent's own latency stream, the governance that
-// keeps them from loading a struggling host, and the artifacts they leave
-// (docs/design.md §6).
+// Package capture is the agent's flight-recorder engine: the one
+// interface (Backend, Recorder) that perf, ftrace, bpftrace and Windows
+// Performance Recorder implement in their own packages (capture/perf,
+// capture/ftrace, capture/bpftrace, capture/wpr), the Engine that arms them
+// within budgets, the local trigger that fires them from the agent's own
+// latency stream, the governance that keeps them from loading a struggling
+// host, and the control socket's server (docs/design.md §6). The engine
+// knows backends only through Backend: the agent's cmd constructs them and
+// passes them in EngineConfig.Backends, so the backends import this
+// package and never the reverse. Artifacts are sealed and stored by
+// capture/artifact; the control API's wire types and client are
+// capture/control.
 //
 // Lifecycle: a Backend checks the machine and makes a Recorder for one
 // Spec. Arm starts the tool recording into a ring it overwrites; Fire dumps

@@ -1,3 +1,8 @@
+// Package artifact is where a capture's files go once the recorder is done
+// with them: Seal pins them by sha256 into their record
+// (artifact/record), and a Store (a local folder or an S3 bucket) keeps
+// them, content-addressed, beside the record. The agent's engine puts
+// artifacts; the operator's retention lists and deletes them.
 package artifact
 
 import (

@@ -1,3 +1,7 @@
+// Package bpftrace is the bpftrace flight recorder: a named script from
+// an administrator's root-owned folder (scripts/ holds the shipped ones)
+// whose interval summaries the agent keeps in a ring of its own. It
+// implements capture.Backend; the agent's cmd constructs it.
 package bpftrace
 
 import (

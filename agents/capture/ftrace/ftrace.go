@@ -1,3 +1,7 @@
+// Package ftrace is the ftrace flight recorder: a tracefs instance of its
+// own per capture (the snapshot buffer at Fire, or a relay of two
+// instances where the kernel has none), and the parser of the trace text.
+// It implements capture.Backend; the agent's cmd constructs it.
 package ftrace
 
 import (

@@ -1,3 +1,7 @@
+// Package perf is the perf flight recorder: `perf record --overwrite
+// --switch-output=signal` into a ring per CPU, dumped by a signal at Fire
+// and again at Collect. It implements capture.Backend; the agent's cmd
+// constructs it and hands it to the engine.
 package perf
 
 import (

@@ -1,8 +1,7 @@
-package wpr
-
-// The Windows Performance Recorder backend: an ETW session in memory
+// Package wpr is the Windows Performance Recorder backend: an ETW session in memory
 // (circular) mode, driven through wpr.exe with a recording profile
-// generated from the spec (wprp.go).
+// generated from the spec (wprp.go). It implements capture.Backend; the
+// agent's cmd constructs it.
 //
 // The pre- and post-window in memory mode. WPR keeps a memory-mode ring in
 // the kernel and writes it to disk only when the session stops; wpr.exe
@@ -24,6 +23,7 @@ package wpr
 // allow several kernel (system) sessions at once; older systems allow one.
 //
 // wpr.exe needs an elevated (Administrator) agent.
+package wpr
 
 import (
 	"bytes"
