@@ -34,7 +34,7 @@ func TestThePerfRecorderOfACaptureFiresOnTheSlowRequestAndIsUploaded(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	perf := perf.NewPerf(perf.PerfConfig{Profiles: profiles})
+	perf := perf.New(perf.Config{Profiles: profiles})
 	if err := perf.Check(); err != nil {
 		testenv.RequirePrivileged(t, "perf", err)
 	}
@@ -45,7 +45,7 @@ func TestThePerfRecorderOfACaptureFiresOnTheSlowRequestAndIsUploaded(t *testing.
 	if err := os.Chmod(scripts, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	bpftrace := bpftrace.NewBpftrace(bpftrace.BpftraceConfig{ScriptDir: scripts})
+	bpftrace := bpftrace.New(bpftrace.Config{ScriptDir: scripts})
 
 	e := newEnv(t)
 	eng, storeDir := newEngine(t, "node-p", perf, bpftrace)

@@ -64,7 +64,7 @@ func TestADetectorAlertArmsPerfOnTheNodeWhichCatchesTheNextSpikeAndIsIndexedAgai
 	if err != nil {
 		t.Fatal(err)
 	}
-	perf := perf.NewPerf(perf.PerfConfig{Profiles: profiles})
+	perf := perf.New(perf.Config{Profiles: profiles})
 	if err := perf.Check(); err != nil {
 		testenv.RequirePrivileged(t, "perf", err)
 	}

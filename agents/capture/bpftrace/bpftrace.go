@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// BpftraceConfig configures the bpftrace flight recorder.
-type BpftraceConfig struct {
+// Config configures the bpftrace flight recorder.
+type Config struct {
 	// ScriptDir is the allow-list: a capture names a script, and only
 	// ScriptDir/<name>.bt can run. The agent runs these as root, so the
 	// folder and its scripts must be owned by root and not writable by
@@ -33,7 +33,7 @@ type BpftraceConfig struct {
 	StopGrace time.Duration
 }
 
-// Bounds and defaults of BpftraceConfig.
+// Bounds and defaults of Config.
 const (
 	DefaultBpftraceMaxBytes = 16 << 20
 	MinBpftraceMaxBytes     = 64 << 10
@@ -42,7 +42,7 @@ const (
 	defaultBpftraceGrace    = 5 * time.Second
 )
 
-func (c BpftraceConfig) validate() error {
+func (c Config) validate() error {
 	if c.MaxBytes != 0 && (c.MaxBytes < MinBpftraceMaxBytes || c.MaxBytes > MaxBpftraceMaxBytes) {
 		return fmt.Errorf("bpftrace: max bytes %d is outside [%d, %d]", c.MaxBytes, MinBpftraceMaxBytes, MaxBpftraceMaxBytes)
 	}

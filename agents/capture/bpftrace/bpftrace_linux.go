@@ -37,10 +37,10 @@ import (
 // Needs bpftrace 0.9 or later (reading the program from stdin, "-B line")
 // running as root, and whatever the script itself needs (irq_duration:
 // the irq tracepoints, present on every kernel bpftrace supports).
-type bpftraceBackend struct{ cfg BpftraceConfig }
+type bpftraceBackend struct{ cfg Config }
 
-// NewBpftrace returns the bpftrace backend.
-func NewBpftrace(cfg BpftraceConfig) capture.Backend {
+// New returns the bpftrace backend.
+func New(cfg Config) capture.Backend {
 	if cfg.Binary == "" {
 		cfg.Binary = "bpftrace"
 	}
@@ -219,7 +219,7 @@ func bpftraceScripts(dir string) []string {
 }
 
 type bpftraceRecorder struct {
-	cfg     BpftraceConfig
+	cfg     Config
 	spec    capture.Spec
 	dir     string
 	program []byte

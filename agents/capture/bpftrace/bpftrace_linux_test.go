@@ -53,7 +53,7 @@ func bpftraceScriptDir(t *testing.T, extra map[string]string) string {
 // (or fails under SPIKEHUNT_REQUIRE_PRIVILEGED=1) without bpftrace or root.
 func bpftraceForTest(t *testing.T, scripts string) capture.Backend {
 	t.Helper()
-	b := NewBpftrace(BpftraceConfig{ScriptDir: scripts})
+	b := New(Config{ScriptDir: scripts})
 	if err := b.Check(); err != nil {
 		testenv.RequirePrivileged(t, "bpftrace", err)
 	}
@@ -272,7 +272,7 @@ func TestBpftraceRejectsScriptsOutsideTheAllowList(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testenv.RequirePrivileged(t, "root (the script folder must be root's)", errors.New("not root"))
 	}
-	b := NewBpftrace(BpftraceConfig{ScriptDir: scripts, Binary: "/nonexistent/bpftrace"})
+	b := New(Config{ScriptDir: scripts, Binary: "/nonexistent/bpftrace"})
 	for _, tc := range []struct {
 		name string
 		spec capture.Spec
@@ -330,7 +330,7 @@ func TestBpftraceRefusesAScriptFolderOrScriptNotOwnedByRoot(t *testing.T) {
 	const nobody = 65534
 	scripts := bpftraceScriptDir(t, nil)
 	script := filepath.Join(scripts, "irq_duration.bt")
-	b := NewBpftrace(BpftraceConfig{ScriptDir: scripts, Binary: "/nonexistent/bpftrace"})
+	b := New(Config{ScriptDir: scripts, Binary: "/nonexistent/bpftrace"})
 	arm := func() error {
 		_, err := b.New(capture.Spec{ID: "c1", Backend: capture.Bpftrace, Script: "irq_duration"}, t.TempDir())
 		return err
@@ -365,7 +365,7 @@ func TestBpftraceRefusesAScriptFolderOrScriptNotOwnedByRoot(t *testing.T) {
 
 func TestBpftraceMissingIsNotSupported(t *testing.T) {
 	scripts := bpftraceScriptDir(t, nil)
-	b := NewBpftrace(BpftraceConfig{ScriptDir: scripts, Binary: "/nonexistent/bpftrace"})
+	b := New(Config{ScriptDir: scripts, Binary: "/nonexistent/bpftrace"})
 	if err := b.Check(); !errors.Is(err, capture.ErrNotSupported) {
 		t.Errorf("Check = %v, want ErrNotSupported", err)
 	}
@@ -379,7 +379,7 @@ func TestBpftraceMissingIsNotSupported(t *testing.T) {
 	if err := rec.Disarm(); err != nil {
 		t.Errorf("Disarm: %v", err)
 	}
-	if err := NewBpftrace(BpftraceConfig{}).Check(); !errors.Is(err, capture.ErrNotSupported) {
+	if err := New(Config{}).Check(); !errors.Is(err, capture.ErrNotSupported) {
 		t.Errorf("Check without a script folder = %v, want ErrNotSupported", err)
 	}
 }

@@ -12,8 +12,8 @@ import (
 // report it as not supported.
 type bpftraceBackend struct{}
 
-// NewBpftrace returns a backend whose Check and New report ErrNotSupported.
-func NewBpftrace(cfg BpftraceConfig) capture.Backend { return bpftraceBackend{} }
+// New returns a backend whose Check and New report ErrNotSupported.
+func New(cfg Config) capture.Backend { return bpftraceBackend{} }
 
 func (bpftraceBackend) Name() string { return capture.Bpftrace }
 

@@ -17,8 +17,8 @@ import (
 // DefaultTraceFS is where tracefs is mounted on kernels since 4.1.
 const DefaultTraceFS = "/sys/kernel/tracing"
 
-// FtraceConfig configures the ftrace flight recorder.
-type FtraceConfig struct {
+// Config configures the ftrace flight recorder.
+type Config struct {
 	// TraceFS is the tracefs mount; "" is DefaultTraceFS. Point it
 	// elsewhere only for a tracefs mounted elsewhere (the agent's
 	// --path.tracefs), never at a copied tree: a recorder makes

@@ -39,11 +39,11 @@ import (
 // first instance holds the pre-window, is dumped and removed at once.
 //
 // Either way the memory is two rings: buffer_size_kb × CPUs × 2.
-type ftraceBackend struct{ cfg FtraceConfig }
+type ftraceBackend struct{ cfg Config }
 
-// NewFtrace returns the ftrace backend: a tracefs instance per capture,
+// New returns the ftrace backend: a tracefs instance per capture,
 // with the profile's events, a sized ring and CLOCK_MONOTONIC timestamps.
-func NewFtrace(cfg FtraceConfig) capture.Backend {
+func New(cfg Config) capture.Backend {
 	if cfg.TraceFS == "" {
 		cfg.TraceFS = DefaultTraceFS
 	}

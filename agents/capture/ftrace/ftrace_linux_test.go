@@ -31,7 +31,7 @@ func ftraceForTest(t *testing.T) capture.Backend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := NewFtrace(FtraceConfig{Profiles: profs})
+	b := New(Config{Profiles: profs})
 	if err := b.Check(); err != nil {
 		testenv.RequirePrivileged(t, "tracefs", err)
 	}
@@ -302,7 +302,7 @@ func TestFtraceRejectsBadRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	// No tracefs is needed to refuse these: New never touches it.
-	b := NewFtrace(FtraceConfig{Profiles: profs})
+	b := New(Config{Profiles: profs})
 	for _, tc := range []struct {
 		name string
 		spec capture.Spec
@@ -329,7 +329,7 @@ func TestFtraceRejectsBadRequests(t *testing.T) {
 
 func TestFtraceWithoutTracefsIsNotSupported(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "no-tracefs")
-	b := NewFtrace(FtraceConfig{TraceFS: root, Profiles: ftraceMust(capture.NewProfiles())})
+	b := New(Config{TraceFS: root, Profiles: ftraceMust(capture.NewProfiles())})
 	err := b.Check()
 	if !errors.Is(err, capture.ErrNotSupported) || !strings.Contains(err.Error(), "mount -t tracefs nodev "+root) {
 		t.Errorf("Check = %v, want ErrNotSupported saying how to mount tracefs", err)

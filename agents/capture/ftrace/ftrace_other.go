@@ -12,8 +12,8 @@ import (
 // report it as not supported.
 type ftraceBackend struct{}
 
-// NewFtrace returns a backend whose Check and New report ErrNotSupported.
-func NewFtrace(cfg FtraceConfig) capture.Backend { return ftraceBackend{} }
+// New returns a backend whose Check and New report ErrNotSupported.
+func New(cfg Config) capture.Backend { return ftraceBackend{} }
 
 func (ftraceBackend) Name() string { return capture.Ftrace }
 

@@ -19,13 +19,13 @@ import (
 	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 )
 
-type perfBackend struct{ cfg PerfConfig }
+type perfBackend struct{ cfg Config }
 
-// NewPerf returns the perf backend: `perf record --overwrite
+// New returns the perf backend: `perf record --overwrite
 // --switch-output=signal`, a per-CPU ring perf keeps overwriting until
 // SIGUSR2 makes it write the ring to a new file (perf 5.x and later).
 // Timestamps are CLOCK_MONOTONIC (-k mono) so they map to wall-clock time.
-func NewPerf(cfg PerfConfig) capture.Backend {
+func New(cfg Config) capture.Backend {
 	if cfg.Binary == "" {
 		cfg.Binary = "perf"
 	}
@@ -116,7 +116,7 @@ func ringPages(kb int) int {
 }
 
 type perfRecorder struct {
-	cfg  PerfConfig
+	cfg  Config
 	spec capture.Spec
 	dir  string
 	args []string

@@ -77,7 +77,7 @@ func perfEngine(t testing.TB) (*capture.Engine, *recorders) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := NewPerf(PerfConfig{Profiles: profiles})
+	b := New(Config{Profiles: profiles})
 	if err := b.Check(); err != nil {
 		testenv.RequirePrivileged(t, "perf", err)
 	}
@@ -278,7 +278,7 @@ func TestPerfCaptureRunsGovernedAndLandsInS3(t *testing.T) {
 	}
 	defer store.Close()
 	profiles, _ := capture.NewProfiles()
-	b := NewPerf(PerfConfig{Profiles: profiles})
+	b := New(Config{Profiles: profiles})
 	if err := b.Check(); err != nil || os.Geteuid() != 0 {
 		testenv.RequirePrivileged(t, "perf as root", err)
 	}
@@ -353,7 +353,7 @@ func TestPerfCaptureRunsGovernedAndLandsInS3(t *testing.T) {
 
 func TestPerfMissingIsNotSupportedAndNothingElseBreaks(t *testing.T) {
 	profiles, _ := capture.NewProfiles()
-	missing := NewPerf(PerfConfig{Binary: "/nonexistent/perf", Profiles: profiles})
+	missing := New(Config{Binary: "/nonexistent/perf", Profiles: profiles})
 	if err := missing.Check(); !errors.Is(err, capture.ErrNotSupported) {
 		t.Fatalf("Check: %v, want ErrNotSupported", err)
 	}

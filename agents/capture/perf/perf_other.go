@@ -10,9 +10,9 @@ import (
 
 type perfBackend struct{}
 
-// NewPerf returns a backend that reports perf as unsupported: perf is
+// New returns a backend that reports perf as unsupported: perf is
 // Linux's profiler (WPR is the Windows one).
-func NewPerf(PerfConfig) capture.Backend { return perfBackend{} }
+func New(Config) capture.Backend { return perfBackend{} }
 
 func (perfBackend) Name() string { return capture.Perf }
 

@@ -43,8 +43,8 @@ import (
 	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 )
 
-// WPRConfig configures the Windows Performance Recorder backend.
-type WPRConfig struct {
+// Config configures the Windows Performance Recorder backend.
+type Config struct {
 	// Path is wpr.exe. "" finds "wpr.exe" on PATH; Windows 10 and later
 	// ship it in System32. Set an absolute path to be sure which copy runs
 	// (the Windows Performance Toolkit's is often newer).
@@ -73,7 +73,7 @@ type WPRConfig struct {
 const DefaultWPRTimeout = 5 * time.Minute
 
 // Validate checks the bounds.
-func (c WPRConfig) Validate() error {
+func (c Config) Validate() error {
 	if c.CPUs < 0 || c.CPUs > capture.MaxCPUList {
 		return fmt.Errorf("%w: wpr: %d CPUs is outside [0, %d]", capture.ErrInvalid, c.CPUs, capture.MaxCPUList)
 	}
@@ -83,7 +83,7 @@ func (c WPRConfig) Validate() error {
 	return nil
 }
 
-func (c WPRConfig) withDefaults() WPRConfig {
+func (c Config) withDefaults() Config {
 	if c.Path == "" {
 		c.Path = "wpr.exe"
 	}
@@ -97,14 +97,14 @@ func (c WPRConfig) withDefaults() WPRConfig {
 }
 
 type wprBackend struct {
-	cfg WPRConfig
+	cfg Config
 	err error // from cfg.Validate, returned by New
 }
 
-// NewWPR returns the Windows Performance Recorder backend. It builds on
+// New returns the Windows Performance Recorder backend. It builds on
 // every OS, since it only runs an executable; Check says whether this
 // machine has one.
-func NewWPR(cfg WPRConfig) capture.Backend {
+func New(cfg Config) capture.Backend {
 	b := &wprBackend{cfg: cfg.withDefaults(), err: cfg.Validate()}
 	if b.cfg.Profiles == nil && b.err == nil {
 		b.cfg.Profiles, b.err = capture.NewProfiles()
@@ -181,7 +181,7 @@ const (
 )
 
 type wprRecorder struct {
-	cfg      WPRConfig
+	cfg      Config
 	spec     capture.Spec
 	dir      string
 	instance string // wpr -instancename: names the ETW sessions

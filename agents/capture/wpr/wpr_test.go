@@ -69,7 +69,7 @@ func TestWPRProfileGolden(t *testing.T) {
 			}
 			spec := wprTestSpec()
 			spec.Profile = tc.profile
-			rec, err := NewWPR(WPRConfig{Profiles: profiles, CPUs: 8}).New(spec, t.TempDir())
+			rec, err := New(Config{Profiles: profiles, CPUs: 8}).New(spec, t.TempDir())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -263,7 +263,7 @@ func TestWPRNewRejectsBadInput(t *testing.T) {
 			if cpus == 0 {
 				cpus = 64
 			}
-			_, err = NewWPR(WPRConfig{Profiles: profiles, CPUs: cpus}).New(spec, t.TempDir())
+			_, err = New(Config{Profiles: profiles, CPUs: cpus}).New(spec, t.TempDir())
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tc.wantErr)
 			}
@@ -276,14 +276,14 @@ func TestWPRNewRejectsBadInput(t *testing.T) {
 
 func TestWPRCheckWithoutWPR(t *testing.T) {
 	t.Run("a configured path that does not exist", func(t *testing.T) {
-		err := NewWPR(WPRConfig{Path: filepath.Join(t.TempDir(), "wpr.exe")}).Check()
+		err := New(Config{Path: filepath.Join(t.TempDir(), "wpr.exe")}).Check()
 		if !errors.Is(err, capture.ErrNotSupported) {
 			t.Fatalf("err = %v, want ErrNotSupported", err)
 		}
 	})
 	t.Run("no wpr.exe on PATH", func(t *testing.T) {
 		t.Setenv("PATH", t.TempDir())
-		err := NewWPR(WPRConfig{}).Check()
+		err := New(Config{}).Check()
 		if !errors.Is(err, capture.ErrNotSupported) || !strings.Contains(err.Error(), "wpr") {
 			t.Fatalf("err = %v, want ErrNotSupported naming wpr", err)
 		}
@@ -337,7 +337,7 @@ func TestWPRRecorder(t *testing.T) {
 
 	// setup returns a recorder on the fake wpr, the capture dir and the
 	// fake's state dir; env sets the fake's knobs.
-	setup := func(t *testing.T, cfg WPRConfig, spec capture.Spec, env ...string) (*wprRecorder, string, string) {
+	setup := func(t *testing.T, cfg Config, spec capture.Spec, env ...string) (*wprRecorder, string, string) {
 		t.Helper()
 		state := t.TempDir()
 		t.Setenv("FAKEWPR_DIR", state)
@@ -348,7 +348,7 @@ func TestWPRRecorder(t *testing.T) {
 			t.Setenv(env[i], env[i+1])
 		}
 		cfg.Path, cfg.CPUs = exe, 8
-		b := NewWPR(cfg)
+		b := New(cfg)
 		if err := b.Check(); err != nil {
 			t.Fatalf("Check with the fake wpr: %v", err)
 		}
@@ -372,7 +372,7 @@ func TestWPRRecorder(t *testing.T) {
 	cancel := []string{"-cancel", "-instancename", inst}
 
 	t.Run("arm, fire and collect save the pre- and post-window from two sessions", func(t *testing.T) {
-		rec, dir, state := setup(t, WPRConfig{}, wprTestSpec(), "FAKEWPR_LOST", "3")
+		rec, dir, state := setup(t, Config{}, wprTestSpec(), "FAKEWPR_LOST", "3")
 		if err := rec.Arm(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -430,7 +430,7 @@ func TestWPRRecorder(t *testing.T) {
 	t.Run("without a post-window Fire stops the only session and Collect runs nothing", func(t *testing.T) {
 		spec := wprTestSpec()
 		spec.Post = 0
-		rec, dir, state := setup(t, WPRConfig{ManagedSymbols: true}, spec)
+		rec, dir, state := setup(t, Config{ManagedSymbols: true}, spec)
 		if err := rec.Arm(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -451,7 +451,7 @@ func TestWPRRecorder(t *testing.T) {
 	})
 
 	t.Run("Disarm cancels a live session once", func(t *testing.T) {
-		rec, dir, state := setup(t, WPRConfig{}, wprTestSpec())
+		rec, dir, state := setup(t, Config{}, wprTestSpec())
 		if err := rec.Arm(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -470,7 +470,7 @@ func TestWPRRecorder(t *testing.T) {
 	})
 
 	t.Run("Disarm after a fire cancels the post-window's session", func(t *testing.T) {
-		rec, dir, state := setup(t, WPRConfig{}, wprTestSpec())
+		rec, dir, state := setup(t, Config{}, wprTestSpec())
 		if err := rec.Arm(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -487,7 +487,7 @@ func TestWPRRecorder(t *testing.T) {
 	})
 
 	t.Run("a start refused for want of elevation is released and says so", func(t *testing.T) {
-		rec, dir, state := setup(t, WPRConfig{}, wprTestSpec(), "FAKEWPR_FAIL", "-start")
+		rec, dir, state := setup(t, Config{}, wprTestSpec(), "FAKEWPR_FAIL", "-start")
 		err := rec.Arm(ctx)
 		if !errors.Is(err, capture.ErrNotSupported) || !strings.Contains(err.Error(), "Administrator") {
 			t.Fatalf("err = %v, want ErrNotSupported telling to run as Administrator", err)
@@ -501,7 +501,7 @@ func TestWPRRecorder(t *testing.T) {
 	})
 
 	t.Run("collect before fire is refused and the session stays for Disarm", func(t *testing.T) {
-		rec, dir, state := setup(t, WPRConfig{}, wprTestSpec())
+		rec, dir, state := setup(t, Config{}, wprTestSpec())
 		if err := rec.Arm(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -517,7 +517,7 @@ func TestWPRRecorder(t *testing.T) {
 	})
 
 	t.Run("an older wpr that refuses -skipPdbGen is stopped without it, then and later", func(t *testing.T) {
-		rec, dir, state := setup(t, WPRConfig{}, wprTestSpec(), "FAKEWPR_NO_SKIPPDBGEN", "1")
+		rec, dir, state := setup(t, Config{}, wprTestSpec(), "FAKEWPR_NO_SKIPPDBGEN", "1")
 		if err := rec.Arm(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -546,7 +546,7 @@ func TestWPRRecorder(t *testing.T) {
 	t.Run("lost events printed in another language are unknown, not zero", func(t *testing.T) {
 		spec := wprTestSpec()
 		spec.Post = 0
-		rec, _, _ := setup(t, WPRConfig{}, spec, "FAKEWPR_LOCALIZED", "1", "FAKEWPR_LOST", "7")
+		rec, _, _ := setup(t, Config{}, spec, "FAKEWPR_LOCALIZED", "1", "FAKEWPR_LOST", "7")
 		if err := rec.Arm(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -565,7 +565,7 @@ func TestWPRRecorder(t *testing.T) {
 	t.Run("a stop that reports more lost events than the status raises the count", func(t *testing.T) {
 		spec := wprTestSpec()
 		spec.Post = 0
-		rec, _, _ := setup(t, WPRConfig{}, spec, "FAKEWPR_LOST", "2", "FAKEWPR_STOP_LOST", "1,234")
+		rec, _, _ := setup(t, Config{}, spec, "FAKEWPR_LOST", "2", "FAKEWPR_STOP_LOST", "1,234")
 		if err := rec.Arm(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -582,7 +582,7 @@ func TestWPRRecorder(t *testing.T) {
 	})
 
 	t.Run("a restart that fails keeps the pre-window and notes the missing post-window", func(t *testing.T) {
-		rec, _, _ := setup(t, WPRConfig{}, wprTestSpec())
+		rec, _, _ := setup(t, Config{}, wprTestSpec())
 		if err := rec.Arm(ctx); err != nil {
 			t.Fatal(err)
 		}

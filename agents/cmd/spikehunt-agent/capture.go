@@ -226,13 +226,13 @@ func (c CaptureConfig) validate() error {
 func newBackend(name string, cfg CaptureConfig, tracefs string, profiles *capture.Profiles) (capture.Backend, error) {
 	switch name {
 	case capture.Perf:
-		return perf.NewPerf(perf.PerfConfig{Binary: cfg.PerfBinary, Profiles: profiles}), nil
+		return perf.New(perf.Config{Binary: cfg.PerfBinary, Profiles: profiles}), nil
 	case capture.Ftrace:
-		return ftrace.NewFtrace(ftrace.FtraceConfig{TraceFS: tracefs, Profiles: profiles}), nil
+		return ftrace.New(ftrace.Config{TraceFS: tracefs, Profiles: profiles}), nil
 	case capture.Bpftrace:
-		return bpftrace.NewBpftrace(bpftrace.BpftraceConfig{ScriptDir: cfg.ScriptDir, Binary: cfg.BpftraceBinary}), nil
+		return bpftrace.New(bpftrace.Config{ScriptDir: cfg.ScriptDir, Binary: cfg.BpftraceBinary}), nil
 	case capture.WPR:
-		return wpr.NewWPR(wpr.WPRConfig{Path: cfg.WPRBinary, Profiles: profiles}), nil
+		return wpr.New(wpr.Config{Path: cfg.WPRBinary, Profiles: profiles}), nil
 	}
 	return nil, fmt.Errorf("capture.backends: unknown backend %q", name)
 }

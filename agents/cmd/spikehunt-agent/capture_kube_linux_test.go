@@ -29,7 +29,7 @@ import (
 // disarms the one still armed and says so. (agents/nodecapture's tests
 // run the same as the agent's least-privilege ServiceAccount.)
 func TestTheAgentArmsItsNodesCapturesFromTheAPIServer(t *testing.T) {
-	if err := perf.NewPerf(perf.PerfConfig{}).Check(); err != nil || os.Geteuid() != 0 {
+	if err := perf.New(perf.Config{}).Check(); err != nil || os.Geteuid() != 0 {
 		testenv.RequirePrivileged(t, "perf as root", err)
 	}
 	cfg, _ := testenv.SharedAPIServer(t)

@@ -40,7 +40,7 @@ func captureCLI(t testing.TB, p *agentProc, args ...string) (string, error) {
 // trigger fires, and the CLI waits for the artifact, which holds the
 // slow request beside the trace.
 func TestCaptureByHandFiresOnTheAppsSlowRequest(t *testing.T) {
-	if err := perf.NewPerf(perf.PerfConfig{}).Check(); err != nil || os.Geteuid() != 0 {
+	if err := perf.New(perf.Config{}).Check(); err != nil || os.Geteuid() != 0 {
 		testenv.RequirePrivileged(t, "perf as root", err)
 	}
 	p := startAgent(t, []string{"127.0.0.1:1"}, t.TempDir(), "--capture.backends", "perf")

@@ -120,7 +120,7 @@ func BenchmarkDatagramToFire(b *testing.B) {
 //
 //	agent.datagram_to_perf_dump_ms
 func BenchmarkDatagramToPerfDump(b *testing.B) {
-	if err := perf.NewPerf(perf.PerfConfig{}).Check(); err != nil || os.Geteuid() != 0 {
+	if err := perf.New(perf.Config{}).Check(); err != nil || os.Geteuid() != 0 {
 		b.Skipf("perf as root: %v", err)
 	}
 	p := startAgent(b, []string{"127.0.0.1:1"}, b.TempDir(), "--capture.backends", "perf", "--log-level", "warn", "--capture.fire-burst", "8")

@@ -114,7 +114,7 @@ func requireRootAndPerf(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testenv.RequirePrivileged(t, "root (other users' processes)", fmt.Errorf("euid %d", os.Geteuid()))
 	}
-	if err := perf.NewPerf(perf.PerfConfig{}).Check(); err != nil {
+	if err := perf.New(perf.Config{}).Check(); err != nil {
 		testenv.RequirePrivileged(t, "perf", err)
 	}
 }
