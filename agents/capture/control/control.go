@@ -2,8 +2,8 @@
 // unix socket: the wire types (ArmRequest, Status) and the Client that
 // `spikehunt-agent capture` and the `spikehunt demo` use. The server side
 // is the engine's (capture.Engine.Handler). It imports only the standard
-// library and the artifact records, so a program that drives an agent
-// holds none of its recorders.
+// library and the artifact record (artifact/record), so a program that
+// drives an agent holds neither its recorders nor a store client.
 package control
 
 import (
