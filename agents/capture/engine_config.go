@@ -15,6 +15,9 @@ type EngineConfig struct {
 	Dir string
 	// Resource names the host in every artifact.
 	Resource HostIdentity
+	// Backends are the recorders this host may arm, constructed by the
+	// caller (capture/perf, capture/ftrace, ...): the engine imports no
+	// backend.
 	Backends []Backend
 	Govern   GovernConfig
 	// Store keeps sealed artifacts; nil leaves them in Dir/work/<id>.
