@@ -93,8 +93,8 @@ FUZZ_TARGETS := ./pipelines/store:FuzzDecodeNative ./pipelines/chhttp:FuzzTransc
 	./agents/intake:FuzzLineProtocol ./agents/intake:FuzzOTLPHTTP ./agents/intake:FuzzScanTraceRequest ./agents/intake:FuzzParseCredentials ./agents/spool:FuzzRecovery \
 	./agents/collect:FuzzParseInterrupts ./agents/collect:FuzzParseNetDev ./agents/collect:FuzzParseSoftirqs \
 	./pipelines/ingest:FuzzAppendTraces ./pipelines/ingest:FuzzAppendMetrics ./pipelines/ingest:FuzzSpanDecoderMatchesPdata \
-	./agents/capture:FuzzDecodeMetadata ./agents/capture:FuzzDecodeArmRequest ./agents/capture:FuzzParseWPRLost \
-	./agents/capture:FuzzParseFtraceLine ./agents/capture:FuzzParseRingStats ./agents/capture:FuzzBpftraceFlight
+	./agents/capture/artifact:FuzzDecodeMetadata ./agents/capture:FuzzDecodeArmRequest ./agents/capture/wpr:FuzzParseWPRLost \
+	./agents/capture/ftrace:FuzzParseFtraceLine ./agents/capture/ftrace:FuzzParseRingStats ./agents/capture/bpftrace:FuzzBpftraceFlight
 fuzz:                ## each fuzz target for FUZZTIME
 	for t in $(FUZZ_TARGETS); do $(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s; done
 
@@ -112,7 +112,7 @@ bench-agent: deps
 # An armed perf flight recorder (default profile) under the test server's
 # load, fired five times on a slow request (root; perf from `make deps`).
 bench-capture: deps
-	BENCHTIME=1x tests/bench.sh capture ./agents/capture -- -bench PerfFlightRecorder
+	BENCHTIME=1x tests/bench.sh capture ./agents/capture/perf -- -bench PerfFlightRecorder
 
 # One `spikehunt ingest` into the embedded engine over 5,000,000 agent spans
 # from 300 hosts (SPIKEHUNT_BENCH_SPANS to change), from a real broker.

@@ -15,7 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/spikehunt/spikehunt/agents/capture"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact"
 	"github.com/spikehunt/spikehunt/pipelines/store"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
@@ -280,7 +280,7 @@ func TestDSNFromAnExistingSecret(t *testing.T) {
 
 // TestArtifactStoreConfigsAreValid: the capture store section of the
 // agent's configuration and the operator's --artifacts.config decode
-// strictly into the agent's capture.StoreConfig and pass its Validate,
+// strictly into the agent's artifact.StoreConfig and pass its Validate,
 // and the environment variables they name are set from the S3 Secret.
 func TestArtifactStoreConfigsAreValid(t *testing.T) {
 	for _, vc := range valuesCases(t) {
@@ -304,7 +304,7 @@ func TestArtifactStoreConfigsAreValid(t *testing.T) {
 				stores["operator"] = []byte(configMapData(t, m, cm.GetName())["artifacts.yaml"])
 			}
 			for who, raw := range stores {
-				var cfg capture.StoreConfig
+				var cfg artifact.StoreConfig
 				dec := yaml.NewDecoder(bytes.NewReader(raw))
 				dec.KnownFields(true)
 				if err := dec.Decode(&cfg); err != nil {

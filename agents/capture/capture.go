@@ -1,8 +1,15 @@
-// Package capture is the agent's flight recorders: perf, ftrace, bpftrace
-// and Windows Performance Recorder behind one interface, the local trigger
-// that fires them from the agent's own latency stream, the governance that
-// keeps them from loading a struggling host, and the artifacts they leave
-// (docs/design.md §6).
+// Package capture is the agent's flight-recorder engine: the one
+// interface (Backend, Recorder) that perf, ftrace, bpftrace and Windows
+// Performance Recorder implement in their own packages (capture/perf,
+// capture/ftrace, capture/bpftrace, capture/wpr), the Engine that arms them
+// within budgets, the local trigger that fires them from the agent's own
+// latency stream, the governance that keeps them from loading a struggling
+// host, and the control socket's server (docs/design.md §6). The engine
+// knows backends only through Backend: the agent's cmd constructs them and
+// passes them in EngineConfig.Backends, so the backends import this
+// package and never the reverse. Artifacts are sealed and stored by
+// capture/artifact; the control API's wire types and client are
+// capture/control.
 //
 // Lifecycle: a Backend checks the machine and makes a Recorder for one
 // Spec. Arm starts the tool recording into a ring it overwrites; Fire dumps
@@ -19,8 +26,9 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
-	"regexp"
 	"time"
+
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 )
 
 // Backend names.
@@ -38,7 +46,9 @@ var ErrNotSupported = errors.New("not supported")
 
 // ErrInvalid marks a request that is wrong in itself (an unknown backend,
 // profile or script, an absurd size, a bad name): retrying cannot help.
-var ErrInvalid = errors.New("invalid capture request")
+// It is record.ErrInvalid, so that a bad name refused by a store and one
+// refused by the engine are the same error.
+var ErrInvalid = record.ErrInvalid
 
 // Backend makes recorders of one kind.
 type Backend interface {
@@ -82,15 +92,9 @@ type Result struct {
 	// Clock says how to read the trace's timestamps as wall-clock time:
 	// the clock the tool stamps with and that clock's offset from the
 	// wall clock when the capture was armed.
-	Clock Clock
+	Clock record.Clock
 	// Notes are facts a reader of the artifact needs ("perf: 2 dumps").
 	Notes []string
-}
-
-// Clock maps a tool's timestamps to wall-clock time: wall = ts + Offset.
-type Clock struct {
-	Name   string        `json:"name"` // "CLOCK_MONOTONIC", "wall", "QPC"
-	Offset time.Duration `json:"offset_ns"`
 }
 
 // Spec asks for one capture.
@@ -122,36 +126,19 @@ type Spec struct {
 	Govern GovernConfig
 }
 
-// startProcess starts a recorder's process on s.Govern's CPUs from its
-// first instruction; governProcess then applies all of s.Govern to every
-// thread it has.
-func (s Spec) startProcess(cmd *exec.Cmd) error { return startPinned(cmd, s.Govern.CPUs) }
+// StartProcess starts a recorder's process on s.Govern's CPUs from its
+// first instruction; GovernProcess then applies all of s.Govern to every
+// thread it has. Backends that run a process call both.
+func (s Spec) StartProcess(cmd *exec.Cmd) error { return startPinned(cmd, s.Govern.CPUs) }
 
-// governProcess applies s.Govern to a recorder's process.
-func (s Spec) governProcess(pid int) (Governance, error) {
+// GovernProcess applies s.Govern to a recorder's process.
+func (s Spec) GovernProcess(pid int) (record.Governance, error) {
 	return govern(pid, s.Govern.CPUs, s.Govern.Nice, s.Govern.IOClass)
 }
 
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
-
 // ValidName checks a name that reaches the filesystem or a bucket (a
-// capture id, a profile, a script): lower-case letters, digits, '.', '_'
-// and '-', starting with a letter or digit, no "..", at most 128 bytes.
-func ValidName(what, s string) error {
-	if !nameRE.MatchString(s) || containsDotDot(s) {
-		return fmt.Errorf("%w: %s %q: use 1–128 of a-z 0-9 . _ - starting with a letter or digit, without \"..\"", ErrInvalid, what, s)
-	}
-	return nil
-}
-
-func containsDotDot(s string) bool {
-	for i := 0; i+1 < len(s); i++ {
-		if s[i] == '.' && s[i+1] == '.' {
-			return true
-		}
-	}
-	return false
-}
+// capture id, a profile, a script); the rule is record.ValidName's.
+func ValidName(what, s string) error { return record.ValidName(what, s) }
 
 // Bounds on a spec, named so errors can quote them.
 const (

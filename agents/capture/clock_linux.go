@@ -4,11 +4,14 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 )
 
-// monotonicClock measures the wall clock's offset from CLOCK_MONOTONIC, taking
-// the closest of a few paired readings.
-func monotonicClock() Clock {
+// MonotonicClock measures the wall clock's offset from CLOCK_MONOTONIC, taking
+// the closest of a few paired readings: the Result.Clock of a recorder
+// whose tool stamps with CLOCK_MONOTONIC.
+func MonotonicClock() record.Clock {
 	best := time.Duration(1<<63 - 1)
 	var off time.Duration
 	for range 5 {
@@ -22,5 +25,5 @@ func monotonicClock() Clock {
 			off = time.Duration(w.UnixNano() - (a.Nano()+b.Nano())/2)
 		}
 	}
-	return Clock{Name: "CLOCK_MONOTONIC", Offset: off}
+	return record.Clock{Name: "CLOCK_MONOTONIC", Offset: off}
 }

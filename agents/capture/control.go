@@ -3,44 +3,23 @@ package capture
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"time"
+
+	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/control"
 )
-
-// ArmRequest is a capture request as the control socket and the CLI take
-// it: names and bounds only, never program text or paths.
-type ArmRequest struct {
-	ID       string `json:"id"`
-	Backend  string `json:"backend"`
-	Profile  string `json:"profile,omitempty"`
-	Script   string `json:"script,omitempty"`
-	RingKB   int    `json:"ring_kb,omitempty"`
-	Pre      string `json:"pre"`  // Go duration: "10s"
-	Post     string `json:"post"` // Go duration
-	Service  string `json:"service,omitempty"`
-	Endpoint string `json:"endpoint,omitempty"`
-	Latency  string `json:"latency,omitempty"` // fire on one request slower than this
-	P99      string `json:"p99,omitempty"`     // fire when a second's p99 is over this
-	Cooldown string `json:"cooldown,omitempty"`
-	CPUs     []int  `json:"cpus,omitempty"`
-}
-
-// maxRequestBytes bounds a control request body.
-const maxRequestBytes = 64 << 10
 
 // DecodeArmRequest parses and checks a request body into a Spec.
 func DecodeArmRequest(b []byte) (Spec, error) {
-	if len(b) > maxRequestBytes {
-		return Spec{}, fmt.Errorf("%w: request of %d bytes (at most %d)", ErrInvalid, len(b), maxRequestBytes)
+	if len(b) > control.MaxRequestBytes {
+		return Spec{}, fmt.Errorf("%w: request of %d bytes (at most %d)", ErrInvalid, len(b), control.MaxRequestBytes)
 	}
-	var r ArmRequest
+	var r control.ArmRequest
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
@@ -49,11 +28,11 @@ func DecodeArmRequest(b []byte) (Spec, error) {
 	if dec.More() {
 		return Spec{}, fmt.Errorf("%w: trailing data after the request", ErrInvalid)
 	}
-	return r.Spec()
+	return SpecOf(r)
 }
 
-// Spec turns the request into a validated Spec.
-func (r ArmRequest) Spec() (Spec, error) {
+// SpecOf turns a control request into a validated Spec.
+func SpecOf(r control.ArmRequest) (Spec, error) {
 	s := Spec{ID: r.ID, Backend: r.Backend, Profile: r.Profile, Script: r.Script, RingKB: r.RingKB, CPUs: r.CPUs,
 		Trigger: Trigger{Service: r.Service, Endpoint: r.Endpoint}}
 	for _, d := range []struct {
@@ -122,7 +101,7 @@ func (e *Engine) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, e.List())
 	})
 	mux.HandleFunc("POST /v1/captures", func(w http.ResponseWriter, r *http.Request) {
-		b, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBytes+1))
+		b, err := io.ReadAll(io.LimitReader(r.Body, control.MaxRequestBytes+1))
 		if err != nil {
 			writeError(w, err)
 			return
@@ -148,9 +127,7 @@ func (e *Engine) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, st)
 	})
 	mux.HandleFunc("POST /v1/captures/{id}/fire", func(w http.ResponseWriter, r *http.Request) {
-		var body struct {
-			Reason string `json:"reason"`
-		}
+		var body control.FireRequest
 		b, _ := io.ReadAll(io.LimitReader(r.Body, 4096))
 		if len(bytes.TrimSpace(b)) > 0 {
 			if err := json.Unmarshal(b, &body); err != nil {
@@ -197,10 +174,6 @@ func (e *Engine) Handler() http.Handler {
 
 var errNotFound = errors.New("not found")
 
-type apiError struct {
-	Error string `json:"error"`
-}
-
 func writeError(w http.ResponseWriter, err error) {
 	code := http.StatusInternalServerError
 	switch {
@@ -209,7 +182,7 @@ func writeError(w http.ResponseWriter, err error) {
 		if errors.Is(err, errNoCapture) {
 			code = http.StatusNotFound
 		}
-	case errors.Is(err, errNotFound), errors.Is(err, ErrNotFound):
+	case errors.Is(err, errNotFound), errors.Is(err, artifact.ErrNotFound):
 		code = http.StatusNotFound
 	case errors.Is(err, ErrNotSupported):
 		code = http.StatusNotImplemented
@@ -218,7 +191,7 @@ func writeError(w http.ResponseWriter, err error) {
 	case errors.Is(err, context.DeadlineExceeded):
 		code = http.StatusGatewayTimeout
 	}
-	writeJSON(w, code, apiError{Error: err.Error()})
+	writeJSON(w, code, control.Error{Error: err.Error()})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -227,89 +200,4 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(v)
-}
-
-// Client talks to an agent's control socket.
-type Client struct {
-	hc *http.Client
-}
-
-// NewClient returns a client of the unix socket at path.
-func NewClient(path string) *Client {
-	return &Client{hc: &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", path)
-		}}}}
-}
-
-// Do sends one request and decodes the JSON answer into out; an error
-// answer comes back as an error with the agent's message.
-func (c *Client) Do(ctx context.Context, method, path string, body any, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://agent"+path, rd)
-	if err != nil {
-		return err
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("agent control socket: %w (is spikehunt-agent running with captures enabled, and are you root?)", err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode >= 300 {
-		var ae apiError
-		if json.Unmarshal(b, &ae) == nil && ae.Error != "" {
-			return fmt.Errorf("agent: %s (HTTP %d)", ae.Error, resp.StatusCode)
-		}
-		return fmt.Errorf("agent: HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(b))
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
-}
-
-// Download streams one file of a stored artifact into w and checks it
-// against the sha256 its metadata records.
-func (c *Client) Download(ctx context.Context, id string, f File, w io.Writer) error {
-	if err := errors.Join(ValidName("capture id", id), ValidName("file", f.Name)); err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent/v1/captures/"+id+"/files/"+f.Name, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("agent control socket: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		var ae apiError
-		if json.Unmarshal(b, &ae) == nil && ae.Error != "" {
-			return fmt.Errorf("agent: %s (HTTP %d)", ae.Error, resp.StatusCode)
-		}
-		return fmt.Errorf("agent: HTTP %d", resp.StatusCode)
-	}
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(w, h), resp.Body)
-	if err != nil {
-		return fmt.Errorf("download %s: %w", f.Name, err)
-	}
-	if n != f.Bytes || hex.EncodeToString(h.Sum(nil)) != f.SHA256 {
-		return fmt.Errorf("%w: %s of capture %s: got %d bytes sha256 %x, the record says %d bytes %s", ErrCorrupt, f.Name, id, n, h.Sum(nil), f.Bytes, f.SHA256)
-	}
-	return nil
 }

@@ -11,45 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/agents/capture/control"
 	"github.com/spikehunt/spikehunt/agents/telemetry"
 )
-
-// State is where a capture is in its life.
-type State string
-
-// States, in order; Failed, Aborted and Disarmed end a capture early.
-const (
-	Armed     State = "Armed"
-	Fired     State = "Fired"     // the pre-window is on disk; recording the post-window
-	Collected State = "Collected" // files sealed and published
-	Failed    State = "Failed"
-	Aborted   State = "Aborted" // the governor stopped it (memory pressure)
-	Disarmed  State = "Disarmed"
-)
-
-// Terminal reports whether s ends a capture.
-func (s State) Terminal() bool { return s == Collected || s == Failed || s == Aborted || s == Disarmed }
-
-// Status is a capture as the engine reports it.
-type Status struct {
-	ID      string    `json:"id"`
-	Backend string    `json:"backend"`
-	State   State     `json:"state"`
-	Error   string    `json:"error,omitempty"`
-	ArmedAt time.Time `json:"armed_at"`
-	FiredAt time.Time `json:"fired_at,omitzero"`
-	// FireToDump is from the firing request's completion (or the remote
-	// fire) to the pre-window dump being on disk.
-	FireToDump time.Duration `json:"fire_to_dump_ns,omitempty"`
-	// Cause is what fired the capture, from Fired on.
-	Cause *FireCause `json:"cause,omitempty"`
-	// Location is where the artifact is: its record's URL in the store
-	// (file:///… or s3://…), or the work directory when the engine has
-	// no store. Files are the files' URLs, in the record's order.
-	Location string    `json:"location,omitempty"`
-	Files    []string  `json:"files,omitempty"`
-	Metadata *Metadata `json:"metadata,omitempty"`
-}
 
 // Engine runs the host's captures: it arms recorders within the budgets,
 // fires them from the latency stream (Observe) or on request, collects
@@ -92,11 +57,11 @@ var localSender = telemetry.Sender{Source: "local", Trusted: true}
 
 type armed struct {
 	spec   Spec
-	status Status
+	status control.Status
 	rec    Recorder
 	dir    string
 	watch  *watch
-	fire   chan FireCause
+	fire   chan record.FireCause
 	cancel context.CancelCauseFunc
 	done   chan struct{}
 }
@@ -135,22 +100,22 @@ var errNoCapture = errors.New("no capture")
 // Arm starts a capture. It returns once the recorder is recording, with
 // ErrInvalid for a bad spec, ErrNotSupported for a backend this host
 // cannot run, and ErrBusy when the host already runs MaxConcurrent.
-func (e *Engine) Arm(ctx context.Context, spec Spec) (Status, error) {
+func (e *Engine) Arm(ctx context.Context, spec Spec) (control.Status, error) {
 	if err := spec.Validate(); err != nil {
-		return Status{}, err
+		return control.Status{}, err
 	}
 	b, ok := e.backends[spec.Backend]
 	if !ok {
-		return Status{}, fmt.Errorf("%w: backend %q is not enabled on this agent (enabled: %v)", ErrNotSupported, spec.Backend, e.backendNames())
+		return control.Status{}, fmt.Errorf("%w: backend %q is not enabled on this agent (enabled: %v)", ErrNotSupported, spec.Backend, e.backendNames())
 	}
 	if err := b.Check(); err != nil {
-		return Status{}, err
+		return control.Status{}, err
 	}
 	if spec.RingKB > e.cfg.MaxRingKB {
-		return Status{}, fmt.Errorf("%w: ring %d KiB per CPU is over this agent's cap of %d KiB", ErrInvalid, spec.RingKB, e.cfg.MaxRingKB)
+		return control.Status{}, fmt.Errorf("%w: ring %d KiB per CPU is over this agent's cap of %d KiB", ErrInvalid, spec.RingKB, e.cfg.MaxRingKB)
 	}
 	if free, err := freeBytes(e.cfg.Dir); err == nil && free < e.cfg.MinFreeBytes {
-		return Status{}, fmt.Errorf("%w: %s has %d MiB free, under the %d MiB floor", ErrBusy, e.cfg.Dir, free>>20, e.cfg.MinFreeBytes>>20)
+		return control.Status{}, fmt.Errorf("%w: %s has %d MiB free, under the %d MiB floor", ErrBusy, e.cfg.Dir, free>>20, e.cfg.MinFreeBytes>>20)
 	}
 	spec.Govern = e.cfg.Govern.gentler(spec.Govern)
 	if len(spec.CPUs) > 0 {
@@ -162,27 +127,27 @@ func (e *Engine) Arm(ctx context.Context, spec Spec) (Status, error) {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		return Status{}, errors.New("capture engine closed")
+		return control.Status{}, errors.New("capture engine closed")
 	}
 	if _, dup := e.caps[spec.ID]; dup {
 		e.mu.Unlock()
-		return Status{}, fmt.Errorf("%w: capture %q exists", ErrInvalid, spec.ID)
+		return control.Status{}, fmt.Errorf("%w: capture %q exists", ErrInvalid, spec.ID)
 	}
 	if n := e.activeLocked(); n >= e.cfg.MaxConcurrent {
 		e.mu.Unlock()
 		e.m.refused.Inc()
-		return Status{}, fmt.Errorf("%w: %d captures running, the most this host allows", ErrBusy, n)
+		return control.Status{}, fmt.Errorf("%w: %d captures running, the most this host allows", ErrBusy, n)
 	}
-	c := &armed{spec: spec, fire: make(chan FireCause, 1), done: make(chan struct{}),
-		status: Status{ID: spec.ID, Backend: spec.Backend, State: "Arming"}}
+	c := &armed{spec: spec, fire: make(chan record.FireCause, 1), done: make(chan struct{}),
+		status: control.Status{ID: spec.ID, Backend: spec.Backend, State: "Arming"}}
 	e.caps[spec.ID] = c // reserves the id and a slot while arming
 	e.mu.Unlock()
 
-	fail := func(err error) (Status, error) {
+	fail := func(err error) (control.Status, error) {
 		e.mu.Lock()
 		delete(e.caps, spec.ID)
 		e.mu.Unlock()
-		return Status{}, err
+		return control.Status{}, err
 	}
 	c.dir = filepath.Join(e.cfg.Dir, "work", spec.ID)
 	if err := os.Mkdir(c.dir, 0o750); err != nil {
@@ -205,7 +170,7 @@ func (e *Engine) Arm(ctx context.Context, spec Spec) (Status, error) {
 	runCtx, runCancel := context.WithCancelCause(context.Background())
 	c.cancel = runCancel
 	e.mu.Lock()
-	c.status.State, c.status.ArmedAt = Armed, e.cfg.Now()
+	c.status.State, c.status.ArmedAt = control.Armed, e.cfg.Now()
 	if spec.Trigger.Enabled() {
 		c.watch = &watch{t: spec.Trigger}
 		if e.ring == nil {
@@ -267,7 +232,7 @@ func (e *Engine) activeLocked() int {
 func (e *Engine) refreshArmedLocked() {
 	any := false
 	for _, c := range e.caps {
-		if c.status.State == Armed || c.status.State == Fired {
+		if c.status.State == control.Armed || c.status.State == control.Fired {
 			any = true
 		}
 	}
@@ -297,7 +262,7 @@ func (e *Engine) ObserveFrom(q *telemetry.Request, from *telemetry.Sender) {
 	}
 	if !from.Trusted {
 		for id, c := range e.caps {
-			if c.watch != nil && c.status.State == Armed && c.watch.wouldMatch(q) {
+			if c.watch != nil && c.status.State == control.Armed && c.watch.wouldMatch(q) {
 				e.m.untrusted.Inc()
 				e.logRefusalLocked(reasonUntrusted, id, q, from)
 				break
@@ -309,7 +274,7 @@ func (e *Engine) ObserveFrom(q *telemetry.Request, from *telemetry.Sender) {
 	// limiter once for all of them.
 	hits := e.hits[:0]
 	for _, c := range e.caps {
-		if c.watch == nil || c.status.State != Armed {
+		if c.watch == nil || c.status.State != control.Armed {
 			continue
 		}
 		if f, ok := c.watch.observe(q); ok {
@@ -337,7 +302,7 @@ func (e *Engine) ObserveFrom(q *telemetry.Request, from *telemetry.Sender) {
 
 type fireHit struct {
 	c *armed
-	f FireCause
+	f record.FireCause
 }
 
 // logRefusalLocked logs a refused trigger, at most once a minute.
@@ -387,7 +352,7 @@ func (e *Engine) Fire(id, reason string) error {
 	if !ok {
 		return fmt.Errorf("%w: %w %q", ErrInvalid, errNoCapture, id)
 	}
-	if c.status.State != Armed {
+	if c.status.State != control.Armed {
 		return fmt.Errorf("capture %s is %s, not Armed", id, c.status.State)
 	}
 	kind := "remote"
@@ -395,7 +360,7 @@ func (e *Engine) Fire(id, reason string) error {
 		kind, reason = "manual", "fired by hand"
 	}
 	select {
-	case c.fire <- FireCause{Kind: kind, Reason: reason, RequestAt: e.cfg.Now()}:
+	case c.fire <- record.FireCause{Kind: kind, Reason: reason, RequestAt: e.cfg.Now()}:
 	default:
 	}
 	return nil
@@ -418,20 +383,20 @@ func (e *Engine) Disarm(id string) error {
 }
 
 // Get returns one capture's status.
-func (e *Engine) Get(id string) (Status, bool) {
+func (e *Engine) Get(id string) (control.Status, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	c, ok := e.caps[id]
 	if !ok {
-		return Status{}, false
+		return control.Status{}, false
 	}
 	return c.status, true
 }
 
 // List returns every capture the engine knows, oldest first.
-func (e *Engine) List() []Status {
+func (e *Engine) List() []control.Status {
 	e.mu.Lock()
-	out := make([]Status, 0, len(e.caps))
+	out := make([]control.Status, 0, len(e.caps))
 	for _, c := range e.caps {
 		out = append(out, c.status)
 	}
@@ -441,19 +406,19 @@ func (e *Engine) List() []Status {
 }
 
 // Wait blocks until capture id ends or ctx does.
-func (e *Engine) Wait(ctx context.Context, id string) (Status, error) {
+func (e *Engine) Wait(ctx context.Context, id string) (control.Status, error) {
 	e.mu.Lock()
 	c, ok := e.caps[id]
 	e.mu.Unlock()
 	if !ok {
-		return Status{}, fmt.Errorf("%w: %w %q", ErrInvalid, errNoCapture, id)
+		return control.Status{}, fmt.Errorf("%w: %w %q", ErrInvalid, errNoCapture, id)
 	}
 	select {
 	case <-c.done:
 		st, _ := e.Get(id)
 		return st, nil
 	case <-ctx.Done():
-		return Status{}, ctx.Err()
+		return control.Status{}, ctx.Err()
 	}
 }
 
@@ -487,7 +452,7 @@ func (e *Engine) Close() error {
 	return nil
 }
 
-func (e *Engine) setState(c *armed, s State, err error) {
+func (e *Engine) setState(c *armed, s control.State, err error) {
 	e.mu.Lock()
 	c.status.State = s
 	if err != nil {

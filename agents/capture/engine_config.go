@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/spikehunt/spikehunt/agents/capture/artifact"
 )
 
 // EngineConfig configures the host's capture engine.
@@ -13,10 +15,13 @@ type EngineConfig struct {
 	Dir string
 	// Resource names the host in every artifact.
 	Resource HostIdentity
+	// Backends are the recorders this host may arm, constructed by the
+	// caller (capture/perf, capture/ftrace, ...): the engine imports no
+	// backend.
 	Backends []Backend
 	Govern   GovernConfig
 	// Store keeps sealed artifacts; nil leaves them in Dir/work/<id>.
-	Store Store
+	Store artifact.Store
 	// MaxConcurrent is how many captures may run at once on this host.
 	MaxConcurrent int
 	// MaxRingKB caps a request's ring size per CPU.

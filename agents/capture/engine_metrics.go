@@ -1,6 +1,8 @@
 package capture
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 type engineMetrics struct {
 	armed      prometheus.Counter

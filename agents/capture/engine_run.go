@@ -7,6 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/agents/capture/control"
 )
 
 // run is one capture's goroutine: wait for a fire, dump the pre-window,
@@ -15,7 +19,7 @@ import (
 func (e *Engine) run(ctx context.Context, c *armed) {
 	defer e.wg.Done()
 	defer close(c.done)
-	var cause FireCause
+	var cause record.FireCause
 	select {
 	case cause = <-c.fire:
 	case <-ctx.Done():
@@ -33,7 +37,7 @@ func (e *Engine) run(ctx context.Context, c *armed) {
 	}
 	fireAt := cause.RequestAt
 	e.mu.Lock()
-	c.status.State, c.status.FiredAt, c.status.FireToDump, c.status.Cause = Fired, fireAt, dumped.Sub(fireAt), &cause
+	c.status.State, c.status.FiredAt, c.status.FireToDump, c.status.Cause = control.Fired, fireAt, dumped.Sub(fireAt), &cause
 	e.refreshArmedLocked()
 	e.mu.Unlock()
 	e.changed(c.spec.ID)
@@ -62,7 +66,7 @@ func (e *Engine) run(ctx context.Context, c *armed) {
 		e.fail(c, err)
 		return
 	}
-	if err := Seal(c.dir, md); err != nil {
+	if err := artifact.Seal(c.dir, md); err != nil {
 		e.fail(c, fmt.Errorf("seal: %w", err))
 		return
 	}
@@ -79,39 +83,39 @@ func (e *Engine) run(ctx context.Context, c *armed) {
 	e.m.lost.Add(float64(md.Lost + md.Overruns))
 	e.m.bytes.Add(float64(md.Bytes))
 	e.mu.Lock()
-	c.status.State, c.status.Location, c.status.Files, c.status.Metadata = Collected, loc, files, md
+	c.status.State, c.status.Location, c.status.Files, c.status.Metadata = control.Collected, loc, files, md
 	e.refreshArmedLocked()
 	e.mu.Unlock()
 	e.changed(c.spec.ID)
-	e.m.done.WithLabelValues(string(Collected)).Inc()
+	e.m.done.WithLabelValues(string(control.Collected)).Inc()
 	e.cfg.Log.Info("capture collected", "id", c.spec.ID, "location", loc, "bytes", md.Bytes, "lost", md.Lost, "overruns", md.Overruns)
 }
 
-func (e *Engine) metadata(c *armed, cause FireCause, res Result) *Metadata {
+func (e *Engine) metadata(c *armed, cause record.FireCause, res Result) *record.Metadata {
 	st, _ := e.Get(c.spec.ID)
 	from := cause.RequestAt.Add(-c.spec.Pre)
 	if from.Before(st.ArmedAt) {
 		from = st.ArmedAt // a ring holds nothing from before it was armed
 	}
-	md := &Metadata{Version: MetadataVersion, ID: c.spec.ID,
+	md := &record.Metadata{Version: record.MetadataVersion, ID: c.spec.ID,
 		Host: e.cfg.Resource.Host, Node: e.cfg.Resource.Node, HWClass: e.cfg.Resource.HWClass,
 		Backend: c.spec.Backend, Profile: c.spec.Profile, Script: c.spec.Script, Service: c.spec.Trigger.Service,
 		ArmedAt: st.ArmedAt, FiredAt: cause.RequestAt,
 		WindowStart: from, WindowEnd: cause.RequestAt.Add(c.spec.Post),
 		Trigger: cause, Lost: res.Lost, Overruns: res.Overruns, Clock: res.Clock, Notes: res.Notes,
-		Governance: Governance{CPUs: c.spec.Govern.CPUs, Nice: c.spec.Govern.Nice, IOClass: c.spec.Govern.IOClass}}
+		Governance: record.Governance{CPUs: c.spec.Govern.CPUs, Nice: c.spec.Govern.Nice, IOClass: c.spec.Govern.IOClass}}
 	if md.Service == "" {
 		md.Service = cause.Service
 	}
 	for _, f := range res.Files {
-		md.Files = append(md.Files, File{Name: f})
+		md.Files = append(md.Files, record.File{Name: f})
 	}
 	return md
 }
 
 // writeRequests writes the requests that ended inside the window beside
 // the trace, as requests.jsonl.
-func (e *Engine) writeRequests(c *armed, md *Metadata) error {
+func (e *Engine) writeRequests(c *armed, md *record.Metadata) error {
 	e.mu.Lock()
 	if e.ring == nil {
 		e.mu.Unlock()
@@ -135,7 +139,7 @@ func (e *Engine) writeRequests(c *armed, md *Metadata) error {
 		return fmt.Errorf("requests: %w", err)
 	}
 	md.Requests = name
-	md.Files = append(md.Files, File{Name: name})
+	md.Files = append(md.Files, record.File{Name: name})
 	return nil
 }
 
@@ -144,11 +148,11 @@ func (e *Engine) writeRequests(c *armed, md *Metadata) error {
 func (e *Engine) stop(c *armed, cause error) {
 	c.rec.Disarm()
 	os.RemoveAll(c.dir)
-	state := Disarmed
+	state := control.Disarmed
 	if errors.Is(cause, errAbort) {
-		state = Aborted
+		state = control.Aborted
 	}
-	if state == Disarmed {
+	if state == control.Disarmed {
 		cause = nil
 	}
 	e.setState(c, state, cause)
@@ -157,7 +161,7 @@ func (e *Engine) stop(c *armed, cause error) {
 }
 
 func (e *Engine) fail(c *armed, err error) {
-	e.setState(c, Failed, err)
-	e.m.done.WithLabelValues(string(Failed)).Inc()
+	e.setState(c, control.Failed, err)
+	e.m.done.WithLabelValues(string(control.Failed)).Inc()
 	e.cfg.Log.Warn("capture failed", "id", c.spec.ID, "err", err)
 }

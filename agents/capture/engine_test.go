@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spikehunt/spikehunt/agents/capture/control"
 	"github.com/spikehunt/spikehunt/agents/telemetry"
 )
 
@@ -115,13 +116,13 @@ func TestEngineFiresOnTheSlowRequestAndWritesTheWindowsRequests(t *testing.T) {
 	e.Observe(req("shop", "/pay", now.Add(-500*time.Millisecond), 10*time.Millisecond, 2)) // inside
 	e.Observe(req("other", "/pay", now, 900*time.Millisecond, 3))                          // another service: no fire
 	e.Observe(req("shop", "/cart", now, 900*time.Millisecond, 4))                          // another endpoint: no fire
-	if st, _ := e.Get("c1"); st.State != Armed {
+	if st, _ := e.Get("c1"); st.State != control.Armed {
 		t.Fatalf("fired on a request the trigger does not watch: %s", st.State)
 	}
 	slow := req("shop", "/pay", now, 300*time.Millisecond, 5)
 	e.Observe(slow)
 	st, err := e.Wait(ctx, "c1")
-	if err != nil || st.State != Collected {
+	if err != nil || st.State != control.Collected {
 		t.Fatalf("%v %s %s", err, st.State, st.Error)
 	}
 	md := st.Metadata
@@ -198,7 +199,7 @@ func TestEngineKeepsToItsBudgetsAndRefusesBadSpecs(t *testing.T) {
 	if err := e.Disarm("a"); err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := e.Get("a"); st.State != Disarmed {
+	if st, _ := e.Get("a"); st.State != control.Disarmed {
 		t.Errorf("a is %s", st.State)
 	}
 	if _, err := e.Arm(ctx, Spec{ID: "c", Backend: Perf}); err != nil {
@@ -221,12 +222,12 @@ func TestEngineAbortsUnderMemoryPressure(t *testing.T) {
 			Attrs: []telemetry.Attr{telemetry.Str("spikehunt.pressure.resource", "memory"), telemetry.Str("spikehunt.pressure.kind", "some")}}}
 	}
 	e.ObservePoints(stall(0.1))
-	if st, _ := e.Get("p"); st.State != Armed {
+	if st, _ := e.Get("p"); st.State != control.Armed {
 		t.Fatalf("aborted at 10%% stall: %s", st.State)
 	}
 	e.ObservePoints(stall(0.5))
 	st, _ := e.Wait(context.Background(), "p")
-	if st.State != Aborted || !strings.Contains(st.Error, "memory pressure") {
+	if st.State != control.Aborted || !strings.Contains(st.Error, "memory pressure") {
 		t.Errorf("state %s (%s), want Aborted for memory pressure", st.State, st.Error)
 	}
 	if b.armed != 0 {
@@ -254,7 +255,7 @@ func TestEngineReportsARecorderThatFails(t *testing.T) {
 			}
 			e.Fire("f", "test")
 			st, _ := e.Wait(context.Background(), "f")
-			if st.State != Failed || !strings.Contains(st.Error, stage+" failed") {
+			if st.State != control.Failed || !strings.Contains(st.Error, stage+" failed") {
 				t.Errorf("state %s (%s)", st.State, st.Error)
 			}
 			if b.armed != 0 {
@@ -318,7 +319,7 @@ func TestEngineTellsOfEveryChangeAndWhatFired(t *testing.T) {
 	b := &fileBackend{}
 	e := newTestEngine(t, b, nil)
 	var mu sync.Mutex
-	var seen []State
+	var seen []control.State
 	e.OnChange(func(id string) {
 		st, _ := e.Get(id) // allowed: the engine's lock is released
 		mu.Lock()
@@ -335,7 +336,7 @@ func TestEngineTellsOfEveryChangeAndWhatFired(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		st, _ := e.Get("n1")
-		if st.State == Fired || st.State.Terminal() {
+		if st.State == control.Fired || st.State.Terminal() {
 			if st.Cause == nil || st.Cause.Kind != "remote" || st.Cause.Reason != "alert 7" {
 				t.Errorf("fired capture's cause %+v, want remote, alert 7", st.Cause)
 			}
@@ -346,7 +347,7 @@ func TestEngineTellsOfEveryChangeAndWhatFired(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if st, _ := e.Wait(ctx, "n1"); st.State != Collected {
+	if st, _ := e.Wait(ctx, "n1"); st.State != control.Collected {
 		t.Fatalf("ended %s: %s", st.State, st.Error)
 	}
 	if _, err := e.Arm(ctx, Spec{ID: "n2", Backend: Perf}); err != nil {
@@ -357,7 +358,7 @@ func TestEngineTellsOfEveryChangeAndWhatFired(t *testing.T) {
 	defer mu.Unlock()
 	// Each change is told once; a listener reading Get may see a later
 	// state than the change it was told of, never an earlier one.
-	if len(seen) != 5 || seen[len(seen)-1] != Disarmed {
+	if len(seen) != 5 || seen[len(seen)-1] != control.Disarmed {
 		t.Errorf("told of %v, want 5 changes (armed, fired, collected, armed, disarmed)", seen)
 	}
 }

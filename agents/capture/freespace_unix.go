@@ -2,7 +2,9 @@
 
 package capture
 
-import "golang.org/x/sys/unix"
+import (
+	"golang.org/x/sys/unix"
+)
 
 func freeBytes(dir string) (int64, error) {
 	var st unix.Statfs_t

@@ -8,14 +8,16 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 )
 
 // govern applies CPU affinity, nice and the IO class to every thread of
 // pid. On Linux all three are per thread, and a thread inherits them from
 // the one that creates it, so a recorder governed right after it starts
 // (perf and bpftrace start single-threaded) stays governed.
-func govern(pid int, cpus []int, nice int, ioClass string) (Governance, error) {
-	g := Governance{CPUs: cpus, Nice: nice, IOClass: ioClass}
+func govern(pid int, cpus []int, nice int, ioClass string) (record.Governance, error) {
+	g := record.Governance{CPUs: cpus, Nice: nice, IOClass: ioClass}
 	tids, err := threads(pid)
 	if err != nil {
 		return g, err

@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/agents/telemetry"
 )
 
@@ -62,27 +63,13 @@ func (r *requestRing) window(from, to time.Time) ([]telemetry.Request, time.Time
 
 func end(q *telemetry.Request) time.Time { return q.Start.Add(q.Duration) }
 
-// requestRecord is one line of requests.jsonl.
-type requestRecord struct {
-	Start     time.Time `json:"start"`
-	End       time.Time `json:"end"`
-	LatencyMS float64   `json:"latency_ms"`
-	Service   string    `json:"service"`
-	Endpoint  string    `json:"endpoint"`
-	Status    string    `json:"status,omitempty"`
-	ThreadID  uint32    `json:"thread_id,omitempty"`
-	TraceID   string    `json:"trace_id,omitempty"`
-	SpanID    string    `json:"span_id,omitempty"`
-	Weight    uint32    `json:"weight"`
-}
-
 // writeRequests writes the records as JSON lines.
 func writeRequests(w io.Writer, qs []telemetry.Request) error {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	for i := range qs {
 		q := &qs[i]
-		rec := requestRecord{Start: q.Start, End: end(q), LatencyMS: float64(q.Duration) / 1e6,
+		rec := record.RequestRecord{Start: q.Start, End: end(q), LatencyMS: float64(q.Duration) / 1e6,
 			Service: q.Service, Endpoint: q.Endpoint, Status: q.Status, ThreadID: q.ThreadID, Weight: q.Weight}
 		if q.TraceID != ([16]byte{}) {
 			rec.TraceID = hex.EncodeToString(q.TraceID[:])

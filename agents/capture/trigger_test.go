@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/spikehunt/spikehunt/agents/capture/control"
 	"github.com/spikehunt/spikehunt/agents/telemetry"
 )
 
@@ -44,7 +45,7 @@ func TestAnUntrustedSenderCannotFireAnArmedCapture(t *testing.T) {
 		e.ObserveFrom(req("checkout", "/pay", now.Add(time.Duration(i)*time.Millisecond), 5*time.Second, uint32(10+i)), from)
 	}
 	time.Sleep(50 * time.Millisecond) // a fire would be on its way by now
-	if st, _ := e.Get("bait"); st.State != Armed {
+	if st, _ := e.Get("bait"); st.State != control.Armed {
 		t.Fatalf("an untrusted sender's request moved the capture to %s", st.State)
 	}
 	if got := refused(e, reasonUntrusted); got != 2 {
@@ -54,7 +55,7 @@ func TestAnUntrustedSenderCannotFireAnArmedCapture(t *testing.T) {
 	// are in its window's requests all the same.
 	e.ObserveFrom(req("checkout", "/pay", now.Add(10*time.Millisecond), 600*time.Millisecond, 20), rootOnUnix)
 	st, err := e.Wait(ctx, "bait")
-	if err != nil || st.State != Collected {
+	if err != nil || st.State != control.Collected {
 		t.Fatalf("%v %s %s", err, st.State, st.Error)
 	}
 	if st.Cause.Latency != 600*time.Millisecond {
@@ -101,10 +102,10 @@ func TestFiresAreRateLimitedPerSender(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	state := func(id string) State { st, _ := e.Get(id); return st.State }
+	state := func(id string) control.State { st, _ := e.Get(id); return st.State }
 	waitCollected := func(id string) {
 		t.Helper()
-		if st, err := e.Wait(ctx, id); err != nil || st.State != Collected {
+		if st, err := e.Wait(ctx, id); err != nil || st.State != control.Collected {
 			t.Fatalf("%s: %v %s %s", id, err, st.State, st.Error)
 		}
 	}
@@ -127,7 +128,7 @@ func TestFiresAreRateLimitedPerSender(t *testing.T) {
 	arm("b1", "b")
 	e.ObserveFrom(slow("b"), appAgain)
 	time.Sleep(50 * time.Millisecond)
-	if s := state("b1"); s != Armed {
+	if s := state("b1"); s != control.Armed {
 		t.Fatalf("b1 is %s: the sender fired twice within its minute", s)
 	}
 	if got := refused(e, reasonRateLimited); got != 1 {
@@ -142,7 +143,7 @@ func TestFiresAreRateLimitedPerSender(t *testing.T) {
 	clock.add(59 * time.Second)
 	e.ObserveFrom(slow("c"), app)
 	time.Sleep(50 * time.Millisecond)
-	if s := state("c1"); s != Armed {
+	if s := state("c1"); s != control.Armed {
 		t.Fatalf("c1 is %s before the sender's minute was over", s)
 	}
 	clock.add(time.Second)

@@ -3,6 +3,7 @@ package capture
 import (
 	"time"
 
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/agents/telemetry"
 )
 
@@ -29,16 +30,16 @@ const minP99Requests = 100
 // observe reports whether q would fire the trigger, and why. A fire
 // takes effect (cooldown, a new count) only once the engine commits it
 // with fired: the engine may refuse it (the sender's fire rate).
-func (w *watch) observe(q *telemetry.Request) (FireCause, bool) {
+func (w *watch) observe(q *telemetry.Request) (record.FireCause, bool) {
 	t := &w.t
 	if q.Service != t.Service || (t.Endpoint != "" && q.Endpoint != t.Endpoint) {
-		return FireCause{}, false
+		return record.FireCause{}, false
 	}
 	e := end(q)
 	if !w.lastFire.IsZero() && e.Sub(w.lastFire) < t.Cooldown {
-		return FireCause{}, false
+		return record.FireCause{}, false
 	}
-	f := FireCause{Service: q.Service, Endpoint: q.Endpoint, Latency: q.Duration, RequestAt: e}
+	f := record.FireCause{Service: q.Service, Endpoint: q.Endpoint, Latency: q.Duration, RequestAt: e}
 	if q.TraceID != ([16]byte{}) {
 		f.TraceID = hexID(q.TraceID[:])
 	}
@@ -55,7 +56,7 @@ func (w *watch) observe(q *telemetry.Request) (FireCause, bool) {
 		case sec > w.sec:
 			w.sec, w.prevN, w.n, w.over = sec, 0, 0, 0
 		default:
-			return FireCause{}, false // a late request of a past second
+			return record.FireCause{}, false // a late request of a past second
 		}
 		wt := float64(max(q.Weight, 1))
 		w.n += wt
@@ -67,7 +68,7 @@ func (w *watch) observe(q *telemetry.Request) (FireCause, bool) {
 			return f, true
 		}
 	}
-	return FireCause{}, false
+	return record.FireCause{}, false
 }
 
 // fired commits a fire that observe proposed for the request that ended

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
+	"github.com/spikehunt/spikehunt/agents/capture/control"
 	"github.com/spikehunt/spikehunt/agents/nodecapture"
 	capturev1alpha1 "github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 	"github.com/spikehunt/spikehunt/tests/testenv"
@@ -217,11 +218,11 @@ func consistently(t *testing.T, d time.Duration, what string, cond func() error)
 // states records every state the engine reports for each capture id.
 type states struct {
 	mu sync.Mutex
-	m  map[string][]capture.State
+	m  map[string][]control.State
 }
 
 func recordStates(eng *capture.Engine) *states {
-	s := &states{m: map[string][]capture.State{}}
+	s := &states{m: map[string][]control.State{}}
 	eng.OnChange(func(id string) {
 		st, ok := eng.Get(id)
 		if !ok {
@@ -234,13 +235,13 @@ func recordStates(eng *capture.Engine) *states {
 	return s
 }
 
-func (s *states) of(id string) []capture.State {
+func (s *states) of(id string) []control.State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]capture.State(nil), s.m[id]...)
+	return append([]control.State(nil), s.m[id]...)
 }
 
-func (s *states) saw(id string, want capture.State) error {
+func (s *states) saw(id string, want control.State) error {
 	for _, st := range s.of(id) {
 		if st == want {
 			return nil

@@ -13,6 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/agents/capture/bpftrace"
+	"github.com/spikehunt/spikehunt/agents/capture/control"
+	"github.com/spikehunt/spikehunt/agents/capture/perf"
 	"github.com/spikehunt/spikehunt/agents/nodecapture"
 	"github.com/spikehunt/spikehunt/agents/telemetry"
 	capturev1alpha1 "github.com/spikehunt/spikehunt/operator/api/v1alpha1"
@@ -29,7 +34,7 @@ func TestThePerfRecorderOfACaptureFiresOnTheSlowRequestAndIsUploaded(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	perf := capture.NewPerf(capture.PerfConfig{Profiles: profiles})
+	perf := perf.New(perf.Config{Profiles: profiles})
 	if err := perf.Check(); err != nil {
 		testenv.RequirePrivileged(t, "perf", err)
 	}
@@ -40,7 +45,7 @@ func TestThePerfRecorderOfACaptureFiresOnTheSlowRequestAndIsUploaded(t *testing.
 	if err := os.Chmod(scripts, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	bpftrace := capture.NewBpftrace(capture.BpftraceConfig{ScriptDir: scripts})
+	bpftrace := bpftrace.New(bpftrace.Config{ScriptDir: scripts})
 
 	e := newEnv(t)
 	eng, storeDir := newEngine(t, "node-p", perf, bpftrace)
@@ -55,7 +60,7 @@ func TestThePerfRecorderOfACaptureFiresOnTheSlowRequestAndIsUploaded(t *testing.
 	e.capture(t, "elsewhere", "node-q", profile, trigger)
 	armed := e.waitPhase(t, "slow", capturev1alpha1.PhaseArmed, 30*time.Second)
 	id := "slow"
-	if st, ok := eng.Get(id); !ok || st.State != capture.Armed || st.Backend != capture.Perf {
+	if st, ok := eng.Get(id); !ok || st.State != control.Armed || st.Backend != capture.Perf {
 		t.Fatalf("engine: %+v %v", st, ok)
 	}
 
@@ -110,7 +115,7 @@ func TestThePerfRecorderOfACaptureFiresOnTheSlowRequestAndIsUploaded(t *testing.
 	if c.Status.Phase != capturev1alpha1.PhaseUploaded || meta.IsStatusConditionTrue(s.Conditions, capturev1alpha1.ConditionArmed) {
 		t.Errorf("conditions after the upload: %+v", s.Conditions)
 	}
-	if err := seen.saw(id, capture.Collected); err != nil {
+	if err := seen.saw(id, control.Collected); err != nil {
 		t.Error(err)
 	}
 	if c := e.get(t, "elsewhere"); c.Status.Phase != "" {
@@ -140,16 +145,16 @@ func TestThePerfRecorderOfACaptureFiresOnTheSlowRequestAndIsUploaded(t *testing.
 			t.Fatal(err)
 		}
 		id := "deleted"
-		eventually(t, 30*time.Second, "disarmed", func() error { return seen.saw(id, capture.Disarmed) })
-		if got := seen.of(id); got[len(got)-1] != capture.Disarmed {
+		eventually(t, 30*time.Second, "disarmed", func() error { return seen.saw(id, control.Disarmed) })
+		if got := seen.of(id); got[len(got)-1] != control.Disarmed {
 			t.Errorf("engine states %v", got)
 		}
 	})
 }
 
 // readRecord reads a capture's metadata record from the local store.
-func readRecord(storeDir, id string) (*capture.Metadata, error) {
-	s, err := capture.OpenLocalStore(storeDir)
+func readRecord(storeDir, id string) (*record.Metadata, error) {
+	s, err := artifact.OpenLocalStore(storeDir)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/agents/capture/control"
 	capturev1alpha1 "github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 )
 
@@ -48,7 +50,7 @@ var phaseRank = map[capturev1alpha1.CapturePhase]int{
 // Failed with the engine's reason. Fields the operator writes (spikeIDs,
 // its conditions) are kept. A final Capture, or a report that would move
 // one back, is returned unchanged.
-func reportStatus(c *capturev1alpha1.Capture, st capture.Status, node string, now time.Time) capturev1alpha1.CaptureStatus {
+func reportStatus(c *capturev1alpha1.Capture, st control.Status, node string, now time.Time) capturev1alpha1.CaptureStatus {
 	s := *c.Status.DeepCopy()
 	if s.Phase.Final() {
 		return s
@@ -63,15 +65,15 @@ func reportStatus(c *capturev1alpha1.Capture, st capture.Status, node string, no
 	backend := string(c.Spec.Profile.Backend)
 	var next capturev1alpha1.CapturePhase
 	switch st.State {
-	case capture.Armed:
+	case control.Armed:
 		next = capturev1alpha1.PhaseArmed
 		s.Message = ""
 		setArmed(&s, metav1.ConditionTrue, ReasonArmed, fmt.Sprintf("the %s recorder's ring is live on node %s", backend, node), now)
-	case capture.Fired:
+	case control.Fired:
 		next = capturev1alpha1.PhaseFired
 		s.Message = firedMessage(st.Cause)
 		setArmed(&s, metav1.ConditionFalse, ReasonFired, s.Message, now)
-	case capture.Collected:
+	case control.Collected:
 		next = capturev1alpha1.PhaseUploaded
 		if md := st.Metadata; md != nil {
 			s.Artifact = &capturev1alpha1.Artifact{URI: st.Location, Bytes: md.Bytes,
@@ -79,11 +81,11 @@ func reportStatus(c *capturev1alpha1.Capture, st capture.Status, node string, no
 		}
 		s.Message = uploadedMessage(st)
 		setArmed(&s, metav1.ConditionFalse, ReasonUploaded, s.Message, now)
-	case capture.Failed:
+	case control.Failed:
 		return failStatus(c, ReasonCaptureFailed, fmt.Sprintf("the capture failed on node %s: %s", node, st.Error), now)
-	case capture.Aborted:
+	case control.Aborted:
 		return failStatus(c, ReasonAborted, fmt.Sprintf("node %s's governor aborted the capture: %s", node, st.Error), now)
-	case capture.Disarmed:
+	case control.Disarmed:
 		return failStatus(c, ReasonDisarmed, fmt.Sprintf("the capture was disarmed on node %s (spikehunt-agent capture disarm)", node), now)
 	default: // arming: nothing to say yet
 		return c.Status
@@ -98,7 +100,7 @@ func reportStatus(c *capturev1alpha1.Capture, st capture.Status, node string, no
 // setFired fills firedAt, firedBy and the window: [fire − pre, fire +
 // post] clipped to the arming, from the artifact's record once there is
 // one (the same values, sealed).
-func setFired(s *capturev1alpha1.CaptureStatus, c *capturev1alpha1.Capture, st capture.Status) {
+func setFired(s *capturev1alpha1.CaptureStatus, c *capturev1alpha1.Capture, st control.Status) {
 	fired := st.FiredAt
 	pre, post := c.Spec.Profile.Window()
 	from, to := fired.Add(-pre), fired.Add(post)
@@ -118,7 +120,7 @@ func setFired(s *capturev1alpha1.CaptureStatus, c *capturev1alpha1.Capture, st c
 	}
 }
 
-func firedMessage(c *capture.FireCause) string {
+func firedMessage(c *record.FireCause) string {
 	if c == nil {
 		return "fired"
 	}
@@ -135,7 +137,7 @@ func firedMessage(c *capture.FireCause) string {
 	return "fired: " + c.Reason
 }
 
-func uploadedMessage(st capture.Status) string {
+func uploadedMessage(st control.Status) string {
 	md := st.Metadata
 	if md == nil {
 		return "uploaded to " + st.Location

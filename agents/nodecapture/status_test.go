@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/agents/capture/control"
 	capturev1alpha1 "github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 )
 
@@ -21,28 +23,28 @@ func TestReportStatusFollowsTheEngine(t *testing.T) {
 	fired := armed.Add(5*time.Second + 123456*time.Microsecond)
 	now := fired.Add(3 * time.Second)
 	profile := capturev1alpha1.CaptureProfile{Backend: capturev1alpha1.BackendPerf, Pre: dur(10 * time.Second), Post: dur(2 * time.Second)}
-	cause := &capture.FireCause{Kind: "latency", Service: "checkout", Endpoint: "/pay", Latency: 1200 * time.Millisecond, RequestAt: fired}
-	md := &capture.Metadata{FiredAt: fired, WindowStart: armed, WindowEnd: fired.Add(2 * time.Second),
-		Bytes: 4096, Lost: 3, Overruns: 1, Checksum: strings.Repeat("ab", 32), Files: make([]capture.File, 2)}
+	cause := &record.FireCause{Kind: "latency", Service: "checkout", Endpoint: "/pay", Latency: 1200 * time.Millisecond, RequestAt: fired}
+	md := &record.Metadata{FiredAt: fired, WindowStart: armed, WindowEnd: fired.Add(2 * time.Second),
+		Bytes: 4096, Lost: 3, Overruns: 1, Checksum: strings.Repeat("ab", 32), Files: make([]record.File, 2)}
 	micro := func(t time.Time) *metav1.MicroTime { return new(metav1.NewMicroTime(t)) }
 
 	for _, tc := range []struct {
 		name      string
 		phase     capturev1alpha1.CapturePhase
-		st        capture.Status
+		st        control.Status
 		wantPhase capturev1alpha1.CapturePhase
 		wantCond  metav1.ConditionStatus
 		reason    string
 		check     func(*testing.T, capturev1alpha1.CaptureStatus)
 	}{
-		{"armed: the ring is live", capturev1alpha1.PhasePending, capture.Status{State: capture.Armed, ArmedAt: armed},
+		{"armed: the ring is live", capturev1alpha1.PhasePending, control.Status{State: control.Armed, ArmedAt: armed},
 			capturev1alpha1.PhaseArmed, metav1.ConditionTrue, ReasonArmed, func(t *testing.T, s capturev1alpha1.CaptureStatus) {
 				if !s.ArmedAt.Time.Equal(armed) || s.FiredAt != nil {
 					t.Errorf("armedAt %v firedAt %v", s.ArmedAt, s.FiredAt)
 				}
 			}},
 		{"fired: the window is clipped to the arming", capturev1alpha1.PhaseArmed,
-			capture.Status{State: capture.Fired, ArmedAt: armed, FiredAt: fired, Cause: cause},
+			control.Status{State: control.Fired, ArmedAt: armed, FiredAt: fired, Cause: cause},
 			capturev1alpha1.PhaseFired, metav1.ConditionFalse, ReasonFired, func(t *testing.T, s capturev1alpha1.CaptureStatus) {
 				if diff := cmp.Diff([]*metav1.MicroTime{micro(fired), micro(armed), micro(fired.Add(2 * time.Second))},
 					[]*metav1.MicroTime{s.FiredAt, s.WindowStart, s.WindowEnd}); diff != "" {
@@ -53,7 +55,7 @@ func TestReportStatusFollowsTheEngine(t *testing.T) {
 				}
 			}},
 		{"collected: uploaded with its artifact", capturev1alpha1.PhaseFired,
-			capture.Status{State: capture.Collected, ArmedAt: armed, FiredAt: fired, Cause: cause, Location: "file:///store/captures/x.json", Metadata: md},
+			control.Status{State: control.Collected, ArmedAt: armed, FiredAt: fired, Cause: cause, Location: "file:///store/captures/x.json", Metadata: md},
 			capturev1alpha1.PhaseUploaded, metav1.ConditionFalse, ReasonUploaded, func(t *testing.T, s capturev1alpha1.CaptureStatus) {
 				want := &capturev1alpha1.Artifact{URI: "file:///store/captures/x.json", Bytes: 4096, LostEvents: 3, OverrunEvents: 1, Checksum: md.Checksum}
 				if diff := cmp.Diff(want, s.Artifact); diff != "" {
@@ -64,23 +66,23 @@ func TestReportStatusFollowsTheEngine(t *testing.T) {
 				}
 			}},
 		{"collected before the Fired report went out: straight to Uploaded", capturev1alpha1.PhaseArmed,
-			capture.Status{State: capture.Collected, ArmedAt: armed, FiredAt: fired, Cause: cause, Location: "file:///x", Metadata: md},
+			control.Status{State: control.Collected, ArmedAt: armed, FiredAt: fired, Cause: cause, Location: "file:///x", Metadata: md},
 			capturev1alpha1.PhaseUploaded, metav1.ConditionFalse, ReasonUploaded, nil},
-		{"a recorder that failed", capturev1alpha1.PhaseFired, capture.Status{State: capture.Failed, Error: "collect: perf exited 1"},
+		{"a recorder that failed", capturev1alpha1.PhaseFired, control.Status{State: control.Failed, Error: "collect: perf exited 1"},
 			capturev1alpha1.PhaseFailed, metav1.ConditionFalse, ReasonCaptureFailed, func(t *testing.T, s capturev1alpha1.CaptureStatus) {
 				if !strings.Contains(s.Message, "perf exited 1") || !strings.Contains(s.Message, "node-a") {
 					t.Errorf("message %q", s.Message)
 				}
 			}},
-		{"aborted under memory pressure", capturev1alpha1.PhaseArmed, capture.Status{State: capture.Aborted, Error: "aborted: memory pressure"},
+		{"aborted under memory pressure", capturev1alpha1.PhaseArmed, control.Status{State: control.Aborted, Error: "aborted: memory pressure"},
 			capturev1alpha1.PhaseFailed, metav1.ConditionFalse, ReasonAborted, nil},
-		{"disarmed by hand on the node", capturev1alpha1.PhaseArmed, capture.Status{State: capture.Disarmed},
+		{"disarmed by hand on the node", capturev1alpha1.PhaseArmed, control.Status{State: control.Disarmed},
 			capturev1alpha1.PhaseFailed, metav1.ConditionFalse, ReasonDisarmed, nil},
-		{"an expired capture stays expired", capturev1alpha1.PhaseExpired, capture.Status{State: capture.Disarmed},
+		{"an expired capture stays expired", capturev1alpha1.PhaseExpired, control.Status{State: control.Disarmed},
 			capturev1alpha1.PhaseExpired, "", "", nil},
-		{"an indexed capture stays indexed", capturev1alpha1.PhaseIndexed, capture.Status{State: capture.Collected, Metadata: md},
+		{"an indexed capture stays indexed", capturev1alpha1.PhaseIndexed, control.Status{State: control.Collected, Metadata: md},
 			capturev1alpha1.PhaseIndexed, "", "", nil},
-		{"a late Armed report never moves a fired capture back", capturev1alpha1.PhaseFired, capture.Status{State: capture.Armed, ArmedAt: armed},
+		{"a late Armed report never moves a fired capture back", capturev1alpha1.PhaseFired, control.Status{State: control.Armed, ArmedAt: armed},
 			capturev1alpha1.PhaseFired, "", "", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -37,6 +37,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
+	"github.com/spikehunt/spikehunt/agents/capture/control"
 	capturev1alpha1 "github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 )
 
@@ -248,7 +249,7 @@ func (w *Watcher) sync(ctx context.Context, key cache.ObjectName, c *capturev1al
 		return w.report(ctx, c, failStatus(c, ReasonDisarmed, fmt.Sprintf(
 			"the capture engine on node %s no longer knows capture %s (forgotten by hand)", w.cfg.Node, a.id), now))
 	}
-	if c.Spec.Fire != nil && st.State == capture.Armed && !a.fired {
+	if c.Spec.Fire != nil && st.State == control.Armed && !a.fired {
 		// A remote fire, once: the engine's state moves on and the
 		// listener brings the Capture back here to report it.
 		a.fired = true
@@ -358,7 +359,7 @@ func (w *Watcher) stop() error {
 		}
 		w.cfg.Engine.Disarm(a.id)
 		msg := fmt.Sprintf("the agent on node %s stopped and disarmed the capture; the ring was lost", w.cfg.Node)
-		if st.State == capture.Fired {
+		if st.State == control.Fired {
 			msg = fmt.Sprintf("the agent on node %s stopped during the post-window; the capture was dropped before its upload", w.cfg.Node)
 		}
 		if err := w.reportStopped(ctx, key, msg); err != nil {

@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/control"
 	"github.com/spikehunt/spikehunt/agents/nodecapture"
 	capturev1alpha1 "github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 )
@@ -71,7 +73,7 @@ func newEngine(t *testing.T, host string, backends ...capture.Backend) (*capture
 	if err := os.Mkdir(filepath.Join(dir, "store"), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	store, err := capture.OpenLocalStore(filepath.Join(dir, "store"))
+	store, err := artifact.OpenLocalStore(filepath.Join(dir, "store"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +127,7 @@ func TestTheAgentArmsOnlyItsNodesCapturesAndReportsThemUntilUploaded(t *testing.
 		t.Errorf("armed status %+v", c.Status)
 	}
 	id := "mine"
-	if st, ok := eng.Get(id); !ok || st.State != capture.Armed {
+	if st, ok := eng.Get(id); !ok || st.State != control.Armed {
 		t.Fatalf("engine has %s: %v %s", id, ok, st.State)
 	}
 	consistently(t, time.Second, "another node's Capture", func() error {
@@ -143,7 +145,7 @@ func TestTheAgentArmsOnlyItsNodesCapturesAndReportsThemUntilUploaded(t *testing.
 		t.Fatal(err)
 	}
 	c = e.waitPhase(t, "mine", capturev1alpha1.PhaseUploaded, 20*time.Second)
-	if err := seen.saw(id, capture.Fired); err != nil {
+	if err := seen.saw(id, control.Fired); err != nil {
 		t.Error(err)
 	}
 	s := c.Status
@@ -229,7 +231,7 @@ func TestACaptureDeletedOrExpiredWhileArmedIsDisarmed(t *testing.T) {
 	if err := e.admin.Delete(ctx, fin); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "finalized disarmed while its object waits", func() error { return seen.saw("finalized", capture.Disarmed) })
+	eventually(t, 20*time.Second, "finalized disarmed while its object waits", func() error { return seen.saw("finalized", control.Disarmed) })
 	if fin = e.get(t, "finalized"); fin.DeletionTimestamp == nil || fin.Status.Phase != capturev1alpha1.PhaseArmed {
 		t.Errorf("the terminating Capture: deletionTimestamp %v, phase %s (the agent writes nothing to it)", fin.DeletionTimestamp, fin.Status.Phase)
 	}
@@ -240,7 +242,7 @@ func TestACaptureDeletedOrExpiredWhileArmedIsDisarmed(t *testing.T) {
 	}
 	for _, name := range []string{"deleted", "expired"} {
 		id := name
-		eventually(t, 20*time.Second, name+" disarmed", func() error { return seen.saw(id, capture.Disarmed) })
+		eventually(t, 20*time.Second, name+" disarmed", func() error { return seen.saw(id, control.Disarmed) })
 	}
 	eventually(t, 5*time.Second, "the deleted captures forgotten", func() error {
 		for _, id := range []string{"deleted", "finalized"} {
@@ -303,7 +305,7 @@ func TestAStoppingAgentDisarmsItsCapturesAndSaysSo(t *testing.T) {
 	if c.Status.Phase != capturev1alpha1.PhaseFailed || cond == nil || cond.Reason != nodecapture.ReasonAgentStopped {
 		t.Errorf("after the agent stopped: %s %q %+v", c.Status.Phase, c.Status.Message, cond)
 	}
-	if st, _ := eng.Get("armed"); st.State != capture.Disarmed || b.live.Load() != 0 {
+	if st, _ := eng.Get("armed"); st.State != control.Disarmed || b.live.Load() != 0 {
 		t.Errorf("engine state %s, %d recorders live", st.State, b.live.Load())
 	}
 }

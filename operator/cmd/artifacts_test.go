@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 )
 
@@ -38,10 +40,10 @@ func TestArtifactStoreDeletesTheRecordAndItsObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	md := &capture.Metadata{ID: "pol-node-a-bait-0123", Host: "node-a", Backend: capture.Perf,
+	md := &record.Metadata{ID: "pol-node-a-bait-0123", Host: "node-a", Backend: capture.Perf,
 		ArmedAt: now, FiredAt: now, WindowStart: now.Add(-time.Second), WindowEnd: now.Add(time.Second),
-		Trigger: capture.FireCause{Kind: "manual"}, Files: []capture.File{{Name: "perf.data.1"}}}
-	if err := capture.Seal(work, md); err != nil {
+		Trigger: record.FireCause{Kind: "manual"}, Files: []record.File{{Name: "perf.data.1"}}}
+	if err := artifact.Seal(work, md); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.Put(ctx, md, work); err != nil {
@@ -51,7 +53,7 @@ func TestArtifactStoreDeletesTheRecordAndItsObjects(t *testing.T) {
 	if err := del.DeleteArtifact(ctx, md.ID, v1alpha1.Artifact{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Get(ctx, md.ID); !errors.Is(err, capture.ErrNotFound) {
+	if _, err := st.Get(ctx, md.ID); !errors.Is(err, artifact.ErrNotFound) {
 		t.Errorf("record after delete: %v, want not found", err)
 	}
 	objs, _ := filepath.Glob(filepath.Join(storeDir, "objects", "sha256", "*"))

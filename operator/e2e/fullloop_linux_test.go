@@ -22,6 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/agents/capture/perf"
 	"github.com/spikehunt/spikehunt/agents/telemetry"
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 	"github.com/spikehunt/spikehunt/operator/internal/controller"
@@ -61,7 +64,7 @@ func TestADetectorAlertArmsPerfOnTheNodeWhichCatchesTheNextSpikeAndIsIndexedAgai
 	if err != nil {
 		t.Fatal(err)
 	}
-	perf := capture.NewPerf(capture.PerfConfig{Profiles: profiles})
+	perf := perf.New(perf.Config{Profiles: profiles})
 	if err := perf.Check(); err != nil {
 		testenv.RequirePrivileged(t, "perf", err)
 	}
@@ -117,7 +120,7 @@ func TestADetectorAlertArmsPerfOnTheNodeWhichCatchesTheNextSpikeAndIsIndexedAgai
 	// The node's agent: the capture engine with perf and the S3 store,
 	// and the watcher of the node's Captures. The engine closes after the
 	// watcher stops (cleanups run last-registered first).
-	artifacts, err := capture.OpenStore(ctx, capture.StoreConfig{S3: s3Config(t, bucket)})
+	artifacts, err := artifact.OpenStore(ctx, artifact.StoreConfig{S3: s3Config(t, bucket)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +347,7 @@ func TestADetectorAlertArmsPerfOnTheNodeWhichCatchesTheNextSpikeAndIsIndexedAgai
 		t.Fatal(err)
 	}
 	recordBytes := readObject(t, s3c, bucket.Bucket, "captures/"+id+".json")
-	md, err := capture.DecodeMetadata(recordBytes)
+	md, err := record.DecodeMetadata(recordBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,13 +389,13 @@ func sorted(s []string) []string {
 
 // s3Config is the agent's store on the test's bucket, the secret key in a
 // file as a mounted Secret gives it.
-func s3Config(t *testing.T, srv *testenv.S3Server) *capture.S3StoreConfig {
+func s3Config(t *testing.T, srv *testenv.S3Server) *artifact.S3StoreConfig {
 	t.Helper()
 	secret := filepath.Join(t.TempDir(), "secret-key")
 	if err := os.WriteFile(secret, []byte(srv.SecretKey+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &capture.S3StoreConfig{Endpoint: srv.Endpoint, Region: srv.Region, Bucket: srv.Bucket,
+	return &artifact.S3StoreConfig{Endpoint: srv.Endpoint, Region: srv.Region, Bucket: srv.Bucket,
 		AccessKey: srv.AccessKey, SecretKeyFile: secret, Insecure: true}
 }
 

@@ -32,7 +32,7 @@ type Rule struct {
 	// Own is which of the module's packages they may import directly.
 	Own []string
 	// Third, when not nil, is which packages outside the module and the
-	// standard library they may import directly (nil: any).
+	// standard library they may import directly (nil: any; empty: none).
 	Third []string
 	// StdlibOnly: every dependency, transitively, is the standard library's.
 	StdlibOnly bool
@@ -45,7 +45,15 @@ type Rule struct {
 // agentInternals are the agent's packages that only the agent may hold:
 // the recorders, samplers and intake run privileged on a node. (The spool
 // is not one: the exporter the simulator shares is built on it.)
-var agentInternals = []string{"agents/capture", "agents/collect", "agents/intake", "agents/nodecapture", "agents/cmd/..."}
+//
+// The capture engine and its recorders are; its artifact stores and
+// records (agents/capture/artifact/...) and its control API
+// (agents/capture/control) are not: the operator reads the stores and the
+// demo drives an agent through its socket.
+var agentInternals = append([]string{"agents/collect", "agents/intake", "agents/nodecapture", "agents/cmd/..."}, captureRecorders...)
+
+// captureRecorders are the capture engine and its backends.
+var captureRecorders = []string{"agents/capture", "agents/capture/perf", "agents/capture/ftrace", "agents/capture/bpftrace", "agents/capture/wpr", "agents/capture/internal/..."}
 
 // operatorInternals are the operator's controllers and binaries.
 var operatorInternals = []string{"operator/internal/...", "operator/cmd/..."}
@@ -59,9 +67,22 @@ var Rules = []Rule{
 	{Pkg: "agents/collect", Own: []string{"agents/telemetry"}, Why: "samplers share only telemetry"},
 	{Pkg: "agents/intake", Own: []string{"agents/telemetry"}, Why: "the intake shares only telemetry"},
 	{Pkg: "agents/spool", Own: []string{"agents/telemetry"}, Why: "the spool shares only telemetry"},
-	{Pkg: "agents/capture", Own: []string{"agents/telemetry"}, Why: "the recorders share only telemetry; nodecapture drives them, not the reverse"},
+	{Pkg: "agents/capture/artifact/record", StdlibOnly: true, Why: "the artifact's record travels in the control API: the standard library only"},
+	{Pkg: "agents/capture/artifact", Own: []string{"agents/capture/artifact/record"}, Why: "the stores: the operator's cmd takes them without the recorders"},
+	{Pkg: "agents/capture/control", Own: []string{"agents/capture/artifact/record"}, Third: []string{},
+		NeverDependOn: []string{"agents/capture/artifact"},
+		Why:           "the control API's wire types and client: the record and the standard library only, so a program that drives an agent holds neither its recorders nor a store client"},
+	{Pkg: "agents/capture", Own: []string{"agents/telemetry", "agents/capture/artifact/...", "agents/capture/control"},
+		Why: "the engine knows backends only by its Backend interface; cmd constructs them, and nodecapture drives the engine, not the reverse"},
+	{Pkg: "agents/capture/perf", Own: []string{"agents/capture", "agents/capture/artifact/record"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
+	{Pkg: "agents/capture/ftrace", Own: []string{"agents/capture", "agents/capture/artifact/record"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
+	{Pkg: "agents/capture/bpftrace", Own: []string{"agents/capture", "agents/capture/artifact/record"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
+	{Pkg: "agents/capture/wpr", Own: []string{"agents/capture", "agents/capture/artifact/record"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
+	{Pkg: "agents/capture/internal/capturetest", Own: []string{"agents/telemetry"}, Why: "the recorders' test fixture"},
 	{Pkg: "agents/export", Own: []string{"agents/spool", "agents/telemetry", "kafkasec"}, Why: "the exporter moves the spool's records to a sink"},
-	{Pkg: "agents/nodecapture", Own: []string{"agents/capture", "operator/api/..."}, Why: "the one bridge from the Capture API to the engine"},
+	{Pkg: "agents/nodecapture", Own: []string{"agents/capture", "agents/capture/artifact/...", "agents/capture/control", "operator/api/..."},
+		NeverDependOn: []string{"agents/capture/perf", "agents/capture/ftrace", "agents/capture/bpftrace", "agents/capture/wpr"},
+		Why:           "the one bridge from the Capture API to the engine; the engine's backends are cmd's to choose"},
 	{Pkg: "agents/cmd/...", Own: []string{"agents/...", "kafkasec"}, Why: "only cmd wires the agent's packages together"},
 
 	// kafkasec/
@@ -85,8 +106,8 @@ var Rules = []Rule{
 		Why: "simulated messages are the agent's own encoding, through the in-process source or Kafka"},
 	{Pkg: "pipelines/eval", Own: []string{"pipelines/detect", "pipelines/schema", "pipelines/sim", "pipelines/store"}},
 	{Pkg: "pipelines/otel", Own: nil, Why: "tests only"},
-	{Pkg: "pipelines/cmd/...", Own: []string{"pipelines/...", "kafkasec", "agents/client", "agents/export", "agents/telemetry", "operator/policy"},
-		Why: "the CLI drives the agent as a child process, never through its recorders; the demo's policy is the operator's public one"},
+	{Pkg: "pipelines/cmd/...", Own: []string{"pipelines/...", "kafkasec", "agents/client", "agents/export", "agents/telemetry", "agents/capture/control", "operator/policy"},
+		Why: "the CLI drives the agent as a child process through its control API, never through its recorders; the demo's policy is the operator's public one"},
 
 	// operator/
 	{Pkg: "operator/api/...", Own: nil, Why: "the API types import only apimachinery"},
@@ -96,8 +117,8 @@ var Rules = []Rule{
 	{Pkg: "operator/internal/intake", Own: []string{"kafkasec", "operator/policy", "pipelines/alerts/alertsig"},
 		Why: "the signature's definition, not the detector behind pipelines/alerts"},
 	{Pkg: "operator/internal/controller", Own: []string{"operator/api/...", "operator/policy", "pipelines/captures", "pipelines/store"}},
-	{Pkg: "operator/cmd/...", Own: []string{"operator/...", "kafkasec", "pipelines/alerts/alertsig", "pipelines/store", "agents/capture"},
-		Why: "cmd alone takes the agent's artifact store"},
+	{Pkg: "operator/cmd/...", Own: []string{"operator/...", "kafkasec", "pipelines/alerts/alertsig", "pipelines/store", "agents/capture/artifact/..."},
+		Why: "cmd alone takes the agent's artifact store, not its recorders"},
 
 	// tests/, dashboards/, helm/: test machinery and test-only packages.
 	{Pkg: "tests/testenv", Own: []string{"kafkasec", "pipelines/store"}},
@@ -111,7 +132,7 @@ var Rules = []Rule{
 var (
 	agentsNeverDependOn    = []string{"pipelines/...", "operator/internal/...", "operator/cmd/...", "dashboards/...", "helm/...", "tests/..."}
 	pipelinesNeverDependOn = append(append([]string{"dashboards/...", "helm/...", "tests/..."}, agentInternals...), operatorInternals...)
-	operatorNeverDependOn  = []string{"agents/collect", "agents/intake", "agents/spool", "agents/nodecapture", "agents/cmd/...", "pipelines/detect", "pipelines/ingest", "pipelines/sim", "pipelines/cmd/...", "dashboards/...", "helm/...", "tests/..."}
+	operatorNeverDependOn  = append([]string{"agents/collect", "agents/intake", "agents/spool", "agents/nodecapture", "agents/cmd/...", "agents/capture/control", "pipelines/detect", "pipelines/ingest", "pipelines/sim", "pipelines/cmd/...", "dashboards/...", "helm/...", "tests/..."}, captureRecorders...)
 )
 
 // match reports whether module-relative path p is matched by pattern.
@@ -172,7 +193,11 @@ func Check(graph []Package, rules []Rule) []string {
 					out = append(out, fmt.Sprintf("%s imports %s: not allowed%s", p.Path, imp, why))
 				}
 			case r.Third != nil && !matchAny(r.Third, imp):
-				out = append(out, fmt.Sprintf("%s imports %s: only %s outside the module%s", p.Path, imp, strings.Join(r.Third, ", "), why))
+				allowed := strings.Join(r.Third, ", ")
+				if allowed == "" {
+					allowed = "the standard library"
+				}
+				out = append(out, fmt.Sprintf("%s imports %s: only %s outside the module%s", p.Path, imp, allowed, why))
 			}
 		}
 		never, neverWhy := r.NeverDependOn, why

@@ -14,6 +14,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/bpftrace"
+	"github.com/spikehunt/spikehunt/agents/capture/ftrace"
+	"github.com/spikehunt/spikehunt/agents/capture/perf"
+	"github.com/spikehunt/spikehunt/agents/capture/wpr"
 	"github.com/spikehunt/spikehunt/agents/telemetry"
 )
 
@@ -59,7 +64,7 @@ type CaptureConfig struct {
 	IOClass string `yaml:"io_class"`
 	// Store is where sealed artifacts go: a local folder (default
 	// <dir>/store) or an S3 bucket.
-	Store capture.StoreConfig `yaml:"store"`
+	Store artifact.StoreConfig `yaml:"store"`
 	// Kube arms this node's Capture objects (capture_kube.go).
 	Kube CaptureKubeConfig `yaml:"kube"`
 }
@@ -109,9 +114,9 @@ func startCapture(ctx context.Context, cfg CaptureConfig, tracefs string, res te
 			log.Warn("captures disabled", "err", err)
 			return nil, func() {}, nil
 		}
-		cfg.Store.Local = &capture.LocalStoreConfig{Dir: dir}
+		cfg.Store.Local = &artifact.LocalStoreConfig{Dir: dir}
 	}
-	store, err := capture.OpenStore(ctx, cfg.Store)
+	store, err := artifact.OpenStore(ctx, cfg.Store)
 	if errors.Is(err, capture.ErrInvalid) {
 		return nil, nil, fmt.Errorf("capture.store: %w", err)
 	}
@@ -221,13 +226,13 @@ func (c CaptureConfig) validate() error {
 func newBackend(name string, cfg CaptureConfig, tracefs string, profiles *capture.Profiles) (capture.Backend, error) {
 	switch name {
 	case capture.Perf:
-		return capture.NewPerf(capture.PerfConfig{Binary: cfg.PerfBinary, Profiles: profiles}), nil
+		return perf.New(perf.Config{Binary: cfg.PerfBinary, Profiles: profiles}), nil
 	case capture.Ftrace:
-		return capture.NewFtrace(capture.FtraceConfig{TraceFS: tracefs, Profiles: profiles}), nil
+		return ftrace.New(ftrace.Config{TraceFS: tracefs, Profiles: profiles}), nil
 	case capture.Bpftrace:
-		return capture.NewBpftrace(capture.BpftraceConfig{ScriptDir: cfg.ScriptDir, Binary: cfg.BpftraceBinary}), nil
+		return bpftrace.New(bpftrace.Config{ScriptDir: cfg.ScriptDir, Binary: cfg.BpftraceBinary}), nil
 	case capture.WPR:
-		return capture.NewWPR(capture.WPRConfig{Path: cfg.WPRBinary, Profiles: profiles}), nil
+		return wpr.New(wpr.Config{Path: cfg.WPRBinary, Profiles: profiles}), nil
 	}
 	return nil, fmt.Errorf("capture.backends: unknown backend %q", name)
 }

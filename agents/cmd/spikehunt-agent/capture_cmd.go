@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
+	"github.com/spikehunt/spikehunt/agents/capture/control"
 )
 
 const captureUsage = `Usage: spikehunt-agent capture COMMAND [flags]
@@ -53,7 +54,7 @@ func runCaptureCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.SetOutput(stderr)
 	sock := fs.String("socket", defaultCaptureConfig().Socket, "the agent's capture control socket")
 	asJSON := fs.Bool("json", false, "print JSON")
-	var req capture.ArmRequest
+	var req control.ArmRequest
 	var reason, outDir string
 	timeout := 5 * time.Minute
 	switch cmd {
@@ -105,7 +106,7 @@ func runCaptureCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 		return errUsage
 	}
-	c := capture.NewClient(*sock)
+	c := control.NewClient(*sock)
 	var out any
 	var err error
 	switch cmd {
@@ -113,36 +114,36 @@ func runCaptureCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		var m map[string]string
 		err, out = c.Do(ctx, http.MethodGet, "/v1/backends", nil, &m), m
 	case "list":
-		var l []capture.Status
+		var l []control.Status
 		err, out = c.Do(ctx, http.MethodGet, "/v1/captures", nil, &l), l
 	case "arm":
 		if req.ID == "" {
 			req.ID = req.Backend + "-" + strconv.FormatInt(time.Now().UnixMilli(), 10)
 		}
-		if _, err := req.Spec(); err != nil { // say what is wrong before dialing
+		if _, err := capture.SpecOf(req); err != nil { // say what is wrong before dialing
 			return err
 		}
-		var st capture.Status
+		var st control.Status
 		err, out = c.Do(ctx, http.MethodPost, "/v1/captures", req, &st), st
 	case "fire":
-		var st capture.Status
-		err, out = c.Do(ctx, http.MethodPost, "/v1/captures/"+url.PathEscape(pos[0])+"/fire", map[string]string{"reason": reason}, &st), st
+		var st control.Status
+		err, out = c.Do(ctx, http.MethodPost, "/v1/captures/"+url.PathEscape(pos[0])+"/fire", control.FireRequest{Reason: reason}, &st), st
 	case "wait", "collect":
-		var st capture.Status
+		var st control.Status
 		wctx, cancel := context.WithTimeout(ctx, timeout+10*time.Second)
 		defer cancel()
 		err, out = c.Do(wctx, http.MethodGet, "/v1/captures/"+url.PathEscape(pos[0])+"/wait?timeout="+timeout.String(), nil, &st), st
 	case "get":
-		var st capture.Status
+		var st control.Status
 		err, out = c.Do(ctx, http.MethodGet, "/v1/captures/"+url.PathEscape(pos[0]), nil, &st), st
 	case "disarm":
-		var st capture.Status
+		var st control.Status
 		err, out = c.Do(ctx, http.MethodDelete, "/v1/captures/"+url.PathEscape(pos[0]), nil, &st), st
 	}
 	if err != nil {
 		return err
 	}
-	if st, ok := out.(capture.Status); ok && cmd == "collect" && outDir != "" {
+	if st, ok := out.(control.Status); ok && cmd == "collect" && outDir != "" {
 		if err := download(ctx, c, st, outDir); err != nil {
 			return err
 		}
@@ -167,12 +168,12 @@ func printCaptures(w io.Writer, v any) {
 				fmt.Fprintf(tw, "%s\t%s\n", n, s)
 			}
 		}
-	case []capture.Status:
+	case []control.Status:
 		fmt.Fprintln(tw, "ID\tBACKEND\tSTATE\tARMED\tFIRED\tLOCATION\tERROR")
 		for _, s := range v {
 			printStatus(tw, s)
 		}
-	case capture.Status:
+	case control.Status:
 		fmt.Fprintln(tw, "ID\tBACKEND\tSTATE\tARMED\tFIRED\tLOCATION\tERROR")
 		printStatus(tw, v)
 		if md := v.Metadata; md != nil {
@@ -186,7 +187,7 @@ func printCaptures(w io.Writer, v any) {
 	}
 }
 
-func printStatus(w io.Writer, s capture.Status) {
+func printStatus(w io.Writer, s control.Status) {
 	fired := "-"
 	if !s.FiredAt.IsZero() {
 		fired = s.FiredAt.Format("15:04:05.000")
@@ -203,8 +204,8 @@ func dash(s string) string {
 }
 
 // download copies a collected capture's files and metadata into dir.
-func download(ctx context.Context, c *capture.Client, st capture.Status, dir string) error {
-	if st.State != capture.Collected || st.Metadata == nil {
+func download(ctx context.Context, c *control.Client, st control.Status, dir string) error {
+	if st.State != control.Collected || st.Metadata == nil {
 		return fmt.Errorf("capture %s is %s, nothing to download (%s)", st.ID, st.State, st.Error)
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {

@@ -17,7 +17,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/spikehunt/spikehunt/agents/capture"
+	"github.com/spikehunt/spikehunt/agents/capture/perf"
 	"github.com/spikehunt/spikehunt/agents/client"
 	capturev1alpha1 "github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 	"github.com/spikehunt/spikehunt/tests/testenv"
@@ -29,7 +29,7 @@ import (
 // disarms the one still armed and says so. (agents/nodecapture's tests
 // run the same as the agent's least-privilege ServiceAccount.)
 func TestTheAgentArmsItsNodesCapturesFromTheAPIServer(t *testing.T) {
-	if err := capture.NewPerf(capture.PerfConfig{}).Check(); err != nil || os.Geteuid() != 0 {
+	if err := perf.New(perf.Config{}).Check(); err != nil || os.Geteuid() != 0 {
 		testenv.RequirePrivileged(t, "perf as root", err)
 	}
 	cfg, _ := testenv.SharedAPIServer(t)

@@ -15,7 +15,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/spikehunt/spikehunt/agents/capture"
+	"github.com/spikehunt/spikehunt/agents/capture/control"
+	"github.com/spikehunt/spikehunt/agents/capture/perf"
 	"github.com/spikehunt/spikehunt/agents/client"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
@@ -39,7 +40,7 @@ func captureCLI(t testing.TB, p *agentProc, args ...string) (string, error) {
 // trigger fires, and the CLI waits for the artifact, which holds the
 // slow request beside the trace.
 func TestCaptureByHandFiresOnTheAppsSlowRequest(t *testing.T) {
-	if err := capture.NewPerf(capture.PerfConfig{}).Check(); err != nil || os.Geteuid() != 0 {
+	if err := perf.New(perf.Config{}).Check(); err != nil || os.Geteuid() != 0 {
 		testenv.RequirePrivileged(t, "perf as root", err)
 	}
 	p := startAgent(t, []string{"127.0.0.1:1"}, t.TempDir(), "--capture.backends", "perf")
@@ -101,11 +102,11 @@ func TestCaptureByHandFiresOnTheAppsSlowRequest(t *testing.T) {
 	if err != nil {
 		t.Fatalf("wait: %v\n%s", err, out)
 	}
-	var st capture.Status
+	var st control.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if st.State != capture.Collected || st.Metadata == nil {
+	if st.State != control.Collected || st.Metadata == nil {
 		t.Fatalf("capture ended %s (%s)", st.State, st.Error)
 	}
 	md := st.Metadata

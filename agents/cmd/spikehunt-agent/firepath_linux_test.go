@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
+	"github.com/spikehunt/spikehunt/agents/capture/control"
+	"github.com/spikehunt/spikehunt/agents/capture/perf"
 	"github.com/spikehunt/spikehunt/agents/intake"
 )
 
@@ -100,7 +102,7 @@ func BenchmarkDatagramToFire(b *testing.B) {
 		case <-time.After(5 * time.Second):
 			b.Fatalf("capture %s did not fire", id)
 		}
-		if st, err := eng.Wait(ctx, id); err != nil || st.State != capture.Collected {
+		if st, err := eng.Wait(ctx, id); err != nil || st.State != control.Collected {
 			b.Fatalf("%s: %v %s %s", id, err, st.State, st.Error)
 		}
 		eng.Forget(id)
@@ -118,7 +120,7 @@ func BenchmarkDatagramToFire(b *testing.B) {
 //
 //	agent.datagram_to_perf_dump_ms
 func BenchmarkDatagramToPerfDump(b *testing.B) {
-	if err := capture.NewPerf(capture.PerfConfig{}).Check(); err != nil || os.Geteuid() != 0 {
+	if err := perf.New(perf.Config{}).Check(); err != nil || os.Geteuid() != 0 {
 		b.Skipf("perf as root: %v", err)
 	}
 	p := startAgent(b, []string{"127.0.0.1:1"}, b.TempDir(), "--capture.backends", "perf", "--log-level", "warn", "--capture.fire-burst", "8")
@@ -140,8 +142,8 @@ func BenchmarkDatagramToPerfDump(b *testing.B) {
 		if err != nil {
 			b.Fatalf("wait: %v\n%s", err, out)
 		}
-		var st capture.Status
-		if err := json.Unmarshal([]byte(out), &st); err != nil || st.State != capture.Collected {
+		var st control.Status
+		if err := json.Unmarshal([]byte(out), &st); err != nil || st.State != control.Collected {
 			b.Fatalf("%v %s: %s", err, st.State, out)
 		}
 		took = append(took, float64(st.FireToDump.Microseconds())/1000)

@@ -18,7 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/capture"
+	"github.com/spikehunt/spikehunt/agents/capture/control"
+	"github.com/spikehunt/spikehunt/agents/capture/perf"
 	"github.com/spikehunt/spikehunt/agents/intake"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
@@ -44,7 +45,7 @@ func childMain(op string) int {
 		}
 	case "control":
 		var out []map[string]any
-		err = capture.NewClient(target).Do(context.Background(), http.MethodGet, "/v1/captures", nil, &out)
+		err = control.NewClient(target).Do(context.Background(), http.MethodGet, "/v1/captures", nil, &out)
 		if err == nil {
 			fmt.Printf("listed %d captures\n", len(out))
 		}
@@ -113,7 +114,7 @@ func requireRootAndPerf(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testenv.RequirePrivileged(t, "root (other users' processes)", fmt.Errorf("euid %d", os.Geteuid()))
 	}
-	if err := capture.NewPerf(capture.PerfConfig{}).Check(); err != nil {
+	if err := perf.New(perf.Config{}).Check(); err != nil {
 		testenv.RequirePrivileged(t, "perf", err)
 	}
 }
@@ -151,13 +152,13 @@ func metricValue(t *testing.T, p *agentProc, series string) float64 {
 	return 0
 }
 
-func captureState(t *testing.T, p *agentProc, id string) capture.Status {
+func captureState(t *testing.T, p *agentProc, id string) control.Status {
 	t.Helper()
 	out, err := captureCLI(t, p, "get", id, "--json")
 	if err != nil {
 		t.Fatalf("capture get: %v\n%s", err, out)
 	}
-	var st capture.Status
+	var st control.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
@@ -198,7 +199,7 @@ func TestANonAllowedSenderCannotFireAnArmedCapture(t *testing.T) {
 		t.Fatalf("nobody could not send to the line socket: %v\n%s", err, out)
 	}
 	time.Sleep(2 * time.Second) // a fire would have dumped by now (State moves to Fired once it has)
-	if st := captureState(t, p, "bait"); st.State != capture.Armed {
+	if st := captureState(t, p, "bait"); st.State != control.Armed {
 		t.Fatalf("the capture is %s after untrusted requests (cause %+v), want Armed", st.State, st.Cause)
 	}
 	const refusedUntrusted = `spikehunt_capture_trigger_refused_total{reason="untrusted_sender"}`
@@ -212,11 +213,11 @@ func TestANonAllowedSenderCannotFireAnArmedCapture(t *testing.T) {
 	if err != nil {
 		t.Fatalf("wait: %v\n%s", err, out)
 	}
-	var st capture.Status
+	var st control.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if st.State != capture.Collected || st.Cause == nil || st.Cause.Kind != "latency" || st.Cause.Latency != 5*time.Second {
+	if st.State != control.Collected || st.Cause == nil || st.Cause.Kind != "latency" || st.Cause.Latency != 5*time.Second {
 		t.Fatalf("capture %s cause %+v (%s), want Collected by the allowed sender's 5 s request", st.State, st.Cause, st.Error)
 	}
 	t.Logf("fire→dump %v from the allowed sender's datagram", st.FireToDump)

@@ -482,7 +482,7 @@ without a database and creates it (--database).
 {{- end -}}
 
 {{/*
-S3: the capture artifact store (agents/capture StoreConfig). The keys come
+S3: the capture artifact store (agents/capture/artifact StoreConfig). The keys come
 from environment variables, so the store's YAML can live in a ConfigMap.
 */}}
 {{- define "spikehunt.s3.enabled" -}}

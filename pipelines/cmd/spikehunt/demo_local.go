@@ -3,12 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -19,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spikehunt/spikehunt/agents/capture/control"
 	"github.com/spikehunt/spikehunt/agents/client"
 	"github.com/spikehunt/spikehunt/agents/export"
 	"github.com/spikehunt/spikehunt/agents/telemetry"
@@ -143,10 +141,10 @@ func runLocalCapture(ctx context.Context, st store.Store, service string, h loca
 	// arming, and the demo keeps no policy state between runs, so the run's
 	// start keeps two runs in the same hour apart.
 	id := fmt.Sprintf("%s.%d", a.Name, time.Now().Unix())
-	arm := map[string]any{"id": id, "backend": "perf", "pre": localPre.String(), "post": localPost.String(),
-		"service": service, "latency": trigger.String()}
-	var st0 agentStatus
-	if err := ag.do(ctx, http.MethodPost, "/v1/captures", arm, &st0); err != nil {
+	arm := control.ArmRequest{ID: id, Backend: "perf", Pre: localPre.String(), Post: localPost.String(),
+		Service: service, Latency: trigger.String()}
+	var st0 control.Status
+	if err := ag.ctl.Do(ctx, http.MethodPost, "/v1/captures", arm, &st0); err != nil {
 		return localCapture{}, fmt.Errorf("arm perf: %w", err)
 	}
 
@@ -155,12 +153,12 @@ func runLocalCapture(ctx context.Context, st store.Store, service string, h loca
 	if err != nil {
 		return localCapture{}, err
 	}
-	var done agentStatus
+	var done control.Status
 	wait := "/v1/captures/" + url.PathEscape(id) + "/wait?timeout=" + (localPost + 15*time.Second).String()
-	if err := ag.do(ctx, http.MethodGet, wait, nil, &done); err != nil {
+	if err := ag.ctl.Do(ctx, http.MethodGet, wait, nil, &done); err != nil {
 		return localCapture{}, fmt.Errorf("wait for capture %s: %w", id, err)
 	}
-	if done.State != "Collected" || done.Metadata == nil {
+	if done.State != control.Collected || done.Metadata == nil {
 		return localCapture{}, fmt.Errorf("capture %s ended %s: %s", id, done.State, done.Error)
 	}
 	md := done.Metadata
@@ -204,37 +202,11 @@ func runLocalCapture(ctx context.Context, st store.Store, service string, h loca
 	return c, nil
 }
 
-// agentStatus is the part of the agent's capture status (agents/capture
-// Status and Metadata, as its control socket sends them) the demo reads.
-type agentStatus struct {
-	ID         string        `json:"id"`
-	State      string        `json:"state"`
-	Error      string        `json:"error"`
-	FireToDump time.Duration `json:"fire_to_dump_ns"`
-	Location   string        `json:"location"`
-	Files      []string      `json:"files"`
-	Metadata   *struct {
-		Host        string    `json:"host"`
-		Backend     string    `json:"backend"`
-		Profile     string    `json:"profile"`
-		WindowStart time.Time `json:"window_start"`
-		WindowEnd   time.Time `json:"window_end"`
-		Bytes       int64     `json:"bytes"`
-		Lost        uint64    `json:"lost_events"`
-		Overruns    uint64    `json:"overrun_events"`
-		Checksum    string    `json:"checksum"`
-		Trigger     struct {
-			Kind    string        `json:"kind"`
-			Latency time.Duration `json:"latency_ns"`
-		} `json:"trigger"`
-	} `json:"metadata"`
-}
-
 // localAgent is a spikehunt-agent child process.
 type localAgent struct {
 	cmd  *exec.Cmd
 	out  *lockedBuffer
-	hc   *http.Client
+	ctl  *control.Client
 	done chan struct{} // closed when the process has exited
 	once sync.Once
 }
@@ -255,11 +227,7 @@ func startLocalAgent(ctx context.Context, h localHost, tmp, dir string) (*localA
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", h.agent, err)
 	}
-	ag := &localAgent{cmd: cmd, out: out, done: make(chan struct{}), hc: &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", capSock)
-		}}}}
+	ag := &localAgent{cmd: cmd, out: out, done: make(chan struct{}), ctl: control.NewClient(capSock)}
 	go func() { cmd.Wait(); close(ag.done) }()
 	for {
 		_, e1 := os.Stat(capSock)
@@ -276,41 +244,6 @@ func startLocalAgent(ctx context.Context, h localHost, tmp, dir string) (*localA
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-// do sends one control request and decodes the answer.
-func (ag *localAgent) do(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://agent"+path, rd)
-	if err != nil {
-		return err
-	}
-	resp, err := ag.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("agent control socket: %w", err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode >= 300 {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(b, &e) == nil && e.Error != "" {
-			return fmt.Errorf("agent: %s (HTTP %d)", e.Error, resp.StatusCode)
-		}
-		return fmt.Errorf("agent: HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(b))
-	}
-	return json.Unmarshal(b, out)
 }
 
 // stop ends the agent and returns once it has exited: SIGINT, which

@@ -1,8 +1,0 @@
-package capture
-
-// PerfConfig configures the perf flight recorder.
-type PerfConfig struct {
-	// Binary is the perf executable; "" finds "perf" on PATH.
-	Binary   string
-	Profiles *Profiles
-}
