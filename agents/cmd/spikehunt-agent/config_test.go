@@ -20,6 +20,7 @@ func TestConfigLoadsEveryKeyOfTheSample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
