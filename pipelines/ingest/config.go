@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/defaults"
 	"github.com/spikehunt/spikehunt/kafkasec"
 )
 
@@ -111,56 +112,40 @@ func (c *Config) Lease() time.Duration {
 	return c.RebalanceTimeout - 2*c.SessionTimeout/10 - time.Second
 }
 
-// Validate fills defaults and checks bounds.
-func (c *Config) Validate() error {
-	if len(c.Brokers) == 0 {
-		return errors.New("ingest: no Kafka brokers: set --kafka.brokers")
-	}
-	def := func(p *string, v string) {
-		if *p == "" {
-			*p = v
-		}
-	}
-	def(&c.Group, DefaultGroup)
-	def(&c.SpansTopic, DefaultSpansTopic)
-	def(&c.MetricsTopic, DefaultMetricsTopic)
-	def(&c.DLQTopic, DefaultDLQTopic)
+// WithDefaults returns c with its zero fields set to their defaults; c
+// itself is not changed. (MaxAge 0 stays 0: the start reads the table's
+// TTL for it.)
+func (c Config) WithDefaults() Config {
+	defaults.Fill(&c.Group, DefaultGroup)
+	defaults.Fill(&c.SpansTopic, DefaultSpansTopic)
+	defaults.Fill(&c.MetricsTopic, DefaultMetricsTopic)
+	defaults.Fill(&c.DLQTopic, DefaultDLQTopic)
 	if c.Instance == "" {
 		c.Instance = DefaultInstance()
 	}
-	if c.ReportEvery == 0 {
-		c.ReportEvery = DefaultReportEvery
-	}
-	if c.MaxRows == 0 {
-		c.MaxRows = 300_000
-	}
-	if c.MaxBytes == 0 {
-		c.MaxBytes = 32 << 20
-	}
-	if c.MaxDelay == 0 {
-		c.MaxDelay = time.Second
-	}
-	if c.CatchUpDelay == 0 {
-		c.CatchUpDelay = max(10*time.Second, c.MaxDelay)
-	}
-	if c.SessionTimeout == 0 {
-		c.SessionTimeout = DefaultSessionTimeout
-	}
-	if c.RebalanceTimeout == 0 {
-		c.RebalanceTimeout = DefaultRebalanceTimeout
-	}
-	if c.MaxAhead == 0 {
-		c.MaxAhead = DefaultMaxAhead
-	}
+	defaults.Fill(&c.ReportEvery, DefaultReportEvery)
+	defaults.Fill(&c.MaxRows, 300_000)
+	defaults.Fill(&c.MaxBytes, 32<<20)
+	defaults.Fill(&c.MaxDelay, time.Second)
+	defaults.Fill(&c.CatchUpDelay, max(10*time.Second, c.MaxDelay))
+	defaults.Fill(&c.SessionTimeout, DefaultSessionTimeout)
+	defaults.Fill(&c.RebalanceTimeout, DefaultRebalanceTimeout)
+	defaults.Fill(&c.MaxAhead, DefaultMaxAhead)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.DeadLetterTimeout == 0 {
-		c.DeadLetterTimeout = 10 * time.Second
+	defaults.Fill(&c.DeadLetterTimeout, 10*time.Second)
+	defaults.Fill(&c.DLQPartitions, 1)
+	return c
+}
+
+// Validate checks c as New would run it, its zero fields taken as their
+// defaults. It does not change c.
+func (c Config) Validate() error {
+	if len(c.Brokers) == 0 {
+		return errors.New("ingest: no Kafka brokers: set --kafka.brokers")
 	}
-	if c.DLQPartitions == 0 {
-		c.DLQPartitions = 1
-	}
+	c = c.WithDefaults()
 	switch {
 	case c.MaxRows < 1:
 		return fmt.Errorf("ingest: max rows %d, want ≥ 1", c.MaxRows)

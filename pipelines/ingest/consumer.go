@@ -92,6 +92,7 @@ func NewWithMemory(cfg Config, st store.Store, src *MemorySource, log *slog.Logg
 }
 
 func newIngester(cfg Config, st store.Store, log *slog.Logger) (*Ingester, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
