@@ -72,6 +72,13 @@ type Config struct {
 	// Now is the clock the window is measured from (default time.Now);
 	// a simulator replaying the past sets its own.
 	Now func() time.Time
+	// Clock measures how long a batch has been open (MaxDelay,
+	// CatchUpDelay) and when a held dead letter is tried again (default
+	// time.Now). Tests drive it to close batches without waiting for
+	// them. It is not Now, which a simulator sets to the past, and not
+	// the lease, which is measured on the system clock because the
+	// broker's rebalance runs on real time.
+	Clock func() time.Time
 
 	// DeadLetterTimeout bounds one attempt to write a dead letter
 	// (default 10 s). A failed attempt holds the message's partition and
@@ -133,6 +140,9 @@ func (c Config) WithDefaults() Config {
 	defaults.Fill(&c.MaxAhead, DefaultMaxAhead)
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
 	}
 	defaults.Fill(&c.DeadLetterTimeout, 10*time.Second)
 	defaults.Fill(&c.DLQPartitions, 1)
