@@ -17,29 +17,14 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/tests/fakeclock"
 )
 
-// fakeClock is a Clock that moves only when told. Its times carry no
-// monotonic reading, so intervals are plain wall-clock differences.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
+// newFakeClock is the collector's clock in the tests: it moves only when
+// told, and its times carry no monotonic reading, so intervals are plain
+// wall-clock differences.
+func newFakeClock() *fakeclock.Clock {
+	return fakeclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 }
 
 // fixtureEthtool serves `ethtool -S` dumps from <dir>/<iface>.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/spikehunt/spikehunt/internal/defaults"
 )
 
 // Config configures the exporter.
@@ -15,14 +17,24 @@ type Config struct {
 	MaxDelay time.Duration `yaml:"max_delay"`
 }
 
-// Validate fills defaults and checks bounds.
-func (c *Config) Validate() error {
-	if c.MaxSpans == 0 {
-		c.MaxSpans = 2000
-	}
-	if c.MaxDelay == 0 {
-		c.MaxDelay = 200 * time.Millisecond
-	}
+// Defaults of Config.
+const (
+	DefaultMaxSpans = 2000
+	DefaultMaxDelay = 200 * time.Millisecond
+)
+
+// WithDefaults returns c with its zero fields set to their defaults; c
+// itself is not changed.
+func (c Config) WithDefaults() Config {
+	defaults.Fill(&c.MaxSpans, DefaultMaxSpans)
+	defaults.Fill(&c.MaxDelay, DefaultMaxDelay)
+	return c
+}
+
+// Validate checks c as New would run it, its zero fields taken as their
+// defaults. It does not change c.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
 	if c.MaxSpans < 1 || c.MaxSpans > 100_000 {
 		return fmt.Errorf("export: max_spans = %d, want 1–100000", c.MaxSpans)
 	}

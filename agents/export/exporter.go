@@ -49,6 +49,7 @@ const maxKeptRecord = 4 << 20
 
 // New returns an exporter writing through sp to sink.
 func New(cfg Config, res telemetry.Resource, sink Sink, sp *spool.Spool, log *slog.Logger) (*Exporter, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

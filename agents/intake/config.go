@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/spikehunt/spikehunt/internal/defaults"
 )
 
 // Config configures the receivers, the sampler and the hand-off queue.
 //
 // Start from DefaultConfig: it enables all four receivers on localhost. An
-// empty address disables that receiver. Validate fills zero numeric fields
-// with their defaults, so a hand-written Config only names what it changes.
+// empty address disables that receiver. A zero numeric field means its
+// default (WithDefaults fills them in; New does), so a hand-written Config
+// only names what it changes.
 type Config struct {
 	// OTLPGRPC is the host:port of the OTLP/gRPC trace receiver
 	// (default 127.0.0.1:4317, the OTLP default port).
@@ -181,39 +184,45 @@ func DefaultConfig() Config {
 		LineUDP:  DefaultLineUDP,
 		LineUnix: DefaultLineUnix,
 	}
-	_ = c.Validate() // fills the numeric defaults
+	return c.WithDefaults()
+}
+
+// WithDefaults returns c with every zero field that has a default set to
+// it; c itself is not changed.
+func (c Config) WithDefaults() Config {
+	defaults.Fill(&c.LineUnixMode, 0o666)
+	defaults.Fill(&c.MaxRequestBytes, DefaultMaxRequestBytes)
+	defaults.Fill(&c.MaxSpansPerRequest, DefaultMaxSpansPerRequest)
+	defaults.Fill(&c.DecodeBudgetBytes, max(DefaultDecodeBudgetBytes, 2*int64(c.MaxRequestBytes)))
+	defaults.Fill(&c.MaxSpanAge, DefaultMaxSpanAge)
+	defaults.Fill(&c.MaxSpanAhead, DefaultMaxSpanAhead)
+	defaults.Fill(&c.OTLPReadTimeout, DefaultOTLPReadTimeout)
+	defaults.Fill(&c.OTLPWriteTimeout, DefaultOTLPWriteTimeout)
+	defaults.Fill(&c.OTLPIdleTimeout, DefaultOTLPIdleTimeout)
+	defaults.Fill(&c.OTLPMaxConnectionAge, DefaultOTLPMaxConnectionAge)
+	defaults.Fill(&c.OTLPMaxConnections, DefaultOTLPMaxConnections)
+	defaults.Fill(&c.SocketReadBuffer, DefaultSocketReadBuffer)
+	defaults.Fill(&c.SampleEvery, DefaultSampleEvery)
+	defaults.Fill(&c.SampledPerSecond, DefaultSampledPerSecond)
+	defaults.Fill(&c.SlowThreshold, DefaultSlowThreshold)
+	defaults.Fill(&c.TailQuantile, DefaultTailQuantile)
+	defaults.Fill(&c.TailWindow, DefaultTailWindow)
+	defaults.Fill(&c.TailMinCount, DefaultTailMinCount)
+	defaults.Fill(&c.MaxServices, DefaultMaxServices)
+	defaults.Fill(&c.MaxEndpoints, DefaultMaxEndpoints)
+	defaults.Fill(&c.CardinalityIdle, DefaultCardinalityIdle)
+	defaults.Fill(&c.CardinalityHalfLife, DefaultCardinalityHalfLife)
+	defaults.Fill(&c.QueueSize, DefaultQueueSize)
 	return c
 }
 
-// Validate fills zero fields with defaults and checks bounds.
-func (c *Config) Validate() error {
+// Validate checks c as New would run it, its zero fields taken as their
+// defaults. It does not change c.
+func (c Config) Validate() error {
 	if c.OTLPGRPC == "" && c.OTLPHTTP == "" && c.LineUDP == "" && c.LineUnix == "" {
 		return errors.New("intake: no receiver configured: set otlp_grpc, otlp_http, line_udp or line_unix (DefaultConfig enables all four on localhost)")
 	}
-	fill(&c.LineUnixMode, 0o666)
-	fill(&c.MaxRequestBytes, DefaultMaxRequestBytes)
-	fill(&c.MaxSpansPerRequest, DefaultMaxSpansPerRequest)
-	fill(&c.DecodeBudgetBytes, max(DefaultDecodeBudgetBytes, 2*int64(c.MaxRequestBytes)))
-	fill(&c.MaxSpanAge, DefaultMaxSpanAge)
-	fill(&c.MaxSpanAhead, DefaultMaxSpanAhead)
-	fill(&c.OTLPReadTimeout, DefaultOTLPReadTimeout)
-	fill(&c.OTLPWriteTimeout, DefaultOTLPWriteTimeout)
-	fill(&c.OTLPIdleTimeout, DefaultOTLPIdleTimeout)
-	fill(&c.OTLPMaxConnectionAge, DefaultOTLPMaxConnectionAge)
-	fill(&c.OTLPMaxConnections, DefaultOTLPMaxConnections)
-	fill(&c.SocketReadBuffer, DefaultSocketReadBuffer)
-	fill(&c.SampleEvery, DefaultSampleEvery)
-	fill(&c.SampledPerSecond, DefaultSampledPerSecond)
-	fill(&c.SlowThreshold, DefaultSlowThreshold)
-	fill(&c.TailQuantile, DefaultTailQuantile)
-	fill(&c.TailWindow, DefaultTailWindow)
-	fill(&c.TailMinCount, DefaultTailMinCount)
-	fill(&c.MaxServices, DefaultMaxServices)
-	fill(&c.MaxEndpoints, DefaultMaxEndpoints)
-	fill(&c.CardinalityIdle, DefaultCardinalityIdle)
-	fill(&c.CardinalityHalfLife, DefaultCardinalityHalfLife)
-	fill(&c.QueueSize, DefaultQueueSize)
-
+	c = c.WithDefaults()
 	var errs []error
 	check := func(ok bool, format string, args ...any) {
 		if !ok {
@@ -263,11 +272,4 @@ func (c *Config) slowThreshold(svc string) time.Duration {
 		return 0
 	}
 	return c.SlowThreshold
-}
-
-func fill[T comparable](p *T, def T) {
-	var zero T
-	if *p == zero {
-		*p = def
-	}
 }

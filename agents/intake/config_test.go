@@ -19,6 +19,7 @@ func TestConfigFromYAML(t *testing.T) {
 	if err := yaml.Unmarshal(b, &cfg); err != nil {
 		t.Fatal(err)
 	}
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -79,5 +80,35 @@ func TestConfigValidate(t *testing.T) {
 				t.Errorf("Validate: %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// Validate judges a config and changes nothing in it: defaults are
+// WithDefaults' job, on a copy.
+func TestValidateLeavesTheConfigAsItWas(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		make func() Config
+	}{
+		{"one receiver, every limit zero", func() Config { return Config{LineUDP: ":7171"} }},
+		{"the defaults", DefaultConfig},
+		{"invalid: no receiver", func() Config { return Config{} }},
+		{"invalid: a negative span cap, with thresholds and CIDRs", func() Config {
+			c := Config{OTLPHTTP: ":4318", MaxSpansPerRequest: -1}
+			c.ServiceSlowThresholds = map[string]time.Duration{"billy": time.Second}
+			c.Trigger.CIDRs = []string{"10.0.0.0/8"}
+			return c
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.make()
+			_ = cfg.Validate()
+			if diff := cmp.Diff(tc.make(), cfg); diff != "" {
+				t.Errorf("Validate changed the config (-before +after):\n%s", diff)
+			}
+		})
+	}
+	if got := (Config{LineUDP: ":7171"}).WithDefaults(); got.MaxRequestBytes != DefaultMaxRequestBytes || got.DecodeBudgetBytes != DefaultDecodeBudgetBytes || got.LineUnixMode != 0o666 {
+		t.Errorf("WithDefaults: max_request_bytes %d, decode_budget_bytes %d, line_unix_mode %o; want the defaults", got.MaxRequestBytes, got.DecodeBudgetBytes, got.LineUnixMode)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,21 +50,6 @@ func startIntake(t testing.TB, cfg Config, setup ...func(*Intake)) *Intake {
 	}
 	return in
 }
-
-// fakeClock is a receive clock that moves step on every reading.
-type fakeClock struct {
-	ns   atomic.Int64
-	step time.Duration
-}
-
-func newFakeClock(start time.Time, step time.Duration) *fakeClock {
-	c := &fakeClock{step: step}
-	c.ns.Store(start.UnixNano())
-	return c
-}
-
-func (c *fakeClock) now() time.Time          { return time.Unix(0, c.ns.Add(int64(c.step))) }
-func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // collect reads n requests from Out, failing after timeout.
 func collect(t testing.TB, in *Intake, n int, timeout time.Duration) []telemetry.Request {

@@ -30,6 +30,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/tests/fakeclock"
 )
 
 // The hostile-input suite of the intake: each test is a way an app, or
@@ -420,7 +421,7 @@ func spansOf(svc, ep string, n int, at time.Time) []byte {
 type squatHarness struct {
 	t      *testing.T
 	in     *Intake
-	clock  *fakeClock
+	clock  *fakeclock.Clock
 	h      http.Handler
 	mu     sync.Mutex
 	tapped map[string]int // service/endpoint → kept requests the tap saw
@@ -433,8 +434,8 @@ func newSquatHarness(t *testing.T) *squatHarness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { in.Close() })
-	s := &squatHarness{t: t, in: in, clock: newFakeClock(time.Now(), 0), h: in.otlpHTTPHandler(), tapped: map[string]int{}}
-	in.now = s.clock.now
+	s := &squatHarness{t: t, in: in, clock: fakeclock.New(time.Now()), h: in.otlpHTTPHandler(), tapped: map[string]int{}}
+	in.now = s.clock.Now
 	in.Tap(func(r *telemetry.Request, _ *telemetry.Sender) {
 		s.mu.Lock()
 		s.tapped[r.Service+" "+r.Endpoint]++
@@ -449,7 +450,7 @@ func newSquatHarness(t *testing.T) *squatHarness {
 
 func (s *squatHarness) send(svc, ep string, n int) {
 	s.t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, "/v1/traces", bytes.NewReader(spansOf(svc, ep, n, s.clock.now())))
+	req, _ := http.NewRequest(http.MethodPost, "/v1/traces", bytes.NewReader(spansOf(svc, ep, n, s.clock.Now())))
 	req.Header.Set("Content-Type", "application/x-protobuf")
 	rec := &responseRecorder{header: http.Header{}}
 	s.h.ServeHTTP(rec, req)
@@ -492,7 +493,7 @@ func TestSquattedServiceSlotsGoToTheServiceWithTraffic(t *testing.T) {
 	// 64 squatters send one request each every 10 minutes, forever.
 	tracked := 0
 	for sec := 1; sec <= 3600; sec++ {
-		s.clock.advance(time.Second)
+		s.clock.Advance(time.Second)
 		if sec%600 == 0 {
 			squat()
 		}
@@ -525,7 +526,7 @@ func TestSquattedEndpointSlotsGoToTheEndpointWithTraffic(t *testing.T) {
 	}
 	squat()
 	for sec := 1; sec <= 1800; sec++ {
-		s.clock.advance(time.Second)
+		s.clock.Advance(time.Second)
 		if sec%600 == 0 {
 			squat()
 		}
@@ -542,7 +543,7 @@ func TestSquattedEndpointSlotsGoToTheEndpointWithTraffic(t *testing.T) {
 func TestAFloodOfNewNamesDoesNotEvictTheBusyServices(t *testing.T) {
 	s := newSquatHarness(t)
 	for sec := 1; sec <= 120; sec++ {
-		s.clock.advance(time.Second)
+		s.clock.Advance(time.Second)
 		for i := range 8 {
 			s.send(fmt.Sprintf("real-%d", i), "/", 5)
 		}

@@ -75,8 +75,10 @@ type Addrs struct {
 // or keep r or from; call Tap before Start.
 func (in *Intake) Tap(fn func(r *telemetry.Request, from *telemetry.Sender)) { in.tap = fn }
 
-// New checks cfg and builds an intake; nothing is bound until Start.
+// New fills cfg's defaults, checks it and builds an intake; nothing is
+// bound until Start.
 func New(cfg Config, logger *slog.Logger) (*Intake, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/tests/fakeclock"
 )
 
 // sendLines writes lines over a connected socket, perDatagram at a time.
@@ -169,8 +170,8 @@ func TestRollingTailKeepsTheTail(t *testing.T) {
 	cfg.SampleEvery = 100
 	cfg.SlowThreshold = -1 // no fixed threshold: only the rolling p99
 	cfg.QueueSize = 1 << 16
-	clock := newFakeClock(t0, 10*time.Millisecond) // one datagram per 10 ms
-	in := startIntake(t, cfg, func(in *Intake) { in.now = clock.now })
+	clock := fakeclock.NewStepping(t0, 10*time.Millisecond) // one datagram per 10 ms
+	in := startIntake(t, cfg, func(in *Intake) { in.now = clock.Now })
 
 	rng := rand.New(rand.NewPCG(5, 6))
 	var lines []string
@@ -211,8 +212,8 @@ func TestCardinalityOverflow(t *testing.T) {
 	cfg := unixOnly(t)
 	cfg.MaxServices, cfg.MaxEndpoints = 2, 3
 	cfg.CardinalityIdle = time.Minute
-	clock := newFakeClock(t0, time.Millisecond)
-	in := startIntake(t, cfg, func(in *Intake) { in.now = clock.now })
+	clock := fakeclock.NewStepping(t0, time.Millisecond)
+	in := startIntake(t, cfg, func(in *Intake) { in.now = clock.Now })
 	addr := in.Addrs().LineUnix
 
 	names := func(rs []telemetry.Request) []string {
@@ -234,7 +235,7 @@ func TestCardinalityOverflow(t *testing.T) {
 	}
 
 	// Two minutes later only b is busy: a's slot goes to c.
-	clock.advance(2 * time.Minute)
+	clock.Advance(2 * time.Minute)
 	sendDatagram(t, "unixgram", addr, []byte("b /1 1 200\nc /1 1 200"))
 	want = []string{"b /1", "c /1"}
 	if diff := cmp.Diff(want, names(collect(t, in, len(want), 5*time.Second))); diff != "" {
@@ -253,8 +254,8 @@ func TestSampledPerSecondBoundsABusyService(t *testing.T) {
 	// 101 lines a datagram, a datagram every 5 ms: busy at 20,000
 	// requests/s, quiet at 200.
 	start := time.Unix(t0.Unix(), 0)
-	clock := newFakeClock(start.Add(-5*time.Millisecond), 5*time.Millisecond)
-	in := startIntake(t, cfg, func(in *Intake) { in.now = clock.now })
+	clock := fakeclock.NewStepping(start.Add(-5*time.Millisecond), 5*time.Millisecond)
+	in := startIntake(t, cfg, func(in *Intake) { in.now = clock.Now })
 
 	const seconds, perSecond = 4, 200
 	rng := rand.New(rand.NewPCG(7, 8))

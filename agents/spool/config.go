@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/spikehunt/spikehunt/internal/defaults"
 )
 
 // Config sizes the spool and sets how often it reaches the disk. Start from
@@ -61,18 +63,22 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate fills zero sizes with their defaults and checks the bounds. It
-// leaves a zero FsyncInterval alone: 0 means fsync every Append.
-func (c *Config) Validate() error {
+// WithDefaults returns c with zero sizes set to their defaults; c itself
+// is not changed. It leaves a zero FsyncInterval alone: 0 means fsync
+// every Append.
+func (c Config) WithDefaults() Config {
+	defaults.Fill(&c.SegmentBytes, DefaultSegmentBytes)
+	defaults.Fill(&c.MaxBytes, DefaultMaxBytes)
+	return c
+}
+
+// Validate checks c as Open would run it, its zero sizes taken as their
+// defaults. It does not change c.
+func (c Config) Validate() error {
 	if c.Dir == "" {
 		return errors.New("spool: Config.Dir is empty: set it to a directory on a persistent volume")
 	}
-	if c.SegmentBytes == 0 {
-		c.SegmentBytes = DefaultSegmentBytes
-	}
-	if c.MaxBytes == 0 {
-		c.MaxBytes = DefaultMaxBytes
-	}
+	c = c.WithDefaults()
 	if c.SegmentBytes < minSegmentBytes || c.SegmentBytes > maxSegmentBytes {
 		return fmt.Errorf("spool: SegmentBytes = %d, want %d–%d", c.SegmentBytes, minSegmentBytes, maxSegmentBytes)
 	}

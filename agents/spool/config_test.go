@@ -36,7 +36,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := tt.in
+			got := tt.in.WithDefaults()
 			err := got.Validate()
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
@@ -51,5 +51,25 @@ func TestConfigValidate(t *testing.T) {
 				t.Errorf("Validate() (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// Validate judges a config and changes nothing in it: defaults are
+// WithDefaults' job, on a copy.
+func TestValidateLeavesTheConfigAsItWas(t *testing.T) {
+	for _, in := range []Config{
+		{Dir: "/var/lib/spikehunt/spool"},
+		{Dir: "/d", SegmentBytes: 1000},
+		{},
+		{Dir: "/d", MaxBytes: 12 << 20},
+	} {
+		got := in
+		_ = got.Validate()
+		if diff := cmp.Diff(in, got); diff != "" {
+			t.Errorf("Validate changed %+v (-before +after):\n%s", in, diff)
+		}
+	}
+	if c := (Config{Dir: "/d"}).WithDefaults(); c.SegmentBytes != DefaultSegmentBytes || c.MaxBytes != DefaultMaxBytes || c.FsyncInterval != 0 {
+		t.Errorf("WithDefaults = %+v, want the default sizes and a zero fsync interval", c)
 	}
 }

@@ -76,6 +76,7 @@ type Spool struct {
 // counted in Recovery, never returned; Open fails only on I/O errors and on
 // files it cannot have written. A nil logger discards.
 func Open(cfg Config, logger *slog.Logger) (*Spool, Recovery, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, Recovery{}, err
 	}

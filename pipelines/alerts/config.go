@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/spikehunt/spikehunt/internal/defaults"
 )
 
-// Config sets the Publisher's dedupe, rate limit and alert sizes. The zero
-// value gets the defaults from Validate.
+// Config sets the Publisher's dedupe, rate limit and alert sizes. A zero
+// field means its default (WithDefaults; NewPublisher and Decide fill them).
 type Config struct {
 	// SpikeGroupsPerMinute is the rate at which a service earns spike-group
 	// alerts, and SpikeGroupBurst how many it may send at once (a token
@@ -73,38 +75,26 @@ const (
 	DefaultMaxSuspects          = 5
 )
 
-// Validate fills defaults and checks bounds.
-func (c *Config) Validate() error {
-	if c.SpikeGroupsPerMinute == 0 {
-		c.SpikeGroupsPerMinute = DefaultSpikeGroupsPerMinute
-	}
-	if c.SpikeGroupBurst == 0 {
-		c.SpikeGroupBurst = DefaultSpikeGroupBurst
-	}
-	if c.DedupHorizon == 0 {
-		c.DedupHorizon = DefaultDedupHorizon
-	}
-	if c.MaterialChange == 0 {
-		c.MaterialChange = DefaultMaterialChange
-	}
-	if c.PatternChangeEvery == 0 {
-		c.PatternChangeEvery = DefaultPatternChangeEvery
-	}
-	if c.MaxPendingWindows == 0 {
-		c.MaxPendingWindows = DefaultMaxPendingWindows
-	}
-	if c.MaxOutbox == 0 {
-		c.MaxOutbox = DefaultMaxOutbox
-	}
-	if c.MaxHosts == 0 {
-		c.MaxHosts = DefaultMaxHosts
-	}
-	if c.MaxSuspects == 0 {
-		c.MaxSuspects = DefaultMaxSuspects
-	}
-	if c.Clock == nil {
-		c.Clock = systemClock{}
-	}
+// WithDefaults returns c with its zero fields set to their defaults; c
+// itself is not changed.
+func (c Config) WithDefaults() Config {
+	defaults.Fill(&c.SpikeGroupsPerMinute, DefaultSpikeGroupsPerMinute)
+	defaults.Fill(&c.SpikeGroupBurst, DefaultSpikeGroupBurst)
+	defaults.Fill(&c.DedupHorizon, DefaultDedupHorizon)
+	defaults.Fill(&c.MaterialChange, DefaultMaterialChange)
+	defaults.Fill(&c.PatternChangeEvery, DefaultPatternChangeEvery)
+	defaults.Fill(&c.MaxPendingWindows, DefaultMaxPendingWindows)
+	defaults.Fill(&c.MaxOutbox, DefaultMaxOutbox)
+	defaults.Fill(&c.MaxHosts, DefaultMaxHosts)
+	defaults.Fill(&c.MaxSuspects, DefaultMaxSuspects)
+	defaults.Fill[Clock](&c.Clock, systemClock{})
+	return c
+}
+
+// Validate checks c as NewPublisher would run it, its zero fields taken
+// as their defaults. It does not change c.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
 	var bad []string
 	check := func(ok bool, format string, a ...any) {
 		if !ok {

@@ -51,6 +51,7 @@ type Decision struct {
 // what was published, a detector pass and the time, it returns the alerts to
 // send and the state after them. It neither reads nor changes st.
 func Decide(cfg Config, st State, pass Pass, now time.Time) (Decision, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return Decision{}, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/spikehunt/spikehunt/internal/defaults"
 	"github.com/spikehunt/spikehunt/kafkasec"
 	"github.com/spikehunt/spikehunt/pipelines/alerts/alertsig"
 )
@@ -34,25 +35,27 @@ type KafkaConfig struct {
 	Security kafkasec.Config
 }
 
-// Validate fills defaults and checks the configuration.
-func (c *KafkaConfig) Validate() error {
+// WithDefaults returns c with its zero fields set to their defaults; c
+// itself is not changed.
+func (c KafkaConfig) WithDefaults() KafkaConfig {
+	defaults.Fill(&c.Topic, DefaultTopic)
+	defaults.Fill(&c.SendTimeout, 30*time.Second)
+	defaults.Fill(&c.ClientID, "spikehunt-alerts")
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate checks c as NewKafkaSink would run it, its zero fields taken as
+// their defaults. It does not change c.
+func (c KafkaConfig) Validate() error {
 	if len(c.Brokers) == 0 {
 		return errors.New("alerts: kafka: no brokers: set --kafka.brokers")
 	}
-	if c.Topic == "" {
-		c.Topic = DefaultTopic
-	}
-	if c.SendTimeout == 0 {
-		c.SendTimeout = 30 * time.Second
-	}
+	c = c.WithDefaults()
 	if c.SendTimeout < 100*time.Millisecond {
 		return fmt.Errorf("alerts: kafka: send timeout %s, want ≥ 100ms", c.SendTimeout)
-	}
-	if c.ClientID == "" {
-		c.ClientID = "spikehunt-alerts"
-	}
-	if c.Now == nil {
-		c.Now = time.Now
 	}
 	return c.Security.Validate()
 }
@@ -71,6 +74,7 @@ type KafkaSink struct {
 // NewKafkaSink connects lazily: a broker that is down fails the first Send,
 // not the constructor.
 func NewKafkaSink(cfg KafkaConfig) (*KafkaSink, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/spikehunt/spikehunt/pipelines/detect"
+	"github.com/spikehunt/spikehunt/tests/fakeclock"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
@@ -34,7 +35,7 @@ func TestAlertKafkaEndToEnd(t *testing.T) {
 		return s
 	}
 	f := fleet{t0: time.Now().UTC().Truncate(time.Second)}
-	clock := &fakeClock{now: f.t0.Add(time.Minute)}
+	clock := fakeclock.New(f.t0.Add(time.Minute))
 	p, err := NewPublisher(Config{Clock: clock}, newSink())
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ type Publisher struct {
 // NewPublisher returns a Publisher with an empty state: call Restore before
 // the first Publish to continue from a previous process.
 func NewPublisher(cfg Config, sink Sink) (*Publisher, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

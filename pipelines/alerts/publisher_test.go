@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,25 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/spikehunt/spikehunt/pipelines/detect"
+	"github.com/spikehunt/spikehunt/tests/fakeclock"
 )
-
-// fakeClock is the Publisher's time in tests.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // flakySink refuses while down is set, and passes the rest to a MemorySink.
 type flakySink struct {
@@ -47,7 +29,7 @@ func (s *flakySink) Send(ctx context.Context, alerts []Alert) error {
 
 func TestAlertPublisherCountsAndRetries(t *testing.T) {
 	f := newFleet()
-	clock := &fakeClock{now: f.t0}
+	clock := fakeclock.New(f.t0)
 	sink := &flakySink{}
 	p, err := NewPublisher(Config{Clock: clock, SpikeGroupsPerMinute: 1, SpikeGroupBurst: 1}, sink)
 	if err != nil {
@@ -123,7 +105,7 @@ func TestAlertPublisherCountsAndRetries(t *testing.T) {
 
 func TestAlertPublisherOutboxIsBounded(t *testing.T) {
 	f := newFleet()
-	clock := &fakeClock{now: f.t0}
+	clock := fakeclock.New(f.t0)
 	sink := &flakySink{down: true}
 	p, err := NewPublisher(Config{Clock: clock, MaxOutbox: 2}, sink)
 	if err != nil {

@@ -153,10 +153,10 @@ func classify(f FleetSpikes, cfg PatternConfig) []classified {
 
 // Assess computes the evidence Classify decides on. cfg gets its defaults.
 func Assess(f FleetSpikes, cfg PatternConfig) Assessment {
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		// Classify has no error: an invalid config falls back to defaults.
-		cfg = PatternConfig{}
-		_ = cfg.validate()
+		cfg = PatternConfig{}.withDefaults()
 	}
 	a := Assessment{HostsByClass: map[string]int{}, SpikesByClass: map[string]int{}, ClassDispersion: map[string]float64{}, cfg: cfg}
 	fleet := make(map[string]string, len(f.Fleet)+len(f.Hosts))

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/spikehunt/spikehunt/internal/defaults"
 )
 
 // DetectorVersion is written into every row the detectors produce
@@ -13,7 +15,7 @@ const DetectorVersion = "detect/2"
 
 // Config is one detection pass: which service, which time range, and the
 // knobs of the three stages. The zero value of every knob means its
-// default; Validate fills them in.
+// default; WithDefaults fills them in (Pass does).
 type Config struct {
 	// Service is the service to examine; "" means every service with data
 	// in latency_1s over the pattern look-back ending at To.
@@ -218,22 +220,49 @@ const (
 	DefaultLookback = 6 * time.Hour
 )
 
-// ErrConfig marks an invalid Config.
+// ErrConfig marks an invalid Config: every error of Validate is a
+// *ConfigError, and errors.Is(err, ErrConfig) holds for it.
 var ErrConfig = errors.New("detect: invalid config")
 
-func configErr(format string, a ...any) error {
-	return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...))
+// ConfigError is what is wrong with a Config, for a caller that shows the
+// problem in its own words (the CLI names flags, not fields).
+type ConfigError struct {
+	// Problem says which field is wrong and what it wants, without the
+	// "detect: invalid config" prefix.
+	Problem string
 }
 
-// Validate fills defaults and checks bounds. Pass calls it.
-func (c *Config) Validate() error {
+func (e *ConfigError) Error() string { return ErrConfig.Error() + ": " + e.Problem }
+
+// Unwrap makes errors.Is(err, ErrConfig) hold.
+func (e *ConfigError) Unwrap() error { return ErrConfig }
+
+func configErr(format string, a ...any) error {
+	return &ConfigError{Problem: fmt.Sprintf(format, a...)}
+}
+
+// WithDefaults returns c with its zero knobs set to their defaults, Now
+// defaulted to time.Now, and From and To in UTC truncated to whole seconds;
+// c itself is not changed.
+func (c Config) WithDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	c.From, c.To = c.From.UTC().Truncate(time.Second), c.To.UTC().Truncate(time.Second)
+	c.Spikes = c.Spikes.withDefaults()
+	c.Suspects = c.Suspects.withDefaults()
+	c.Patterns = c.Patterns.withDefaults()
+	return c
+}
+
+// Validate checks c as Pass would run it, its zero knobs taken as their
+// defaults. It does not change c. Every error it returns is a
+// *ConfigError (errors.Is ErrConfig).
+func (c Config) Validate() error {
 	if c.To.IsZero() {
 		return configErr("To is not set: the pass must know where its range ends")
 	}
-	c.From, c.To = c.From.UTC().Truncate(time.Second), c.To.UTC().Truncate(time.Second)
+	c = c.WithDefaults()
 	if !c.From.Before(c.To) {
 		return configErr("From %s is not before To %s", c.From.Format(time.RFC3339), c.To.Format(time.RFC3339))
 	}
@@ -246,13 +275,18 @@ func (c *Config) Validate() error {
 	return c.Patterns.validate()
 }
 
-func (c *SpikeConfig) validate() error {
-	def(&c.K, DefaultK)
-	def(&c.Z, DefaultZ)
-	def(&c.Floor, DefaultFloor)
-	def(&c.Bucket, DefaultBucket)
-	def(&c.MergeGap, DefaultMergeGap)
-	def(&c.Pad, DefaultPad)
+func (c SpikeConfig) withDefaults() SpikeConfig {
+	defaults.Fill(&c.K, DefaultK)
+	defaults.Fill(&c.Z, DefaultZ)
+	defaults.Fill(&c.Floor, DefaultFloor)
+	defaults.Fill(&c.Bucket, DefaultBucket)
+	defaults.Fill(&c.MergeGap, DefaultMergeGap)
+	defaults.Fill(&c.Pad, DefaultPad)
+	return c
+}
+
+// validate checks c, its defaults filled in.
+func (c SpikeConfig) validate() error {
 	switch {
 	case c.K < 1 || c.K > 1000:
 		return configErr("spikes: K = %g, want 1–1000", c.K)
@@ -270,19 +304,24 @@ func (c *SpikeConfig) validate() error {
 	return nil
 }
 
-func (c *SuspectConfig) validate() error {
-	def(&c.Margin, time.Second)
-	def(&c.Baseline, 30*time.Minute)
-	def(&c.Guard, 30*time.Second)
-	def(&c.MinBaselineIntervals, 5)
-	def(&c.MinDeviation, DefaultMinDeviation)
-	def(&c.RelativeFloor, 0.05)
-	def(&c.TimeWeight, 100)
-	def(&c.DownInterfaceWeight, 10_000)
-	def(&c.Max, DefaultMaxSuspects)
-	def(&c.Settle, 2*time.Minute)
-	def(&c.ChunkBytes, 256<<20)
-	def(&c.ChunkWindows, 20_000)
+func (c SuspectConfig) withDefaults() SuspectConfig {
+	defaults.Fill(&c.Margin, time.Second)
+	defaults.Fill(&c.Baseline, 30*time.Minute)
+	defaults.Fill(&c.Guard, 30*time.Second)
+	defaults.Fill(&c.MinBaselineIntervals, 5)
+	defaults.Fill(&c.MinDeviation, DefaultMinDeviation)
+	defaults.Fill(&c.RelativeFloor, 0.05)
+	defaults.Fill(&c.TimeWeight, 100)
+	defaults.Fill(&c.DownInterfaceWeight, 10_000)
+	defaults.Fill(&c.Max, DefaultMaxSuspects)
+	defaults.Fill(&c.Settle, 2*time.Minute)
+	defaults.Fill(&c.ChunkBytes, 256<<20)
+	defaults.Fill(&c.ChunkWindows, 20_000)
+	return c
+}
+
+// validate checks c, its defaults filled in.
+func (c SuspectConfig) validate() error {
 	switch {
 	case c.Margin < 0 || c.Margin > time.Minute:
 		return configErr("suspects: Margin = %v, want 0–1m", c.Margin)
@@ -306,28 +345,33 @@ func (c *SuspectConfig) validate() error {
 	return nil
 }
 
-func (c *PatternConfig) validate() error {
-	def(&c.Lookback, DefaultLookback)
-	def(&c.Occurrence, time.Minute)
-	def(&c.BurstSpan, 2*time.Minute)
-	def(&c.BurstMinHosts, 5)
-	def(&c.BurstHostShare, 0.2)
-	def(&c.BurstAlpha, 0.001)
-	def(&c.MinSynchronicity, 0.5)
-	def(&c.RecurrentMinHosts, 5)
-	def(&c.RecurrentHostShare, 0.1)
-	def(&c.MaxDispersion, 0.5)
-	def(&c.MinIntervals, 30)
-	def(&c.IsolatedMaxHosts, 3)
-	def(&c.IsolatedHostShare, 0.02)
-	def(&c.IsolatedAlpha, 0.0001)
-	def(&c.IsolatedMinShare, 0.5)
-	def(&c.SkewMinRatio, 1.5)
-	def(&c.SkewMinHosts, 5)
-	def(&c.SkewMinZ, 3)
-	def(&c.SuspectTopRank, 5)
-	def(&c.SuspectMinShare, 0.2)
-	def(&c.MaxSuspects, 5)
+func (c PatternConfig) withDefaults() PatternConfig {
+	defaults.Fill(&c.Lookback, DefaultLookback)
+	defaults.Fill(&c.Occurrence, time.Minute)
+	defaults.Fill(&c.BurstSpan, 2*time.Minute)
+	defaults.Fill(&c.BurstMinHosts, 5)
+	defaults.Fill(&c.BurstHostShare, 0.2)
+	defaults.Fill(&c.BurstAlpha, 0.001)
+	defaults.Fill(&c.MinSynchronicity, 0.5)
+	defaults.Fill(&c.RecurrentMinHosts, 5)
+	defaults.Fill(&c.RecurrentHostShare, 0.1)
+	defaults.Fill(&c.MaxDispersion, 0.5)
+	defaults.Fill(&c.MinIntervals, 30)
+	defaults.Fill(&c.IsolatedMaxHosts, 3)
+	defaults.Fill(&c.IsolatedHostShare, 0.02)
+	defaults.Fill(&c.IsolatedAlpha, 0.0001)
+	defaults.Fill(&c.IsolatedMinShare, 0.5)
+	defaults.Fill(&c.SkewMinRatio, 1.5)
+	defaults.Fill(&c.SkewMinHosts, 5)
+	defaults.Fill(&c.SkewMinZ, 3)
+	defaults.Fill(&c.SuspectTopRank, 5)
+	defaults.Fill(&c.SuspectMinShare, 0.2)
+	defaults.Fill(&c.MaxSuspects, 5)
+	return c
+}
+
+// validate checks c, its defaults filled in.
+func (c PatternConfig) validate() error {
 	switch {
 	case c.Lookback < 10*time.Minute || c.Lookback > 30*24*time.Hour:
 		return configErr("patterns: Lookback = %v, want 10m–720h", c.Lookback)
@@ -348,14 +392,6 @@ func (c *PatternConfig) validate() error {
 		return configErr("patterns: SuspectTopRank and MaxSuspects must be at least 1")
 	}
 	return nil
-}
-
-// def sets *v to d when it is the zero value.
-func def[T comparable](v *T, d T) {
-	var zero T
-	if *v == zero {
-		*v = d
-	}
 }
 
 func share(x float64) bool { return x >= 0 && x <= 1 }

@@ -56,6 +56,7 @@ func (r Result) NewSpikes() int {
 // did not write itself.
 func Pass(ctx context.Context, st store.Store, cfg Config) (Result, error) {
 	began := time.Now()
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
 	}

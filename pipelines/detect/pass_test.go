@@ -2,11 +2,13 @@ package detect
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/spikehunt/spikehunt/pipelines/store"
 )
@@ -208,12 +210,20 @@ func TestDetectConfigValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			before := tt.cfg
 			err := tt.cfg.Validate()
 			if (err == nil) != tt.ok {
 				t.Fatalf("Validate() = %v, want ok = %v", err, tt.ok)
 			}
-			if tt.ok && (tt.cfg.Spikes.K != DefaultK || tt.cfg.Spikes.Floor != DefaultFloor || tt.cfg.Patterns.Lookback != DefaultLookback) {
-				t.Errorf("defaults not filled: %+v", tt.cfg.Spikes)
+			var ce *ConfigError
+			if err != nil && (!errors.Is(err, ErrConfig) || !errors.As(err, &ce) || ce.Problem == "") {
+				t.Errorf("Validate() = %v, want a *ConfigError with its problem", err)
+			}
+			if diff := cmp.Diff(before, tt.cfg, cmpopts.IgnoreFields(Config{}, "Now")); diff != "" || tt.cfg.Now != nil {
+				t.Errorf("Validate changed the config (-before +after):\n%s", diff)
+			}
+			if d := tt.cfg.WithDefaults(); tt.ok && (d.Spikes.K != DefaultK || d.Spikes.Floor != DefaultFloor || d.Patterns.Lookback != DefaultLookback || d.Now == nil) {
+				t.Errorf("WithDefaults did not fill the defaults: %+v", d.Spikes)
 			}
 		})
 	}

@@ -195,7 +195,7 @@ func TestDetectIllusionShare(t *testing.T) {
 }
 
 func TestDetectPatternSuspectsAreTheFamiliesMostAffectedHostsShare(t *testing.T) {
-	cfg := PatternConfig{}
+	cfg := PatternConfig{}.withDefaults()
 	if err := cfg.validate(); err != nil {
 		t.Fatal(err)
 	}

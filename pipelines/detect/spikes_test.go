@@ -170,7 +170,7 @@ func TestSpikeScanSeesTheLookbackFleet(t *testing.T) {
 	fleetLoad{hosts: 8, seconds: 1200}.insert(t, st)                           // hosts 4–7 are gone before the look-back
 	fleetLoad{hosts: 4, seconds: 3600, seed: 1}.insert(t, st)                  // hosts 0–3 stay
 	fleetLoad{hosts: 6, seconds: 600, start: sec(3000), seed: 2}.insert(t, st) // hosts 4 and 5 come back inside it
-	cfg := Config{Service: "billy", From: dataStart, To: sec(3600), Patterns: PatternConfig{Lookback: 30 * time.Minute}}
+	cfg := Config{Service: "billy", From: dataStart, To: sec(3600), Patterns: PatternConfig{Lookback: 30 * time.Minute}}.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func (s refusesMaterializedCTE) Query(ctx context.Context, q string, fn func(sto
 func TestSpikeScanWithoutMaterializedCTE(t *testing.T) {
 	ctx := context.Background()
 	st := shareFleet(t)
-	cfg := Config{Service: "billy", From: dataStart, To: sec(3600)}
+	cfg := Config{Service: "billy", From: dataStart, To: sec(3600)}.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/defaults"
 	"github.com/spikehunt/spikehunt/kafkasec"
 )
 
@@ -71,6 +72,13 @@ type Config struct {
 	// Now is the clock the window is measured from (default time.Now);
 	// a simulator replaying the past sets its own.
 	Now func() time.Time
+	// Clock measures how long a batch has been open (MaxDelay,
+	// CatchUpDelay) and when a held dead letter is tried again (default
+	// time.Now). Tests drive it to close batches without waiting for
+	// them. It is not Now, which a simulator sets to the past, and not
+	// the lease, which is measured on the system clock because the
+	// broker's rebalance runs on real time.
+	Clock func() time.Time
 
 	// DeadLetterTimeout bounds one attempt to write a dead letter
 	// (default 10 s). A failed attempt holds the message's partition and
@@ -111,56 +119,43 @@ func (c *Config) Lease() time.Duration {
 	return c.RebalanceTimeout - 2*c.SessionTimeout/10 - time.Second
 }
 
-// Validate fills defaults and checks bounds.
-func (c *Config) Validate() error {
-	if len(c.Brokers) == 0 {
-		return errors.New("ingest: no Kafka brokers: set --kafka.brokers")
-	}
-	def := func(p *string, v string) {
-		if *p == "" {
-			*p = v
-		}
-	}
-	def(&c.Group, DefaultGroup)
-	def(&c.SpansTopic, DefaultSpansTopic)
-	def(&c.MetricsTopic, DefaultMetricsTopic)
-	def(&c.DLQTopic, DefaultDLQTopic)
+// WithDefaults returns c with its zero fields set to their defaults; c
+// itself is not changed. (MaxAge 0 stays 0: the start reads the table's
+// TTL for it.)
+func (c Config) WithDefaults() Config {
+	defaults.Fill(&c.Group, DefaultGroup)
+	defaults.Fill(&c.SpansTopic, DefaultSpansTopic)
+	defaults.Fill(&c.MetricsTopic, DefaultMetricsTopic)
+	defaults.Fill(&c.DLQTopic, DefaultDLQTopic)
 	if c.Instance == "" {
 		c.Instance = DefaultInstance()
 	}
-	if c.ReportEvery == 0 {
-		c.ReportEvery = DefaultReportEvery
-	}
-	if c.MaxRows == 0 {
-		c.MaxRows = 300_000
-	}
-	if c.MaxBytes == 0 {
-		c.MaxBytes = 32 << 20
-	}
-	if c.MaxDelay == 0 {
-		c.MaxDelay = time.Second
-	}
-	if c.CatchUpDelay == 0 {
-		c.CatchUpDelay = max(10*time.Second, c.MaxDelay)
-	}
-	if c.SessionTimeout == 0 {
-		c.SessionTimeout = DefaultSessionTimeout
-	}
-	if c.RebalanceTimeout == 0 {
-		c.RebalanceTimeout = DefaultRebalanceTimeout
-	}
-	if c.MaxAhead == 0 {
-		c.MaxAhead = DefaultMaxAhead
-	}
+	defaults.Fill(&c.ReportEvery, DefaultReportEvery)
+	defaults.Fill(&c.MaxRows, 300_000)
+	defaults.Fill(&c.MaxBytes, 32<<20)
+	defaults.Fill(&c.MaxDelay, time.Second)
+	defaults.Fill(&c.CatchUpDelay, max(10*time.Second, c.MaxDelay))
+	defaults.Fill(&c.SessionTimeout, DefaultSessionTimeout)
+	defaults.Fill(&c.RebalanceTimeout, DefaultRebalanceTimeout)
+	defaults.Fill(&c.MaxAhead, DefaultMaxAhead)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.DeadLetterTimeout == 0 {
-		c.DeadLetterTimeout = 10 * time.Second
+	if c.Clock == nil {
+		c.Clock = time.Now
 	}
-	if c.DLQPartitions == 0 {
-		c.DLQPartitions = 1
+	defaults.Fill(&c.DeadLetterTimeout, 10*time.Second)
+	defaults.Fill(&c.DLQPartitions, 1)
+	return c
+}
+
+// Validate checks c as New would run it, its zero fields taken as their
+// defaults. It does not change c.
+func (c Config) Validate() error {
+	if len(c.Brokers) == 0 {
+		return errors.New("ingest: no Kafka brokers: set --kafka.brokers")
 	}
+	c = c.WithDefaults()
 	switch {
 	case c.MaxRows < 1:
 		return fmt.Errorf("ingest: max rows %d, want ≥ 1", c.MaxRows)

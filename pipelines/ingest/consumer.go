@@ -92,6 +92,7 @@ func NewWithMemory(cfg Config, st store.Store, src *MemorySource, log *slog.Logg
 }
 
 func newIngester(cfg Config, st store.Store, log *slog.Logger) (*Ingester, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -246,7 +247,7 @@ func (in *Ingester) add(ctx context.Context, r *Message) error {
 		in.parts[tp] = b
 	}
 	if b.msgs == 0 {
-		b.first, b.started, b.cutAt = r.Offset, time.Now(), -1
+		b.first, b.started, b.cutAt = r.Offset, in.cfg.Clock(), -1
 		b.window = newTimeWindow(in.cfg.Now(), in.maxAge[r.Topic], in.cfg.MaxAhead)
 		b.spans.SetWindow(b.window)
 		b.counters.SetWindow(b.window)
@@ -304,8 +305,9 @@ func (in *Ingester) add(ctx context.Context, r *Message) error {
 // on the dead-letter topic is tried again once its backoff has passed.
 func (in *Ingester) flushDue(ctx context.Context) error {
 	for tp, b := range in.parts {
+		now := in.cfg.Clock() // a flush before this one may have taken a while
 		if b.step == stepDeadLetters {
-			if !time.Now().Before(b.retryAt) {
+			if !now.Before(b.retryAt) {
 				if err := in.flush(ctx, tp, b); err != nil {
 					return err
 				}
@@ -316,7 +318,7 @@ func (in *Ingester) flushDue(ctx context.Context) error {
 		if b.behind {
 			delay = in.cfg.CatchUpDelay
 		}
-		if b.msgs > 0 && b.cutAt < 0 && time.Since(b.started) >= delay {
+		if b.msgs > 0 && b.cutAt < 0 && now.Sub(b.started) >= delay {
 			if err := in.flush(ctx, tp, b); err != nil {
 				return err
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/spikehunt/spikehunt/agents/telemetry"
 	"github.com/spikehunt/spikehunt/pipelines/schema"
 	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/tests/fakeclock"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
@@ -490,14 +491,18 @@ func TestMemorySourceReformsACrashedBatchWhenIntentsAreSlow(t *testing.T) {
 
 // A batch whose partition is behind stays open past MaxDelay, up to
 // CatchUpDelay, so that catching up makes big inserts; once the ingester
-// has caught up, MaxDelay closes it again.
+// has caught up, MaxDelay closes it again. The batch clock is a fake one:
+// the test moves it past each delay instead of sleeping through it, so the
+// default delays are tested as they are and a slow machine cannot age a
+// batch beyond what the test says.
 func TestABatchBehindItsPartitionWaitsForCatchUpDelay(t *testing.T) {
 	st := testenv.ClickHouse(t)
 	ctx := context.Background()
 	if _, err := schema.Apply(ctx, st, schema.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{MaxRows: 1_000_000, MaxDelay: 50 * time.Millisecond, CatchUpDelay: 600 * time.Millisecond, Now: func() time.Time { return t0.Add(time.Hour) }}
+	clock := fakeclock.New(t0.Add(time.Hour))
+	cfg := Config{MaxRows: 1_000_000, Now: clock.Now, Clock: clock.Now}.WithDefaults() // MaxDelay 1s, CatchUpDelay 10s
 	in, err := NewWithMemory(cfg, st, NewMemorySource(1), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -524,7 +529,7 @@ func TestABatchBehindItsPartitionWaitsForCatchUpDelay(t *testing.T) {
 	}
 
 	add(5) // five more messages already in the partition
-	time.Sleep(2 * cfg.MaxDelay)
+	clock.Advance(2 * cfg.MaxDelay)
 	if got := inserted(); got != "0" {
 		t.Fatalf("behind, past MaxDelay: %s rows inserted, want the batch still open", got)
 	}
@@ -533,8 +538,12 @@ func TestABatchBehindItsPartitionWaitsForCatchUpDelay(t *testing.T) {
 		t.Fatalf("caught up, past MaxDelay: %s rows inserted, want 200", got)
 	}
 	add(3)
-	time.Sleep(cfg.CatchUpDelay)
+	clock.Advance(cfg.CatchUpDelay - time.Millisecond)
+	if got := inserted(); got != "200" {
+		t.Fatalf("behind, just short of CatchUpDelay: %s rows inserted, want the batch still open", got)
+	}
+	clock.Advance(time.Millisecond)
 	if got := inserted(); got != "300" {
-		t.Fatalf("behind, past CatchUpDelay: %s rows inserted, want 300", got)
+		t.Fatalf("behind, at CatchUpDelay: %s rows inserted, want 300", got)
 	}
 }

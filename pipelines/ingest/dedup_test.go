@@ -35,6 +35,7 @@ func TestDedupNeedFollowsTheIngestersLimits(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg
 			cfg.Brokers = []string{"k:9092"}
+			cfg = cfg.WithDefaults()
 			if err := cfg.Validate(); err != nil {
 				t.Fatal(err)
 			}

@@ -266,6 +266,6 @@ func (in *Ingester) hold(tp topicPartition, b *partBatch) {
 		in.m.held.Inc()
 	}
 	b.wait = backoff(b.wait)
-	b.retryAt = time.Now().Add(b.wait)
+	b.retryAt = in.cfg.Clock().Add(b.wait)
 	in.stale[tp] = true
 }

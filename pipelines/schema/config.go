@@ -3,6 +3,8 @@ package schema
 import (
 	"fmt"
 	"regexp"
+
+	"github.com/spikehunt/spikehunt/internal/defaults"
 )
 
 // Options selects how the migrations are rendered. The zero value is a
@@ -55,8 +57,22 @@ var (
 	clusterName  = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
 )
 
-// Validate fills defaults and checks the options.
-func (o *Options) Validate() error {
+// WithDefaults returns o with zero retentions and DedupWindow set to their
+// defaults; o itself is not changed (Database is Apply's to default, from
+// the store).
+func (o Options) WithDefaults() Options {
+	defaults.Fill(&o.RequestsTTLDays, DefaultRequestsTTLDays)
+	defaults.Fill(&o.LatencyTTLDays, DefaultLatencyTTLDays)
+	defaults.Fill(&o.CountersTTLDays, DefaultCountersTTLDays)
+	defaults.Fill(&o.DetectionsTTLDays, DefaultDetectionsTTLDays)
+	defaults.Fill(&o.CapturesTTLDays, DefaultCapturesTTLDays)
+	defaults.Fill(&o.DedupWindow, DefaultDedupWindow)
+	return o
+}
+
+// Validate checks o as Render and Apply would use it, its zero fields
+// taken as their defaults. It does not change o.
+func (o Options) Validate() error {
 	if o.Database != "" && !databaseName.MatchString(o.Database) {
 		return fmt.Errorf("schema: database name %q: use letters, digits and _", o.Database)
 	}
@@ -68,30 +84,24 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("schema: cluster %s: set Options.Database, Distributed tables name it explicitly", o.Cluster)
 		}
 	}
+	o = o.WithDefaults()
 	ttls := []struct {
 		name string
-		days *int
-		def  int
+		days int
 	}{
-		{"RequestsTTLDays", &o.RequestsTTLDays, DefaultRequestsTTLDays},
-		{"LatencyTTLDays", &o.LatencyTTLDays, DefaultLatencyTTLDays},
-		{"CountersTTLDays", &o.CountersTTLDays, DefaultCountersTTLDays},
-		{"DetectionsTTLDays", &o.DetectionsTTLDays, DefaultDetectionsTTLDays},
-		{"CapturesTTLDays", &o.CapturesTTLDays, DefaultCapturesTTLDays},
+		{"RequestsTTLDays", o.RequestsTTLDays},
+		{"LatencyTTLDays", o.LatencyTTLDays},
+		{"CountersTTLDays", o.CountersTTLDays},
+		{"DetectionsTTLDays", o.DetectionsTTLDays},
+		{"CapturesTTLDays", o.CapturesTTLDays},
 	}
 	for _, t := range ttls {
-		if *t.days == 0 {
-			*t.days = t.def
-		}
-		if *t.days < 1 || *t.days > maxTTLDays {
-			return fmt.Errorf("schema: %s = %d, want 1–%d", t.name, *t.days, maxTTLDays)
+		if t.days < 1 || t.days > maxTTLDays {
+			return fmt.Errorf("schema: %s = %d, want 1–%d", t.name, t.days, maxTTLDays)
 		}
 	}
 	if o.LatencyTTLDays < o.RequestsTTLDays {
 		return fmt.Errorf("schema: LatencyTTLDays (%d) < RequestsTTLDays (%d): the per-second rollup would expire before the requests it summarizes", o.LatencyTTLDays, o.RequestsTTLDays)
-	}
-	if o.DedupWindow == 0 {
-		o.DedupWindow = DefaultDedupWindow
 	}
 	if o.DedupWindow < 1 || o.DedupWindow > maxDedupWindow {
 		return fmt.Errorf("schema: DedupWindow = %d, want 1–%d", o.DedupWindow, maxDedupWindow)

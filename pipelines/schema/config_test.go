@@ -34,6 +34,10 @@ func TestOptionsValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got := tt.in
 			err := got.Validate()
+			if diff := cmp.Diff(tt.in, got); diff != "" {
+				t.Errorf("Validate changed the options (-before +after):\n%s", diff)
+			}
+			got = got.WithDefaults()
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("Validate() = %v, want an error containing %q", err, tt.wantErr)
@@ -44,7 +48,7 @@ func TestOptionsValidate(t *testing.T) {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("Validate() (-want +got):\n%s", diff)
+				t.Errorf("WithDefaults() (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -64,6 +64,7 @@ func ApplyList(ctx context.Context, st store.Store, list []Migration, opts Optio
 			return nil, err
 		}
 	}
+	opts = opts.WithDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}

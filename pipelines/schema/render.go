@@ -41,12 +41,12 @@ func (m Migration) Checksum() string {
 //go:embed migrations/*.sql
 var sources embed.FS
 
-var defaults = mustLoad(sources)
+var defaultMigrations = mustLoad(sources)
 
 // Default returns spikehunt's migrations, oldest first, as templates. Each
 // call returns a fresh copy the caller may change.
 func Default() []Migration {
-	list := slices.Clone(defaults)
+	list := slices.Clone(defaultMigrations)
 	for i := range list {
 		list[i].Statements = slices.Clone(list[i].Statements)
 	}
@@ -58,6 +58,7 @@ func Default() []Migration {
 // Checksum is not the recorded one, which is taken from the templates
 // (Default).
 func Render(opts Options) ([]Migration, error) {
+	opts = opts.WithDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}

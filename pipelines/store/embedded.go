@@ -15,6 +15,8 @@ import (
 	"unsafe"
 
 	"github.com/ClickHouse/ch-go/proto"
+
+	"github.com/spikehunt/spikehunt/internal/defaults"
 )
 
 // Embedded is the in-process ClickHouse engine (libchdb) over one data
@@ -79,19 +81,23 @@ type EmbeddedConfig struct {
 	ExternalSources bool
 }
 
-// Validate checks the configuration and fills defaults.
-func (c *EmbeddedConfig) Validate() error {
+// WithDefaults returns c with an empty Database and zero Connections set
+// to their defaults; c itself is not changed.
+func (c EmbeddedConfig) WithDefaults() EmbeddedConfig {
+	defaults.Fill(&c.Database, "default")
+	defaults.Fill(&c.Connections, 4)
+	return c
+}
+
+// Validate checks c as OpenEmbedded would run it, its zero fields taken as
+// their defaults. It does not change c.
+func (c EmbeddedConfig) Validate() error {
 	if c.Dir == "" {
 		return errors.New("embedded store: empty data directory")
 	}
-	if c.Database == "" {
-		c.Database = "default"
-	}
+	c = c.WithDefaults()
 	if !settingName.MatchString(c.Database) {
 		return fmt.Errorf("embedded store: invalid database name %q", c.Database)
-	}
-	if c.Connections == 0 {
-		c.Connections = 4
 	}
 	if c.Connections < 1 || c.Connections > 64 {
 		return fmt.Errorf("embedded store: connections = %d, want 1–64", c.Connections)
@@ -101,6 +107,7 @@ func (c *EmbeddedConfig) Validate() error {
 
 // OpenEmbedded boots (or joins) the process's embedded engine on cfg.Dir.
 func OpenEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -131,6 +131,12 @@ func TestABrokenWallIsReported(t *testing.T) {
 		{"one backend imports another",
 			Package{Path: "agents/capture/bpftrace", Imports: []string{"agents/capture/ftrace"}, Deps: []string{"agents/capture/ftrace"}, Standard: std},
 			"agents/capture/bpftrace imports agents/capture/ftrace: not allowed"},
+		{"an app's client takes the shared defaults helper",
+			Package{Path: "agents/client", Imports: []string{"fmt", "internal/defaults"}, Deps: []string{"fmt", "internal/defaults"}, Standard: std},
+			"agents/client depends on internal/defaults: the standard library only"},
+		{"the shared defaults helper grows an import of ours",
+			Package{Path: "internal/defaults", Imports: []string{"agents/telemetry"}, Deps: []string{"agents/telemetry"}, Standard: std},
+			"internal/defaults imports agents/telemetry: not allowed"},
 		{"the operator's policy imports its controllers",
 			Package{Path: "operator/policy", Imports: []string{"operator/internal/controller"}, Deps: []string{"operator/internal/controller"}, Standard: std},
 			"operator/policy imports operator/internal/controller: not allowed"},
@@ -148,5 +154,8 @@ func TestABrokenWallIsReported(t *testing.T) {
 	}
 	if got := Check([]Package{{Path: "agents/intake", Imports: []string{"agents/telemetry", "fmt"}, Deps: []string{"agents/telemetry", "fmt"}, Standard: std}}, Rules); len(got) != 0 {
 		t.Errorf("a package within its wall: violations %q, want none", got)
+	}
+	if got := Check([]Package{{Path: "pipelines/store", Imports: []string{"internal/defaults", "fmt"}, Deps: []string{"internal/defaults", "fmt"}, Standard: std}}, Rules); len(got) != 0 {
+		t.Errorf("a room with no Own rule takes the shared defaults helper: violations %q, want none", got)
 	}
 }

@@ -134,8 +134,18 @@ func loadConfig(path string) (Config, error) {
 	return cfg, nil
 }
 
-// Validate checks everything the agent will start with.
-func (c *Config) Validate() error {
+// withDefaults returns c with the defaults of its components filled in
+// where it leaves them zero; c itself is not changed.
+func (c Config) withDefaults() Config {
+	c.Intake = c.Intake.WithDefaults()
+	c.Export = c.Export.WithDefaults()
+	c.Spool = c.Spool.WithDefaults()
+	return c
+}
+
+// Validate checks everything the agent will start with. It does not
+// change c.
+func (c Config) Validate() error {
 	if c.Collect.Interval < 100*time.Millisecond || c.Collect.Interval > time.Minute {
 		return errors.New("collect.interval must be 100ms–1m")
 	}

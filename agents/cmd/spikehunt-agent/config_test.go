@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ func TestConfigLoadsEveryKeyOfTheSample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -106,5 +108,45 @@ func TestHardwareClassFromTheNodeLabel(t *testing.T) {
 	}
 	if _, err := nodeLabel(ctx, cfg, "no-such-node", "x"); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("missing node: %v", err)
+	}
+}
+
+// Validate judges the agent's config and changes nothing in it, not even
+// its components' sections: their defaults are withDefaults' job.
+func TestValidateLeavesTheAgentConfigAsItWas(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		yaml string
+	}{
+		{"limits left zero", "intake:\n  max_request_bytes: 0\n  queue_size: 0\nexport:\n  max_spans: 0\nspool:\n  segment_bytes: 0\n"},
+		{"invalid: a negative sample_every", "intake:\n  sample_every: -3\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "c.yaml")
+			if err := os.WriteFile(p, []byte(tc.yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			load := func() Config {
+				cfg, err := loadConfig(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return cfg
+			}
+			cfg := load()
+			_ = cfg.Validate()
+			if !reflect.DeepEqual(load(), cfg) {
+				t.Errorf("Validate changed the config: %+v", cfg)
+			}
+		})
+	}
+	cfg, err := loadConfig("testdata/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Intake.QueueSize, cfg.Export.MaxSpans, cfg.Spool.SegmentBytes = 0, 0, 0
+	if d := cfg.withDefaults(); d.Intake.QueueSize == 0 || d.Export.MaxSpans == 0 || d.Spool.SegmentBytes == 0 || cfg.Intake.QueueSize != 0 {
+		t.Errorf("withDefaults: queue %d, max spans %d, segment bytes %d; the receiver's queue %d",
+			d.Intake.QueueSize, d.Export.MaxSpans, d.Spool.SegmentBytes, cfg.Intake.QueueSize)
 	}
 }

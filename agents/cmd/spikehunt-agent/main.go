@@ -60,6 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

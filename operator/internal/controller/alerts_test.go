@@ -11,6 +11,7 @@ import (
 
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 	"github.com/spikehunt/spikehunt/operator/policy"
+	"github.com/spikehunt/spikehunt/tests/fakeclock"
 )
 
 // policyLister is the cache's side of the inbox: it lists fixed policies.
@@ -40,7 +41,7 @@ func ids(alerts []policy.Alert) []string {
 }
 
 func TestAlertInboxKeepsAlertsPerMatchingPolicy(t *testing.T) {
-	clock := newFakeClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	clock := fakeclock.New(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 	lister := policyLister{items: []v1alpha1.CapturePolicy{
 		inboxPolicy("billy", "billy"),
 		inboxPolicy("billy-patterns", "billy", "fleet-recurrent"),
@@ -79,7 +80,7 @@ func TestAlertInboxKeepsAlertsPerMatchingPolicy(t *testing.T) {
 	}
 
 	// Over MaxPending the oldest go; past the TTL every one goes.
-	clock.Step(30 * time.Second)
+	clock.Advance(30 * time.Second)
 	offer(policy.Alert{ID: "a3", Service: "billy"}, policy.Alert{ID: "a4", Service: "billy"})
 	if diff := cmp.Diff([]string{"a2", "a3", "a4"}, ids(inbox.Pending(billy))); diff != "" {
 		t.Errorf("billy's alerts over the backlog (-want +got):\n%s", diff)
@@ -88,7 +89,7 @@ func TestAlertInboxKeepsAlertsPerMatchingPolicy(t *testing.T) {
 	if diff := cmp.Diff([]string{"a2", "a4"}, ids(inbox.Pending(billy))); diff != "" {
 		t.Errorf("billy's alerts after settling a3 (-want +got):\n%s", diff)
 	}
-	clock.Step(31 * time.Second)
+	clock.Advance(31 * time.Second)
 	if diff := cmp.Diff([]string{"a4"}, ids(inbox.Pending(billy))); diff != "" {
 		t.Errorf("billy's alerts a minute after a2 (-want +got):\n%s", diff)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/spikehunt/spikehunt/pipelines/captures"
 	"github.com/spikehunt/spikehunt/pipelines/schema"
 	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/tests/fakeclock"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
@@ -125,7 +126,7 @@ func TestCapturePhases(t *testing.T) {
 	// the sample. From an odd epoch the next one starts a new cycle, whose
 	// fresh shuffle deals the unfired bait's node again half the time, and
 	// bait that stays in the sample is kept, not expired (policy.Decide).
-	e.clock = newFakeClock(time.Now().UTC().Truncate(2 * time.Hour).Add(10 * time.Minute))
+	e.clock = fakeclock.New(time.Now().UTC().Truncate(2 * time.Hour).Add(10 * time.Minute))
 	nodes := fleet("p", 8, "gen5")
 	e.createNodes(t, nodes)
 	e.startOperator(t, operatorOptions{store: st, fast: true})
@@ -224,7 +225,7 @@ func TestCapturePhases(t *testing.T) {
 	})
 
 	// The rotation: d is armed and has not fired.
-	e.clock.Step(time.Hour)
+	e.clock.Advance(time.Hour)
 	sel1 := policy.Sample(string(pol.UID), policyNodes(nodes), sampling, e.clock.Now())
 	if sel1.Epoch%2 != 1 || slices.Contains(sel1.Nodes, d.Spec.NodeName) {
 		t.Fatalf("epoch %d samples %v: the unfired bait's node %s must leave the sample", sel1.Epoch, sel1.Nodes, d.Spec.NodeName)
@@ -324,7 +325,7 @@ func TestRetentionDeletesEndedCapturesAndTheirRows(t *testing.T) {
 	st := spikeStore(t)
 	e := newEnv(t)
 	// Ten minutes into a day, the sample rotating daily.
-	e.clock = newFakeClock(time.Now().UTC().Truncate(24 * time.Hour).Add(10 * time.Minute))
+	e.clock = fakeclock.New(time.Now().UTC().Truncate(24 * time.Hour).Add(10 * time.Minute))
 	nodes := fleet("r", 4, "gen5")
 	e.createNodes(t, nodes)
 	artifacts := &recordingDeleter{}
@@ -368,7 +369,7 @@ func TestRetentionDeletesEndedCapturesAndTheirRows(t *testing.T) {
 
 	// Past the TTL, within the epoch: the policy would arm the nodes again
 	// under the same names if they went.
-	e.clock.Step(time.Hour + time.Minute)
+	e.clock.Advance(time.Hour + time.Minute)
 	consistently(t, time.Second, "nothing retired within the epoch", func() error {
 		for _, x := range e.captures(t) {
 			if !x.DeletionTimestamp.IsZero() {
@@ -381,7 +382,7 @@ func TestRetentionDeletesEndedCapturesAndTheirRows(t *testing.T) {
 		return nil
 	})
 
-	e.clock.Step(24 * time.Hour)
+	e.clock.Advance(24 * time.Hour)
 	eventually(t, 20*time.Second, "the ended captures gone", func() error {
 		var left []string
 		for _, x := range e.captures(t) {

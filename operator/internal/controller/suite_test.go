@@ -26,6 +26,7 @@ import (
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 	"github.com/spikehunt/spikehunt/operator/policy"
 	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/tests/fakeclock"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
@@ -44,27 +45,6 @@ func TestMain(m *testing.M) {
 // crdDir holds the CRDs `make manifests` generates.
 var crdDir = filepath.Join("..", "..", "config", "crd", "bases")
 
-// fakeClock is the controllers' clock in the tests: it stands still until
-// the test moves it.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock(t time.Time) *fakeClock { return &fakeClock{t: t} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Step(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // env is one test's kube-apiserver and etcd with the CRDs, and an
 // uncached admin client to assert through. Each test has a server of its
 // own: the budgets count every Capture in the cluster, and envtest has no
@@ -73,7 +53,7 @@ type env struct {
 	cfg   *rest.Config
 	admin client.WithWatch
 	ns    string
-	clock *fakeClock
+	clock *fakeclock.Clock
 }
 
 func newEnv(t testing.TB) *env {
@@ -86,7 +66,7 @@ func newEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{cfg: cfg, admin: admin, ns: "spikehunt", clock: newFakeClock(time.Now().UTC().Truncate(time.Hour).Add(10 * time.Minute))}
+	e := &env{cfg: cfg, admin: admin, ns: "spikehunt", clock: fakeclock.New(time.Now().UTC().Truncate(time.Hour).Add(10 * time.Minute))}
 	if err := admin.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}); err != nil {
 		t.Fatal(err)
 	}

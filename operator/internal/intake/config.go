@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/defaults"
 	"github.com/spikehunt/spikehunt/kafkasec"
 	"github.com/spikehunt/spikehunt/pipelines/alerts/alertsig"
 )
@@ -52,8 +53,8 @@ const (
 )
 
 // KafkaConfig configures a KafkaConsumer. Brokers and the detector's
-// keys (KeysDir or Keys; or AllowUnsigned) are required; Validate fills
-// the other defaults.
+// keys (KeysDir or Keys; or AllowUnsigned) are required; a zero field of
+// the others means its default (WithDefaults; NewKafkaConsumer fills them).
 type KafkaConfig struct {
 	Brokers []string `yaml:"brokers"`
 	// Topic is the detector's alerts topic (default spikehunt.alerts).
@@ -109,19 +110,25 @@ type KafkaConfig struct {
 	Security kafkasec.Config `yaml:",inline"`
 }
 
-// Validate fills zero fields with defaults and checks bounds.
-func (c *KafkaConfig) Validate() error {
-	fill(&c.Topic, DefaultTopic)
-	fill(&c.Group, DefaultGroup)
-	fill(&c.ClientID, DefaultClientID)
-	fill(&c.MaxPollRecords, DefaultMaxPollRecords)
-	fill(&c.StartAt, DefaultStartAt)
-	fill(&c.MaxRecordBytes, DefaultMaxRecordBytes)
-	fill(&c.MaxSignatureAge, alertsig.DefaultMaxAge)
-	fill(&c.MaxClockSkew, alertsig.DefaultMaxSkew)
-	if c.Clock == nil {
-		c.Clock = systemClock{}
-	}
+// WithDefaults returns c with its zero fields set to their defaults; c
+// itself is not changed.
+func (c KafkaConfig) WithDefaults() KafkaConfig {
+	defaults.Fill(&c.Topic, DefaultTopic)
+	defaults.Fill(&c.Group, DefaultGroup)
+	defaults.Fill(&c.ClientID, DefaultClientID)
+	defaults.Fill(&c.MaxPollRecords, DefaultMaxPollRecords)
+	defaults.Fill(&c.StartAt, DefaultStartAt)
+	defaults.Fill(&c.MaxRecordBytes, DefaultMaxRecordBytes)
+	defaults.Fill(&c.MaxSignatureAge, alertsig.DefaultMaxAge)
+	defaults.Fill(&c.MaxClockSkew, alertsig.DefaultMaxSkew)
+	defaults.Fill[Clock](&c.Clock, systemClock{})
+	return c
+}
+
+// Validate checks c as NewKafkaConsumer would run it, its zero fields
+// taken as their defaults. It does not change c.
+func (c KafkaConfig) Validate() error {
+	c = c.WithDefaults()
 	var errs []error
 	check := func(ok bool, format string, args ...any) {
 		if !ok {
@@ -278,16 +285,37 @@ func (s SecretSource) load(name string) ([]byte, error) {
 	return []byte(v), nil
 }
 
-// Validate fills zero fields with defaults and checks bounds. It does not
-// read the secrets: NewWebhook does.
-func (c *WebhookConfig) Validate() error {
-	fill(&c.Address, DefaultAddress)
-	fill(&c.MaxBodyBytes, DefaultMaxBodyBytes)
-	fill(&c.EmitTimeout, DefaultEmitTimeout)
-	fill(&c.MaxConnections, DefaultMaxConnections)
-	if c.Clock == nil {
-		c.Clock = systemClock{}
+// WithDefaults returns c with its zero fields, and those of its
+// endpoints, set to their defaults. c itself, and the endpoint sections it
+// points to, are not changed: the copy points to copies.
+func (c WebhookConfig) WithDefaults() WebhookConfig {
+	defaults.Fill(&c.Address, DefaultAddress)
+	defaults.Fill(&c.MaxBodyBytes, DefaultMaxBodyBytes)
+	defaults.Fill(&c.EmitTimeout, DefaultEmitTimeout)
+	defaults.Fill(&c.MaxConnections, DefaultMaxConnections)
+	defaults.Fill[Clock](&c.Clock, systemClock{})
+	if c.Grafana != nil {
+		g := *c.Grafana
+		defaults.Fill(&g.Path, DefaultGrafanaPath)
+		defaults.Fill(&g.SignatureHeader, DefaultSignatureHeader)
+		defaults.Fill(&g.TimestampHeader, DefaultTimestampHeader)
+		defaults.Fill(&g.ReplayWindow, DefaultReplayWindow)
+		defaults.Fill(&g.ReplayCacheSize, DefaultReplayCacheSize)
+		c.Grafana = &g
 	}
+	if c.Alertmanager != nil {
+		a := *c.Alertmanager
+		defaults.Fill(&a.Path, DefaultAlertmanagerPath)
+		c.Alertmanager = &a
+	}
+	return c
+}
+
+// Validate checks c as NewWebhook would run it, its zero fields taken as
+// their defaults. It does not change c, and does not read the secrets:
+// NewWebhook does.
+func (c WebhookConfig) Validate() error {
+	c = c.WithDefaults()
 	var errs []error
 	check := func(ok bool, format string, args ...any) {
 		if !ok {
@@ -301,11 +329,6 @@ func (c *WebhookConfig) Validate() error {
 	check(c.EmitTimeout >= 100*time.Millisecond && c.EmitTimeout <= 5*time.Minute, "emit_timeout = %s, want 100ms–5m", c.EmitTimeout)
 	check(c.Grafana != nil || c.Alertmanager != nil, "no endpoint enabled: configure grafana (secret) or alertmanager (token), or both")
 	if g := c.Grafana; g != nil {
-		fill(&g.Path, DefaultGrafanaPath)
-		fill(&g.SignatureHeader, DefaultSignatureHeader)
-		fill(&g.TimestampHeader, DefaultTimestampHeader)
-		fill(&g.ReplayWindow, DefaultReplayWindow)
-		fill(&g.ReplayCacheSize, DefaultReplayCacheSize)
 		if err := g.Secret.validate("grafana.secret"); err != nil {
 			errs = append(errs, err)
 		}
@@ -318,7 +341,6 @@ func (c *WebhookConfig) Validate() error {
 		check(g.ReplayCacheSize >= 1 && g.ReplayCacheSize <= 10_000_000, "grafana.replay_cache_size = %d, want 1–10000000", g.ReplayCacheSize)
 	}
 	if a := c.Alertmanager; a != nil {
-		fill(&a.Path, DefaultAlertmanagerPath)
 		if err := a.Token.validate("alertmanager.token"); err != nil {
 			errs = append(errs, err)
 		}
@@ -346,11 +368,4 @@ func validHeaderName(h string) bool {
 		}
 	}
 	return true
-}
-
-func fill[T comparable](p *T, def T) {
-	var zero T
-	if *p == zero {
-		*p = def
-	}
 }

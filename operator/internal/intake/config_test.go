@@ -18,6 +18,7 @@ func TestConfigFromYAML(t *testing.T) {
 	if err := yaml.Unmarshal(readTestdata(t, "config.yaml"), &cfg); err != nil {
 		t.Fatal(err)
 	}
+	cfg.Kafka, cfg.Webhook = cfg.Kafka.WithDefaults(), cfg.Webhook.WithDefaults()
 	if err := cfg.Kafka.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -154,5 +155,58 @@ func checkErr(t *testing.T, err error, want string) {
 		t.Errorf("no error, want one containing %q", want)
 	case want != "" && !strings.Contains(err.Error(), want):
 		t.Errorf("error %q does not contain %q", err, want)
+	}
+}
+
+// Validate judges a config and changes nothing in it, not even the
+// endpoint sections it points to: defaults are WithDefaults' job, on a
+// copy.
+func TestValidateLeavesTheConfigAsItWas(t *testing.T) {
+	ignoreClock := cmpopts.IgnoreFields(KafkaConfig{}, "Clock")
+	for _, tc := range []struct {
+		name string
+		make func() KafkaConfig
+	}{
+		{"brokers and keys, the rest zero", func() KafkaConfig {
+			return KafkaConfig{Brokers: []string{"k:9092"}, KeysDir: "/keys"}
+		}},
+		{"invalid: no keys", func() KafkaConfig { return KafkaConfig{Brokers: []string{"k:9092"}} }},
+	} {
+		t.Run("kafka: "+tc.name, func(t *testing.T) {
+			c := tc.make()
+			_ = c.Validate()
+			if diff := cmp.Diff(tc.make(), c); diff != "" {
+				t.Errorf("Validate changed the config (-before +after):\n%s", diff)
+			}
+			if d := c.WithDefaults(); d.Clock == nil || cmp.Diff(tc.make(), c, ignoreClock) != "" || d.Topic != DefaultTopic {
+				t.Errorf("WithDefaults: topic %q, clock %v; or it changed its receiver", d.Topic, d.Clock)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		make func() WebhookConfig
+	}{
+		{"both endpoints, paths and headers zero", func() WebhookConfig {
+			return WebhookConfig{TLSCertFile: "tls.crt", TLSKeyFile: "tls.key",
+				Grafana:      &GrafanaConfig{Secret: SecretSource{File: "secret"}},
+				Alertmanager: &AlertmanagerConfig{Token: SecretSource{File: "token"}}}
+		}},
+		{"invalid: no TLS", func() WebhookConfig {
+			return WebhookConfig{Grafana: &GrafanaConfig{Secret: SecretSource{Env: "S"}}}
+		}},
+	} {
+		t.Run("webhook: "+tc.name, func(t *testing.T) {
+			c := tc.make()
+			g := c.Grafana
+			_ = c.Validate()
+			d := c.WithDefaults()
+			if diff := cmp.Diff(tc.make(), c); diff != "" {
+				t.Errorf("Validate or WithDefaults changed the config (-before +after):\n%s", diff)
+			}
+			if c.Grafana != g || d.Grafana == g || d.Grafana.Path != DefaultGrafanaPath {
+				t.Errorf("WithDefaults must fill a copy of the grafana section: got path %q", d.Grafana.Path)
+			}
+		})
 	}
 }

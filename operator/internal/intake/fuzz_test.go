@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/spikehunt/spikehunt/tests/fakeclock"
 )
 
 // checkAlert asserts what every Alert from untrusted bytes must satisfy.
@@ -129,7 +131,7 @@ func FuzzGrafanaSignedRequest(f *testing.F) {
 	f.Add([]byte(`{"version": "1", "alerts": []}`))
 	f.Add([]byte(`{"version": "1", "alerts": [{"status": "firing", "labels": {"service": "\u0000"}}]}`))
 	dir := f.TempDir()
-	clock := &fakeClock{}
+	clock := fakeclock.New(time.Time{})
 	sink := &recordingSink{}
 	wh, err := NewWebhook(WebhookConfig{
 		TLSCertFile: "unused", TLSKeyFile: "unused", MaxBodyBytes: 64 << 10, Clock: clock,

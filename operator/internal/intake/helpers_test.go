@@ -9,24 +9,6 @@ import (
 	"time"
 )
 
-// fakeClock is a settable Clock.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
-
 // recordingSink keeps what it was given, one slice per Emit.
 type recordingSink struct {
 	mu    sync.Mutex

@@ -38,6 +38,7 @@ type KafkaConsumer struct {
 // NewKafkaConsumer creates the group member; it connects lazily and
 // consumes nothing until Run.
 func NewKafkaConsumer(cfg KafkaConfig, sink Sink, log *slog.Logger) (*KafkaConsumer, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spikehunt/spikehunt/pipelines/alerts"
 	"github.com/spikehunt/spikehunt/pipelines/alerts/alertsig"
+	"github.com/spikehunt/spikehunt/tests/fakeclock"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
@@ -54,7 +55,7 @@ func TestKafkaConsumerRoundTrip(t *testing.T) {
 		"kind": "spike-group", "service": "billy", "pattern": map[string]any{"change": "new", "class": "isolated-host"}}))
 	publish(ctx, newPattern)
 
-	clock := &fakeClock{now: t0.Add(time.Minute)}
+	clock := fakeclock.New(t0.Add(time.Minute))
 	ch := make(chan Alert, 16)
 	c, stop := runConsumer(t, KafkaConfig{Brokers: k.Brokers(), Topic: topic, Group: group, Clock: clock}, ChannelSink(ch))
 	got := receive(t, ctx, ch, 2)

@@ -39,8 +39,10 @@ type Webhook struct {
 	servingSince atomic.Int64
 }
 
-// NewWebhook checks cfg and reads the secrets it names.
+// NewWebhook fills cfg's defaults, checks it and reads the secrets it
+// names.
 func NewWebhook(cfg WebhookConfig, sink Sink, log *slog.Logger) (*Webhook, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

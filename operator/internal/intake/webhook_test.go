@@ -26,6 +26,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/spikehunt/spikehunt/tests/fakeclock"
 )
 
 const (
@@ -41,14 +43,14 @@ type webhookFixture struct {
 	wh     *Webhook
 	srv    *httptest.Server
 	sink   *recordingSink
-	clock  *fakeClock
+	clock  *fakeclock.Clock
 	client *http.Client
 }
 
 func newWebhookFixture(t *testing.T, edit func(*WebhookConfig)) *webhookFixture {
 	t.Helper()
 	dir := t.TempDir()
-	f := &webhookFixture{sink: &recordingSink{}, clock: &fakeClock{now: testNow}}
+	f := &webhookFixture{sink: &recordingSink{}, clock: fakeclock.New(testNow)}
 	cfg := WebhookConfig{
 		// httptest serves TLS with its own certificate; Serve is tested below.
 		TLSCertFile: "unused.crt", TLSKeyFile: "unused.key",
@@ -675,7 +677,7 @@ func selfSignedCert(t *testing.T) (certPEM, keyPEM []byte, pool *x509.CertPool) 
 // the new leader started is accepted.
 func TestAGrafanaRequestAcceptedByTheOldLeaderIsNotAcceptedAgainByTheNext(t *testing.T) {
 	dir := t.TempDir()
-	clock := &fakeClock{now: testNow}
+	clock := fakeclock.New(testNow)
 	cfg, pool := tlsConfig(t, dir)
 	cfg.Grafana = &GrafanaConfig{Secret: SecretSource{File: writeFile(t, dir, "hmac", testHMACSecret)}}
 	cfg.Clock = clock

@@ -32,6 +32,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/spikehunt/spikehunt/internal/defaults"
 )
 
 // Record headers of a signed record.
@@ -262,22 +264,26 @@ const (
 	DefaultMaxSkew = 5 * time.Minute
 )
 
-// VerifierConfig configures a Verifier. Validate fills zero fields with
-// defaults and never changes anything else.
+// VerifierConfig configures a Verifier. A zero MaxAge or MaxSkew means its
+// default (WithDefaults; NewVerifier fills them).
 type VerifierConfig struct {
 	Keys    []Key
 	MaxAge  time.Duration // default DefaultMaxAge, 1m–7d
 	MaxSkew time.Duration // default DefaultMaxSkew, 1s–1h
 }
 
-// Validate fills defaults and checks the keys and bounds.
-func (c *VerifierConfig) Validate() error {
-	if c.MaxAge == 0 {
-		c.MaxAge = DefaultMaxAge
-	}
-	if c.MaxSkew == 0 {
-		c.MaxSkew = DefaultMaxSkew
-	}
+// WithDefaults returns c with a zero MaxAge and MaxSkew set to their
+// defaults; c itself is not changed.
+func (c VerifierConfig) WithDefaults() VerifierConfig {
+	defaults.Fill(&c.MaxAge, DefaultMaxAge)
+	defaults.Fill(&c.MaxSkew, DefaultMaxSkew)
+	return c
+}
+
+// Validate checks the keys and bounds of c as NewVerifier would run it,
+// its zero fields taken as their defaults. It does not change c.
+func (c VerifierConfig) Validate() error {
+	c = c.WithDefaults()
 	var errs []error
 	if len(c.Keys) == 0 {
 		errs = append(errs, errors.New("alertsig: no verification key"))
@@ -309,6 +315,7 @@ type Verifier struct {
 
 // NewVerifier checks cfg.
 func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -103,8 +103,12 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 		fmt.Fprintln(stderr, "--every must be 0 (once) or positive")
 		return errUsage
 	}
-	if err := (&detect.Config{From: cfg.From, To: cfg.To, Spikes: cfg.Spikes, Suspects: cfg.Suspects, Patterns: cfg.Patterns}).Validate(); err != nil {
-		fmt.Fprintln(stderr, strings.TrimPrefix(err.Error(), detect.ErrConfig.Error()+": "))
+	if err := cfg.Validate(); err != nil {
+		if ce := (*detect.ConfigError)(nil); errors.As(err, &ce) {
+			fmt.Fprintln(stderr, ce.Problem)
+		} else {
+			fmt.Fprintln(stderr, err)
+		}
 		return errUsage
 	}
 
