@@ -158,29 +158,7 @@ GROUP BY host, hw_class`, store.QuoteString(service), secLit(from), secLit(to))
 // (whole hosts, chosen by a hash of the name: the rows of a host are
 // contiguous, so the others' granules are skipped, not just filtered).
 func averagedIllusion(ctx context.Context, st store.Store, service string, from, to time.Time, fleet int) (float64, error) {
-	sample := ""
-	if m := (fleet + illusionSampleHosts - 1) / illusionSampleHosts; m > 1 {
-		sample = fmt.Sprintf(" AND cityHash64(host) %% %d = 0", m)
-	}
-	// Windows that started before the look-back may reach into it. The
-	// spike seconds are keyed by one UInt64 (the host's hash, computed once
-	// per distinct host of a LowCardinality column, xor the second): a set
-	// of those is several times faster to probe than (host, second) tuples.
-	q := fmt.Sprintf(`SELECT sum(p_all) AS sum_all, toInt64(count()) AS minutes,
-    sumIf(p_clean, isFinite(p_clean)) AS sum_clean, toInt64(countIf(isFinite(p_clean))) AS clean_minutes
-FROM (
-    SELECT host, hw_class, toStartOfMinute(ts) AS m,
-        toFloat64(quantilesTDigestWeightedMerge(0.99)(quantiles_us)[1]) AS p_all,
-        toFloat64(quantilesTDigestWeightedMergeIf(0.99)(quantiles_us,
-            bitXor(cityHash64(host), toUInt64(toUInt32(ts))) NOT IN (
-                SELECT bitXor(cityHash64(host), toUInt64(arrayJoin(range(toUInt32(toUnixTimestamp(window_start)), toUInt32(toUnixTimestamp(window_end))))))
-                FROM spikes FINAL
-                WHERE service = %[1]s AND window_start >= %[2]s AND window_start < %[3]s AND is_deleted = 0%[6]s
-        ))[1]) AS p_clean
-    FROM latency_1s
-    WHERE service = %[1]s AND ts >= %[4]s AND ts < %[5]s%[6]s
-    GROUP BY host, hw_class, m
-)`, store.QuoteString(service), msLit(from.Add(-time.Hour)), msLit(to), secLit(from), secLit(to), sample)
+	q := averagedIllusionSQL(service, from, to, fleet)
 	var sumAll, sumClean float64
 	var minutes, cleanMinutes int64
 	err := st.Query(ctx, q, func(b store.Block) error {
@@ -205,6 +183,47 @@ FROM (
 	}
 	return illusionShare(sumAll, minutes, sumClean, cleanMinutes), nil
 }
+
+// averagedIllusionSQL is averagedIllusion's statement. Windows that
+// started before the look-back may reach into it, so spike windows are
+// read from an hour before. The spike seconds are keyed by one UInt64
+// (the host's hash, computed once per distinct host of a LowCardinality
+// column, xor the second): a set of those is several times faster to
+// probe than (host, second) tuples.
+func averagedIllusionSQL(service string, from, to time.Time, fleet int) string {
+	p := averagedIllusionParams{Service: service, SpikesFrom: from.Add(-time.Hour), From: from, To: to}
+	if m := (fleet + illusionSampleHosts - 1) / illusionSampleHosts; m > 1 {
+		p.SampleEvery = m
+	}
+	return render(averagedIllusionTmpl, p)
+}
+
+// averagedIllusionParams are the values averagedIllusionTmpl names.
+type averagedIllusionParams struct {
+	Service string
+	// The look-back is [From, To); spike windows starting in
+	// [SpikesFrom, To) are left out of the clean p99.
+	SpikesFrom, From, To time.Time
+	// SampleEvery, when more than 0, keeps the hosts whose name hashes to
+	// 0 modulo it.
+	SampleEvery int
+}
+
+var averagedIllusionTmpl = sqlTemplate("averaged illusion", `{{define "sample"}}{{if .SampleEvery}} AND cityHash64(host) % {{.SampleEvery}} = 0{{end}}{{end}}SELECT sum(p_all) AS sum_all, toInt64(count()) AS minutes,
+    sumIf(p_clean, isFinite(p_clean)) AS sum_clean, toInt64(countIf(isFinite(p_clean))) AS clean_minutes
+FROM (
+    SELECT host, hw_class, toStartOfMinute(ts) AS m,
+        toFloat64(quantilesTDigestWeightedMerge(0.99)(quantiles_us)[1]) AS p_all,
+        toFloat64(quantilesTDigestWeightedMergeIf(0.99)(quantiles_us,
+            bitXor(cityHash64(host), toUInt64(toUInt32(ts))) NOT IN (
+                SELECT bitXor(cityHash64(host), toUInt64(arrayJoin(range(toUInt32(toUnixTimestamp(window_start)), toUInt32(toUnixTimestamp(window_end))))))
+                FROM spikes FINAL
+                WHERE service = {{str .Service}} AND window_start >= {{ms .SpikesFrom}} AND window_start < {{ms .To}} AND is_deleted = 0{{template "sample" .}}
+        ))[1]) AS p_clean
+    FROM latency_1s
+    WHERE service = {{str .Service}} AND ts >= {{sec .From}} AND ts < {{sec .To}}{{template "sample" .}}
+    GROUP BY host, hw_class, m
+)`)
 
 // illusionSampleHosts is about how many hosts the illusion share is
 // measured on.
