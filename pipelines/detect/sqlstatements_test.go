@@ -19,7 +19,7 @@ var update = flag.Bool("update", false, "rewrite testdata/sql/*.sql from the cur
 //	go test ./pipelines/detect -run TestGoldenSQL -update
 func TestGoldenSQL(t *testing.T) {
 	seen := map[string]bool{}
-	for _, c := range sqlCases(spikeWindowsSQL, suspectsSQL, averagedIllusionSQL) {
+	for _, c := range sqlCases() {
 		if seen[c.name] {
 			t.Fatalf("two cases named %s", c.name)
 		}
@@ -59,9 +59,7 @@ type sqlCase struct {
 // look-back's fleet, with and without the illusion's host sample. Configs
 // are spelt out rather than filled by Validate, so a change of a default
 // does not move them.
-func sqlCases(spikeSQL func(string, spikeRange, SpikeConfig, bool) string,
-	suspectSQL func(string, suspectChunk, SuspectConfig) string,
-	illusionSQL func(string, time.Time, time.Time, int) string) []sqlCase {
+func sqlCases() []sqlCase {
 	from := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
 	to := from.Add(6 * time.Hour)
 	spikeConfigs := []struct {
@@ -95,7 +93,7 @@ func sqlCases(spikeSQL func(string, spikeRange, SpikeConfig, bool) string,
 				if sc.name == "tuned" {
 					svc = `o'neil\svc`
 				}
-				out = append(out, sqlCase{name, spikeSQL(svc, r, sc.c, m)})
+				out = append(out, sqlCase{name, spikeWindowsSQL(svc, r, sc.c, m)})
 			}
 		}
 	}
@@ -107,11 +105,11 @@ func sqlCases(spikeSQL func(string, spikeRange, SpikeConfig, bool) string,
 	}
 	for _, sc := range suspectConfigs {
 		for i, ch := range chunks {
-			out = append(out, sqlCase{fmt.Sprintf("suspects_%s_chunk%d", sc.name, i), suspectSQL("billy", ch, sc.c)})
+			out = append(out, sqlCase{fmt.Sprintf("suspects_%s_chunk%d", sc.name, i), suspectsSQL("billy", ch, sc.c)})
 		}
 	}
 	for _, fleet := range []int{0, 100, 101, 1000} {
-		out = append(out, sqlCase{fmt.Sprintf("averaged_illusion_fleet%d", fleet), illusionSQL("billy", from, to, fleet)})
+		out = append(out, sqlCase{fmt.Sprintf("averaged_illusion_fleet%d", fleet), averagedIllusionSQL("billy", from, to, fleet)})
 	}
 	return out
 }
