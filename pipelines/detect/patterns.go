@@ -209,7 +209,11 @@ type averagedIllusionParams struct {
 	SampleEvery int
 }
 
-var averagedIllusionTmpl = sqlTemplate("averaged illusion", `{{define "sample"}}{{if .SampleEvery}} AND cityHash64(host) % {{.SampleEvery}} = 0{{end}}{{end}}SELECT sum(p_all) AS sum_all, toInt64(count()) AS minutes,
+// averagedIllusionTmpl: "sample" is the host sample's condition, on both
+// tables.
+var averagedIllusionTmpl = sqlTemplate("averaged illusion", `
+{{- define "sample"}}{{if .SampleEvery}} AND cityHash64(host) % {{.SampleEvery}} = 0{{end}}{{end -}}
+SELECT sum(p_all) AS sum_all, toInt64(count()) AS minutes,
     sumIf(p_clean, isFinite(p_clean)) AS sum_clean, toInt64(countIf(isFinite(p_clean))) AS clean_minutes
 FROM (
     SELECT host, hw_class, toStartOfMinute(ts) AS m,
