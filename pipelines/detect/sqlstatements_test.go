@@ -108,6 +108,10 @@ func sqlCases() []sqlCase {
 			out = append(out, sqlCase{fmt.Sprintf("suspects_%s_chunk%d", sc.name, i), suspectsSQL("billy", ch, sc.c)})
 		}
 	}
+	stamp := to.Add(1234 * time.Millisecond)
+	out = append(out,
+		sqlCase{"retract_suspects_of_chunk", retractSuspectsSQL("billy", "SELECT spike_id FROM spikes WHERE "+chunks[0].where, from, to, stamp)},
+		sqlCase{"retract_suspects_of_ids", retractSuspectsSQL(`o'neil\svc`, quotedList([]string{"a1", `b'2`}), from, to, stamp)})
 	for _, fleet := range []int{0, 100, 101, 1000} {
 		out = append(out, sqlCase{fmt.Sprintf("averaged_illusion_fleet%d", fleet), averagedIllusionSQL("billy", from, to, fleet)})
 	}

@@ -505,17 +505,22 @@ func writeSuspects(ctx context.Context, st store.Store, service string, rows []s
 // subquery or a list of quoted ids), whose windows start in
 // [from, to], that the pass at stamp did not write.
 func retractSuspects(ctx context.Context, st store.Store, service, ids string, from, to, stamp time.Time) error {
-	q := fmt.Sprintf(`INSERT INTO spike_suspects (spike_id, service, host, window_start, rank, metric, cpu, device, mode,
+	if err := st.Exec(ctx, retractSuspectsSQL(service, ids, from, to, stamp), bigQuery); err != nil {
+		return fmt.Errorf("detect: retract stale suspects of %s: %w", service, err)
+	}
+	return nil
+}
+
+// retractSuspectsSQL is retractSuspects' statement: the rows copied with
+// is_deleted = 1 and the pass's version.
+func retractSuspectsSQL(service, ids string, from, to, stamp time.Time) string {
+	return fmt.Sprintf(`INSERT INTO spike_suspects (spike_id, service, host, window_start, rank, metric, cpu, device, mode,
     baseline, during, deviation, detector_version, detected_at, is_deleted)
 SELECT spike_id, service, host, window_start, rank, metric, cpu, device, mode, baseline, during, deviation, %s, %s, 1
 FROM spike_suspects FINAL
 WHERE service = %s AND window_start >= %s AND window_start <= %s AND spike_id IN (%s)
     AND is_deleted = 0 AND detected_at < %s`,
 		store.QuoteString(DetectorVersion), msLit(stamp), store.QuoteString(service), msLit(from), msLit(to), ids, msLit(stamp))
-	if err := st.Exec(ctx, q, bigQuery); err != nil {
-		return fmt.Errorf("detect: retract stale suspects of %s: %w", service, err)
-	}
-	return nil
 }
 
 // attachSuspects reads the live suspects of windows back from the table:
