@@ -514,14 +514,29 @@ func retractSuspects(ctx context.Context, st store.Store, service, ids string, f
 // retractSuspectsSQL is retractSuspects' statement: the rows copied with
 // is_deleted = 1 and the pass's version.
 func retractSuspectsSQL(service, ids string, from, to, stamp time.Time) string {
-	return fmt.Sprintf(`INSERT INTO spike_suspects (spike_id, service, host, window_start, rank, metric, cpu, device, mode,
-    baseline, during, deviation, detector_version, detected_at, is_deleted)
-SELECT spike_id, service, host, window_start, rank, metric, cpu, device, mode, baseline, during, deviation, %s, %s, 1
-FROM spike_suspects FINAL
-WHERE service = %s AND window_start >= %s AND window_start <= %s AND spike_id IN (%s)
-    AND is_deleted = 0 AND detected_at < %s`,
-		store.QuoteString(DetectorVersion), msLit(stamp), store.QuoteString(service), msLit(from), msLit(to), ids, msLit(stamp))
+	return render(retractSuspectsTmpl, retractSuspectsParams{
+		Service: service, IDsSQL: ids, From: from, To: to, Version: DetectorVersion, Stamp: stamp,
+	})
 }
+
+// retractSuspectsParams are the values retractSuspectsTmpl names.
+type retractSuspectsParams struct {
+	Service string
+	// IDsSQL is the inside of IN (…): a subquery or a list of quoted ids.
+	IDsSQL string
+	// The spikes' windows start in [From, To].
+	From, To time.Time
+	// Rows older than Stamp are retracted, by rows of Version at Stamp.
+	Version string
+	Stamp   time.Time
+}
+
+var retractSuspectsTmpl = sqlTemplate("retract suspects", `INSERT INTO spike_suspects (spike_id, service, host, window_start, rank, metric, cpu, device, mode,
+    baseline, during, deviation, detector_version, detected_at, is_deleted)
+SELECT spike_id, service, host, window_start, rank, metric, cpu, device, mode, baseline, during, deviation, {{str .Version}}, {{ms .Stamp}}, 1
+FROM spike_suspects FINAL
+WHERE service = {{str .Service}} AND window_start >= {{ms .From}} AND window_start <= {{ms .To}} AND spike_id IN ({{.IDsSQL}})
+    AND is_deleted = 0 AND detected_at < {{ms .Stamp}}`)
 
 // attachSuspects reads the live suspects of windows back from the table:
 // windows that did not change keep the suspects an earlier pass wrote.
