@@ -368,6 +368,15 @@ func writePatterns(ctx context.Context, st store.Store, ps []Pattern, stamp time
 	if len(ps) == 0 {
 		return nil
 	}
+	if err := st.Exec(ctx, writePatternsSQL(ps, stamp)); err != nil {
+		return fmt.Errorf("detect: write %d patterns: %w", len(ps), err)
+	}
+	return nil
+}
+
+// writePatternsSQL is writePatterns' INSERT of ps (one or more), stamped
+// detected_at = stamp.
+func writePatternsSQL(ps []Pattern, stamp time.Time) string {
 	var rows []string
 	for _, p := range ps {
 		var skew []string
@@ -394,10 +403,7 @@ func writePatterns(ctx context.Context, st store.Store, ps []Pattern, stamp time
 	q := `INSERT INTO patterns (pattern_id, service, class, modifiers, lookback_start, lookback_end, hosts_affected, hosts_total,
     recurrence_interval_s, regularity, synchronicity, hw_class_skew, illusion_share, suspects, detector_version, detected_at, is_deleted)
 VALUES ` + strings.Join(rows, ",\n")
-	if err := st.Exec(ctx, q); err != nil {
-		return fmt.Errorf("detect: write %d patterns: %w", len(ps), err)
-	}
-	return nil
+	return q
 }
 
 // retractPatterns retracts the rows of service at look-back end `end`

@@ -3,6 +3,7 @@ package detect
 import (
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -112,6 +113,17 @@ func sqlCases() []sqlCase {
 	out = append(out,
 		sqlCase{"retract_suspects_of_chunk", retractSuspectsSQL("billy", "SELECT spike_id FROM spikes WHERE "+chunks[0].where, from, to, stamp)},
 		sqlCase{"retract_suspects_of_ids", retractSuspectsSQL(`o'neil\svc`, quotedList([]string{"a1", `b'2`}), from, to, stamp)})
+	bare := Pattern{ID: "p1", Service: "billy", Class: "isolated-host", LookbackStart: from, LookbackEnd: to, HostsAffected: 1, HostsTotal: 300}
+	full := Pattern{ID: "p2", Service: `o'neil\svc`, Class: "fleet-recurrent", Modifiers: []string{"hw-class-skewed"},
+		LookbackStart: from, LookbackEnd: to, HostsAffected: 120, HostsTotal: 300, RecurrenceInterval: 907500 * time.Millisecond,
+		Regularity: 0.875, Synchronicity: math.NaN(), HWClassSkew: map[string]float64{"gen5": math.Inf(1), "gen4": 0.25},
+		IllusionShare: 0.5, Suspects: []PatternSuspect{
+			{Metric: "system.cpu.time", Mode: "softirq", CPUs: []int{3, 1}, Hosts: 118, Score: 41.5},
+			{Metric: "system.network.packet.count", Mode: "receive", Device: `eth'0`, Hosts: 100, Score: math.Inf(-1)},
+		}}
+	out = append(out,
+		sqlCase{"write_patterns_bare", writePatternsSQL([]Pattern{bare}, stamp)},
+		sqlCase{"write_patterns_two", writePatternsSQL([]Pattern{bare, full}, stamp)})
 	for _, fleet := range []int{0, 100, 101, 1000} {
 		out = append(out, sqlCase{fmt.Sprintf("averaged_illusion_fleet%d", fleet), averagedIllusionSQL("billy", from, to, fleet)})
 	}
