@@ -377,34 +377,53 @@ func writePatterns(ctx context.Context, st store.Store, ps []Pattern, stamp time
 // writePatternsSQL is writePatterns' INSERT of ps (one or more), stamped
 // detected_at = stamp.
 func writePatternsSQL(ps []Pattern, stamp time.Time) string {
-	var rows []string
-	for _, p := range ps {
-		var skew []string
+	rows := make([]patternValues, len(ps))
+	for i, p := range ps {
+		rows[i].Pattern = p
 		classes := make([]string, 0, len(p.HWClassSkew))
 		for c := range p.HWClassSkew {
 			classes = append(classes, c)
 		}
 		slices.Sort(classes)
 		for _, c := range classes {
-			skew = append(skew, store.QuoteString(c), floatLit(finite(p.HWClassSkew[c])))
+			rows[i].Skew = append(rows[i].Skew, classSkew{c, p.HWClassSkew[c]})
 		}
-		var sus []string
-		for _, s := range p.Suspects {
-			sus = append(sus, fmt.Sprintf("(%s, %s, %s, toUInt32(%d), %s)", store.QuoteString(s.Metric), store.QuoteString(s.Mode),
-				store.QuoteString(s.Device), s.Hosts, floatLit(finite(s.Score))))
-		}
-		rows = append(rows, fmt.Sprintf("(%s, %s, %s, %s, %s, %s, %d, %d, %s, %s, %s, map(%s), %s, [%s], %s, %s, 0)",
-			store.QuoteString(p.ID), store.QuoteString(p.Service), store.QuoteString(p.Class), strList(p.Modifiers),
-			msLit(p.LookbackStart), msLit(p.LookbackEnd), p.HostsAffected, p.HostsTotal,
-			floatLit(p.RecurrenceInterval.Seconds()), floatLit(finite(p.Regularity)), floatLit(finite(p.Synchronicity)),
-			strings.Join(skew, ", "), floatLit(finite(p.IllusionShare)), strings.Join(sus, ", "),
-			store.QuoteString(DetectorVersion), msLit(stamp)))
 	}
-	q := `INSERT INTO patterns (pattern_id, service, class, modifiers, lookback_start, lookback_end, hosts_affected, hosts_total,
-    recurrence_interval_s, regularity, synchronicity, hw_class_skew, illusion_share, suspects, detector_version, detected_at, is_deleted)
-VALUES ` + strings.Join(rows, ",\n")
-	return q
+	return render(writePatternsTmpl, writePatternsParams{Rows: rows, Version: DetectorVersion, Stamp: stamp})
 }
+
+// writePatternsParams are the values writePatternsTmpl names.
+type writePatternsParams struct {
+	Rows    []patternValues
+	Version string
+	Stamp   time.Time
+}
+
+// patternValues is one pattern with its hardware-class skew in class
+// order (a map literal's entries, sorted so the statement is stable).
+type patternValues struct {
+	Pattern
+	Skew []classSkew
+}
+
+type classSkew struct {
+	Class string
+	Skew  float64
+}
+
+// writePatternsTmpl: the row's values in the column list's order. Floats
+// go through finite: a NaN or ±Inf score would be stored as one, and no
+// reader could compare it.
+var writePatternsTmpl = sqlTemplate("write patterns", `INSERT INTO patterns (pattern_id, service, class, modifiers, lookback_start, lookback_end, hosts_affected, hosts_total,
+    recurrence_interval_s, regularity, synchronicity, hw_class_skew, illusion_share, suspects, detector_version, detected_at, is_deleted)
+VALUES {{range $i, $p := .Rows}}{{if $i}},
+{{end}}({{str $p.ID}}, {{str $p.Service}}, {{str $p.Class}}, {{strs $p.Modifiers}},
+    {{ms $p.LookbackStart}}, {{ms $p.LookbackEnd}}, {{$p.HostsAffected}}, {{$p.HostsTotal}},
+    {{float $p.RecurrenceInterval.Seconds}}, {{float (finite $p.Regularity)}}, {{float (finite $p.Synchronicity)}},
+    map({{range $k, $c := $p.Skew}}{{if $k}}, {{end}}{{str $c.Class}}, {{float (finite $c.Skew)}}{{end}}),
+    {{float (finite $p.IllusionShare)}},
+    [{{range $k, $s := $p.Suspects}}{{if $k}}, {{end}}({{str $s.Metric}}, {{str $s.Mode}}, {{str $s.Device}}, toUInt32({{$s.Hosts}}), {{float (finite $s.Score)}}){{end}}],
+    {{str $.Version}}, {{ms $.Stamp}}, 0){{end}}`)
 
 // retractPatterns retracts the rows of service at look-back end `end`
 // that the pass at stamp did not write, and returns their pattern ids.

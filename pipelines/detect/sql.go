@@ -46,6 +46,7 @@ func strList(ss []string) string {
 //	{{ms .T}}     a DateTime64(3, 'UTC') literal
 //	{{sec .T}}    a DateTime('UTC') literal
 //	{{float .F}}  a Float64 literal
+//	{{float (finite .F)}}  the same, NaN as 0 and ±Inf as ±MaxFloat64
 //
 // Integers render as they are; fields named …SQL hold SQL text built by
 // the caller (a condition, a subquery). A template is fixed text, so a
@@ -54,11 +55,12 @@ func strList(ss []string) string {
 // every branch of every statement.
 func sqlTemplate(name, text string) *template.Template {
 	return template.Must(template.New(name).Funcs(template.FuncMap{
-		"str":   store.QuoteString,
-		"strs":  strList,
-		"ms":    msLit,
-		"sec":   secLit,
-		"float": floatLit,
+		"str":    store.QuoteString,
+		"strs":   strList,
+		"ms":     msLit,
+		"sec":    secLit,
+		"float":  floatLit,
+		"finite": finite,
 	}).Parse(text))
 }
 
