@@ -31,6 +31,11 @@
 // The embedded engine cannot interrupt a statement: a cancelled pass
 // returns at once while its statement runs to its end in the background.
 //
+// The statements are text/template with named values (sqlTemplate in
+// sql.go). Their renderings for a few configs are checked in under
+// testdata/sql, so a change to one is reviewed as a diff of the SQL the
+// engine receives: go test ./pipelines/detect -run TestGoldenSQL -update.
+//
 // Imports: store only (and schema in tests). cmd imports this package;
 // nothing here imports cmd, sim or eval.
 package detect

@@ -158,29 +158,7 @@ GROUP BY host, hw_class`, store.QuoteString(service), secLit(from), secLit(to))
 // (whole hosts, chosen by a hash of the name: the rows of a host are
 // contiguous, so the others' granules are skipped, not just filtered).
 func averagedIllusion(ctx context.Context, st store.Store, service string, from, to time.Time, fleet int) (float64, error) {
-	sample := ""
-	if m := (fleet + illusionSampleHosts - 1) / illusionSampleHosts; m > 1 {
-		sample = fmt.Sprintf(" AND cityHash64(host) %% %d = 0", m)
-	}
-	// Windows that started before the look-back may reach into it. The
-	// spike seconds are keyed by one UInt64 (the host's hash, computed once
-	// per distinct host of a LowCardinality column, xor the second): a set
-	// of those is several times faster to probe than (host, second) tuples.
-	q := fmt.Sprintf(`SELECT sum(p_all) AS sum_all, toInt64(count()) AS minutes,
-    sumIf(p_clean, isFinite(p_clean)) AS sum_clean, toInt64(countIf(isFinite(p_clean))) AS clean_minutes
-FROM (
-    SELECT host, hw_class, toStartOfMinute(ts) AS m,
-        toFloat64(quantilesTDigestWeightedMerge(0.99)(quantiles_us)[1]) AS p_all,
-        toFloat64(quantilesTDigestWeightedMergeIf(0.99)(quantiles_us,
-            bitXor(cityHash64(host), toUInt64(toUInt32(ts))) NOT IN (
-                SELECT bitXor(cityHash64(host), toUInt64(arrayJoin(range(toUInt32(toUnixTimestamp(window_start)), toUInt32(toUnixTimestamp(window_end))))))
-                FROM spikes FINAL
-                WHERE service = %[1]s AND window_start >= %[2]s AND window_start < %[3]s AND is_deleted = 0%[6]s
-        ))[1]) AS p_clean
-    FROM latency_1s
-    WHERE service = %[1]s AND ts >= %[4]s AND ts < %[5]s%[6]s
-    GROUP BY host, hw_class, m
-)`, store.QuoteString(service), msLit(from.Add(-time.Hour)), msLit(to), secLit(from), secLit(to), sample)
+	q := averagedIllusionSQL(service, from, to, fleet)
 	var sumAll, sumClean float64
 	var minutes, cleanMinutes int64
 	err := st.Query(ctx, q, func(b store.Block) error {
@@ -205,6 +183,51 @@ FROM (
 	}
 	return illusionShare(sumAll, minutes, sumClean, cleanMinutes), nil
 }
+
+// averagedIllusionSQL is averagedIllusion's statement. Windows that
+// started before the look-back may reach into it, so spike windows are
+// read from an hour before. The spike seconds are keyed by one UInt64
+// (the host's hash, computed once per distinct host of a LowCardinality
+// column, xor the second): a set of those is several times faster to
+// probe than (host, second) tuples.
+func averagedIllusionSQL(service string, from, to time.Time, fleet int) string {
+	p := averagedIllusionParams{Service: service, SpikesFrom: from.Add(-time.Hour), From: from, To: to}
+	if m := (fleet + illusionSampleHosts - 1) / illusionSampleHosts; m > 1 {
+		p.SampleEvery = m
+	}
+	return render(averagedIllusionTmpl, p)
+}
+
+// averagedIllusionParams are the values averagedIllusionTmpl names.
+type averagedIllusionParams struct {
+	Service string
+	// The look-back is [From, To); spike windows starting in
+	// [SpikesFrom, To) are left out of the clean p99.
+	SpikesFrom, From, To time.Time
+	// SampleEvery, when more than 0, keeps the hosts whose name hashes to
+	// 0 modulo it.
+	SampleEvery int
+}
+
+// averagedIllusionTmpl: "sample" is the host sample's condition, on both
+// tables.
+var averagedIllusionTmpl = sqlTemplate("averaged illusion", `
+{{- define "sample"}}{{if .SampleEvery}} AND cityHash64(host) % {{.SampleEvery}} = 0{{end}}{{end -}}
+SELECT sum(p_all) AS sum_all, toInt64(count()) AS minutes,
+    sumIf(p_clean, isFinite(p_clean)) AS sum_clean, toInt64(countIf(isFinite(p_clean))) AS clean_minutes
+FROM (
+    SELECT host, hw_class, toStartOfMinute(ts) AS m,
+        toFloat64(quantilesTDigestWeightedMerge(0.99)(quantiles_us)[1]) AS p_all,
+        toFloat64(quantilesTDigestWeightedMergeIf(0.99)(quantiles_us,
+            bitXor(cityHash64(host), toUInt64(toUInt32(ts))) NOT IN (
+                SELECT bitXor(cityHash64(host), toUInt64(arrayJoin(range(toUInt32(toUnixTimestamp(window_start)), toUInt32(toUnixTimestamp(window_end))))))
+                FROM spikes FINAL
+                WHERE service = {{str .Service}} AND window_start >= {{ms .SpikesFrom}} AND window_start < {{ms .To}} AND is_deleted = 0{{template "sample" .}}
+        ))[1]) AS p_clean
+    FROM latency_1s
+    WHERE service = {{str .Service}} AND ts >= {{sec .From}} AND ts < {{sec .To}}{{template "sample" .}}
+    GROUP BY host, hw_class, m
+)`)
 
 // illusionSampleHosts is about how many hosts the illusion share is
 // measured on.
@@ -345,37 +368,62 @@ func writePatterns(ctx context.Context, st store.Store, ps []Pattern, stamp time
 	if len(ps) == 0 {
 		return nil
 	}
-	var rows []string
-	for _, p := range ps {
-		var skew []string
+	if err := st.Exec(ctx, writePatternsSQL(ps, stamp)); err != nil {
+		return fmt.Errorf("detect: write %d patterns: %w", len(ps), err)
+	}
+	return nil
+}
+
+// writePatternsSQL is writePatterns' INSERT of ps (one or more), stamped
+// detected_at = stamp.
+func writePatternsSQL(ps []Pattern, stamp time.Time) string {
+	rows := make([]patternValues, len(ps))
+	for i, p := range ps {
+		rows[i].Pattern = p
 		classes := make([]string, 0, len(p.HWClassSkew))
 		for c := range p.HWClassSkew {
 			classes = append(classes, c)
 		}
 		slices.Sort(classes)
 		for _, c := range classes {
-			skew = append(skew, store.QuoteString(c), floatLit(finite(p.HWClassSkew[c])))
+			rows[i].Skew = append(rows[i].Skew, classSkew{c, p.HWClassSkew[c]})
 		}
-		var sus []string
-		for _, s := range p.Suspects {
-			sus = append(sus, fmt.Sprintf("(%s, %s, %s, toUInt32(%d), %s)", store.QuoteString(s.Metric), store.QuoteString(s.Mode),
-				store.QuoteString(s.Device), s.Hosts, floatLit(finite(s.Score))))
-		}
-		rows = append(rows, fmt.Sprintf("(%s, %s, %s, %s, %s, %s, %d, %d, %s, %s, %s, map(%s), %s, [%s], %s, %s, 0)",
-			store.QuoteString(p.ID), store.QuoteString(p.Service), store.QuoteString(p.Class), strList(p.Modifiers),
-			msLit(p.LookbackStart), msLit(p.LookbackEnd), p.HostsAffected, p.HostsTotal,
-			floatLit(p.RecurrenceInterval.Seconds()), floatLit(finite(p.Regularity)), floatLit(finite(p.Synchronicity)),
-			strings.Join(skew, ", "), floatLit(finite(p.IllusionShare)), strings.Join(sus, ", "),
-			store.QuoteString(DetectorVersion), msLit(stamp)))
 	}
-	q := `INSERT INTO patterns (pattern_id, service, class, modifiers, lookback_start, lookback_end, hosts_affected, hosts_total,
-    recurrence_interval_s, regularity, synchronicity, hw_class_skew, illusion_share, suspects, detector_version, detected_at, is_deleted)
-VALUES ` + strings.Join(rows, ",\n")
-	if err := st.Exec(ctx, q); err != nil {
-		return fmt.Errorf("detect: write %d patterns: %w", len(ps), err)
-	}
-	return nil
+	return render(writePatternsTmpl, writePatternsParams{Rows: rows, Version: DetectorVersion, Stamp: stamp})
 }
+
+// writePatternsParams are the values writePatternsTmpl names.
+type writePatternsParams struct {
+	Rows    []patternValues
+	Version string
+	Stamp   time.Time
+}
+
+// patternValues is one pattern with its hardware-class skew in class
+// order (a map literal's entries, sorted so the statement is stable).
+type patternValues struct {
+	Pattern
+	Skew []classSkew
+}
+
+type classSkew struct {
+	Class string
+	Skew  float64
+}
+
+// writePatternsTmpl: the row's values in the column list's order. Floats
+// go through finite: a NaN or ±Inf score would be stored as one, and no
+// reader could compare it.
+var writePatternsTmpl = sqlTemplate("write patterns", `INSERT INTO patterns (pattern_id, service, class, modifiers, lookback_start, lookback_end, hosts_affected, hosts_total,
+    recurrence_interval_s, regularity, synchronicity, hw_class_skew, illusion_share, suspects, detector_version, detected_at, is_deleted)
+VALUES {{range $i, $p := .Rows}}{{if $i}},
+{{end}}({{str $p.ID}}, {{str $p.Service}}, {{str $p.Class}}, {{strs $p.Modifiers}},
+    {{ms $p.LookbackStart}}, {{ms $p.LookbackEnd}}, {{$p.HostsAffected}}, {{$p.HostsTotal}},
+    {{float $p.RecurrenceInterval.Seconds}}, {{float (finite $p.Regularity)}}, {{float (finite $p.Synchronicity)}},
+    map({{range $k, $c := $p.Skew}}{{if $k}}, {{end}}{{str $c.Class}}, {{float (finite $c.Skew)}}{{end}}),
+    {{float (finite $p.IllusionShare)}},
+    [{{range $k, $s := $p.Suspects}}{{if $k}}, {{end}}({{str $s.Metric}}, {{str $s.Mode}}, {{str $s.Device}}, toUInt32({{$s.Hosts}}), {{float (finite $s.Score)}}){{end}}],
+    {{str $.Version}}, {{ms $.Stamp}}, 0){{end}}`)
 
 // retractPatterns retracts the rows of service at look-back end `end`
 // that the pass at stamp did not write, and returns their pattern ids.

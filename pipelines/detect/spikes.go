@@ -123,18 +123,53 @@ func newSpikeRange(cfg *Config) spikeRange {
 // report its own body as spikes. Stalls barely move the spread: a 1 s
 // stall at 100× in a 10-minute bucket adds 0.03 to its variance.
 func spikeWindowsSQL(service string, r spikeRange, c SpikeConfig, materialized bool) string {
-	bucket := int64(c.Bucket / time.Second)
-	floor := c.Floor.Microseconds()
-	first := "toUInt32(0)"
-	if !r.fleetFrom.IsZero() {
-		first = fmt.Sprintf("minIf(toUInt32(ts), ts >= %s)", secLit(r.fleetFrom))
-	}
-	cte := ""
-	if materialized {
-		cte = "MATERIALIZED "
-	}
-	return fmt.Sprintf(`
-WITH buckets AS %[14]s(
+	return render(spikeWindowsTmpl, spikeWindowsParams{
+		Service:          service,
+		FloorUS:          c.Floor.Microseconds(),
+		K:                c.K,
+		Z:                c.Z,
+		BucketS:          int64(c.Bucket / time.Second),
+		SplitGapS:        int64(c.MergeGap/time.Second) + 1,
+		MinSpreadSeconds: minSpreadSeconds,
+		NoSpread:         noSpread,
+		BaseFrom:         r.baseFrom,
+		ReadFrom:         r.readFrom,
+		WriteFromMS:      r.writeFrom.UnixMilli(),
+		To:               r.to,
+		FleetFrom:        r.fleetFrom,
+		Materialized:     materialized,
+	})
+}
+
+// spikeWindowsParams are the values spikeWindowsTmpl names.
+type spikeWindowsParams struct {
+	Service string
+	// FloorUS is SpikeConfig.Floor in µs, as max_us is.
+	FloorUS int64
+	K, Z    float64
+	// BucketS is the bucket's length in seconds: a second ts is in bucket
+	// intDiv(ts, BucketS).
+	BucketS int64
+	// SplitGapS: slow seconds further apart than this are two windows
+	// (MergeGap + 1 s: seconds MergeGap apart, fast ones between, merge).
+	SplitGapS        int64
+	MinSpreadSeconds int64
+	NoSpread         float64
+	// The seconds of spikeRange: the scan reads [BaseFrom, To), candidate
+	// slow seconds from ReadFrom on, and keeps windows starting at or
+	// after WriteFromMS (ms).
+	BaseFrom, ReadFrom, To time.Time
+	WriteFromMS            int64
+	// FleetFrom, when not zero, is where the scan notes each host's first
+	// second (the pattern look-back's fleet); zero: first is 0.
+	FleetFrom time.Time
+	// Materialized computes the buckets CTE once (enable_materialized_cte);
+	// without, a server inlines it and scans twice.
+	Materialized bool
+}
+
+var spikeWindowsTmpl = sqlTemplate("spike windows", `
+WITH buckets AS {{if .Materialized}}MATERIALIZED {{end}}(
     SELECT host, hw, b, first, typical, thr, base,
         -- Rows of one second merged (in if(), evaluated only where there
         -- can be two: most buckets have no candidate or one).
@@ -152,7 +187,7 @@ WITH buckets AS %[14]s(
     FROM (
         SELECT host, hw, b, first, cand, n / secs / 2 AS typical,
             greatest(host_base, quantileExactWeighted(0.5)(host_base, n) OVER (PARTITION BY b)) AS base,
-            greatest(%[3]d, greatest(%[4]s, exp(%[11]s * ifNotFinite(quantileExactWeightedIf(0.5)(spread, n, spread < %[13]s) OVER (PARTITION BY b), 0))) * base) AS thr
+            greatest({{.FloorUS}}, greatest({{float .K}}, exp({{float .Z}} * ifNotFinite(quantileExactWeightedIf(0.5)(spread, n, spread < {{float .NoSpread}}) OVER (PARTITION BY b), 0))) * base) AS thr
         FROM (
             SELECT host, hw, b, first, n, secs, cand,
                 if(lagInFrame(b) OVER w = b - 1 AND n * 2 < lagInFrame(n) OVER w,
@@ -165,18 +200,18 @@ WITH buckets AS %[14]s(
                     -- The bucket's number, not its start: intDiv(ts, n) is
                     -- monotonic in the sort key and keeps the aggregation in
                     -- order; intDiv(ts, n) * n is not recognised as such.
-                    intDiv(toUInt32(ts), %[5]d) AS b,
+                    intDiv(toUInt32(ts), {{.BucketS}}) AS b,
                     exp(avg(log(greatest(1, weighted_sum_us / weighted_count)))) AS geo,
                     -- A spread needs two minutes of seconds: over ten, one
                     -- stalled second is the spread.
-                    if(count() >= %[12]d, stddevPop(log(greatest(1, weighted_sum_us / weighted_count))), %[13]s) AS sd,
+                    if(count() >= {{.MinSpreadSeconds}}, stddevPop(log(greatest(1, weighted_sum_us / weighted_count))), {{float .NoSpread}}) AS sd,
                     sum(weighted_count) AS n,
                     max(toUInt32(ts)) - min(toUInt32(ts)) + 1 AS secs,
-                    %[10]s AS first,
+                    {{if .FleetFrom.IsZero}}toUInt32(0){{else}}minIf(toUInt32(ts), ts >= {{sec .FleetFrom}}){{end}} AS first,
                     groupArrayIf((toUInt32(ts), max_us, weighted_sum_us, weighted_count, kept_count),
-                        ts >= %[6]s AND max_us > %[3]d) AS cand
+                        ts >= {{sec .ReadFrom}} AND max_us > {{.FloorUS}}) AS cand
                 FROM latency_1s
-                WHERE service = %[1]s AND ts >= %[7]s AND ts < %[8]s
+                WHERE service = {{str .Service}} AND ts >= {{sec .BaseFrom}} AND ts < {{sec .To}}
                 GROUP BY host, hw_class, b
             )
             WINDOW w AS (PARTITION BY host ORDER BY b ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
@@ -184,11 +219,11 @@ WITH buckets AS %[14]s(
     )
 )
 SELECT toString(host) AS host, toString(hw) AS hw_class, toInt64(first) AS first_s,
-    arrayFilter(x -> x.1 >= %[9]d, arrayMap(w -> (
+    arrayFilter(x -> x.1 >= {{.WriteFromMS}}, arrayMap(w -> (
         toInt64(w[1].1) * 1000,
         (toInt64(w[-1].1) + 1) * 1000,
         w[indexOf(arrayMap(x -> x.2, w), arrayMax(x -> x.2, w))]), wins)) AS ws,
-    arrayMap(x -> lower(hex(cityHash64(%[1]s, toString(host), fromUnixTimestamp64Milli(x.1, 'UTC')))), ws) AS spike_ids,
+    arrayMap(x -> lower(hex(cityHash64({{str .Service}}, toString(host), fromUnixTimestamp64Milli(x.1, 'UTC')))), ws) AS spike_ids,
     arrayMap(x -> x.1, ws) AS starts_ms,
     arrayMap(x -> x.2, ws) AS ends_ms,
     arrayMap(x -> toUInt32(x.3.2), ws) AS peaks_us,
@@ -197,7 +232,7 @@ SELECT toString(host) AS host, toString(hw) AS hw_class, toInt64(first) AS first
 FROM (
     SELECT host, argMax(hw, b) AS hw, minIf(first, first > 0) AS first,
         arraySort(x -> x.1, arrayFlatten(groupArray(slow))) AS secs,
-        arraySplit((x, gap) -> gap > %[2]d, secs, arrayDifference(arrayMap(x -> toInt64(x.1), secs))) AS wins
+        arraySplit((x, gap) -> gap > {{.SplitGapS}}, secs, arrayDifference(arrayMap(x -> toInt64(x.1), secs))) AS wins
     FROM (
         SELECT host, hw, b, first,
             -- Of the seconds that may be, those of which a tenth or more of
@@ -219,10 +254,10 @@ FROM (
             -- parts).
             SELECT host, b, groupArray((s, w, hist)) AS hists
             FROM (
-                SELECT host, toUInt32(ts) AS s, intDiv(s, %[5]d) AS b, sum(weighted_count) AS w,
+                SELECT host, toUInt32(ts) AS s, intDiv(s, {{.BucketS}}) AS b, sum(weighted_count) AS w,
                     sumMap(latency_hist) AS hist
                 FROM latency_1s
-                WHERE service = %[1]s AND ts >= %[6]s AND ts < %[8]s
+                WHERE service = {{str .Service}} AND ts >= {{sec .ReadFrom}} AND ts < {{sec .To}}
                     AND (host, hw_class, ts) GLOBAL IN (SELECT host, hw, toDateTime(arrayJoin(maybe), 'UTC') FROM buckets)
                 GROUP BY host, ts
             )
@@ -231,10 +266,7 @@ FROM (
     )
     GROUP BY host
 )
-ORDER BY host`,
-		store.QuoteString(service), int64(c.MergeGap/time.Second)+1, floor, floatLit(c.K), bucket,
-		secLit(r.readFrom), secLit(r.baseFrom), secLit(r.to), r.writeFrom.UnixMilli(), first, floatLit(c.Z), minSpreadSeconds, floatLit(noSpread), cte)
-}
+ORDER BY host`)
 
 // minSpreadSeconds: a host's bucket has a spread from this many seconds
 // of data on; noSpread marks one without.

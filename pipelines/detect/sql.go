@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"text/template"
 	"time"
 
 	"github.com/ClickHouse/ch-go/proto"
@@ -34,6 +35,42 @@ func strList(ss []string) string {
 		q[i] = store.QuoteString(s)
 	}
 	return "[" + strings.Join(q, ", ") + "]"
+}
+
+// sqlTemplate parses a statement whose values are named, not numbered:
+// {{.Field}} of the params struct it is rendered with, through a function
+// that renders the value as the literal of its ClickHouse type:
+//
+//	{{str .S}}    a String literal (quoted)
+//	{{strs .SS}}  an Array(String) literal
+//	{{ms .T}}     a DateTime64(3, 'UTC') literal
+//	{{sec .T}}    a DateTime('UTC') literal
+//	{{float .F}}  a Float64 literal
+//	{{float (finite .F)}}  the same, NaN as 0 and ±Inf as ±MaxFloat64
+//
+// Integers render as they are; fields named …SQL hold SQL text built by
+// the caller (a condition, a subquery). A template is fixed text, so a
+// mistake in one is a programming error: parsing panics at init, and
+// rendering (a field the params lack) panics too; TestGoldenSQL renders
+// every branch of every statement.
+func sqlTemplate(name, text string) *template.Template {
+	return template.Must(template.New(name).Funcs(template.FuncMap{
+		"str":    store.QuoteString,
+		"strs":   strList,
+		"ms":     msLit,
+		"sec":    secLit,
+		"float":  floatLit,
+		"finite": finite,
+	}).Parse(text))
+}
+
+// render executes t with params.
+func render(t *template.Template, params any) string {
+	var b strings.Builder
+	if err := t.Execute(&b, params); err != nil {
+		panic(fmt.Sprintf("detect: render %s: %v", t.Name(), err))
+	}
+	return b.String()
 }
 
 // bigQuery lifts the 256 KiB default of max_query_size for statements

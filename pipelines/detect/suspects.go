@@ -136,16 +136,63 @@ type suspectChunk struct {
 
 // suspectsSQL ranks the suspects of one chunk of windows of service.
 func suspectsSQL(service string, ch suspectChunk, c SuspectConfig) string {
-	windows := "SELECT spike_id, host, toUnixTimestamp64Milli(window_start) AS ws, toUnixTimestamp64Milli(window_end) AS we FROM spikes WHERE " + ch.where
-	hosts := strList(ch.hosts)
-	slot := suspectSlot.Milliseconds()
-	margin, baseline, guard := c.Margin.Milliseconds(), c.Baseline.Milliseconds(), c.Guard.Milliseconds()
-	return fmt.Sprintf(`
+	return render(suspectsTmpl, suspectsParams{
+		Service:              service,
+		WindowsSQL:           "SELECT spike_id, host, toUnixTimestamp64Milli(window_start) AS ws, toUnixTimestamp64Milli(window_end) AS we FROM spikes WHERE " + ch.where,
+		Hosts:                ch.hosts,
+		From:                 ch.from,
+		To:                   ch.to,
+		SlotMS:               suspectSlot.Milliseconds(),
+		MaxCounterIntervalMS: maxCounterInterval.Milliseconds(),
+		MarginMS:             c.Margin.Milliseconds(),
+		BaselineMS:           c.Baseline.Milliseconds(),
+		GuardMS:              c.Guard.Milliseconds(),
+		MinBaselineIntervals: c.MinBaselineIntervals,
+		MinDeviation:         c.MinDeviation,
+		RelativeFloor:        c.RelativeFloor,
+		TimeWeight:           c.TimeWeight,
+		DownInterfaceWeight:  c.DownInterfaceWeight,
+		Max:                  c.Max,
+		TimeMetrics:          timeMetrics(),
+		FloorSQL:             floorExpr(),
+		NotDownSQL:           notDownOperstates,
+		NotSelfTelemetrySQL:  notSelfTelemetry(),
+	})
+}
+
+// suspectsParams are the values suspectsTmpl names; the …MS ones are
+// milliseconds, as the query's times are.
+type suspectsParams struct {
+	Service string
+	// WindowsSQL selects the chunk's windows (spike_id, host, ws, we).
+	WindowsSQL string
+	// Hosts are the windows' hosts, whose counters [From, To) are read.
+	Hosts    []string
+	From, To time.Time
+	// SlotMS is the join grain (suspectSlot); MaxCounterIntervalMS how far
+	// before the baseline a window's slots begin.
+	SlotMS, MaxCounterIntervalMS  int64
+	MarginMS, BaselineMS, GuardMS int64
+	MinBaselineIntervals          int
+	MinDeviation, RelativeFloor   float64
+	TimeWeight                    float64
+	DownInterfaceWeight           float64
+	Max                           int
+	// TimeMetrics weigh TimeWeight.
+	TimeMetrics []string
+	// FloorSQL is a counter row's absolute floor (floorExpr), NotDownSQL
+	// the operstates that are not down (notDownOperstates),
+	// NotSelfTelemetrySQL the condition that keeps spikehunt's own
+	// telemetry out.
+	FloorSQL, NotDownSQL, NotSelfTelemetrySQL string
+}
+
+var suspectsTmpl = sqlTemplate("suspects", `
 SELECT spike_id, host, ws, metric, cpu, device, mode, base, during, deviation
 FROM (
     SELECT spike_id, host, ws, metric, cpu, device, mode, base, during,
-        (during - base) / greatest(mad * 1.4826, %[1]s * abs(base), floor_abs) AS raw,
-        raw * multiIf(down, %[2]s, metric IN %[18]s, %[19]s, 1) AS deviation
+        (during - base) / greatest(mad * 1.4826, {{float .RelativeFloor}} * abs(base), floor_abs) AS raw,
+        raw * multiIf(down, {{float .DownInterfaceWeight}}, metric IN {{strs .TimeMetrics}}, {{float .TimeWeight}}, 1) AS deviation
     FROM (
         SELECT spike_id, host, ws, metric, cpu, device, mode, any(floor_abs) AS floor_abs,
             maxIf(v * 1000 / len_ms, is_during) AS during,
@@ -156,12 +203,12 @@ FROM (
         FROM (
             SELECT w.spike_id AS spike_id, w.host AS host, w.ws AS ws, c.metric AS metric, c.cpu AS cpu, c.device AS device, c.mode AS mode,
                 c.v AS v, c.len_ms AS len_ms, c.down_iface AS down_iface, c.floor_abs AS floor_abs,
-                c.cs < w.we + %[3]d AND c.ce > w.ws - %[3]d AS is_during,
-                c.cs >= w.ws - %[4]d AND c.ce <= w.ws - %[5]d
-                    AND NOT arrayExists(o -> c.cs < o.2 + %[3]d AND c.ce > o.1 - %[3]d, w.others) AS is_base
+                c.cs < w.we + {{.MarginMS}} AND c.ce > w.ws - {{.MarginMS}} AS is_during,
+                c.cs >= w.ws - {{.BaselineMS}} AND c.ce <= w.ws - {{.GuardMS}}
+                    AND NOT arrayExists(o -> c.cs < o.2 + {{.MarginMS}} AND c.ce > o.1 - {{.MarginMS}}, w.others) AS is_base
             FROM (
                 SELECT host, metric, cpu, device, mode, cs, len_ms, cs + len_ms AS ce, v, down_iface,
-                    %[6]s AS floor_abs, intDiv(cs, %[7]d) AS slot
+                    {{.FloorSQL}} AS floor_abs, intDiv(cs, {{.SlotMS}}) AS slot
                 FROM (
                     SELECT toString(host) AS host, toString(metric) AS metric, cpu,
                         multiIf(device != '' AND attrs['spikehunt.counter'] != '', concat(device, ':', attrs['spikehunt.counter']),
@@ -170,9 +217,9 @@ FROM (
                         toString(mode) AS mode,
                         toUnixTimestamp64Milli(ts_start) AS cs, toInt64(interval_ms) AS len_ms, value AS v,
                         metric = 'system.network.packet.count' AND mode = 'receive'
-                            AND attrs['spikehunt.network.operstate'] NOT IN (%[8]s) AS down_iface
+                            AND attrs['spikehunt.network.operstate'] NOT IN ({{.NotDownSQL}}) AS down_iface
                     FROM counters
-                    WHERE host IN %[9]s AND ts_start >= %[10]s AND ts_start < %[11]s AND interval_ms > 0 AND %[20]s
+                    WHERE host IN {{strs .Hosts}} AND ts_start >= {{ms .From}} AND ts_start < {{ms .To}} AND interval_ms > 0 AND {{.NotSelfTelemetrySQL}}
                         AND NOT (metric = 'system.cpu.time' AND mode = 'idle')
                     UNION ALL
                     -- Gauges (interval_ms = 0) become growth between consecutive readings.
@@ -183,7 +230,7 @@ FROM (
                             toUnixTimestamp64Milli(ts_start) AS t, value,
                             lagInFrame(t) OVER s AS prev_t, lagInFrame(value) OVER s AS prev_v, row_number() OVER s AS rn
                         FROM counters
-                        WHERE host IN %[9]s AND ts_start >= %[10]s - INTERVAL 1 MINUTE AND ts_start < %[11]s AND interval_ms = 0 AND %[20]s
+                        WHERE host IN {{strs .Hosts}} AND ts_start >= {{ms .From}} - INTERVAL 1 MINUTE AND ts_start < {{ms .To}} AND interval_ms = 0 AND {{.NotSelfTelemetrySQL}}
                         WINDOW s AS (PARTITION BY host, metric, cpu, device, mode ORDER BY ts_start ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
                     )
                     WHERE rn > 1 AND t > prev_t
@@ -191,8 +238,8 @@ FROM (
             ) AS c
             INNER JOIN (
                 SELECT x.spike_id AS spike_id, x.host AS host, x.ws AS ws, x.we AS we, o.others AS others,
-                    arrayJoin(range(intDiv(x.ws - %[4]d - %[12]d, %[7]d), intDiv(x.we + %[3]d, %[7]d) + 1)) AS slot
-                FROM (%[13]s) AS x
+                    arrayJoin(range(intDiv(x.ws - {{.BaselineMS}} - {{.MaxCounterIntervalMS}}, {{.SlotMS}}), intDiv(x.we + {{.MarginMS}}, {{.SlotMS}}) + 1)) AS slot
+                FROM ({{.WindowsSQL}}) AS x
                 LEFT JOIN (
                     -- Without FINAL: an outdated version of a window only
                     -- keeps a few more intervals out of the baseline, and a
@@ -201,25 +248,20 @@ FROM (
                     SELECT toString(host) AS host,
                         groupArray((toUnixTimestamp64Milli(window_start), toUnixTimestamp64Milli(window_end))) AS others
                     FROM spikes
-                    WHERE service = %[14]s AND is_deleted = 0 AND host IN %[9]s
-                        AND window_end > %[10]s AND window_start < %[11]s
+                    WHERE service = {{str .Service}} AND is_deleted = 0 AND host IN {{strs .Hosts}}
+                        AND window_end > {{ms .From}} AND window_start < {{ms .To}}
                     GROUP BY host
                 ) AS o ON x.host = o.host
             ) AS w ON c.host = w.host AND c.slot = w.slot
             WHERE is_during OR is_base
         )
         GROUP BY spike_id, host, ws, metric, cpu, device, mode
-        HAVING length(rates) >= %[15]d AND countIf(is_during) > 0
+        HAVING length(rates) >= {{.MinBaselineIntervals}} AND countIf(is_during) > 0
     )
 )
-WHERE raw >= %[16]s
+WHERE raw >= {{float .MinDeviation}}
 ORDER BY spike_id, deviation DESC, metric, mode, device, cpu
-LIMIT %[17]d BY spike_id`,
-		floatLit(c.RelativeFloor), floatLit(c.DownInterfaceWeight), margin, baseline, guard,
-		floorExpr(), slot, notDownOperstates, hosts, msLit(ch.from), msLit(ch.to),
-		maxCounterInterval.Milliseconds(), windows, store.QuoteString(service),
-		c.MinBaselineIntervals, floatLit(c.MinDeviation), c.Max, strList(timeMetrics()), floatLit(c.TimeWeight), notSelfTelemetry())
-}
+LIMIT {{.Max}} BY spike_id`)
 
 // suspectRow is one ranked suspect of one window.
 type suspectRow struct {
@@ -463,18 +505,38 @@ func writeSuspects(ctx context.Context, st store.Store, service string, rows []s
 // subquery or a list of quoted ids), whose windows start in
 // [from, to], that the pass at stamp did not write.
 func retractSuspects(ctx context.Context, st store.Store, service, ids string, from, to, stamp time.Time) error {
-	q := fmt.Sprintf(`INSERT INTO spike_suspects (spike_id, service, host, window_start, rank, metric, cpu, device, mode,
-    baseline, during, deviation, detector_version, detected_at, is_deleted)
-SELECT spike_id, service, host, window_start, rank, metric, cpu, device, mode, baseline, during, deviation, %s, %s, 1
-FROM spike_suspects FINAL
-WHERE service = %s AND window_start >= %s AND window_start <= %s AND spike_id IN (%s)
-    AND is_deleted = 0 AND detected_at < %s`,
-		store.QuoteString(DetectorVersion), msLit(stamp), store.QuoteString(service), msLit(from), msLit(to), ids, msLit(stamp))
-	if err := st.Exec(ctx, q, bigQuery); err != nil {
+	if err := st.Exec(ctx, retractSuspectsSQL(service, ids, from, to, stamp), bigQuery); err != nil {
 		return fmt.Errorf("detect: retract stale suspects of %s: %w", service, err)
 	}
 	return nil
 }
+
+// retractSuspectsSQL is retractSuspects' statement: the rows copied with
+// is_deleted = 1 and the pass's version.
+func retractSuspectsSQL(service, ids string, from, to, stamp time.Time) string {
+	return render(retractSuspectsTmpl, retractSuspectsParams{
+		Service: service, IDsSQL: ids, From: from, To: to, Version: DetectorVersion, Stamp: stamp,
+	})
+}
+
+// retractSuspectsParams are the values retractSuspectsTmpl names.
+type retractSuspectsParams struct {
+	Service string
+	// IDsSQL is the inside of IN (…): a subquery or a list of quoted ids.
+	IDsSQL string
+	// The spikes' windows start in [From, To].
+	From, To time.Time
+	// Rows older than Stamp are retracted, by rows of Version at Stamp.
+	Version string
+	Stamp   time.Time
+}
+
+var retractSuspectsTmpl = sqlTemplate("retract suspects", `INSERT INTO spike_suspects (spike_id, service, host, window_start, rank, metric, cpu, device, mode,
+    baseline, during, deviation, detector_version, detected_at, is_deleted)
+SELECT spike_id, service, host, window_start, rank, metric, cpu, device, mode, baseline, during, deviation, {{str .Version}}, {{ms .Stamp}}, 1
+FROM spike_suspects FINAL
+WHERE service = {{str .Service}} AND window_start >= {{ms .From}} AND window_start <= {{ms .To}} AND spike_id IN ({{.IDsSQL}})
+    AND is_deleted = 0 AND detected_at < {{ms .Stamp}}`)
 
 // attachSuspects reads the live suspects of windows back from the table:
 // windows that did not change keep the suspects an earlier pass wrote.
