@@ -87,9 +87,9 @@ func newSpikeRange(cfg *Config) spikeRange {
 // buckets' thresholds are, so the buckets are a materialized CTE: computed
 // once, then joined with the histograms of their candidates, whose (host,
 // hw_class, ts) keys prune that scan to the granules holding them. A stall
-// is slow by its mean and costs no histogram read; reading the histogram
-// of every second with kept requests took 4 s of an 8 s full pass over
-// 24 h × 1,000 hosts.
+// is slow by its mean and costs no histogram read; the histograms of
+// every second with kept requests would be most of a full pass, since
+// stalls put kept requests in every granule.
 //
 // Only seconds with a row over the floor can be slow (a mean is at most
 // the max), so the scan keeps just those as an array per group. Rows of
