@@ -18,7 +18,7 @@ deps-demo:           ## only what the demo needs: the embedded ClickHouse engine
 	deps/install.sh chdb
 
 build:
-	@command -v $(GO) >/dev/null || { echo "go not found: install Go 1.25+ (https://go.dev/dl)"; exit 1; }
+	@command -v $(GO) >/dev/null || { echo "go not found: install Go 1.26+ (go.mod) (https://go.dev/dl)"; exit 1; }
 	$(GO) build -o bin/ ./pipelines/cmd/... ./agents/cmd/...
 	$(GO) build -o bin/spikehunt-operator ./operator/cmd
 
