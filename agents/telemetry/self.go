@@ -2,9 +2,9 @@ package telemetry
 
 // The agent's own figures, which it sends in its metric stream beside the
 // kernel counters, so that the pipeline-health dashboard charts them from
-// the counters table like any host's counters (pipelines/ARCHITECTURE.md,
-// "Pipeline health counters"). The OTel semantic conventions have no names
-// for an agent's drops, spool or capture budget, hence spikehunt.*. The
+// the counters table like any host's counters (docs/pipeline-health.md).
+// The OTel semantic conventions have no names for an agent's drops, spool
+// or capture budget, hence spikehunt.*. The
 // fleet simulator (pipelines/sim) emits the same names for its hosts.
 const (
 	// MetricRequestsDropped counts requests the intake dropped (a delta),

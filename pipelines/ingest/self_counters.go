@@ -10,8 +10,8 @@ import (
 	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
-// The pipeline's own figures in the counters table (pipelines/ARCHITECTURE.md,
-// "Pipeline health counters"): what the ingest and the detectors write
+// The pipeline's own figures in the counters table
+// (docs/pipeline-health.md): what the ingest and the detectors write
 // about themselves, beside the agents' spikehunt.agent.* and
 // spikehunt.capture.* that arrive in the agents' metric streams. The OTel
 // semantic conventions have no names for these, hence spikehunt.*. The host

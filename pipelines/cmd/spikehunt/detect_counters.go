@@ -14,8 +14,8 @@ import (
 )
 
 // A detector pass's own figures in the counters table, beside the
-// ingest's (ingest/self_counters.go; pipelines/ARCHITECTURE.md, "Pipeline
-// health counters"). The host column is the detect instance (--instance).
+// ingest's (ingest/self_counters.go; docs/pipeline-health.md). The host
+// column is the detect instance (--instance).
 const (
 	// metricDetectPassSeconds is how long the pass took (a gauge at its
 	// end), by stage in the mode column: total, spikes, suspects,

@@ -13,7 +13,7 @@ import (
 )
 
 // pipelineHealthMetrics is every metric the pipeline-health dashboard reads
-// from counters (pipelines/ARCHITECTURE.md), with whether it is a delta.
+// from counters (docs/pipeline-health.md), with whether it is a delta.
 var pipelineHealthMetrics = map[string]bool{
 	"spikehunt.agent.requests.dropped": true,
 	"spikehunt.agent.spool.bytes":      false,
