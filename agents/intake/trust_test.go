@@ -2,6 +2,7 @@ package intake
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
 func TestTrustPolicyDecidesByWhatTheTransportVouchesFor(t *testing.T) {
@@ -103,7 +105,7 @@ func (tp *tapped) wait(t *testing.T, n int) []telemetry.Sender {
 // source address; each judged by Config.Trigger.
 func TestLineSendersCarryTheKernelsCredentialsOrTheirAddress(t *testing.T) {
 	if runtime.GOOS != "linux" {
-		t.Skip("only Linux passes a datagram's credentials")
+		testenv.RequirePrivileged(t, "a datagram's credentials (SCM_CREDENTIALS)", fmt.Errorf("only Linux passes them; this is %s", runtime.GOOS))
 	}
 	for _, tc := range []struct {
 		name       string
