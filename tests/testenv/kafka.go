@@ -47,6 +47,10 @@ type KafkaOptions struct {
 	// SASLSSL adds a SASL_SSL listener (kafka_secure.go), for the tests of
 	// the clients' TLS and SASL. Nil: PLAINTEXT only, which starts faster.
 	SASLSSL *SASLSSLOptions
+	// Host is the IP address the client listeners bind and advertise, e.g.
+	// a test cluster's node address that its pods reach. Empty: 127.0.0.1.
+	// The controller listener stays on loopback.
+	Host string
 }
 
 const (
@@ -72,6 +76,9 @@ func (o KafkaOptions) Validate() error {
 	if o.MaxHeap != "" && strings.ContainsAny(o.MaxHeap, " \t\n") {
 		return fmt.Errorf("testenv: KafkaOptions.MaxHeap %q is not a single JVM size such as 512m", o.MaxHeap)
 	}
+	if o.Host != "" && net.ParseIP(o.Host) == nil {
+		return fmt.Errorf("testenv: KafkaOptions.Host %q is not an IP address", o.Host)
+	}
 	if o.SASLSSL != nil {
 		return o.SASLSSL.Validate()
 	}
@@ -91,11 +98,14 @@ func (o KafkaOptions) withDefaults() KafkaOptions {
 	if o.LogLimit == 0 {
 		o.LogLimit = defaultKafkaLogLimit
 	}
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
 	return o
 }
 
 // Kafka is a single-node KRaft broker (broker and controller in one JVM)
-// listening on 127.0.0.1. Its methods are safe for concurrent use, but a
+// listening on 127.0.0.1 (or KafkaOptions.Host). Its methods are safe for concurrent use, but a
 // Restart is visible to every client of the broker.
 type Kafka struct {
 	opts           KafkaOptions
@@ -171,10 +181,10 @@ func (k *Kafka) prepare(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("testenv: kafka: %w", err)
 	}
-	k.brokerAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
+	k.brokerAddr = net.JoinHostPort(k.opts.Host, strconv.Itoa(ports[0]))
 	k.controllerAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
 	if k.opts.SASLSSL != nil {
-		k.secureAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2]))
+		k.secureAddr = net.JoinHostPort(k.opts.Host, strconv.Itoa(ports[2]))
 		if err := k.writeSecureFiles(); err != nil {
 			return err
 		}
@@ -409,7 +419,7 @@ func stopProcess(p *brokerProcess, grace time.Duration) error {
 	return graceErr
 }
 
-// Brokers returns the seed addresses, host:port on 127.0.0.1.
+// Brokers returns the seed addresses, host:port on KafkaOptions.Host.
 func (k *Kafka) Brokers() []string {
 	return []string{k.brokerAddr}
 }

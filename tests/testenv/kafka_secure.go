@@ -152,7 +152,7 @@ func (k *Kafka) writeSecureFiles() error {
 	}
 	// The certificate names both the loopback address the broker
 	// advertises and "localhost", so a client may check either.
-	cert, key, err := ca.Issue("kafka-broker", "127.0.0.1", "localhost")
+	cert, key, err := ca.Issue("kafka-broker", "127.0.0.1", "localhost", k.opts.Host)
 	if err != nil {
 		return err
 	}

@@ -72,7 +72,7 @@ func S3(t testing.TB) *S3Server {
 		t.Fatal("testenv: S3 called after StopShared")
 	}
 	shared.s3Once.Do(func() {
-		shared.s3, shared.s3Err = startS3Proxy()
+		shared.s3, shared.s3Err = startS3Proxy("127.0.0.1")
 	})
 	if shared.s3Err != nil {
 		t.Fatal(shared.s3Err)
@@ -81,6 +81,32 @@ func S3(t testing.TB) *S3Server {
 	if p == nil {
 		t.Fatal("testenv: S3 called after StopShared")
 	}
+	return bucketView(t, p)
+}
+
+// S3At starts an S3 API server of t's own listening on host, an IP
+// address that pods of a test cluster reach (S3 listens on loopback), with
+// a fresh bucket; t's cleanup stops it and removes its folder.
+func S3At(t testing.TB, host string) *S3Server {
+	t.Helper()
+	if net.ParseIP(host) == nil {
+		t.Fatalf("testenv: S3At: %q is not an IP address", host)
+	}
+	p, err := startS3Proxy(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.stop(); err != nil {
+			t.Logf("testenv: %v", err)
+		}
+	})
+	return bucketView(t, p)
+}
+
+// bucketView makes t's bucket on the server p.
+func bucketView(t testing.TB, p *s3Proxy) *S3Server {
+	t.Helper()
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("s3proxy log (tail):\n%s", lastLines(p.log.String(), 60))
@@ -155,10 +181,10 @@ type s3Proxy struct {
 	proc      *brokerProcess
 }
 
-// startS3Proxy starts s3proxy on a free loopback port with fresh
+// startS3Proxy starts s3proxy on a free port of host with fresh
 // credentials and returns once a signed ListBuckets succeeds. On failure
 // nothing is left running and its folder is gone.
-func startS3Proxy() (*s3Proxy, error) {
+func startS3Proxy(host string) (*s3Proxy, error) {
 	paths, err := Paths()
 	if err != nil {
 		return nil, err
@@ -176,7 +202,7 @@ func startS3Proxy() (*s3Proxy, error) {
 		return nil, fmt.Errorf("testenv: s3proxy: %w", err)
 	}
 	p := &s3Proxy{
-		endpoint:  net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])),
+		endpoint:  net.JoinHostPort(host, strconv.Itoa(ports[0])),
 		accessKey: "spikehunt-test",
 		secretKey: rand.Text(),
 		log:       newTailBuffer(s3LogLimit),

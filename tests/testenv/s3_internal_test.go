@@ -30,7 +30,7 @@ func TestS3BucketNamesAreValidS3BucketNames(t *testing.T) {
 
 func TestS3WithoutJarsSaysToRunMakeDeps(t *testing.T) {
 	t.Setenv("SPIKEHUNT_S3PROXY_LIBS", t.TempDir())
-	p, err := startS3Proxy()
+	p, err := startS3Proxy("127.0.0.1")
 	if err == nil {
 		p.stop()
 		t.Fatal("s3proxy started without jars")
