@@ -126,6 +126,7 @@ var Rules = []Rule{
 	{Pkg: "tests/testsummary", Own: nil},
 	{Pkg: "tests/walls", Own: nil},
 	{Pkg: "tests/fakeclock", Own: nil, Third: []string{}, Why: "the tests' one fake clock: the standard library only"},
+	{Pkg: "tests/e2ecluster/shop", Own: nil, Why: "the cluster e2e's app: an OTel-instrumented service, none of spikehunt's code"},
 
 	// internal/: leaves every room may import (everyRoom).
 	{Pkg: "internal/defaults", Own: nil, Third: []string{}, StdlibOnly: true, Why: "every config.go imports it: the standard library only"},
