@@ -29,8 +29,8 @@ func seedCaptures(t *testing.T, f queryFleet) store.Store {
 	}
 	t.Cleanup(func() { st.Close() })
 	row := func(id, host, backend, profile string, from, to time.Duration, spikes string, bytes, lost int) string {
-		return fmt.Sprintf("('%s', '%s', 'node-%s', '%s', '%s', '%s', '%s', 'fleet alert', %s, 's3://captures/%s', %d, %d, 'sha256:%s', 'indexed', now64(3), now64(3))",
-			id, host, host, backend, profile, f.at(from), f.at(to), spikes, id, bytes, lost, id)
+		return fmt.Sprintf("('%s', '%s', 'node-%s', '%s', '%s', '%s', '%s', 'fleet alert', %s, 's3://captures/%s', %d, %d, 'sha256:%s', 'indexed', %s, %s)",
+			id, host, host, backend, profile, f.at(from), f.at(to), spikes, id, bytes, lost, id, f.stamp, f.stamp)
 	}
 	q := `INSERT INTO captures (capture_id, host, node, backend, profile, window_start, window_end, trigger,
 		spike_ids, uri, bytes, lost_events, checksum, status, created_at, updated_at) VALUES ` + strings.Join([]string{

@@ -24,6 +24,9 @@ import (
 type queryFleet struct {
 	dsn string
 	t0  time.Time // start of the data; the spikes are 17–51 minutes later
+	// stamp is the SQL value of the rows' detected_at, created_at and
+	// updated_at: now64(3), or a fixed time for output compared byte for byte.
+	stamp string
 }
 
 func (f queryFleet) at(d time.Duration) string {
@@ -37,16 +40,24 @@ func (f queryFleet) rangeArgs() []string {
 
 func seedQueryFleet(t *testing.T) queryFleet {
 	t.Helper()
+	// Two hours back, so that --since 1h sees nothing and --since 3h all.
+	return seedQueryFleetAt(t, time.Now().UTC().Truncate(time.Minute).Add(-2*time.Hour), "now64(3)")
+}
+
+// seedQueryFleetAt seeds the fleet with its data starting at t0 and the
+// rows' detection and update times at stamp (SQL). The tables keep rows for
+// ten years, so that a fleet at a fixed date in the past is not expired by
+// the requests' TTL.
+func seedQueryFleetAt(t *testing.T, t0 time.Time, stamp string) queryFleet {
+	t.Helper()
 	ctx := context.Background()
 	st := testenv.ClickHouse(t)
-	if _, err := schema.Apply(ctx, st, schema.Options{}); err != nil {
+	const tenYears = 3650
+	if _, err := schema.Apply(ctx, st, schema.Options{RequestsTTLDays: tenYears, LatencyTTLDays: tenYears,
+		CountersTTLDays: tenYears, DetectionsTTLDays: tenYears, CapturesTTLDays: tenYears}); err != nil {
 		t.Fatal(err)
 	}
-	// Two hours back, so that --since 1h sees nothing and --since 3h all.
-	f := queryFleet{
-		dsn: "chdb://" + st.Dir() + "?database=" + st.Database(),
-		t0:  time.Now().UTC().Truncate(time.Minute).Add(-2 * time.Hour),
-	}
+	f := queryFleet{dsn: "chdb://" + st.Dir() + "?database=" + st.Database(), t0: t0, stamp: stamp}
 	var req []string
 	for i, h := range []string{"h01", "h02", "h03", "h04", "h05", "o1"} {
 		svc, class := "billy", []string{"gen4", "gen4", "gen5", "gen5", "gen5", "gen4"}[i]
@@ -88,11 +99,11 @@ func seedQueryFleet(t *testing.T) queryFleet {
 	}
 	var sp, sus []string
 	for _, s := range spikes {
-		sp = append(sp, fmt.Sprintf("('%s', 'billy', '%s', '%s', '%s', '%s', %d, 5000, %f, 'v1', now64(3), %d)",
-			s.id, s.host, s.class, f.at(s.at), f.at(s.at+2*time.Second), s.peakUS, float64(s.peakUS)/25000, s.deleted))
+		sp = append(sp, fmt.Sprintf("('%s', 'billy', '%s', '%s', '%s', '%s', %d, 5000, %f, 'v1', %s, %d)",
+			s.id, s.host, s.class, f.at(s.at), f.at(s.at+2*time.Second), s.peakUS, float64(s.peakUS)/25000, f.stamp, s.deleted))
 		add := func(rank int, metric string, cpu int, device, mode string, base, during float64) {
-			sus = append(sus, fmt.Sprintf("('%s', 'billy', '%s', '%s', %d, '%s', %d, '%s', '%s', %g, %g, %g, 'v1', now64(3))",
-				s.id, s.host, f.at(s.at), rank, metric, cpu, device, mode, base, during, during/base))
+			sus = append(sus, fmt.Sprintf("('%s', 'billy', '%s', '%s', %d, '%s', %d, '%s', '%s', %g, %g, %g, 'v1', %s)",
+				s.id, s.host, f.at(s.at), rank, metric, cpu, device, mode, base, during, during/base, f.stamp))
 		}
 		switch s.host {
 		case "h03":
@@ -113,14 +124,14 @@ func seedQueryFleet(t *testing.T) queryFleet {
 		during, deviation, detector_version, detected_at) VALUES ` + strings.Join(sus, ", "))
 	exec(fmt.Sprintf(`INSERT INTO captures (capture_id, host, node, backend, profile, window_start, window_end, trigger,
 		spike_ids, uri, bytes, lost_events, checksum, status, created_at, updated_at)
-		VALUES ('c1', 'h03', 'node-3', 'perf', 'cpu', '%s', '%s', 'local threshold', ['s-h03-1'], 'file:///c1', 1, 0, 'x', 'indexed', now64(3), now64(3))`,
-		f.at(17*time.Minute-10*time.Second), f.at(17*time.Minute+10*time.Second)))
+		VALUES ('c1', 'h03', 'node-3', 'perf', 'cpu', '%s', '%s', 'local threshold', ['s-h03-1'], 'file:///c1', 1, 0, 'x', 'indexed', %s, %s)`,
+		f.at(17*time.Minute-10*time.Second), f.at(17*time.Minute+10*time.Second), f.stamp, f.stamp))
 	// Two versions of one pattern (the latest wins) and a retracted one.
 	pattern := func(id, class string, end time.Duration, affected int, deleted int) string {
 		return fmt.Sprintf(`('%s', 'billy', '%s', ['hw-class-skewed'], '%s', '%s', %d, 5, 1020, 0.9, 0.05,
 			{'gen5': 1.4, 'gen4': 0.6667}, 0.4,
 			[('system.cpu.time', 'softirq', '', 3, 4.5), ('spikehunt.network.pause_frames', 'receive', 'eth1', 1, 1.2)],
-			'v1', now64(3), %d)`, id, class, f.at(end-time.Hour), f.at(end), affected, deleted)
+			'v1', %s, %d)`, id, class, f.at(end-time.Hour), f.at(end), affected, f.stamp, deleted)
 	}
 	exec(`INSERT INTO patterns (pattern_id, service, class, modifiers, lookback_start, lookback_end, hosts_affected,
 		hosts_total, recurrence_interval_s, regularity, synchronicity, hw_class_skew, illusion_share, suspects,
