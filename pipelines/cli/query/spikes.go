@@ -1,7 +1,8 @@
-package main
+package query
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -40,42 +41,45 @@ type suspectFamily struct {
 	Label  string `json:"label"`
 }
 
-func runSpikes(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("spikes", "Lists spike windows, one line per host and window, newest first, with each\nwindow's top suspect, and how many of the service's hosts had one: is it one\nmachine or all of them?", stderr)
-	q := addQueryFlags(fs, 100)
-	withoutCaptures := fs.Bool("without-captures", false, "only spike windows that no capture covers (no captures row lists them in spike_ids)")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	s, err := q.resolve(stderr, queryNow())
-	if err != nil {
-		return err
-	}
-	st, err := store.Open(ctx, q.dsn)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
+// Spikes is `spikehunt spikes`.
+func Spikes(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return spikesCommand.run(ctx, args, stdout, stderr)
+}
 
-	cond := "is_deleted = 0 AND " + s.where("window_start")
-	what := "spikes"
-	if *withoutCaptures {
-		cond += " AND " + captures.WithoutCaptures
-		what = "spikes without captures"
-	}
-	spikes, err := loadSpikes(ctx, st, s, cond)
-	if err != nil {
-		return err
-	}
-	if len(spikes) == 0 {
-		return s.empty(stdout, stderr, what)
-	}
-	if s.json {
-		return writeJSON(stdout, spikes)
-	}
+var spikesCommand = command{
+	name:         "spikes",
+	synopsis:     "Lists spike windows, one line per host and window, newest first, with each\nwindow's top suspect, and how many of the service's hosts had one: is it one\nmachine or all of them?",
+	defaultLimit: 100,
+	setup: func(fs *flag.FlagSet) query {
+		withoutCaptures := fs.Bool("without-captures", false, "only spike windows that no capture covers (no captures row lists them in spike_ids)")
+		return query{load: func(ctx context.Context, st store.Store, s Scope) (answer, error) {
+			cond := s.Filter(Live(), "window_start")
+			what := "spikes"
+			if *withoutCaptures {
+				cond = cond.And(captures.WithoutCaptures)
+				what = "spikes without captures"
+			}
+			spikes, err := loadSpikes(ctx, st, s, cond)
+			if err != nil {
+				return answer{}, err
+			}
+			return answerOf(spikes, s.none(what), func(w io.Writer) error {
+				if err := printSpikes(w, spikes, s.Service == ""); err != nil {
+					return err
+				}
+				summary, err := spikeSummary(ctx, st, s, cond, what, len(spikes))
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintln(w, "\n"+summary)
+				return err
+			}), nil
+		}}
+	},
+}
 
-	tw := newTable(stdout)
-	withService := s.service == ""
+func printSpikes(w io.Writer, spikes []spikeView, withService bool) error {
+	tw := newTable(w)
 	header := "HOST\tHW_CLASS\tWINDOW_START (UTC)\tDURATION\tPEAK_MS\tSCORE\tTOP_SUSPECT"
 	if withService {
 		header = "SERVICE\t" + header
@@ -92,36 +96,31 @@ func runSpikes(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.1f\t%s\n", sp.Host, orDash(sp.HWClass), utcTime(sp.WindowStart),
 			windowDuration(sp.WindowEnd.Sub(sp.WindowStart)), ms(sp.PeakMS*1000), sp.Score, top)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	summary, err := spikeSummary(ctx, st, s, cond, what, len(spikes))
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(stdout, "\n"+summary)
-	return err
+	return tw.Flush()
 }
 
 // loadSpikes reads the spike windows matching cond, newest first, with each
 // one's top suspect.
-func loadSpikes(ctx context.Context, st store.Store, s queryScope, cond string) ([]spikeView, error) {
-	rows, err := selectRows(ctx, st, "spikes", `SELECT spike_id, service, host, hw_class, window_start, window_end,
+func loadSpikes(ctx context.Context, st store.Store, s Scope, cond Where) ([]spikeView, error) {
+	spikes, err := readRows(ctx, st, "spikes", `SELECT spike_id, service, host, hw_class, window_start, window_end,
 		peak_us, baseline_us, score, detector_version
-	FROM spikes FINAL WHERE `+cond+`
-	ORDER BY window_start DESC, service, host`+s.limitClause())
-	if err != nil {
-		return nil, err
-	}
-	spikes, err := decodeRows("spikes", rows, func(r resultRow) spikeView {
-		v := spikeView{
-			SpikeID: r.str("spike_id"), Service: r.str("service"), Host: r.str("host"), HWClass: r.str("hw_class"),
-			WindowStart: r.time("window_start"), WindowEnd: r.time("window_end"),
-			PeakMS: r.float("peak_us") / 1000, BaselineMS: r.float("baseline_us") / 1000, Score: r.float("score"),
-			DetectorVersion: r.str("detector_version"),
+	FROM spikes FINAL WHERE `+cond.String()+`
+	ORDER BY window_start DESC, service, host`+s.limitClause(), func(c *columns) func(int) spikeView {
+		id, service, host, hwClass, version := col[string](c, "spike_id"), col[string](c, "service"), col[string](c, "host"),
+			col[string](c, "hw_class"), col[string](c, "detector_version")
+		start, end := col[time.Time](c, "window_start"), col[time.Time](c, "window_end")
+		peak := col[uint32](c, "peak_us")
+		baseline, score := col[float64](c, "baseline_us"), col[float64](c, "score")
+		return func(i int) spikeView {
+			v := spikeView{
+				SpikeID: id.Row(i), Service: service.Row(i), Host: host.Row(i), HWClass: hwClass.Row(i),
+				WindowStart: start.Row(i).UTC(), WindowEnd: end.Row(i).UTC(),
+				PeakMS: float64(peak.Row(i)) / 1000, BaselineMS: finite(baseline.Row(i)) / 1000, Score: finite(score.Row(i)),
+				DetectorVersion: version.Row(i),
+			}
+			v.DurationS = v.WindowEnd.Sub(v.WindowStart).Seconds()
+			return v
 		}
-		v.DurationS = v.WindowEnd.Sub(v.WindowStart).Seconds()
-		return v
 	})
 	if err != nil || len(spikes) == 0 {
 		return spikes, err
@@ -143,23 +142,23 @@ func loadSpikes(ctx context.Context, st store.Store, s queryScope, cond string) 
 // topSuspects returns, per spike id, the rank-1 suspect joined with the
 // other CPUs of its family among the same spike's suspects: NET_RX on CPU 0
 // at rank 1 and on CPUs 2, 4, 6 further down is one line, "cpu 0,2,4,6".
-func topSuspects(ctx context.Context, st store.Store, s queryScope, ids []string) (map[string]*suspectFamily, error) {
+func topSuspects(ctx context.Context, st store.Store, s Scope, ids []string) (map[string]*suspectFamily, error) {
 	// The window range is redundant with the ids but lets the engine skip
 	// partitions; the ids come from spikes read over the same range.
-	rows, err := selectRows(ctx, st, "spike_suspects", `SELECT spike_id, rank, metric, mode, device, cpu
-	FROM spike_suspects FINAL
-	WHERE is_deleted = 0 AND `+s.timeCond("window_start")+` AND spike_id IN `+inList(ids)+`
-	ORDER BY spike_id, rank`)
-	if err != nil {
-		return nil, err
-	}
 	type suspectRow struct {
 		spike, metric, mode, device string
 		rank, cpu                   int
 	}
-	list, err := decodeRows("spike_suspects", rows, func(r resultRow) suspectRow {
-		return suspectRow{spike: r.str("spike_id"), rank: int(r.int("rank")), metric: r.str("metric"),
-			mode: r.str("mode"), device: r.str("device"), cpu: int(r.int("cpu"))}
+	list, err := readRows(ctx, st, "spike_suspects", `SELECT spike_id, rank, metric, mode, device, cpu
+	FROM spike_suspects FINAL
+	WHERE `+s.Range(Live(), "window_start").In("spike_id", ids).String()+`
+	ORDER BY spike_id, rank`, func(c *columns) func(int) suspectRow {
+		id, metric, mode, device := col[string](c, "spike_id"), col[string](c, "metric"), col[string](c, "mode"), col[string](c, "device")
+		rank, cpu := col[uint8](c, "rank"), col[int16](c, "cpu")
+		return func(i int) suspectRow {
+			return suspectRow{spike: id.Row(i), rank: int(rank.Row(i)), metric: metric.Row(i),
+				mode: mode.Row(i), device: device.Row(i), cpu: int(cpu.Row(i))}
+		}
 	})
 	if err != nil {
 		return nil, err
@@ -178,26 +177,25 @@ func topSuspects(ctx context.Context, st store.Store, s queryScope, ids []string
 	}
 	for _, f := range tops {
 		sort.Ints(f.CPUs)
-		f.Label = suspectLabel(f.Metric, f.Mode, f.Device, f.CPUs)
+		f.Label = SuspectLabel(f.Metric, f.Mode, f.Device, f.CPUs)
 	}
 	return tops, nil
 }
 
 // spikeSummary is the line under the table: how many windows, on how many of
 // the hosts that reported latency in the range.
-func spikeSummary(ctx context.Context, st store.Store, s queryScope, cond, what string, shown int) (string, error) {
-	rows, err := selectRows(ctx, st, "spikes", `SELECT count() AS n, uniqExact(host) AS hosts,
-		ifNull((SELECT uniqExact(host) FROM latency_1s WHERE `+s.where("ts")+`), 0) AS fleet
-	FROM spikes FINAL WHERE `+cond)
+func spikeSummary(ctx context.Context, st store.Store, s Scope, cond Where, what string, shown int) (string, error) {
+	type counts struct{ windows, hosts, fleet uint64 }
+	c, err := readRows(ctx, st, "spikes", `SELECT count() AS n, uniqExact(host) AS hosts,
+		ifNull((SELECT uniqExact(host) FROM latency_1s WHERE `+s.Filter(Where{}, "ts").String()+`), 0) AS fleet
+	FROM spikes FINAL WHERE `+cond.String(), func(c *columns) func(int) counts {
+		n, hosts, fleet := col[uint64](c, "n"), col[uint64](c, "hosts"), col[uint64](c, "fleet")
+		return func(i int) counts { return counts{n.Row(i), hosts.Row(i), fleet.Row(i)} }
+	})
 	if err != nil {
 		return "", err
 	}
-	type counts struct{ windows, hosts, fleet int64 }
-	c, err := decodeRows("spikes", rows, func(r resultRow) counts { return counts{r.int("n"), r.int("hosts"), r.int("fleet")} })
-	if err != nil {
-		return "", err
-	}
-	n, hosts, fleet := c[0].windows, c[0].hosts, c[0].fleet
+	n, hosts, fleet := int64(c[0].windows), int64(c[0].hosts), int64(c[0].fleet)
 	var b strings.Builder
 	noun := "spike windows"
 	if n == 1 {
@@ -205,7 +203,7 @@ func spikeSummary(ctx context.Context, st store.Store, s queryScope, cond, what 
 	}
 	fmt.Fprintf(&b, "%d %s%s", n, noun, strings.TrimPrefix(what, "spikes"))
 	switch {
-	case s.host != "":
+	case s.Host != "":
 	case fleet >= hosts && fleet > 0:
 		// The hosts that reported latency in the range are the fleet the
 		// share is of: the answer to "one machine or all of them?".

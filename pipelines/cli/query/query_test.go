@@ -1,4 +1,4 @@
-package main
+package query
 
 import (
 	"context"
@@ -303,7 +303,7 @@ func TestQueryCommands(t *testing.T) {
 		}
 
 		out, _ = cli(t, 0, with("patterns", billy, "-o", "json")...)
-		var got []patternView
+		var got []Pattern
 		if err := json.Unmarshal([]byte(out), &got); err != nil {
 			t.Fatal(err)
 		}
@@ -334,7 +334,7 @@ func TestQueryCommands(t *testing.T) {
 		}
 
 		out, _ = cli(t, 0, with("hosts", billy, "--host", "h04", "-o", "json")...)
-		var hosts []hostView
+		var hosts []Host
 		if err := json.Unmarshal([]byte(out), &hosts); err != nil {
 			t.Fatal(err)
 		}
@@ -431,40 +431,40 @@ func TestQuerySinceAcceptsDays(t *testing.T) {
 }
 
 func TestPatternsDescribeInOneSentence(t *testing.T) {
-	netRX := []patternSuspectView{{Metric: "spikehunt.softirqs", Mode: "NET_RX", CPUs: []int{0, 2, 4, 6}, Hosts: 48, Score: 5}}
+	netRX := []PatternSuspect{{Metric: "spikehunt.softirqs", Mode: "NET_RX", CPUs: []int{0, 2, 4, 6}, Hosts: 48, Score: 5}}
 	for _, tc := range []struct {
 		name string
-		p    patternView
+		p    Pattern
 		want string
 	}{
 		{
 			name: "the thousand spikes: every host at its own phase, more on new hardware",
-			p: patternView{Class: "fleet-recurrent", Modifiers: []string{"hw-class-skewed"}, HostsAffected: 48, HostsTotal: 50,
+			p: Pattern{Class: "fleet-recurrent", Modifiers: []string{"hw-class-skewed"}, HostsAffected: 48, HostsTotal: 50,
 				RecurrenceIntervalS: 1020, HWClassSkew: map[string]float64{"gen4": 0.65, "gen5": 1.365}, TypicalPeakMS: 1012, Suspects: netRX},
 			want: "Every host stalls ~1.0 s every ~17 min at its own phase; 96% of hosts; 2.1× as often on hw class gen5; during the stalls NET_RX softirq rises on CPUs 0, 2, 4 and 6.",
 		},
 		{
 			name: "a skew map without the modifier is not mentioned",
-			p: patternView{Class: "fleet-recurrent", HostsAffected: 30, HostsTotal: 50, RecurrenceIntervalS: 45,
+			p: Pattern{Class: "fleet-recurrent", HostsAffected: 30, HostsTotal: 50, RecurrenceIntervalS: 45,
 				HWClassSkew: map[string]float64{"gen5": 1.1}, TypicalPeakMS: 350},
 			want: "Most hosts stall ~350 ms every ~45 s, each at its own phase; 60% of hosts; no kernel counter moved with the stalls.",
 		},
 		{
 			name: "one named host",
-			p: patternView{Class: "isolated-host", HostsAffected: 1, HostsTotal: 50, RecurrenceIntervalS: 300, TypicalPeakMS: 2500,
-				TopHosts: []string{"web-07"}, Suspects: []patternSuspectView{{Metric: "spikehunt.network.pause_frames", Device: "eth0", Mode: "receive", CPUs: []int{}}}},
+			p: Pattern{Class: "isolated-host", HostsAffected: 1, HostsTotal: 50, RecurrenceIntervalS: 300, TypicalPeakMS: 2500,
+				TopHosts: []string{"web-07"}, Suspects: []PatternSuspect{{Metric: "spikehunt.network.pause_frames", Device: "eth0", Mode: "receive", CPUs: []int{}}}},
 			want: "Only host web-07 stalls ~2.5 s every ~5 min; 1 of 50 hosts; during the stalls pause frames on eth0 rises.",
 		},
 		{
 			name: "a few hosts, named",
-			p: patternView{Class: "isolated-host", HostsAffected: 2, HostsTotal: 50, TopHosts: []string{"a", "b"},
-				Suspects: []patternSuspectView{{Metric: "spikehunt.interrupts", Device: "eth0-TxRx-0", CPUs: []int{3}}}},
+			p: Pattern{Class: "isolated-host", HostsAffected: 2, HostsTotal: 50, TopHosts: []string{"a", "b"},
+				Suspects: []PatternSuspect{{Metric: "spikehunt.interrupts", Device: "eth0-TxRx-0", CPUs: []int{3}}}},
 			want: "Only hosts a and b stall; 2 of 50 hosts; during the stalls interrupts of eth0-TxRx-0 rises on CPU 3.",
 		},
 		{
 			name: "synchronized, many CPUs",
-			p: patternView{Class: "fleet-synchronized", HostsAffected: 40, HostsTotal: 50, RecurrenceIntervalS: 7200, TypicalPeakMS: 800,
-				Suspects: []patternSuspectView{{Metric: "system.cpu.time", Mode: "irq", CPUs: []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}}}},
+			p: Pattern{Class: "fleet-synchronized", HostsAffected: 40, HostsTotal: 50, RecurrenceIntervalS: 7200, TypicalPeakMS: 800,
+				Suspects: []PatternSuspect{{Metric: "system.cpu.time", Mode: "irq", CPUs: []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}}}},
 			want: "Hosts stall ~800 ms at the same moments every ~2 h; 80% of hosts; during the stalls irq CPU time rises on 10 CPUs.",
 		},
 	} {

@@ -1,4 +1,4 @@
-package main
+package query
 
 import (
 	"context"
@@ -249,9 +249,6 @@ func TestCapturesHelpAndFlagMistakes(t *testing.T) {
 	if code != 0 || !strings.Contains(errs, "-spike") || !strings.Contains(errs, "spikes --without-captures") ||
 		!strings.Contains(errs, "overlapping a spike window of this service") {
 		t.Errorf("captures -h: exit %d\n%s", code, errs)
-	}
-	if code, _, errs := runCLI(t, "help"); code != 0 || !strings.Contains(errs, "captures") {
-		t.Errorf("help: exit %d\n%s", code, errs)
 	}
 	for _, tc := range []struct {
 		args     []string

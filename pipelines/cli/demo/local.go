@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -22,6 +22,7 @@ import (
 	"github.com/spikehunt/spikehunt/agents/telemetry"
 	"github.com/spikehunt/spikehunt/operator/policy"
 	"github.com/spikehunt/spikehunt/pipelines/captures"
+	"github.com/spikehunt/spikehunt/pipelines/cli/query"
 	"github.com/spikehunt/spikehunt/pipelines/detect"
 	"github.com/spikehunt/spikehunt/pipelines/ingest"
 	"github.com/spikehunt/spikehunt/pipelines/sim"
@@ -418,12 +419,12 @@ func localCaptureSection(ctx context.Context, st store.Store, service string, h 
 	case 1:
 		linked = "linked to spike " + c.SpikeIDs[0]
 	default:
-		linked = "linked to spikes " + andList(c.SpikeIDs)
+		linked = "linked to spikes " + query.AndList(c.SpikeIDs)
 	}
 	out := []string{
 		title,
 		fmt.Sprintf("   %s joined the fleet as the one node of hw class %q, so the sample baited it (Capture %s).", h.name, localHWClass, a.Name),
-		fmt.Sprintf("   spikehunt-agent ran perf; one of %d requests of a local %s workload blocked its thread for %s,", c.Requests, service, spokenDuration(localStall)),
+		fmt.Sprintf("   spikehunt-agent ran perf; one of %d requests of a local %s workload blocked its thread for %s,", c.Requests, service, query.SpokenDuration(localStall)),
 		fmt.Sprintf("   the agent fired on it (%s; the pre-window on disk %s later), and the detector found the spike", c.Trigger, c.FireToDump.Round(time.Millisecond)),
 		"   in the same requests, ingested as the simulated hosts' are:",
 		fmt.Sprintf("   captured on %s: %s, %d bytes, lost %d, window %s–%s UTC, %s.", c.Host, c.Backend, c.Bytes, c.Lost,

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"cmp"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/operator/policy"
+	"github.com/spikehunt/spikehunt/pipelines/cli/query"
 	"github.com/spikehunt/spikehunt/pipelines/sim"
 )
 
@@ -56,10 +57,10 @@ func fleetNodes(cfg sim.Config) []policy.Node {
 // pattern's class and id, its most affected hosts, and when its spike rate
 // is skewed by hardware class, the classes that spike more often than the
 // fleet, most skewed first.
-func patternAlert(p patternView) policy.Alert {
+func patternAlert(p query.Pattern) policy.Alert {
 	a := policy.Alert{ID: "pattern-" + p.PatternID, Service: p.Service, PatternClass: p.Class, PatternKey: p.PatternID,
 		Hosts: slices.Clone(p.TopHosts)}
-	if slices.Contains(p.Modifiers, modifierHWClassSkewed) {
+	if slices.Contains(p.Modifiers, query.ModifierHWClassSkewed) {
 		for _, c := range slices.Sorted(maps.Keys(p.HWClassSkew)) {
 			if p.HWClassSkew[c] > 1 {
 				a.HWClasses = append(a.HWClasses, c)
@@ -80,7 +81,7 @@ func patternAlert(p patternView) policy.Alert {
 
 // decideCaptures is the policy's decision at now over nodes, with the first
 // (most widespread) pattern as its alert.
-func decideCaptures(service string, nodes []policy.Node, patterns []patternView, now time.Time) (policy.Decision, []policy.Alert, error) {
+func decideCaptures(service string, nodes []policy.Node, patterns []query.Pattern, now time.Time) (policy.Decision, []policy.Alert, error) {
 	in := policy.Input{
 		PolicyID: demoPolicyID, PolicyName: service + "-offcpu", Nodes: nodes,
 		Sampling: demoSampling, Budgets: demoBudgets,
@@ -104,7 +105,7 @@ func demoLatencyTrigger(typicalPeakMS float64) time.Duration {
 // captureAdvice says which captures to arm, where, and how soon they
 // should catch a spike: the policy's decision d over nodes, per hardware
 // class.
-func captureAdvice(patterns []patternView, suspects []patternSuspectView, nodes []policy.Node, d policy.Decision, alerts []policy.Alert) []string {
+func captureAdvice(patterns []query.Pattern, suspects []query.PatternSuspect, nodes []policy.Node, d policy.Decision, alerts []policy.Alert) []string {
 	if len(patterns) == 0 {
 		return []string{"Nothing recurs: keep the detectors running; arm captures when a pattern appears."}
 	}
@@ -149,7 +150,7 @@ func captureAdvice(patterns []patternView, suspects []patternSuspectView, nodes 
 		a := alerts[0]
 		where := "in any class"
 		if len(a.HWClasses) > 0 {
-			where = "on " + andList(a.HWClasses) + ", where the spikes are more frequent"
+			where = "on " + query.AndList(a.HWClasses) + ", where the spikes are more frequent"
 		}
 		say("The %s pattern's alert asks for %d more %s,", p.Class, len(widened), where)
 		say("its most affected hosts first: %s.", nameSample(widened, 6))
@@ -165,13 +166,13 @@ func captureAdvice(patterns []patternView, suspects []patternSuspectView, nodes 
 		armed := affectedArmed(p, d)
 		every := time.Duration(p.RecurrenceIntervalS * float64(time.Second))
 		wait := every / time.Duration(armed+1)
-		if p.Class == classFleetSynchronized {
+		if p.Class == query.ClassFleetSynchronized {
 			wait = every
 		}
 		if armed == 0 {
 			say("None of the armed hosts is one the pattern affects: no capture should be expected before the next rotation.")
 		} else {
-			say("With a spike every ~%s per host, the first capture should land within ~%s.", spokenDuration(every), spokenDuration(wait))
+			say("With a spike every ~%s per host, the first capture should land within ~%s.", query.SpokenDuration(every), query.SpokenDuration(wait))
 		}
 	}
 	for _, s := range suspects {
@@ -202,7 +203,7 @@ func budgetOutcome(d policy.Decision) (head, outcome string) {
 	}
 	b := demoBudgets
 	head = fmt.Sprintf("Budgets (%d at once in the fleet, %s between captures on a node, %d per pattern per hour):",
-		b.MaxConcurrentPerFleet, spokenDuration(b.PerNodeCooldown), b.MaxPerPatternPerHour)
+		b.MaxConcurrentPerFleet, query.SpokenDuration(b.PerNodeCooldown), b.MaxPerPatternPerHour)
 	armed := fmt.Sprintf("%d bait and %d for the pattern", bait, alert)
 	if len(d.Refused) == 0 {
 		return head, fmt.Sprintf("all %d admitted, %s.", len(d.Create), armed)
@@ -228,7 +229,7 @@ func budgetOutcome(d policy.Decision) (head, outcome string) {
 		}
 		parts = append(parts, fmt.Sprintf("%d %s (%s)", counts[k], what, refusalText(k.why)))
 	}
-	return head, fmt.Sprintf("%d admitted, %s; refused %s.", len(d.Create), armed, andList(parts))
+	return head, fmt.Sprintf("%d admitted, %s; refused %s.", len(d.Create), armed, query.AndList(parts))
 }
 
 func refusalText(r policy.RefusalReason) string {
@@ -250,11 +251,11 @@ func refusalText(r policy.RefusalReason) string {
 // affectedArmed is how many of the admitted armings are on hosts the
 // pattern affects: those it names for an isolated host, else the armings
 // in proportion to the share of hosts affected (at least one).
-func affectedArmed(p patternView, d policy.Decision) int {
+func affectedArmed(p query.Pattern, d policy.Decision) int {
 	if len(d.Create) == 0 {
 		return 0
 	}
-	if p.Class == classIsolatedHost {
+	if p.Class == query.ClassIsolatedHost {
 		n := 0
 		for _, a := range d.Create {
 			if slices.Contains(p.TopHosts, a.Node) {
@@ -287,5 +288,5 @@ func everyText(d time.Duration) string {
 	if d == time.Hour {
 		return "every hour"
 	}
-	return "every " + spokenDuration(d)
+	return "every " + query.SpokenDuration(d)
 }

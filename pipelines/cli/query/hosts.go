@@ -1,7 +1,8 @@
-package main
+package query
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -11,9 +12,9 @@ import (
 	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
-// hostView is one host of one service over the range, as `spikehunt hosts`
+// Host is one host of one service over the range, as `spikehunt hosts`
 // shows it. The JSON keys are part of the CLI's interface.
-type hostView struct {
+type Host struct {
 	Service   string     `json:"service"`
 	Host      string     `json:"host"`
 	HWClass   string     `json:"hw_class"`
@@ -25,37 +26,35 @@ type hostView struct {
 	LastSpike *time.Time `json:"last_spike"` // null without spikes
 }
 
-func runHosts(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("hosts", "Lists each host's latency (requests, p50, p99, max from latency_1s) and spike\nwindows over the range, most spikes first, and how many hosts had any: one bad\nmachine, or the whole fleet?", stderr)
-	q := addQueryFlags(fs, 0)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	s, err := q.resolve(stderr, queryNow())
-	if err != nil {
-		return err
-	}
-	st, err := store.Open(ctx, q.dsn)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	hosts, err := loadHosts(ctx, st, s)
-	if err != nil {
-		return err
-	}
-	if len(hosts) == 0 {
-		return s.empty(stdout, stderr, "hosts")
-	}
-	shown := hosts
-	if s.limit > 0 && len(shown) > s.limit {
-		shown = shown[:s.limit]
-	}
-	if s.json {
-		return writeJSON(stdout, shown)
-	}
-	tw := newTable(stdout)
-	withService := s.service == ""
+// Hosts is `spikehunt hosts`.
+func Hosts(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return hostsCommand.run(ctx, args, stdout, stderr)
+}
+
+var hostsCommand = command{
+	name:         "hosts",
+	synopsis:     "Lists each host's latency (requests, p50, p99, max from latency_1s) and spike\nwindows over the range, most spikes first, and how many hosts had any: one bad\nmachine, or the whole fleet?",
+	defaultLimit: 0,
+	setup: func(*flag.FlagSet) query {
+		return query{load: func(ctx context.Context, st store.Store, s Scope) (answer, error) {
+			hosts, err := LoadHosts(ctx, st, s)
+			if err != nil {
+				return answer{}, err
+			}
+			// The limit is of the rows shown; the summary counts every host.
+			shown := hosts
+			if s.limit > 0 && len(shown) > s.limit {
+				shown = shown[:s.limit]
+			}
+			return answerOf(shown, s.none("hosts"), func(w io.Writer) error {
+				return printHosts(w, hosts, shown, s.Service == "")
+			}), nil
+		}}
+	},
+}
+
+func printHosts(w io.Writer, hosts, shown []Host, withService bool) error {
+	tw := newTable(w)
 	header := "HOST\tHW_CLASS\tREQUESTS\tP50_MS\tP99_MS\tMAX_MS\tSPIKES\tLAST_SPIKE (UTC)"
 	if withService {
 		header = "SERVICE\t" + header
@@ -81,40 +80,35 @@ func runHosts(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout)
+	fmt.Fprintln(w)
 	if len(shown) < len(hosts) {
-		fmt.Fprintf(stdout, "showing %d of %d hosts (--limit); the summary counts all of them\n", len(shown), len(hosts))
+		fmt.Fprintf(w, "showing %d of %d hosts (--limit); the summary counts all of them\n", len(shown), len(hosts))
 	}
-	for _, line := range hostSummaries(hosts, withService) {
-		fmt.Fprintln(stdout, line)
+	for _, line := range HostSummaries(hosts, withService) {
+		fmt.Fprintln(w, line)
 	}
 	return nil
 }
 
-// loadHosts joins each host's latency from latency_1s with its spike
-// windows, sorted by spike count, then worst max latency.
-func loadHosts(ctx context.Context, st store.Store, s queryScope) ([]hostView, error) {
-	rows, err := selectRows(ctx, st, "latency_1s", `SELECT service, host, any(hw_class) AS hw_class,
+// LoadHosts joins each host's latency from latency_1s with its spike
+// windows in the scope, sorted by spike count, then worst max latency.
+func LoadHosts(ctx context.Context, st store.Store, s Scope) ([]Host, error) {
+	latency, err := readRows(ctx, st, "latency_1s", `SELECT service, host, any(hw_class) AS hw_class,
 		sum(weighted_count) AS requests,
 		quantilesTDigestWeightedMerge(0.5, 0.99)(quantiles_us) AS q, q[1] AS p50_us, q[2] AS p99_us,
 		max(max_us) AS peak_us
-	FROM latency_1s WHERE `+s.where("ts")+`
-	GROUP BY service, host`)
-	if err != nil {
-		return nil, err
-	}
-	latency, err := decodeRows("latency_1s", rows, func(r resultRow) hostView {
-		return hostView{Service: r.str("service"), Host: r.str("host"), HWClass: r.str("hw_class"),
-			Requests: uint64(r.int("requests")), P50MS: r.float("p50_us") / 1000, P99MS: r.float("p99_us") / 1000,
-			MaxMS: r.float("peak_us") / 1000}
+	FROM latency_1s WHERE `+s.Filter(Where{}, "ts").String()+`
+	GROUP BY service, host`, func(c *columns) func(int) Host {
+		service, host, hwClass := col[string](c, "service"), col[string](c, "host"), col[string](c, "hw_class")
+		requests := col[uint64](c, "requests")
+		p50, p99 := col[float32](c, "p50_us"), col[float32](c, "p99_us")
+		peak := col[uint32](c, "peak_us")
+		return func(i int) Host {
+			return Host{Service: service.Row(i), Host: host.Row(i), HWClass: hwClass.Row(i), Requests: requests.Row(i),
+				P50MS: float32Decimal(p50.Row(i)) / 1000, P99MS: float32Decimal(p99.Row(i)) / 1000,
+				MaxMS: float64(peak.Row(i)) / 1000}
+		}
 	})
-	if err != nil {
-		return nil, err
-	}
-	rows, err = selectRows(ctx, st, "spikes", `SELECT service, host, any(hw_class) AS hw_class, count() AS n,
-		max(window_start) AS last
-	FROM spikes FINAL WHERE is_deleted = 0 AND `+s.where("window_start")+`
-	GROUP BY service, host`)
 	if err != nil {
 		return nil, err
 	}
@@ -123,8 +117,15 @@ func loadHosts(ctx context.Context, st store.Store, s queryScope) ([]hostView, e
 		n                      int
 		last                   time.Time
 	}
-	spikes, err := decodeRows("spikes", rows, func(r resultRow) hostSpikes {
-		return hostSpikes{r.str("service"), r.str("host"), r.str("hw_class"), int(r.int("n")), r.time("last")}
+	spikes, err := readRows(ctx, st, "spikes", `SELECT service, host, any(hw_class) AS hw_class, count() AS n,
+		max(window_start) AS last
+	FROM spikes FINAL WHERE `+s.Filter(Live(), "window_start").String()+`
+	GROUP BY service, host`, func(c *columns) func(int) hostSpikes {
+		service, host, hwClass := col[string](c, "service"), col[string](c, "host"), col[string](c, "hw_class")
+		n, last := col[uint64](c, "n"), col[time.Time](c, "last")
+		return func(i int) hostSpikes {
+			return hostSpikes{service.Row(i), host.Row(i), hwClass.Row(i), int(n.Row(i)), last.Row(i).UTC()}
+		}
 	})
 	if err != nil {
 		return nil, err
@@ -140,7 +141,7 @@ func loadHosts(ctx context.Context, st store.Store, s queryScope) ([]hostView, e
 		if !ok {
 			// Spikes whose latency rows are gone (latency_1s TTL) or not
 			// there yet still count.
-			hosts = append(hosts, hostView{Service: sp.service, Host: sp.host, HWClass: sp.hwClass})
+			hosts = append(hosts, Host{Service: sp.service, Host: sp.host, HWClass: sp.hwClass})
 			i = len(hosts) - 1
 		}
 		last := sp.last
@@ -162,9 +163,9 @@ func loadHosts(ctx context.Context, st store.Store, s queryScope) ([]hostView, e
 	return hosts, nil
 }
 
-// hostSummaries is one line per service: "N of M hosts had spikes (X%);
+// HostSummaries is one line per service: "N of M hosts had spikes (X%);
 // median Y spikes per affected host".
-func hostSummaries(hosts []hostView, withService bool) []string {
+func HostSummaries(hosts []Host, withService bool) []string {
 	type tally struct {
 		total  int
 		counts []int

@@ -1,4 +1,16 @@
-package main
+// Package demo is `spikehunt demo`, the main job on one machine: simulate a
+// fleet with the thousand-spikes problem (docs/field-stories.md) into the
+// embedded engine through the real ingest, run the detectors, and say what
+// an SRE needs to hear, in the order they ask: does the average look bad,
+// is it one machine or all of them, what moves in the kernel, what to
+// capture next (policy.go: the operator's capture policy). Where the
+// machine allows it, it then captures on this host for real (local.go). It
+// also writes an HTML report with the plots.
+//
+// Its finding is worded with the query commands' own loaders and sentences
+// (pipelines/cli/query), so that it says what `spikehunt patterns` and
+// `spikehunt hosts` say of the same store.
+package demo
 
 import (
 	"context"
@@ -13,6 +25,8 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/operator/policy"
+	"github.com/spikehunt/spikehunt/pipelines/cli"
+	"github.com/spikehunt/spikehunt/pipelines/cli/query"
 	"github.com/spikehunt/spikehunt/pipelines/detect"
 	"github.com/spikehunt/spikehunt/pipelines/report"
 	"github.com/spikehunt/spikehunt/pipelines/schema"
@@ -20,17 +34,19 @@ import (
 	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
-// The demo is the main job on one machine: simulate a fleet with the
-// thousand-spikes problem (docs/field-stories.md) into the embedded engine through the
-// real ingest, run the detectors, and say what an SRE needs to hear, in the
-// order they ask: does the average look bad, is it one machine or all of
-// them, what moves in the kernel, what to capture next. Where the machine
-// allows it, it then captures on this host for real (demo_local.go). It
-// also writes an HTML report with the plots.
+// Command is `spikehunt demo`.
+type Command struct {
+	// RecordPass, when set, writes the detector pass's own figures as
+	// `spikehunt detect` does (its spikehunt.detect.* rows in counters),
+	// so that the pipeline-health dashboard shows the demo's pass too.
+	// A failure is a warning in the progress lines, not the demo's.
+	RecordPass func(ctx context.Context, st store.Store, res detect.Result) error
+}
 
-func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// Run runs the demo with args, the flags after `spikehunt demo`.
+func (c Command) Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cache, _ := os.UserCacheDir()
-	fs := newFlags("demo", `Simulates a fleet where every host stalls for about a second every 15–20 minutes,
+	fs := cli.NewFlags("demo", `Simulates a fleet where every host stalls for about a second every 15–20 minutes,
 each at its own moment (the "thousand spikes"), ingests it into the embedded ClickHouse
 engine, runs the detectors, and prints the finding: the averaged view, the per-host
 pattern, the hardware-class skew, the suspects, and what to capture next: the
@@ -50,12 +66,12 @@ rewrites the same detections.`, stderr)
 	reportPath := fs.String("report", "", "HTML report file (default: spikehunt-demo.html next to the store, or in the current directory)")
 	localCapture := fs.Bool("local-capture", true, "where the machine allows it (root, perf on PATH, spikehunt-agent beside this binary or --agent),\nalso run a real perf capture on this host as one more node of the fleet and index it against its spike")
 	agentPath := fs.String("agent", "", "spikehunt-agent binary for the local capture (default: the one beside this binary)")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if *hosts < 2 || *hosts > 5000 || *hours < 0.5 || *hours > 48 {
 		fmt.Fprintln(stderr, "--hosts must be 2–5000, --hours 0.5–48")
-		return errUsage
+		return cli.ErrUsage
 	}
 	// The simulated agents run captures with the default budget, armed
 	// as bait on a few hosts: the pipeline-health dashboard shows them.
@@ -64,7 +80,7 @@ rewrites the same detections.`, stderr)
 		CaptureBudget: 2, CaptureArmed: 0.05}.Defaults()
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, err)
-		return errUsage
+		return cli.ErrUsage
 	}
 	began := time.Now()
 	step := func(format string, a ...any) {
@@ -77,7 +93,7 @@ rewrites the same detections.`, stderr)
 	}
 	defer st.Close()
 	step("migrating the schema")
-	if err := migrate(ctx, st, schema.Options{}, io.Discard); err != nil {
+	if _, err := schema.Apply(ctx, st, schema.Options{}); err != nil {
 		return err
 	}
 	end := cfg.Start.Add(cfg.Duration)
@@ -110,11 +126,13 @@ rewrites the same detections.`, stderr)
 		return err
 	}
 	step("detected %d spike windows and %d patterns in %s", len(res.Spikes), len(res.Patterns), res.Timing.Total.Round(time.Millisecond))
-	if err := newPassCounters(st, "").record(ctx, res, time.Now()); err != nil {
-		step("the pass's own counters rows (spikehunt.detect.*) were not stored: %v", err)
+	if c.RecordPass != nil {
+		if err := c.RecordPass(ctx, st, res); err != nil {
+			step("the pass's own counters rows (spikehunt.detect.*) were not stored: %v", err)
+		}
 	}
 
-	scope := queryScope{service: cfg.Service, from: cfg.Start, to: end.Add(time.Second), rangeText: "over the simulated hours"}
+	scope := query.Scope{Service: cfg.Service, From: cfg.Start, To: end.Add(time.Second), RangeText: "over the simulated hours"}
 	nodes := fleetNodes(cfg)
 	var local localHost
 	var notLocal string
@@ -163,7 +181,7 @@ rewrites the same detections.`, stderr)
 // the capture policy's decision over nodes as of the end of the simulated
 // hours, which it also returns, with the request latency that fires the
 // captures.
-func demoFinding(ctx context.Context, st store.Store, cfg sim.Config, scope queryScope, res detect.Result, nodes []policy.Node) ([]string, policy.Decision, time.Duration, error) {
+func demoFinding(ctx context.Context, st store.Store, cfg sim.Config, scope query.Scope, res detect.Result, nodes []policy.Node) ([]string, policy.Decision, time.Duration, error) {
 	var out []string
 	say := func(format string, a ...any) { out = append(out, fmt.Sprintf(format, a...)) }
 	avg, err := averagedView(ctx, st, cfg.Service, scope, res.Spikes)
@@ -179,14 +197,14 @@ func demoFinding(ctx context.Context, st store.Store, cfg sim.Config, scope quer
 	}
 	say("")
 	say("2. Per host: one machine, or all of them?")
-	hosts, err := loadHosts(ctx, st, scope)
+	hosts, err := query.LoadHosts(ctx, st, scope)
 	if err != nil {
 		return nil, policy.Decision{}, 0, err
 	}
-	for _, l := range hostSummaries(hosts, false) {
+	for _, l := range query.HostSummaries(hosts, false) {
 		say("   %s.", l)
 	}
-	patterns, err := loadPatterns(ctx, st, scope)
+	patterns, err := query.LoadPatterns(ctx, st, scope)
 	if err != nil {
 		return nil, policy.Decision{}, 0, err
 	}
@@ -208,7 +226,7 @@ func demoFinding(ctx context.Context, st store.Store, cfg sim.Config, scope quer
 	}
 	say("")
 	say("3. Suspects: what moved in the kernel during the spikes")
-	var suspects []patternSuspectView
+	var suspects []query.PatternSuspect
 	for _, p := range patterns {
 		suspects = append(suspects, p.Suspects...)
 	}
@@ -220,7 +238,7 @@ func demoFinding(ctx context.Context, st store.Store, cfg sim.Config, scope quer
 		if i == 4 {
 			break
 		}
-		say("   %s: among the top suspects of %d affected hosts' spikes", suspectLabel(s.Metric, s.Mode, s.Device, s.CPUs), s.Hosts)
+		say("   %s: among the top suspects of %d affected hosts' spikes", query.SuspectLabel(s.Metric, s.Mode, s.Device, s.CPUs), s.Hosts)
 	}
 	say("")
 	say("4. What to capture next")
@@ -244,11 +262,11 @@ type averaged struct {
 	meanMS, p99MS, meanWithoutMS, spikeShare float64
 }
 
-func averagedView(ctx context.Context, st store.Store, service string, scope queryScope, spikes []detect.SpikeWindow) (averaged, error) {
+func averagedView(ctx context.Context, st store.Store, service string, scope query.Scope, spikes []detect.SpikeWindow) (averaged, error) {
 	var a averaged
 	tab, err := store.Select(ctx, st, `SELECT sum(weighted_sum_us) / sum(weighted_count) / 1000,
 		quantilesTDigestWeightedMerge(0.5, 0.9, 0.99, 0.999)(quantiles_us)[3] / 1000, count()
-		FROM latency_1s WHERE `+scope.where("ts"))
+		FROM latency_1s WHERE `+scope.Filter(query.Where{}, "ts").String())
 	if err != nil || len(tab.Rows) == 0 {
 		return a, fmt.Errorf("demo: averaged latency: %w", errors.Join(err, errors.New("no rows")))
 	}
@@ -263,16 +281,16 @@ func averagedView(ctx context.Context, st store.Store, service string, scope que
 	// many for a query literal).
 	secs := `SELECT host, arrayJoin(range(toUInt32(toUnixTimestamp(window_start)),
 			greatest(toUInt32(toUnixTimestamp(window_end)), toUInt32(toUnixTimestamp(window_start)) + 1))) AS s
-		FROM spikes FINAL WHERE is_deleted = 0 AND service = ` + store.QuoteString(service) + ` AND ` + scope.timeCond("window_start")
+		FROM spikes FINAL WHERE ` + scope.Range(query.Live().Equals("service", service), "window_start").String()
 	tab, err = store.Select(ctx, st, `SELECT sum(weighted_sum_us) / sum(weighted_count) / 1000, uniqExact(host), ifNull((SELECT count() FROM (`+secs+`)), 0)
-		FROM latency_1s WHERE `+scope.where("ts")+` AND (host, toUInt32(toUnixTimestamp(ts))) NOT IN (SELECT host, s FROM (`+secs+`))`)
+		FROM latency_1s WHERE `+scope.Filter(query.Where{}, "ts").String()+` AND (host, toUInt32(toUnixTimestamp(ts))) NOT IN (SELECT host, s FROM (`+secs+`))`)
 	if err != nil || len(tab.Rows) == 0 {
 		return a, fmt.Errorf("demo: averaged latency without spikes: %w", errors.Join(err, errors.New("no rows")))
 	}
 	spikeSeconds, _ := strconv.ParseFloat(tab.Rows[0][2], 64)
 	a.meanWithoutMS, _ = strconv.ParseFloat(tab.Rows[0][0], 64)
 	hosts, _ := strconv.ParseFloat(tab.Rows[0][1], 64)
-	if span := scope.to.Sub(scope.from).Seconds() * hosts; span > 0 {
+	if span := scope.To.Sub(scope.From).Seconds() * hosts; span > 0 {
 		a.spikeShare = spikeSeconds / span
 	}
 	return a, nil
