@@ -9,8 +9,10 @@ import (
 )
 
 // Where is a WHERE clause under construction: conditions joined by AND.
-// Every query of this package and of the demo builds its filter with it,
-// so that what a time range, a service or a host selects is written once.
+// Every query of the commands, and of the demo's finding, builds its
+// filter with it, so that what a time range, a service or a host selects
+// is written once. (The demo's deletes of its own local rows keep literal
+// conditions: there an empty host must not mean every host.)
 // A Where is a value: each method returns a new one.
 type Where struct{ conds []string }
 
