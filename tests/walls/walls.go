@@ -107,8 +107,16 @@ var Rules = []Rule{
 		Why: "simulated messages are the agent's own encoding, through the in-process source or Kafka"},
 	{Pkg: "pipelines/eval", Own: []string{"pipelines/detect", "pipelines/schema", "pipelines/sim", "pipelines/store"}},
 	{Pkg: "pipelines/otel", Own: nil, Why: "tests only"},
-	{Pkg: "pipelines/cmd/...", Own: []string{"pipelines/...", "kafkasec", "agents/client", "agents/export", "agents/telemetry", "agents/capture/control", "operator/policy"},
-		Why: "the CLI drives the agent as a child process through its control API, never through its recorders; the demo's policy is the operator's public one"},
+	{Pkg: "pipelines/cli", Own: nil, Third: []string{}, StdlibOnly: true,
+		Why: "the flag plumbing every spikehunt command shares: the standard library only"},
+	{Pkg: "pipelines/cli/query", Own: []string{"pipelines/cli", "pipelines/captures", "pipelines/store"}, Third: []string{"github.com/ClickHouse/ch-go/..."},
+		Why: "the query commands read the tables through store, the captures index's conditions through captures, and nothing that writes them"},
+	{Pkg: "pipelines/cli/demo", Own: []string{"pipelines/cli", "pipelines/cli/query", "pipelines/captures", "pipelines/detect", "pipelines/ingest",
+		"pipelines/report", "pipelines/schema", "pipelines/sim", "pipelines/store", "agents/client", "agents/export", "agents/telemetry",
+		"agents/capture/control", "operator/policy"},
+		Why: "the demo drives the agent as a child process through its control API, never through its recorders; its policy is the operator's public one"},
+	{Pkg: "pipelines/cmd/...", Own: []string{"pipelines/...", "kafkasec"},
+		Why: "the binary keeps the command table and the wiring; the demo (pipelines/cli/demo) is what reaches the agent's control API and the operator's policy"},
 
 	// operator/
 	{Pkg: "operator/api/...", Own: nil, Why: "the API types import only apimachinery"},

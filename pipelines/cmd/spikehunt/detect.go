@@ -11,18 +11,19 @@ import (
 	"github.com/spikehunt/spikehunt/kafkasec"
 	"github.com/spikehunt/spikehunt/pipelines/alerts"
 	"github.com/spikehunt/spikehunt/pipelines/alerts/alertsig"
+	"github.com/spikehunt/spikehunt/pipelines/cli"
 	"github.com/spikehunt/spikehunt/pipelines/detect"
 	"github.com/spikehunt/spikehunt/pipelines/schema"
 	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
 func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("detect", `Runs the detectors: per-host spike windows from latency_1s, their suspects from the
+	fs := cli.NewFlags("detect", `Runs the detectors: per-host spike windows from latency_1s, their suspects from the
 kernel counters, and the fleet patterns of each service over a look-back. The first
 pass covers --since (or --from/--to) up to --until; with --every, later passes cover
 the time since the last one. Re-running a range rewrites the same rows; rows a
 re-run no longer produces are retracted. One summary line per pass on stdout.`, stderr)
-	dsn := fs.String("dsn", envOr("SPIKEHUNT_DSN", ""), "ClickHouse store: chdb:///dir, clickhouse://…, http(s)://… (env SPIKEHUNT_DSN)")
+	dsn := fs.String("dsn", cli.EnvOr("SPIKEHUNT_DSN", ""), "ClickHouse store: chdb:///dir, clickhouse://…, http(s)://… (env SPIKEHUNT_DSN)")
 	service := fs.String("service", "", "service to examine (empty: every service in latency_1s over the look-back)")
 	since := fs.Duration("since", 6*time.Hour, "the first pass covers this much before --until")
 	from := fs.String("from", "", "start of the first pass, RFC 3339 (instead of --since)")
@@ -41,10 +42,10 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	listen := fs.String("listen", "", "address for /metrics and /healthz, e.g. :9466 (empty: none); /healthz fails when three passes are overdue")
 	limits := observabilityLimits()
 	limitFlags(fs, &limits)
-	instance := fs.String("instance", envOr("SPIKEHUNT_INSTANCE", ""), "name of this process in the host column of its own counters rows, spikehunt.detect.* (default: the host name; env SPIKEHUNT_INSTANCE)")
-	alertBrokers := fs.String("alerts.kafka.brokers", envOr("SPIKEHUNT_ALERTS_BROKERS", ""), "publish alerts (new spike-window groups, pattern changes) to Kafka at these brokers; empty: no alerts (env SPIKEHUNT_ALERTS_BROKERS)")
+	instance := fs.String("instance", cli.EnvOr("SPIKEHUNT_INSTANCE", ""), "name of this process in the host column of its own counters rows, spikehunt.detect.* (default: the host name; env SPIKEHUNT_INSTANCE)")
+	alertBrokers := fs.String("alerts.kafka.brokers", cli.EnvOr("SPIKEHUNT_ALERTS_BROKERS", ""), "publish alerts (new spike-window groups, pattern changes) to Kafka at these brokers; empty: no alerts (env SPIKEHUNT_ALERTS_BROKERS)")
 	alertTopic := fs.String("alerts.topic", alerts.DefaultTopic, "topic of the alerts, keyed by service")
-	signingKey := fs.String("alerts.signing-key-file", envOr("SPIKEHUNT_ALERTS_SIGNING_KEY_FILE", ""), "sign each alert with the key in this file, whose name is the key id (a file of the mounted Secret the operator verifies with, pipelines/alerts/schema.md \"Signatures\"); required with --alerts.kafka.brokers unless --alerts.allow-unsigned (env SPIKEHUNT_ALERTS_SIGNING_KEY_FILE)")
+	signingKey := fs.String("alerts.signing-key-file", cli.EnvOr("SPIKEHUNT_ALERTS_SIGNING_KEY_FILE", ""), "sign each alert with the key in this file, whose name is the key id (a file of the mounted Secret the operator verifies with, pipelines/alerts/schema.md \"Signatures\"); required with --alerts.kafka.brokers unless --alerts.allow-unsigned (env SPIKEHUNT_ALERTS_SIGNING_KEY_FILE)")
 	allowUnsigned := fs.Bool("alerts.allow-unsigned", false, "publish alerts unsigned; an operator refuses them unless it runs with --alerts.allow-unsigned too")
 	alertSec := kafkasec.AddFlags(fs, "alerts.kafka.", kafkasec.Config{})
 	alertState := fs.String("alerts.state", "", "file that keeps what was alerted across restarts (default: rebuilt from the detector tables at start)")
@@ -53,28 +54,28 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	fs.IntVar(&alertCfg.SpikeGroupBurst, "alerts.spike-group-burst", alerts.DefaultSpikeGroupBurst, "spike-group alerts a service may send at once")
 	fs.DurationVar(&alertCfg.PatternChangeEvery, "alerts.pattern-change-every", alerts.DefaultPatternChangeEvery, "at most one \"changed\" alert per pattern this often")
 	fs.DurationVar(&alertCfg.ResolveAfter, "alerts.resolve-after", 0, "a published pattern resolves once missing from the passes this long (0: the first pass without it)")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if err := limits.validate(); err != nil {
 		fmt.Fprintln(stderr, err)
-		return errUsage
+		return cli.ErrUsage
 	}
 	if *dsn == "" {
 		fmt.Fprintln(stderr, "--dsn is required")
-		return errUsage
+		return cli.ErrUsage
 	}
 	if err := alertCfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, err)
-		return errUsage
+		return cli.ErrUsage
 	}
 	if err := alertSec.Config().Validate(); err != nil {
 		fmt.Fprintf(stderr, "--alerts.kafka.tls.*, --alerts.kafka.sasl.*: %v\n", err)
-		return errUsage
+		return cli.ErrUsage
 	}
 	if *alertBrokers != "" && *signingKey == "" && !*allowUnsigned {
 		fmt.Fprintln(stderr, "--alerts.kafka.brokers needs --alerts.signing-key-file (the operator refuses unsigned alerts), or --alerts.allow-unsigned")
-		return errUsage
+		return cli.ErrUsage
 	}
 	cfg := detect.Config{
 		Service:  *service,
@@ -85,23 +86,23 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	var err error
 	if cfg.To, err = endOfRange(*to, *until); err != nil {
 		fmt.Fprintln(stderr, err)
-		return errUsage
+		return cli.ErrUsage
 	}
 	switch {
 	case *from != "":
 		if cfg.From, err = time.Parse(time.RFC3339, *from); err != nil {
 			fmt.Fprintf(stderr, "--from %q: want RFC 3339, e.g. 2026-11-22T10:00:00Z\n", *from)
-			return errUsage
+			return cli.ErrUsage
 		}
 	case *since <= 0:
 		fmt.Fprintln(stderr, "--since must be positive")
-		return errUsage
+		return cli.ErrUsage
 	default:
 		cfg.From = cfg.To.Add(-*since)
 	}
 	if *every < 0 {
 		fmt.Fprintln(stderr, "--every must be 0 (once) or positive")
-		return errUsage
+		return cli.ErrUsage
 	}
 	if err := cfg.Validate(); err != nil {
 		if ce := (*detect.ConfigError)(nil); errors.As(err, &ce) {
@@ -109,7 +110,7 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 		} else {
 			fmt.Fprintln(stderr, err)
 		}
-		return errUsage
+		return cli.ErrUsage
 	}
 
 	progress := func(format string, a ...any) { fmt.Fprintf(stderr, "detect: "+format+"\n", a...) }

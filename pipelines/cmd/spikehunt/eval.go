@@ -13,13 +13,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spikehunt/spikehunt/pipelines/cli"
 	"github.com/spikehunt/spikehunt/pipelines/eval"
 	"github.com/spikehunt/spikehunt/pipelines/sim"
 	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
 func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("eval", `Scores the detectors against the fleet simulator's ground truth: each scenario is
+	fs := cli.NewFlags("eval", `Scores the detectors against the fleet simulator's ground truth: each scenario is
 simulated into its own database of an embedded store, ingested, and detected pass
 after pass as a live detector would; then it prints, per scenario, spike-window
 recall and precision (by overlap), the pattern class found, the detection delay in
@@ -34,7 +35,7 @@ size.`, stderr)
 	only := fs.String("scenarios", "", "comma-separated scenarios to run (default all: "+strings.Join(sim.Scenarios(), ", ")+")")
 	start := fs.String("start", "", "first simulated second of every scenario, RFC 3339 (default: the duration before the last midnight UTC, the same fleet on any day)")
 	variants := fs.Bool("variants", false, "run the off-default variants (their own sizes; --hosts and --duration do not apply); --scenarios filters them by scenario")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	want := map[string]bool{}
@@ -46,7 +47,7 @@ size.`, stderr)
 	for s := range want {
 		if !slices.Contains(sim.Scenarios(), s) {
 			fmt.Fprintf(stderr, "unknown scenario %q (one of %s)\n", s, strings.Join(sim.Scenarios(), ", "))
-			return errUsage
+			return cli.ErrUsage
 		}
 	}
 	var from time.Time
@@ -54,7 +55,7 @@ size.`, stderr)
 		t, err := time.Parse(time.RFC3339, *start)
 		if err != nil {
 			fmt.Fprintf(stderr, "--start %q: want RFC 3339, e.g. 2026-11-22T06:00:00Z\n", *start)
-			return errUsage
+			return cli.ErrUsage
 		}
 		from = t
 	}

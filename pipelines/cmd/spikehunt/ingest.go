@@ -11,15 +11,16 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/kafkasec"
+	"github.com/spikehunt/spikehunt/pipelines/cli"
 	"github.com/spikehunt/spikehunt/pipelines/ingest"
 	"github.com/spikehunt/spikehunt/pipelines/schema"
 	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
 func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("ingest", "Consumes the OTLP topics (spans → requests, metrics → counters) into ClickHouse, exactly\nonce: each batch is inserted with a deduplication token named after its Kafka offsets,\nand the offsets are committed after the insert. Undecodable messages, rows outside the\naccepted time window and rows ClickHouse refuses go to the dead-letter topic (created\nat start if missing); it refuses to start when a table's deduplication window is too\nsmall for these settings. /metrics and /healthz are served on --listen.", stderr)
-	dsn := fs.String("dsn", envOr("SPIKEHUNT_DSN", ""), "ClickHouse store: chdb:///dir, clickhouse://…, http(s)://… (env SPIKEHUNT_DSN)")
-	brokers := fs.String("kafka.brokers", envOr("SPIKEHUNT_KAFKA_BROKERS", "127.0.0.1:9092"), "Kafka bootstrap brokers, comma-separated (env SPIKEHUNT_KAFKA_BROKERS)")
+	fs := cli.NewFlags("ingest", "Consumes the OTLP topics (spans → requests, metrics → counters) into ClickHouse, exactly\nonce: each batch is inserted with a deduplication token named after its Kafka offsets,\nand the offsets are committed after the insert. Undecodable messages, rows outside the\naccepted time window and rows ClickHouse refuses go to the dead-letter topic (created\nat start if missing); it refuses to start when a table's deduplication window is too\nsmall for these settings. /metrics and /healthz are served on --listen.", stderr)
+	dsn := fs.String("dsn", cli.EnvOr("SPIKEHUNT_DSN", ""), "ClickHouse store: chdb:///dir, clickhouse://…, http(s)://… (env SPIKEHUNT_DSN)")
+	brokers := fs.String("kafka.brokers", cli.EnvOr("SPIKEHUNT_KAFKA_BROKERS", "127.0.0.1:9092"), "Kafka bootstrap brokers, comma-separated (env SPIKEHUNT_KAFKA_BROKERS)")
 	group := fs.String("group", ingest.DefaultGroup, "Kafka consumer group")
 	spans := fs.String("topic.spans", ingest.DefaultSpansTopic, "topic of OTLP trace export requests")
 	metricsTopic := fs.String("topic.metrics", ingest.DefaultMetricsTopic, "topic of OTLP metrics export requests")
@@ -33,8 +34,8 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	limits := observabilityLimits()
 	limitFlags(fs, &limits)
 	pprofOn := fs.Bool("debug.pprof", false, "also serve /debug/pprof/ on --listen (profiling; not for an exposed address)")
-	instance := fs.String("instance-id", envOr("SPIKEHUNT_INSTANCE_ID", ""), "static group member id (a StatefulSet pod name): a restart keeps its partitions at once (env SPIKEHUNT_INSTANCE_ID)")
-	name := fs.String("instance", envOr("SPIKEHUNT_INSTANCE", ""), "name of this process in the host column of its own counters rows, spikehunt.ingest.* (default: --instance-id, else the host name; env SPIKEHUNT_INSTANCE)")
+	instance := fs.String("instance-id", cli.EnvOr("SPIKEHUNT_INSTANCE_ID", ""), "static group member id (a StatefulSet pod name): a restart keeps its partitions at once (env SPIKEHUNT_INSTANCE_ID)")
+	name := fs.String("instance", cli.EnvOr("SPIKEHUNT_INSTANCE", ""), "name of this process in the host column of its own counters rows, spikehunt.ingest.* (default: --instance-id, else the host name; env SPIKEHUNT_INSTANCE)")
 	report := fs.Duration("report-every", ingest.DefaultReportEvery, "write those rows this often (and once more at shutdown)")
 	session := fs.Duration("kafka.session-timeout", 45*time.Second, "how long the group waits for a silent member")
 	rebalance := fs.Duration("kafka.rebalance-timeout", ingest.DefaultRebalanceTimeout, "how long the group waits for members when a rebalance begins; a member stops inserting what it polled this long (less two heartbeats and 1s) after the poll, as the group may have moved its partitions by then")
@@ -44,16 +45,16 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	kafkaSec := kafkasec.AddFlags(fs, "kafka.", kafkasec.Config{})
 	noDedup := fs.Bool("unsafe.no-dedup", false, "insert without deduplication tokens: loses exactly-once (for the control run of the crash test)")
 	skipDedupCheck := fs.Bool("unsafe.skip-dedup-check", false, "start even if a table's deduplication window is smaller than these batch and group settings need (the start-up error says how much is needed): loses exactly-once across crashes and rebalances")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if err := limits.validate(); err != nil {
 		fmt.Fprintln(stderr, err)
-		return errUsage
+		return cli.ErrUsage
 	}
 	if *dsn == "" {
 		fmt.Fprintln(stderr, "--dsn is required")
-		return errUsage
+		return cli.ErrUsage
 	}
 	st, err := store.Open(ctx, *dsn)
 	if err != nil {

@@ -1,19 +1,25 @@
-// Command spikehunt is the platform's CLI: the embedded demo, schema
-// migrations, and the ClickHouse HTTP interface over the embedded store.
-// Later subcommands (ingest, detect, spikes, patterns, hosts, captures) join
-// the same table below.
+// Command spikehunt is the platform's CLI. This package keeps the command
+// table, the dispatch and the wiring, and the commands of the pipeline's
+// processes (ingest, detect, migrate, serve-clickhouse, sim, eval); the
+// query commands live in pipelines/cli/query and the demo in
+// pipelines/cli/demo, on the flag plumbing of pipelines/cli.
 package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"sort"
 	"syscall"
+	"time"
+
+	"github.com/spikehunt/spikehunt/pipelines/cli"
+	"github.com/spikehunt/spikehunt/pipelines/cli/demo"
+	"github.com/spikehunt/spikehunt/pipelines/cli/query"
+	"github.com/spikehunt/spikehunt/pipelines/detect"
+	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
 // command is one subcommand: its flags are parsed from args by run itself.
@@ -23,23 +29,20 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"captures":         {"flight-recorder captures and the spike windows they cover", runCaptures},
-	"demo":             {"run the main job on one machine with the embedded ClickHouse engine", runDemo},
+	"captures":         {"flight-recorder captures and the spike windows they cover", query.Captures},
+	"demo":             {"run the main job on one machine with the embedded ClickHouse engine", demo.Command{RecordPass: recordDemoPass}.Run},
 	"detect":           {"find spike windows, their suspect kernel counters and fleet patterns, on an interval", runDetect},
 	"eval":             {"score the detectors on every simulated scenario (make eval)", runEval},
 	"ingest":           {"consume the OTLP Kafka topics into ClickHouse, exactly once", runIngest},
-	"hosts":            {"per-host latency and spike counts: one machine or all of them?", runHosts},
+	"hosts":            {"per-host latency and spike counts: one machine or all of them?", query.Hosts},
 	"migrate":          {"apply the ClickHouse schema migrations to a store", runMigrate},
-	"patterns":         {"fleet patterns (recurrent, synchronized, isolated) in a sentence each", runPatterns},
+	"patterns":         {"fleet patterns (recurrent, synchronized, isolated) in a sentence each", query.Patterns},
 	"sim":              {"simulate a fleet (every scenario parameter a flag) into a store or Kafka", runSim},
 	"serve-clickhouse": {"serve the ClickHouse HTTP interface over an embedded store", runServeClickHouse},
-	"spikes":           {"spike windows per host, with their top suspect", runSpikes},
-	"suspects":         {"the kernel counters that moved with each spike window", runSuspects},
+	"spikes":           {"spike windows per host, with their top suspect", query.Spikes},
+	"suspects":         {"the kernel counters that moved with each spike window", query.Suspects},
 	"version":          {"print the version", runVersion},
 }
-
-// errUsage marks a command-line mistake: exit status 2, usage already shown.
-var errUsage = errors.New("usage")
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -62,16 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
-	err := cmd.run(ctx, args[1:], stdout, stderr)
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.Is(err, errUsage):
-		return 2
-	default:
-		fmt.Fprintf(stderr, "spikehunt %s: %v\n", args[0], err)
-		return 1
-	}
+	return cli.ExitCode(args[0], cmd.run(ctx, args[1:], stdout, stderr), stderr)
 }
 
 func usage(w io.Writer) {
@@ -89,40 +83,10 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nStores are named by DSN: chdb:///path/to/dir (embedded engine), clickhouse://user:pass@host:9000/db, http(s)://host:8123/db.")
 }
 
-// newFlags returns a flag set that prints a command's usage and returns
-// errUsage on a mistake instead of exiting.
-func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("spikehunt "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: spikehunt %s [flags]\n\n%s\n\nFlags:\n", name, synopsis)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parse parses args, mapping a flag mistake to errUsage.
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return errUsage
-	}
-	return nil
-}
-
-// envOr returns the environment variable's value, or def.
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
+// recordDemoPass writes the demo's detector pass's own figures as
+// `spikehunt detect` writes a pass's (detect_counters.go).
+func recordDemoPass(ctx context.Context, st store.Store, res detect.Result) error {
+	return newPassCounters(st, "").record(ctx, res, time.Now())
 }
 
 var version = "dev" // set with -ldflags "-X main.version=…"

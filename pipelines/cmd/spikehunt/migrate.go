@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/spikehunt/spikehunt/pipelines/cli"
 	"github.com/spikehunt/spikehunt/pipelines/schema"
 	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("migrate", "Applies the pending schema migrations; a second run is a no-op. A failed\nmigration is not recorded, and a re-run resumes at it.", stderr)
-	dsn := fs.String("dsn", envOr("SPIKEHUNT_DSN", ""), "store to migrate (env SPIKEHUNT_DSN)")
+	fs := cli.NewFlags("migrate", "Applies the pending schema migrations; a second run is a no-op. A failed\nmigration is not recorded, and a re-run resumes at it.", stderr)
+	dsn := fs.String("dsn", cli.EnvOr("SPIKEHUNT_DSN", ""), "store to migrate (env SPIKEHUNT_DSN)")
 	var o schema.Options
 	fs.StringVar(&o.Database, "database", "", "database for every table (default: the DSN's database)")
 	fs.StringVar(&o.Cluster, "cluster", "", "render cluster DDL (ON CLUSTER, Replicated*, Distributed) for this cluster name")
@@ -21,13 +22,13 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.IntVar(&o.DetectionsTTLDays, "detections-ttl-days", schema.DefaultDetectionsTTLDays, "days spikes and patterns are kept")
 	fs.IntVar(&o.CapturesTTLDays, "captures-ttl-days", schema.DefaultCapturesTTLDays, "days capture index rows are kept")
 	printOnly := fs.Bool("print", false, "print the statements instead of applying them")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if *printOnly {
 		if o.Cluster != "" && o.Database == "" {
 			fmt.Fprintln(stderr, "--cluster with --print needs --database: Distributed tables name their database")
-			return errUsage
+			return cli.ErrUsage
 		}
 		list, err := schema.Render(o)
 		if err != nil {
@@ -44,7 +45,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *dsn == "" {
 		fmt.Fprintln(stderr, "--dsn is required (or set SPIKEHUNT_DSN)")
 		fs.Usage()
-		return errUsage
+		return cli.ErrUsage
 	}
 	st, err := store.Open(ctx, *dsn)
 	if err != nil {

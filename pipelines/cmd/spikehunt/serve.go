@@ -12,11 +12,12 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/pipelines/chhttp"
+	"github.com/spikehunt/spikehunt/pipelines/cli"
 	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
 func runServeClickHouse(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve-clickhouse", `Serves the ClickHouse HTTP interface over an embedded store, for Grafana
+	fs := cli.NewFlags("serve-clickhouse", `Serves the ClickHouse HTTP interface over an embedded store, for Grafana
 and any ClickHouse client. /metrics and /healthz are served beside it.
 
 Statements cannot reach outside the data directory (file(), url(), remote(),
@@ -24,36 +25,36 @@ s3() and their table engines, INTO OUTFILE, FROM INFILE, file-naming
 settings) unless --allow-external-sources. An address other than loopback
 needs a user with a password: --user (read-write, the ingest's) and/or
 --read-only-user (Grafana's: SELECT and the like only).`, stderr)
-	dsn := fs.String("dsn", envOr("SPIKEHUNT_DSN", ""), "embedded store, chdb:///path/to/dir (env SPIKEHUNT_DSN)")
+	dsn := fs.String("dsn", cli.EnvOr("SPIKEHUNT_DSN", ""), "embedded store, chdb:///path/to/dir (env SPIKEHUNT_DSN)")
 	listen := fs.String("listen", "127.0.0.1:8123", "address to listen on; any but loopback requires --user or --read-only-user with a password")
-	user := fs.String("user", envOr("SPIKEHUNT_CLICKHOUSE_USER", ""), "read-write user (env SPIKEHUNT_CLICKHOUSE_USER); with neither user set, every request is read-write, allowed on loopback only")
+	user := fs.String("user", cli.EnvOr("SPIKEHUNT_CLICKHOUSE_USER", ""), "read-write user (env SPIKEHUNT_CLICKHOUSE_USER); with neither user set, every request is read-write, allowed on loopback only")
 	password := fs.String("password-env", "SPIKEHUNT_CLICKHOUSE_PASSWORD", "environment variable holding --user's password (a flag would show in ps)")
-	roUser := fs.String("read-only-user", envOr("SPIKEHUNT_CLICKHOUSE_READONLY_USER", ""), "read-only user for Grafana (env SPIKEHUNT_CLICKHOUSE_READONLY_USER): SELECT, WITH, SHOW, DESCRIBE, EXISTS, EXPLAIN only, run with readonly = 2")
+	roUser := fs.String("read-only-user", cli.EnvOr("SPIKEHUNT_CLICKHOUSE_READONLY_USER", ""), "read-only user for Grafana (env SPIKEHUNT_CLICKHOUSE_READONLY_USER): SELECT, WITH, SHOW, DESCRIBE, EXISTS, EXPLAIN only, run with readonly = 2")
 	roPassword := fs.String("read-only-password-env", "SPIKEHUNT_CLICKHOUSE_READONLY_PASSWORD", "environment variable holding --read-only-user's password")
 	external := fs.Bool("allow-external-sources", false, "let statements read and write outside the data directory as this process (file, url, remote, s3, ... and their table engines, dictionaries, file-naming settings); only where every client may do that")
 	maxExec := fs.Duration("max-execution-time", chhttp.DefaultConfig().MaxExecutionTime, "longest a statement may run (the engine's max_execution_time; a client's larger value is lowered); responses may take this plus 30s to write")
 	limits := httpLimits{ReadHeader: 10 * time.Second, Idle: time.Minute, MaxConns: 128}
 	limitFlags(fs, &limits)
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if !strings.HasPrefix(*dsn, "chdb:") {
 		fmt.Fprintln(stderr, "--dsn must name an embedded store (chdb:///path/to/dir): a ClickHouse server already serves its own HTTP interface")
-		return errUsage
+		return cli.ErrUsage
 	}
-	cfg := chhttp.Config{User: *user, Password: envOr(*password, ""), ReadOnlyUser: *roUser, ReadOnlyPassword: envOr(*roPassword, ""),
+	cfg := chhttp.Config{User: *user, Password: cli.EnvOr(*password, ""), ReadOnlyUser: *roUser, ReadOnlyPassword: cli.EnvOr(*roPassword, ""),
 		MaxExecutionTime: *maxExec, ExternalSources: *external}
 	if err := checkServeAuth(*listen, cfg, *password, *roPassword); err != nil {
 		fmt.Fprintln(stderr, err)
-		return errUsage
+		return cli.ErrUsage
 	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, err)
-		return errUsage
+		return cli.ErrUsage
 	}
 	if err := limits.validate(); err != nil {
 		fmt.Fprintln(stderr, err)
-		return errUsage
+		return cli.ErrUsage
 	}
 	// Reading an INSERT's body and writing a result are bounded by the
 	// statement's own limit, not by a shorter server-wide one that would cut

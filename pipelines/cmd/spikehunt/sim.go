@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/kafkasec"
+	"github.com/spikehunt/spikehunt/pipelines/cli"
 	"github.com/spikehunt/spikehunt/pipelines/schema"
 	"github.com/spikehunt/spikehunt/pipelines/sim"
 	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("sim", `Simulates a fleet as its agents would report it (sampled per-request spans and kernel
+	fs := cli.NewFlags("sim", `Simulates a fleet as its agents would report it (sampled per-request spans and kernel
 counters, OTLP), either into a store through the ingest (--dsn) or into Kafka
 (--kafka.brokers) for a running spikehunt ingest. Prints the ground truth as JSON
 (--truth) for scoring. Every parameter of a scenario is a flag; zero means the
@@ -52,20 +53,20 @@ scenario's default.`, stderr)
 	fs.Float64Var(&c.Creep, "creep", 0, "slow-creep: latency multiplier reached at the end (default 5)")
 	fs.IntVar(&c.CaptureBudget, "capture.max-concurrent", 0, "the agents' capture budget, sent as spikehunt.capture.max_concurrent (0: capture off, no capture gauges)")
 	fs.Float64Var(&c.CaptureArmed, "capture.armed", 0, "share of hosts with a capture armed, sent as spikehunt.capture.active (needs --capture.max-concurrent)")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if (*dsn == "") == (*brokers == "") {
 		fmt.Fprintln(stderr, "give one of --dsn or --kafka.brokers")
-		return errUsage
+		return cli.ErrUsage
 	}
 	if err := kafkaSec.Config().Validate(); err != nil {
 		fmt.Fprintf(stderr, "--kafka.tls.*, --kafka.sasl.*: %v\n", err)
-		return errUsage
+		return cli.ErrUsage
 	}
 	if *dsn != "" && kafkaSec.Config().Enabled() {
 		fmt.Fprintln(stderr, "--kafka.tls.* and --kafka.sasl.* secure --kafka.brokers; --dsn loads without Kafka")
-		return errUsage
+		return cli.ErrUsage
 	}
 	if classes != "" {
 		c.HWClasses = strings.Split(classes, ",")
@@ -74,14 +75,14 @@ scenario's default.`, stderr)
 		t, err := time.Parse(time.RFC3339, start)
 		if err != nil {
 			fmt.Fprintf(stderr, "--start %q: want RFC 3339, e.g. 2026-11-22T06:00:00Z\n", start)
-			return errUsage
+			return cli.ErrUsage
 		}
 		c.Start = t
 	}
 	c = c.Defaults()
 	if err := c.Validate(); err != nil {
 		fmt.Fprintln(stderr, err)
-		return errUsage
+		return cli.ErrUsage
 	}
 	fmt.Fprintf(stderr, "sim: %s, %d hosts × %s from %s, seed %d\n", c.Scenario, c.Hosts, c.Duration, c.Start.Format(time.RFC3339), c.Seed)
 	lastTenth := -1

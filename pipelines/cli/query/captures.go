@@ -1,0 +1,231 @@
+package query
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spikehunt/spikehunt/pipelines/captures"
+	"github.com/spikehunt/spikehunt/pipelines/store"
+)
+
+// captureView is one captures row as `spikehunt captures` shows it. The JSON
+// keys are part of the CLI's interface: add keys, never rename them.
+type captureView struct {
+	CaptureID   string    `json:"capture_id"`
+	Host        string    `json:"host"`
+	Node        string    `json:"node"`
+	Backend     string    `json:"backend"`
+	Profile     string    `json:"profile"`
+	WindowStart time.Time `json:"window_start"`
+	WindowEnd   time.Time `json:"window_end"`
+	DurationS   float64   `json:"duration_s"`
+	Trigger     string    `json:"trigger"`
+	SpikeIDs    []string  `json:"spike_ids"` // the spike windows it overlaps on its host, oldest first
+	URI         string    `json:"uri"`
+	Bytes       uint64    `json:"bytes"`
+	LostEvents  uint64    `json:"lost_events"` // dropped or overwritten: a trace with holes says so
+	Checksum    string    `json:"checksum"`
+	Status      string    `json:"status"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// Captures is `spikehunt captures`.
+func Captures(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return capturesCommand.run(ctx, args, stdout, stderr)
+}
+
+var capturesCommand = command{
+	name:         "captures",
+	synopsis:     "Lists flight-recorder captures from the captures index, newest first: where each\ntrace is, its window, its lost events, and the spike windows it overlaps on its\nhost. --spike answers \"is there a trace of this stall?\"; the other direction is\nspikehunt spikes --without-captures.",
+	defaultLimit: 100,
+	setup: func(fs *flag.FlagSet) query {
+		fs.Lookup("service").Usage = "only captures overlapping a spike window of this service (empty: every capture)"
+		spikeID := fs.String("spike", "", "only the captures of this spike window (spike_id); the time range is not applied")
+		return query{load: func(ctx context.Context, st store.Store, s Scope) (answer, error) {
+			cond := captureCond(s, *spikeID)
+			list, err := loadCaptures(ctx, st, cond, s.limitClause())
+			if err != nil {
+				return answer{}, err
+			}
+			if *spikeID != "" {
+				// A stall described by its own row reads better than a
+				// bare id; a spike the detector retracted or never wrote
+				// is still a valid question.
+				spike, err := describeSpike(ctx, st, *spikeID)
+				if err != nil {
+					return answer{}, err
+				}
+				return answerOf(list, "no captures of "+spike, func(w io.Writer) error {
+					printCaptures(w, list)
+					_, err := fmt.Fprintf(w, "\n%s of %s%s\n", plural(len(list), "capture"), spike, lossNote(list))
+					return err
+				}), nil
+			}
+			return answerOf(list, s.none("captures"), func(w io.Writer) error {
+				printCaptures(w, list)
+				summary, err := captureSummary(ctx, st, s, cond, len(list))
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintln(w, "\n"+summary)
+				return err
+			}), nil
+		}}
+	},
+}
+
+// captureCond selects captures rows: those listing spikeID, or those whose
+// window starts in the scope's range, on its host, overlapping a spike of
+// its service. captures has no service column: a capture belongs to every
+// service whose spike windows it overlaps on its host.
+func captureCond(s Scope, spikeID string) Where {
+	if spikeID != "" {
+		return Where{}.And(captures.ListsSpike(spikeID))
+	}
+	cond := s.Range(Where{}, "window_start").Equals("host", s.Host)
+	if s.Service != "" {
+		// The service's spike ids, read over the range padded by
+		// spikeLinkPad: a capture links the spikes overlapping its window,
+		// which starts in the range and lasts seconds to minutes.
+		spikes := Live().Equals("service", s.Service).During("window_start", s.From.Add(-spikeLinkPad), s.To.Add(spikeLinkPad)).
+			Equals("host", s.Host)
+		cond = cond.And("hasAny(spike_ids, (SELECT groupArray(spike_id) FROM spikes FINAL WHERE " + spikes.String() + "))")
+	}
+	return cond
+}
+
+// spikeLinkPad is how far outside the range captures --service looks for
+// the service's spike windows, so that the lookup reads the range's spikes
+// and not the table's. Only a window that began more than this before the
+// range yet overlaps a capture inside it would be missed, and the index
+// does not link such a window to a capture either.
+const spikeLinkPad = captures.SpikeLookBack
+
+// loadCaptures reads the captures rows matching cond, newest first.
+func loadCaptures(ctx context.Context, st store.Store, cond Where, limit string) ([]captureView, error) {
+	return readRows(ctx, st, "captures", `SELECT capture_id, host, node, backend, profile, window_start, window_end,
+		trigger, spike_ids, uri, bytes, lost_events, checksum, status, updated_at
+	FROM captures FINAL WHERE `+cond.String()+`
+	ORDER BY window_start DESC, host, capture_id`+limit, func(c *columns) func(int) captureView {
+		id, host, node, backend, profile := col[string](c, "capture_id"), col[string](c, "host"), col[string](c, "node"),
+			col[string](c, "backend"), col[string](c, "profile")
+		trigger, uri, checksum, status := col[string](c, "trigger"), col[string](c, "uri"), col[string](c, "checksum"), col[string](c, "status")
+		start, end, updated := col[time.Time](c, "window_start"), col[time.Time](c, "window_end"), col[time.Time](c, "updated_at")
+		spikeIDs := col[[]string](c, "spike_ids")
+		bytes, lost := col[uint64](c, "bytes"), col[uint64](c, "lost_events")
+		return func(i int) captureView {
+			v := captureView{
+				CaptureID: id.Row(i), Host: host.Row(i), Node: node.Row(i), Backend: backend.Row(i),
+				Profile: profile.Row(i), WindowStart: start.Row(i).UTC(), WindowEnd: end.Row(i).UTC(),
+				Trigger: trigger.Row(i), SpikeIDs: append([]string{}, spikeIDs.Row(i)...), URI: uri.Row(i),
+				Bytes: bytes.Row(i), LostEvents: lost.Row(i), Checksum: checksum.Row(i), Status: status.Row(i),
+				UpdatedAt: updated.Row(i).UTC(),
+			}
+			v.DurationS = v.WindowEnd.Sub(v.WindowStart).Seconds()
+			return v
+		}
+	})
+}
+
+// printCaptures prints the table. The spike ids are counted, not listed:
+// -o json has them, and --spike says which one was asked about.
+func printCaptures(w io.Writer, captures []captureView) {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "CAPTURE\tHOST\tBACKEND\tWINDOW_START (UTC)\tWINDOW\tSPIKES\tSIZE\tLOST\tSTATUS\tURI")
+	for _, c := range captures {
+		backend := c.Backend
+		if c.Profile != "" {
+			backend += "/" + c.Profile
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", c.CaptureID, c.Host, orDash(backend), utcTime(c.WindowStart),
+			windowDuration(c.WindowEnd.Sub(c.WindowStart)), len(c.SpikeIDs), byteSize(c.Bytes), c.LostEvents,
+			orDash(c.Status), orDash(c.URI))
+	}
+	tw.Flush()
+}
+
+// describeSpike names a spike window for the --spike lines: "spike ID
+// (billy on h03 at 2025-06-01 12:17:00, 2s)", or "spike ID" when the
+// spikes table has no live row for it.
+func describeSpike(ctx context.Context, st store.Store, id string) (string, error) {
+	type spike struct {
+		service, host string
+		start, end    time.Time
+	}
+	sp, err := readRows(ctx, st, "spikes", `SELECT service, host, window_start, window_end
+	FROM spikes FINAL WHERE `+Live().Equals("spike_id", id).String()+` LIMIT 1`, func(c *columns) func(int) spike {
+		service, host := col[string](c, "service"), col[string](c, "host")
+		start, end := col[time.Time](c, "window_start"), col[time.Time](c, "window_end")
+		return func(i int) spike { return spike{service.Row(i), host.Row(i), start.Row(i).UTC(), end.Row(i).UTC()} }
+	})
+	if err != nil || len(sp) == 0 {
+		return "spike " + id, err
+	}
+	return fmt.Sprintf("spike %s (%s on %s at %s, %s)", id, sp[0].service, sp[0].host, utcTime(sp[0].start),
+		windowDuration(sp[0].end.Sub(sp[0].start))), nil
+}
+
+// captureSummary is the line under the table: how many captures on how many
+// hosts, how many spike windows they cover, and how many have holes.
+func captureSummary(ctx context.Context, st store.Store, s Scope, cond Where, shown int) (string, error) {
+	type counts struct{ n, hosts, lossy, spikes uint64 }
+	c, err := readRows(ctx, st, "captures", `SELECT count() AS n, uniqExact(host) AS hosts,
+		countIf(lost_events > 0) AS lossy, length(arrayDistinct(arrayFlatten(groupArray(spike_ids)))) AS spikes
+	FROM captures FINAL WHERE `+cond.String(), func(c *columns) func(int) counts {
+		n, hosts, lossy, spikes := col[uint64](c, "n"), col[uint64](c, "hosts"), col[uint64](c, "lossy"), col[uint64](c, "spikes")
+		return func(i int) counts { return counts{n.Row(i), hosts.Row(i), lossy.Row(i), spikes.Row(i)} }
+	})
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString(plural(int(c[0].n), "capture"))
+	if s.Host == "" {
+		b.WriteString(" on " + plural(int(c[0].hosts), "host"))
+	}
+	fmt.Fprintf(&b, " covering %s %s", plural(int(c[0].spikes), "spike window"), strings.Replace(s.describe(), "for any service ", "", 1))
+	if c[0].lossy > 0 {
+		fmt.Fprintf(&b, "; %d with lost events", c[0].lossy)
+	}
+	if uint64(shown) < c[0].n {
+		fmt.Fprintf(&b, "; showing the latest %d (--limit)", shown)
+	}
+	return b.String(), nil
+}
+
+// lossNote warns under a --spike listing when a trace has holes.
+func lossNote(captures []captureView) string {
+	n := 0
+	for _, c := range captures {
+		if c.LostEvents > 0 {
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d with lost events", n)
+}
+
+// byteSize renders a size in binary units: 512 B, 3.5 MiB, 12 GiB.
+func byteSize(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatUint(n, 10) + " B"
+	}
+	v, i := float64(n), -1
+	for v >= unit && i < 4 {
+		v /= unit
+		i++
+	}
+	digits := 1
+	if v >= 100 {
+		digits = 0
+	}
+	return strings.TrimSuffix(strconv.FormatFloat(v, 'f', digits, 64), ".0") + " " + []string{"KiB", "MiB", "GiB", "TiB", "PiB"}[i]
+}

@@ -1,0 +1,92 @@
+package query
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
+
+// The query commands' output is an interface: scripts parse the JSON and
+// people read the tables. On a fleet with fixed times every command's table
+// and JSON, stdout and stderr, are byte for byte the golden files'.
+func TestQueryCommandsPrintTheirGoldenOutput(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	f := seedQueryFleetAt(t, t0, "toDateTime64('2026-03-01 13:00:00.125', 3, 'UTC')")
+	seedCaptures(t, f)
+	all := append([]string{"--dsn", f.dsn}, f.rangeArgs()...)
+	billy := append(append([]string{}, all...), "--service", "billy")
+	args := func(cmd string, base []string, extra ...string) []string {
+		return append(append([]string{cmd}, base...), extra...)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"spikes", args("spikes", billy)},
+		{"spikes-all-services", args("spikes", all)},
+		{"spikes-host-limit", args("spikes", billy, "--host", "h03", "--limit", "2")},
+		{"spikes-without-captures", args("spikes", billy, "--without-captures")},
+		{"spikes-none", args("spikes", billy, "--host", "o1")},
+		{"patterns", args("patterns", billy)},
+		{"patterns-all-services", args("patterns", all)},
+		{"patterns-host", args("patterns", billy, "--host", "h04")},
+		{"patterns-none", args("patterns", all, "--service", "other")},
+		{"hosts", args("hosts", billy)},
+		{"hosts-all-services-limit", args("hosts", all, "--limit", "2")},
+		{"hosts-none", args("hosts", all, "--service", "nobody")},
+		{"suspects", args("suspects", billy, "--limit", "3")},
+		{"suspects-aggregate", args("suspects", billy, "--aggregate")},
+		{"suspects-spike", args("suspects", []string{"--dsn", f.dsn}, "--spike", "s-h03-2")},
+		{"suspects-spike-none", args("suspects", []string{"--dsn", f.dsn}, "--spike", "nope")},
+		{"suspects-none", args("suspects", billy, "--host", "h01")},
+		{"captures", args("captures", all)},
+		{"captures-service-limit", args("captures", all, "--service", "billy", "--limit", "2")},
+		{"captures-host", args("captures", all, "--host", "h01")},
+		{"captures-spike", args("captures", []string{"--dsn", f.dsn}, "--spike", "s-h03-1")},
+		{"captures-spike-none", args("captures", []string{"--dsn", f.dsn}, "--spike", "s-h05-1")},
+		{"captures-none", args("captures", all, "--service", "other")},
+	} {
+		for _, output := range []string{"table", "json"} {
+			name := tc.name + "." + output
+			t.Run(name, func(t *testing.T) {
+				stdout, stderr := cli(t, 0, append(tc.args, "-o", output)...)
+				got := "$ spikehunt " + strings.Join(goldenArgs(tc.args, f), " ") + " -o " + output + "\n" +
+					"--- stdout\n" + stdout + "--- stderr\n" + stderr
+				path := filepath.Join("testdata", "golden", name+".txt")
+				if *update {
+					if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
+				want, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatalf("%v (run with -update to write it)", err)
+				}
+				if diff := cmp.Diff(string(want), got); diff != "" {
+					t.Errorf("%s (-want +got):\n%s", path, diff)
+				}
+			})
+		}
+	}
+}
+
+// goldenArgs is args with the test's store replaced by a fixed name, so
+// that the golden file's first line does not change with the test database.
+func goldenArgs(args []string, f queryFleet) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = strings.ReplaceAll(a, f.dsn, "chdb:///STORE")
+	}
+	return out
+}

@@ -1,0 +1,204 @@
+package query
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/spikehunt/spikehunt/pipelines/store"
+)
+
+// suspectView is one ranked suspect of one spike window. The JSON keys are
+// part of the CLI's interface.
+type suspectView struct {
+	SpikeID     string    `json:"spike_id"`
+	Service     string    `json:"service"`
+	Host        string    `json:"host"`
+	WindowStart time.Time `json:"window_start"`
+	Rank        int       `json:"rank"`
+	Metric      string    `json:"metric"`
+	Mode        string    `json:"mode"`
+	Device      string    `json:"device"`
+	CPU         int       `json:"cpu"`      // -1 when not per CPU
+	Baseline    float64   `json:"baseline"` // rate per second over the host's baseline
+	During      float64   `json:"during"`   // rate per second during the window
+	Deviation   float64   `json:"deviation"`
+}
+
+// suspectFamilyView is one counter family (metric, mode, device) across the
+// spike windows of the range.
+type suspectFamilyView struct {
+	Metric      string `json:"metric"`
+	Mode        string `json:"mode"`
+	Device      string `json:"device"`
+	CPUs        []int  `json:"cpus"`         // the CPUs it moved on most often, ascending
+	Rank1Spikes int    `json:"rank1_spikes"` // spike windows where it was the top suspect
+	Spikes      int    `json:"spikes"`       // spike windows where it was a suspect at all
+	Hosts       int    `json:"hosts"`
+	TotalSpikes int    `json:"total_spikes"` // spike windows in the range
+}
+
+// Suspects is `spikehunt suspects`.
+func Suspects(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return suspectsCommand.run(ctx, args, stdout, stderr)
+}
+
+var suspectsCommand = command{
+	name:         "suspects",
+	synopsis:     "Lists the ranked kernel-counter suspects of each spike window (newest first, --limit\nwindows), then which counter families were the top suspect across all windows\nof the range. JSON holds the per-spike rows, or with --aggregate the families.",
+	defaultLimit: 20,
+	setup: func(fs *flag.FlagSet) query {
+		spikeID := fs.String("spike", "", "only this spike window (spike_id); the time range is not applied")
+		aggregate := fs.Bool("aggregate", false, "only the families across the range")
+		return query{
+			check: func() string {
+				if *spikeID != "" && *aggregate {
+					return "--aggregate summarizes a range; it does not go with --spike"
+				}
+				return ""
+			},
+			load: func(ctx context.Context, st store.Store, s Scope) (answer, error) {
+				spikes := s.Filter(Live(), "window_start")
+				if *spikeID != "" {
+					spikes = Live().Equals("spike_id", *spikeID)
+				}
+				if *aggregate {
+					return loadFamiliesAnswer(ctx, st, s, spikes)
+				}
+				suspects, err := loadSpikeSuspects(ctx, st, spikes, s.limitClause())
+				if err != nil {
+					return answer{}, err
+				}
+				none := s.none("spike suspects")
+				if *spikeID != "" {
+					none = "no suspects for spike " + *spikeID
+				}
+				return answerOf(suspects, none, func(w io.Writer) error {
+					if err := printSpikeSuspects(w, suspects); err != nil || *spikeID != "" {
+						return err
+					}
+					fmt.Fprintln(w)
+					// The families of every window of the range, not only
+					// of the --limit windows listed.
+					families, err := loadFamiliesAnswer(ctx, st, s, spikes)
+					if err != nil {
+						return err
+					}
+					if families.n == 0 {
+						return emptyLine(w, nil, false, families.none)
+					}
+					return families.table(w)
+				}), nil
+			},
+		}
+	},
+}
+
+// loadFamiliesAnswer is the answer of --aggregate: the families of the
+// suspects of the spike windows matching spikes.
+func loadFamiliesAnswer(ctx context.Context, st store.Store, s Scope, spikes Where) (answer, error) {
+	families, err := loadSuspectFamilies(ctx, st, spikes)
+	if err != nil {
+		return answer{}, err
+	}
+	return answerOf(families, s.none("spike suspects"), func(w io.Writer) error {
+		fmt.Fprintf(w, "Across the %d spike windows %s:\n", families[0].TotalSpikes, s.describe())
+		tw := newTable(w)
+		fmt.Fprintln(tw, "SUSPECT\tMETRIC\tMODE\tDEVICE\tTOP_SUSPECT_IN\tSUSPECT_IN\tHOSTS")
+		for _, f := range families {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d (%s)\t%d\t%d\n", SuspectLabel(f.Metric, f.Mode, f.Device, f.CPUs),
+				f.Metric, orDash(f.Mode), orDash(f.Device), f.Rank1Spikes, pct(share(int64(f.Rank1Spikes), int64(f.TotalSpikes))),
+				f.Spikes, f.Hosts)
+		}
+		return tw.Flush()
+	}), nil
+}
+
+// loadSpikeSuspects reads the suspects of the newest spike windows matching
+// spikes (at most limit windows), newest window first, by rank.
+func loadSpikeSuspects(ctx context.Context, st store.Store, spikes Where, limit string) ([]suspectView, error) {
+	return readRows(ctx, st, "spike_suspects", `SELECT spike_id, service, host, window_start, rank, metric, mode,
+		device, cpu, baseline, during, deviation
+	FROM spike_suspects FINAL
+	WHERE `+Live().And(`spike_id IN (
+		SELECT spike_id FROM spikes FINAL WHERE `+spikes.String()+` ORDER BY window_start DESC, service, host`+limit+`)`).String()+`
+	ORDER BY window_start DESC, service, host, rank`, func(c *columns) func(int) suspectView {
+		id, service, host := col[string](c, "spike_id"), col[string](c, "service"), col[string](c, "host")
+		metric, mode, device := col[string](c, "metric"), col[string](c, "mode"), col[string](c, "device")
+		start, rank, cpu := col[time.Time](c, "window_start"), col[uint8](c, "rank"), col[int16](c, "cpu")
+		baseline, during, deviation := col[float64](c, "baseline"), col[float64](c, "during"), col[float64](c, "deviation")
+		return func(i int) suspectView {
+			return suspectView{SpikeID: id.Row(i), Service: service.Row(i), Host: host.Row(i),
+				WindowStart: start.Row(i).UTC(), Rank: int(rank.Row(i)), Metric: metric.Row(i), Mode: mode.Row(i),
+				Device: device.Row(i), CPU: int(cpu.Row(i)), Baseline: finite(baseline.Row(i)), During: finite(during.Row(i)),
+				Deviation: finite(deviation.Row(i))}
+		}
+	})
+}
+
+// printSpikeSuspects prints one block of rows per spike: the spike's host
+// and window on its first row only, so the ranks read down.
+func printSpikeSuspects(w io.Writer, suspects []suspectView) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "HOST\tWINDOW_START (UTC)\tRANK\tMETRIC\tMODE\tDEVICE\tCPU\tBASELINE/S\tDURING/S\tDEVIATION")
+	prev := ""
+	for _, x := range suspects {
+		host, when := "", ""
+		if x.SpikeID != prev {
+			host, when = x.Host, utcTime(x.WindowStart)
+			prev = x.SpikeID
+		}
+		cpu := "-"
+		if x.CPU >= 0 {
+			cpu = strconv.Itoa(x.CPU)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\n", host, when, x.Rank, x.Metric, orDash(x.Mode),
+			orDash(x.Device), cpu, rate(x.Baseline), rate(x.During), x.Deviation)
+	}
+	return tw.Flush()
+}
+
+// rate renders a per-second rate with about three significant digits,
+// without exponents for the large ones (interrupts per second).
+func rate(v float64) string {
+	if v >= 100 || v <= -100 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64)
+}
+
+// loadSuspectFamilies aggregates the suspects of every spike window matching
+// spikes by (metric, mode, device): in how many windows the family was the
+// top suspect, in how many it was a suspect at all, on which CPUs.
+func loadSuspectFamilies(ctx context.Context, st store.Store, spikes Where) ([]suspectFamilyView, error) {
+	inSpikes := Live().And("spike_id IN (SELECT spike_id FROM spikes FINAL WHERE " + spikes.String() + ")")
+	families, err := readRows(ctx, st, "spike_suspects", `SELECT metric, mode, device,
+		countIf(rank = 1) AS rank1, uniqExact(spike_id) AS spikes, uniqExact(host) AS hosts,
+		ifNull((SELECT count() FROM spikes FINAL WHERE `+spikes.String()+`), 0) AS total
+	FROM spike_suspects FINAL WHERE `+inSpikes.String()+`
+	GROUP BY metric, mode, device
+	ORDER BY rank1 DESC, spikes DESC, metric, mode, device`, func(c *columns) func(int) suspectFamilyView {
+		metric, mode, device := col[string](c, "metric"), col[string](c, "mode"), col[string](c, "device")
+		rank1, spikes, hosts, total := col[uint64](c, "rank1"), col[uint64](c, "spikes"), col[uint64](c, "hosts"), col[uint64](c, "total")
+		return func(i int) suspectFamilyView {
+			return suspectFamilyView{Metric: metric.Row(i), Mode: mode.Row(i), Device: device.Row(i),
+				Rank1Spikes: int(rank1.Row(i)), Spikes: int(spikes.Row(i)), Hosts: int(hosts.Row(i)),
+				TotalSpikes: int(total.Row(i))}
+		}
+	})
+	if err != nil || len(families) == 0 {
+		return families, err
+	}
+	cpus, err := readFamilyCPUs(ctx, st, inSpikes)
+	if err != nil {
+		return nil, err
+	}
+	for i := range families {
+		f := &families[i]
+		f.CPUs = cpusOf(cpus, f.Metric, f.Mode, f.Device)
+	}
+	return families, nil
+}

@@ -1,0 +1,39 @@
+package query
+
+import (
+	"testing"
+	"time"
+)
+
+// The filters render the SQL the commands ran before they shared a builder:
+// the range is [from, to) in milliseconds, an empty service or host is no
+// filter, and values are quoted.
+func TestWhereRendersEachFilterOnce(t *testing.T) {
+	from, to := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC), time.Date(2026, 3, 1, 12, 0, 0, 500e6, time.UTC)
+	rangeSQL := func(col string) string {
+		return col + " >= fromUnixTimestamp64Milli(1772359200000, 'UTC') AND " + col + " < fromUnixTimestamp64Milli(1772366400500, 'UTC')"
+	}
+	for _, tc := range []struct {
+		name string
+		got  Where
+		want string
+	}{
+		{"nothing", Where{}, "1"},
+		{"live rows", Live(), "is_deleted = 0"},
+		{"a range alone", Scope{From: from, To: to, Service: "billy"}.Range(Where{}, "ts"), rangeSQL("ts")},
+		{"every filter of the scope", Scope{From: from, To: to, Service: "billy", Host: "h'01"}.Filter(Live(), "window_start"),
+			"is_deleted = 0 AND " + rangeSQL("window_start") + " AND service = 'billy' AND host = 'h\\'01'"},
+		{"no service, no host", Scope{From: from, To: to}.Filter(Where{}, "ts"), rangeSQL("ts")},
+		{"a list", Live().In("spike_id", []string{"a", "b"}), "is_deleted = 0 AND spike_id IN ('a', 'b')"},
+	} {
+		if got := tc.got.String(); got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
+		}
+	}
+	// A Where is a value: adding to one leaves the other as it was.
+	base := Live()
+	_ = base.And("x = 1")
+	if base.String() != "is_deleted = 0" {
+		t.Errorf("And changed its receiver: %s", base)
+	}
+}
