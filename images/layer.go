@@ -67,11 +67,11 @@ type layer struct {
 
 var _ v1.Layer = (*layer)(nil)
 
-func (l *layer) Digest() (v1.Hash, error)           { return l.digest, nil }
-func (l *layer) DiffID() (v1.Hash, error)           { return l.diffID, nil }
-func (l *layer) Size() (int64, error)               { return l.size, nil }
+func (l *layer) Digest() (v1.Hash, error)            { return l.digest, nil }
+func (l *layer) DiffID() (v1.Hash, error)            { return l.diffID, nil }
+func (l *layer) Size() (int64, error)                { return l.size, nil }
 func (l *layer) MediaType() (types.MediaType, error) { return types.OCILayer, nil }
-func (l *layer) Compressed() (io.ReadCloser, error) { return os.Open(l.path) }
+func (l *layer) Compressed() (io.ReadCloser, error)  { return os.Open(l.path) }
 
 func (l *layer) Uncompressed() (io.ReadCloser, error) {
 	f, err := os.Open(l.path)
