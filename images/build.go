@@ -76,8 +76,15 @@ func Build(ctx context.Context, cfg Config) ([]Result, error) {
 		return nil, err
 	}
 	defs := Definitions(cfg, runtimeTar, agentTar)
-	built, err := buildLayers(layerCache{dir: filepath.Join(cfg.CacheDir, "layers")}, defs)
+	cache := layerCache{dir: filepath.Join(cfg.CacheDir, "layers")}
+	built, keep, err := buildLayers(cache, defs)
 	if err != nil {
+		return nil, err
+	}
+	// What this build did not use goes: each commit makes new layers of
+	// the binaries, and the cache would grow by them forever.
+	keep[runtimeTar], keep[agentTar] = true, true
+	if err := prune(keep, cache.dir, filepath.Join(cfg.CacheDir, "rootfs")); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
@@ -125,8 +132,8 @@ func checkBinary(p string) error {
 
 // buildLayers builds each distinct layer once, as many at a time as there
 // are CPUs (compression is most of the cost), and returns them per
-// definition.
-func buildLayers(cache layerCache, defs []Definition) ([][]*layer, error) {
+// definition, with the set of cache files they are.
+func buildLayers(cache layerCache, defs []Definition) ([][]*layer, map[string]bool, error) {
 	type job struct {
 		spec LayerSpec
 		l    *layer
@@ -140,7 +147,7 @@ func buildLayers(cache layerCache, defs []Definition) ([][]*layer, error) {
 		for _, s := range d.Layers {
 			k, err := s.key()
 			if err != nil {
-				return nil, fmt.Errorf("image %s, layer %q: %w", d.Repository, s.CreatedBy, err)
+				return nil, nil, fmt.Errorf("image %s, layer %q: %w", d.Repository, s.CreatedBy, err)
 			}
 			keys[i] = append(keys[i], k)
 			if jobs[k] == nil {
@@ -166,15 +173,37 @@ func buildLayers(cache layerCache, defs []Definition) ([][]*layer, error) {
 		errs = append(errs, j.err)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([][]*layer, len(defs))
+	files := map[string]bool{}
 	for i := range defs {
 		for _, k := range keys[i] {
 			out[i] = append(out[i], jobs[k].l)
+			files[filepath.Join(cache.dir, k+".json")] = true
+			files[jobs[k].l.path] = true
 		}
 	}
-	return out, nil
+	return out, files, nil
+}
+
+// prune removes the files of dirs that keep does not hold.
+func prune(keep map[string]bool, dirs ...string) error {
+	for _, dir := range dirs {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			p := filepath.Join(dir, e.Name())
+			if !e.IsDir() && !keep[p] {
+				if err := os.Remove(p); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // assemble makes the OCI image of d from its built layers.

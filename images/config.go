@@ -51,8 +51,8 @@ type DebianConfig struct {
 	// take: the C library (libchdb.so and purego's dlopen need it) and the
 	// CA certificates.
 	Runtime []string
-	// Epoch is the mtime every file of the Debian layers gets, so that those
-	// layers change only with the packages, not with each commit.
+	// Epoch is the mtime every file of the Debian and libchdb.so layers
+	// gets, so that those layers change with the pins, not with each commit.
 	Epoch time.Time
 }
 
@@ -99,7 +99,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("images: Debian suite is empty (IMAGES_DEBIAN_SUITE in deps/versions.env)"))
 	}
 	if c.Debian.Epoch.IsZero() {
-		errs = append(errs, errors.New("images: the Debian layers' epoch is unset (IMAGES_DEBIAN_EPOCH in deps/versions.env)"))
+		errs = append(errs, errors.New("images: the pinned layers' epoch is unset (IMAGES_PINNED_EPOCH in deps/versions.env)"))
 	}
 	for _, set := range []struct {
 		name string
