@@ -15,6 +15,10 @@ import (
 	"time"
 )
 
+// ErrNeedsRoot is returned by Build when a Debian root filesystem is not
+// cached and the build does not run as root, which making it needs.
+var ErrNeedsRoot = errors.New("images: root needed")
+
 // rootfsSpec is one Debian root filesystem made by mmdebstrap.
 //
 // mmdebstrap resolves the dependencies of the pinned packages with apt
@@ -60,11 +64,11 @@ func rootfs(ctx context.Context, cacheDir string, deb DebianConfig, spec rootfsS
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
 	}
-	if _, err := exec.LookPath("mmdebstrap"); err != nil {
-		return "", errors.New("mmdebstrap not found: apt-get install mmdebstrap (it builds the images' Debian layers)")
-	}
 	if os.Geteuid() != 0 {
-		return "", fmt.Errorf("the %s image's Debian root filesystem is not cached and making it needs root (mmdebstrap --mode=root): run make images as root", spec.name)
+		return "", fmt.Errorf("%w: the %s image's Debian root filesystem is not cached, and mmdebstrap --mode=root makes it: run make images as root", ErrNeedsRoot, spec.name)
+	}
+	if _, err := exec.LookPath("mmdebstrap"); err != nil {
+		return "", errors.New("mmdebstrap not found: apt-get install mmdebstrap (it builds the images' Debian layers; make deps installs it as root)")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
