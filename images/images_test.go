@@ -220,7 +220,16 @@ func TestEachImageIsNamedAndLabelledAsTheChartRunsIt(t *testing.T) {
 			if !ok {
 				t.Errorf("the image is named %q; the chart runs %v", b.ref, keys(chart))
 			}
+			name, _, _ := strings.Cut(b.ref[strings.LastIndex(b.ref, "/")+1:], ":")
+			if name != repo {
+				t.Errorf("the archive %s.oci.tar holds %s", repo, b.ref)
+			}
 			c := b.config.Config
+			for _, cmd := range commands {
+				if len(c.Entrypoint) == 0 || cmd != c.Entrypoint[0] {
+					t.Errorf("the chart runs %s in this image, whose entrypoint is %v", cmd, c.Entrypoint)
+				}
+			}
 			if c.User != users[repo] {
 				t.Errorf("user %q, want %q", c.User, users[repo])
 			}
