@@ -254,16 +254,16 @@ func TestEachImageIsNamedAndLabelledAsTheChartRunsIt(t *testing.T) {
 }
 
 // chroot runs argv in root as uid:gid with env, in a mount namespace of
-// its own that has /proc and the host's /dev, as a container has; the
-// mounts go with the namespace.
+// its own that has /proc and the host's /dev and /sys, as a container
+// has; the mounts go with the namespace.
 func chroot(t *testing.T, root, user string, env []string, argv ...string) (string, error) {
 	t.Helper()
-	for _, d := range []string{"proc", "dev"} {
+	for _, d := range []string{"proc", "dev", "sys"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	script := `root=$1 user=$2; shift 2; mount -t proc proc "$root/proc" && mount --rbind /dev "$root/dev" && exec chroot --userspec="$user" "$root" "$@"`
+	script := `root=$1 user=$2; shift 2; mount -t proc proc "$root/proc" && mount --rbind /dev "$root/dev" && mount --rbind /sys "$root/sys" && exec chroot --userspec="$user" "$root" "$@"`
 	args := append([]string{"--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, "sh", root, user}, argv...)
 	cmd := exec.Command("unshare", args...)
 	cmd.Env = env
@@ -280,7 +280,9 @@ func requireRoot(t *testing.T) {
 
 // The agent image runs the tools the capture backends exec, found on the
 // image's PATH as the backends find them ("perf", "bpftrace"), and
-// trace-cmd, and the agent itself.
+// trace-cmd, and the agent itself: perf records with the perf backend's
+// clock and reads the file back with the options it uses to count lost
+// events, and bpftrace loads a program.
 func TestTheAgentImageRunsPerfBpftraceAndTraceCmd(t *testing.T) {
 	requireRoot(t)
 	b := loadBuilt(t, "spikehunt-agent")
@@ -289,7 +291,10 @@ func TestTheAgentImageRunsPerfBpftraceAndTraceCmd(t *testing.T) {
 		want string
 	}{
 		{[]string{"perf", "--version"}, "perf version 6.1"},
+		{[]string{"perf", "record", "-a", "-e", "task-clock", "-k", "mono", "-o", "/tmp/perf.data", "--", "/bin/true"}, "Captured and wrote"},
+		{[]string{"perf", "script", "-i", "/tmp/perf.data", "--show-lost-events", "-F", "cpu"}, ""},
 		{[]string{"bpftrace", "--version"}, "bpftrace v0.17"},
+		{[]string{"bpftrace", "-e", `BEGIN { printf("armed\n"); exit(); }`}, "armed"},
 		// Loads libtraceevent's plugins; needs no tracefs.
 		{[]string{"trace-cmd", "options"}, "plugin:"},
 		{[]string{"/spikehunt-agent", "--help"}, "--capture"},
