@@ -137,6 +137,10 @@ func writeArchive(dst string, img v1.Image, ref, tag string, mtime time.Time) (w
 	if err := tw.Close(); err != nil {
 		return false, err
 	}
+	// CreateTemp's 0600 would keep the archive from a non-root importer.
+	if err := tmp.Chmod(0o644); err != nil {
+		return false, err
+	}
 	if err := tmp.Close(); err != nil {
 		return false, err
 	}
