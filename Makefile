@@ -7,7 +7,7 @@ GO ?= go
 $(foreach kv,$(shell deps/install.sh env 2>/dev/null),$(eval export $(kv)))
 
 .PHONY: all deps deps-demo build demo eval eval-variants test e2e vet fmt-check cross manifests bench bench-store bench-agent bench-ingest bench-detect bench-operator bench-dashboards bench-hardening dashboards fuzz clean
-.PHONY: chart-sync helm-lint
+.PHONY: chart-sync helm-lint images deps-images
 
 all: build
 
@@ -16,6 +16,9 @@ deps:                ## everything the tests need (idempotent; seconds when cach
 
 deps-demo:           ## only what the demo needs: the embedded ClickHouse engine
 	deps/install.sh chdb
+
+deps-images:         ## what make images needs: libchdb.so and mmdebstrap (Debian, root)
+	deps/install.sh chdb debian
 
 build:
 	@command -v $(GO) >/dev/null || { echo "go not found: install Go 1.26+ (go.mod) (https://go.dev/dl)"; exit 1; }
@@ -52,6 +55,33 @@ helm-lint: deps ## helm lint the chart with its defaults and every example value
 	$(SPIKEHUNT_HELM) lint --strict helm/spikehunt
 	for f in helm/spikehunt/examples/*.yaml; do $(SPIKEHUNT_HELM) lint --strict helm/spikehunt --values "$$f"; done
 
+# The images (images/ARCHITECTURE.md): the binaries for linux/amd64, then
+# spikehunt-images assembles spikehunt, spikehunt-agent and
+# spikehunt-operator as OCI archives in .cache/images, named as the chart
+# renders them by default (ghcr.io/spikehunt/<repository>:<appVersion>).
+# The binaries are rebuilt only when a Go file changed; the builder reuses
+# its cached Debian root filesystems and layers.
+IMAGES_DIR := $(CURDIR)/.cache/images
+export SPIKEHUNT_IMAGES_DIR := $(IMAGES_DIR)
+APP_VERSION := $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' helm/spikehunt/Chart.yaml)
+IMAGES_GO_SOURCES := $(shell find agents pipelines operator internal kafkasec images -name '*.go' ! -name '*_test.go' 2>/dev/null) go.mod go.sum
+IMAGES_GOFLAGS := -trimpath -buildvcs=false -ldflags='-w -X main.version=$(APP_VERSION)'
+
+$(IMAGES_DIR)/bin/.built: $(IMAGES_GO_SOURCES)
+	mkdir -p $(IMAGES_DIR)/bin
+	GOOS=linux GOARCH=amd64 CGO_ENABLED=0 $(GO) build $(IMAGES_GOFLAGS) -o $(IMAGES_DIR)/bin/ ./pipelines/cmd/spikehunt ./agents/cmd/spikehunt-agent
+	GOOS=linux GOARCH=amd64 CGO_ENABLED=0 $(GO) build $(IMAGES_GOFLAGS) -o $(IMAGES_DIR)/bin/spikehunt-operator ./operator/cmd
+	$(GO) build -o $(IMAGES_DIR)/spikehunt-images ./images/cmd/spikehunt-images
+	touch $@
+
+images: deps-images ## the three images as OCI archives in .cache/images (prints names, digests, sizes, time)
+	@start=$$(date +%s%N); \
+	$(MAKE) --no-print-directory $(IMAGES_DIR)/bin/.built; \
+	$(IMAGES_DIR)/spikehunt-images --bin $(IMAGES_DIR)/bin --out $(IMAGES_DIR) --cache $(IMAGES_DIR)/cache \
+		--revision "$$(git rev-parse HEAD)$$(git diff --quiet HEAD -- 2>/dev/null || echo -dirty)" \
+		--source-date-epoch "$$(git log -1 --format=%ct)" $(IMAGES_ARGS); \
+	echo "make images: $$(( ($$(date +%s%N) - start) / 1000000 )) ms"
+
 cross:               ## the agent must build for Windows (PDH sampler, WPR captures)
 	GOOS=windows GOARCH=amd64 $(GO) build -o /dev/null ./agents/...
 
@@ -75,7 +105,10 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
 
 # The whole suite against real components. TEST_FLAGS adds go test flags.
-test: deps fmt-check vet cross
+# Not as root, the images are skipped when their Debian parts are not
+# cached (mmdebstrap needs root), and so are their tests.
+test: IMAGES_ARGS = --unprivileged skip
+test: deps fmt-check vet cross images
 	mkdir -p .cache
 	$(GO) build -o .cache/testsummary ./tests/testsummary
 	$(GO) test -count=1 -timeout 40m -json $(TEST_FLAGS) ./... | .cache/testsummary

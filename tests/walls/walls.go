@@ -59,8 +59,8 @@ var captureRecorders = []string{"agents/capture", "agents/capture/perf", "agents
 var operatorInternals = []string{"operator/internal/...", "operator/cmd/..."}
 
 // Rules are the walls of agents/, pipelines/, operator/, kafkasec/, tests/,
-// dashboards/, helm/ and internal/, as their ARCHITECTURE.md files state
-// them.
+// dashboards/, helm/, images/ and internal/, as their ARCHITECTURE.md files
+// state them.
 var Rules = []Rule{
 	// agents/
 	{Pkg: "agents/client", StdlibOnly: true, Why: "apps import it: the standard library only"},
@@ -140,6 +140,11 @@ var Rules = []Rule{
 	{Pkg: "internal/defaults", Own: nil, Third: []string{}, StdlibOnly: true, Why: "every config.go imports it: the standard library only"},
 	{Pkg: "dashboards", Own: nil, Why: "the Go definitions of the dashboards; their tests may import more"},
 	{Pkg: "helm", Own: nil, Why: "tests only"},
+
+	// images/: build tooling; no binary of the product imports it.
+	{Pkg: "images", Own: nil, Third: []string{"github.com/google/go-containerregistry/..."},
+		Why: "the image builder assembles files (binaries, libchdb.so, Debian's root filesystems); it imports nothing of ours, and go-containerregistry alone"},
+	{Pkg: "images/cmd/...", Own: []string{"images"}, Third: []string{}, Why: "the builder's command drives the images package only"},
 }
 
 // everyRoom are the module's leaf packages that any rule's package may
@@ -177,7 +182,7 @@ func own(p string) bool {
 func isStdlibPath(p string) bool {
 	first := strings.SplitN(p, "/", 2)[0]
 	switch first {
-	case "agents", "pipelines", "operator", "kafkasec", "tests", "dashboards", "helm", "internal":
+	case "agents", "pipelines", "operator", "kafkasec", "tests", "dashboards", "helm", "images", "internal":
 		return false
 	}
 	return !strings.Contains(first, ".")
