@@ -54,6 +54,12 @@ type DebianConfig struct {
 	// Epoch is the mtime every file of the Debian and libchdb.so layers
 	// gets, so that those layers change with the pins, not with each commit.
 	Epoch time.Time
+	// NewestIfGone: when Debian's mirror no longer has a pinned version (it
+	// keeps only the newest of each suite), build with the mirror's newest
+	// version instead of failing, and say so. `make test` sets it, so that
+	// a security update in Debian does not stop the suite; `make images`,
+	// which makes what users run, does not.
+	NewestIfGone bool
 }
 
 // DefaultConfig is the layout of `make images`: inputs and outputs under

@@ -73,9 +73,29 @@ func rootfs(ctx context.Context, cacheDir string, deb DebianConfig, spec rootfsS
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
+	err := mmdebstrap(ctx, deb, spec, spec.pins, out)
+	if err == nil || !deb.NewestIfGone {
+		return out, err
+	}
+	// The pins are the cache key: a build with the mirror's newest
+	// versions is kept apart from them, and made again once they return.
+	newest := strings.TrimSuffix(out, ".tar") + "-newest.tar"
+	if _, statErr := os.Stat(newest); statErr == nil {
+		return newest, nil
+	}
+	fmt.Fprintf(os.Stderr, "images: WARNING: %v\nimages: WARNING: building the %s root filesystem with the mirror's newest %s instead of the pins (NewestIfGone); bump the pins in deps/versions.env\n",
+		err, spec.name, strings.Join(packageNames(spec.pins), " "))
+	if err := mmdebstrap(ctx, deb, spec, packageNames(spec.pins), newest); err != nil {
+		return "", err
+	}
+	return newest, nil
+}
+
+// mmdebstrap makes the tarball out of spec with the packages include.
+func mmdebstrap(ctx context.Context, deb DebianConfig, spec rootfsSpec, include []string, out string) error {
 	tmp := out + ".tmp"
 	defer os.Remove(tmp)
-	args := []string{"--mode=root", "--format=tar", "--variant=" + spec.variant, "--include=" + strings.Join(spec.pins, ",")}
+	args := []string{"--mode=root", "--format=tar", "--variant=" + spec.variant, "--include=" + strings.Join(include, ",")}
 	for _, o := range spec.dpkgOpts {
 		args = append(args, "--dpkgopt="+o)
 	}
@@ -91,14 +111,14 @@ func rootfs(ctx context.Context, cacheDir string, deb DebianConfig, spec rootfsS
 	cmd.Stdout, cmd.Stderr = &log, &log
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("mmdebstrap %s (%s): %w\n%s\n(a pinned version the mirror no longer has? `apt-get update && apt-cache policy %s` lists the versions it has; bump them in deps/versions.env)",
-			spec.name, strings.Join(spec.pins, " "), err, lastLines(log.String(), 15), strings.Join(packageNames(spec.pins), " "))
+		return fmt.Errorf("mmdebstrap %s (%s): %w\n%s\n(a pinned version the mirror no longer has? `apt-get update && apt-cache policy %s` lists the versions it has; bump them in deps/versions.env)",
+			spec.name, strings.Join(include, " "), err, lastLines(log.String(), 15), strings.Join(packageNames(include), " "))
 	}
 	if err := os.Rename(tmp, out); err != nil {
-		return "", err
+		return err
 	}
 	fmt.Fprintf(os.Stderr, "images: made the %s root filesystem in %s (%s)\n", spec.name, time.Since(start).Round(time.Second), filepath.Base(out))
-	return out, nil
+	return nil
 }
 
 func lastLines(s string, n int) string {

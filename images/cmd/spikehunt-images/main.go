@@ -62,12 +62,18 @@ Flags:
 	versions := fs.String("versions", "deps/versions.env", "the pinned versions file holding IMAGES_DEBIAN_SUITE, IMAGES_AGENT_PACKAGES, IMAGES_RUNTIME_PACKAGES and IMAGES_PINNED_EPOCH")
 	manifest := fs.String("manifest", "", "also write the results as JSON here (default <out>/images.json)")
 	unprivileged := fs.String("unprivileged", "fail", `when a Debian root filesystem must be made and this is not root: "fail", or "skip" the images (make test's choice: the image tests then skip, or fail under SPIKEHUNT_REQUIRE_PRIVILEGED=1)`)
+	fs.String("missing-pin", "fail", `when Debian's mirror no longer has a pinned package version: "fail", or build with its "newest" and warn (make test's choice, so that a Debian security update does not stop the suite; the versions used are in the agent image's dpkg database)`)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
 	}
+	missingPin := fs.Lookup("missing-pin").Value.String()
+	if missingPin != "fail" && missingPin != "newest" {
+		return fmt.Errorf("--missing-pin %q: want fail or newest", missingPin)
+	}
+	cfg.Debian.NewestIfGone = missingPin == "newest"
 	if *unprivileged != "fail" && *unprivileged != "skip" {
 		return fmt.Errorf("--unprivileged %q: want fail or skip", *unprivileged)
 	}
