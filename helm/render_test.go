@@ -229,6 +229,12 @@ func (m manifest) workloads(t testing.TB) []workload {
 			if s.Spec.Replicas != nil {
 				w.replicas = *s.Spec.Replicas
 			}
+			// The pod as the StatefulSet controller makes it: a volume of each
+			// claim template, bound to the claim of pod 0.
+			for _, pvc := range s.Spec.VolumeClaimTemplates {
+				w.template.Spec.Volumes = append(w.template.Spec.Volumes, corev1.Volume{Name: pvc.Name, VolumeSource: corev1.VolumeSource{
+					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc.Name + "-" + s.Name + "-0"}}})
+			}
 		case "DaemonSet":
 			var d appsv1.DaemonSet
 			err = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d)
