@@ -88,7 +88,7 @@ func TestGrafanaDataSourceIsTheDashboardsOwn(t *testing.T) {
 		{"native", "clickhouse-native.yaml", "clickhouse", []string{"clickhouse.host=clickhouse", "clickhouse.protocol=native"}},
 		{"http", "clickhouse-http.yaml", "clickhouse", []string{"clickhouse.host=clickhouse", "clickhouse.protocol=http"}},
 		// The embedded store speaks HTTP only, whatever clickhouse.protocol says.
-		{"embedded", "clickhouse-http.yaml", fullname() + "-clickhouse", []string{"clickhouse.protocol=native"}},
+		{"embedded", "clickhouse-http.yaml", fullname() + "-clickhouse.spikehunt.svc", []string{"clickhouse.protocol=native"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			env := map[string]string{"SPIKEHUNT_CLICKHOUSE_HOST": tt.host, "SPIKEHUNT_CLICKHOUSE_USER": "grafana", "SPIKEHUNT_CLICKHOUSE_PASSWORD": "pw"}

@@ -166,7 +166,7 @@ func TestTheEmbeddedStoreAsTheChartRunsItServesIngestDetectAndGrafana(t *testing
 	// Grafana reads what the detector wrote, through its data source's
 	// address and its read-only user, and cannot write.
 	ds := configMapData(t, m, fullname()+"-grafana-datasource")["spikehunt-datasource.yaml"]
-	if !strings.Contains(ds, `host: "`+fullname()+`-clickhouse"`) || !strings.Contains(ds, "port: 8123") {
+	if !strings.Contains(ds, `host: "`+fullname()+`-clickhouse.spikehunt.svc"`) || !strings.Contains(ds, "port: 8123") {
 		t.Fatalf("Grafana's data source does not name the store:\n%s", ds)
 	}
 	grafana, err := store.Open(ctx, "http://"+url.UserPassword(ro["username"], ro["password"]).String()+"@"+addr+"/spikehunt")

@@ -134,7 +134,7 @@ func TestADefaultInstallRunsTheEmbeddedStoreAndEveryClientUsesIt(t *testing.T) {
 	if got := slices.Sorted(maps.Keys(clients)); !slices.Equal(got, []string{"detect", "grafana", "ingest", "operator"}) {
 		t.Errorf("clients of the store: %v, want detect, grafana, ingest, operator", got)
 	}
-	if !strings.Contains(configMapData(t, m, fullname()+"-grafana-datasource")["spikehunt-datasource.yaml"], "host: \""+svc.GetName()+"\"") {
+	if !strings.Contains(configMapData(t, m, fullname()+"-grafana-datasource")["spikehunt-datasource.yaml"], "host: \""+svc.GetName()+".spikehunt.svc\"") {
 		t.Errorf("Grafana's data source does not name the store's Service %s", svc.GetName())
 	}
 	if m.find("Job", fullname()+"-migrate") != nil {
