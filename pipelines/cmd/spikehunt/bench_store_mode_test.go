@@ -27,7 +27,11 @@ import (
 //   - the ingest's sustained drain rate over HTTP (spans/s and rows/s, wall),
 //     whose ratio to the fleet's rate is the headroom,
 //   - the CPU the fleet's load takes in steady state: CPU seconds of
-//     serve-clickhouse and of the ingest per simulated second (cores),
+//     serve-clickhouse and of the ingest per simulated second of the drain
+//     (cores), and the same measured while the fleet's data arrives at its
+//     own rate for 30 s (paced: a chunk of 10 simulated seconds every 10 s),
+//     with the time the ingest needs after the last chunk to have
+//     committed everything,
 //   - the detector's first pass over the whole simulated span, and a
 //     steady pass (--since 2m, what each 30 s pass reads besides the
 //     classifier's look-back),
@@ -55,6 +59,9 @@ func BenchmarkStoreMode(b *testing.B) {
 	b.ReportMetric(r.spansPerS/r.fleetSpans, p+"headroom:x")
 	b.ReportMetric(r.serveCores, p+"serve_cores_steady:cores")
 	b.ReportMetric(r.ingestCores, p+"ingest_cores_steady:cores")
+	b.ReportMetric(r.pacedServeCores, p+"paced_serve_cores:cores")
+	b.ReportMetric(r.pacedIngestCores, p+"paced_ingest_cores:cores")
+	b.ReportMetric(r.pacedCatchUp.Seconds(), p+"paced_catch_up:s")
 	b.ReportMetric(r.detectFirst.Seconds(), p+"detect_first_pass:s")
 	b.ReportMetric(r.detectSteady.Seconds(), p+"detect_steady_pass:s")
 	b.ReportMetric(r.serveRSS, p+"serve_peak_rss:MiB")
@@ -76,6 +83,8 @@ type storeModeFigures struct {
 	detectFirst, detectSteady                    time.Duration
 	serveRSS, ingestRSS                          float64
 	requestsMiBPerHostDay, countersMiBPerHostDay float64
+	pacedServeCores, pacedIngestCores            float64
+	pacedCatchUp                                 time.Duration
 }
 
 var simStats = regexp.MustCompile(`sent (\d+) requests kept \(of \d+ served\), (\d+) counter points`)
@@ -138,10 +147,6 @@ func measureStoreMode(b *testing.B, hosts, minutes int) (storeModeFigures, error
 	cpu1u, cpu1s := testenv.ProcCPU(serve.Process.Pid)
 	iu, is := testenv.ProcCPU(p.cmd.Process.Pid)
 	f.serveCores, f.ingestCores = (cpu1u+cpu1s-cpu0u-cpu0s)/simulated, (iu+is)/simulated
-	f.ingestRSS = ingestPeakRSS(p.cmd.Process.Pid)
-	p.cmd.Process.Signal(os.Interrupt)
-	p.wait(b, 30*time.Second)
-
 	st, err := store.Open(ctx, dsn)
 	if err != nil {
 		return f, err
@@ -181,6 +186,13 @@ func measureStoreMode(b *testing.B, hosts, minutes int) (storeModeFigures, error
 	}
 	f.spansPerS, f.rowsPerS = reqs/wall, (reqs+ctrs)/wall
 
+	if err := paceFleet(b, &f, k, hosts, serve.Process.Pid, p.cmd.Process.Pid); err != nil {
+		return f, err
+	}
+	f.ingestRSS = ingestPeakRSS(p.cmd.Process.Pid)
+	p.cmd.Process.Signal(os.Interrupt)
+	p.wait(b, 30*time.Second)
+
 	for _, pass := range []struct {
 		since string
 		d     *time.Duration
@@ -194,6 +206,40 @@ func measureStoreMode(b *testing.B, hosts, minutes int) (storeModeFigures, error
 	}
 	f.serveRSS = ingestPeakRSS(serve.Process.Pid)
 	return f, nil
+}
+
+// paceFleet feeds the running ingest the fleet's data at the fleet's own
+// rate: every pacedChunk (10 s) the rows the fleet sends in that time, for
+// pacedChunks chunks. `spikehunt sim` simulates a minute at least, so a
+// chunk is one simulated minute of a sixth of the hosts: the same rows as
+// 10 s of all of them. It reports the cores serve-clickhouse and the ingest
+// use meanwhile and how long after the last chunk the group has committed
+// everything.
+func paceFleet(b *testing.B, f *storeModeFigures, k *testenv.Kafka, hosts, servePid, ingestPid int) error {
+	const pacedChunk, pacedChunks = 10 * time.Second, 3
+	t0 := time.Now().UTC().Add(-10 * time.Minute).Truncate(time.Second)
+	su0, ss0 := testenv.ProcCPU(servePid)
+	iu0, is0 := testenv.ProcCPU(ingestPid)
+	start := time.Now()
+	for i := range pacedChunks {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * pacedChunk)))
+		out, err := exec.Command(spikehuntBin, "sim", "--kafka.brokers", k.Brokers()[0], "--hosts", strconv.Itoa(max(1, hosts*int(pacedChunk/time.Second)/60)),
+			"--start", t0.Add(time.Duration(i)*time.Minute).Format(time.RFC3339), "--duration", "1m",
+			"--seed", strconv.Itoa(2+i)).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("spikehunt sim (paced): %w\n%s", err, out)
+		}
+	}
+	time.Sleep(time.Until(start.Add(pacedChunks * pacedChunk)))
+	last := time.Now()
+	waitLagZero(b, k, "spikehunt-ingest", "otlp_spans")
+	waitLagZero(b, k, "spikehunt-ingest", "otlp_metrics")
+	f.pacedCatchUp = time.Since(last)
+	wall := time.Since(start).Seconds()
+	su1, ss1 := testenv.ProcCPU(servePid)
+	iu1, is1 := testenv.ProcCPU(ingestPid)
+	f.pacedServeCores, f.pacedIngestCores = (su1+ss1-su0-ss0)/wall, (iu1+is1-iu0-is0)/wall
+	return nil
 }
 
 var servingLine = regexp.MustCompile(`on http://\S*:(\d+)`)
