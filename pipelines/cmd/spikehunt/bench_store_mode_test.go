@@ -116,10 +116,8 @@ func measureStoreMode(b *testing.B, hosts, minutes int) (storeModeFigures, error
 	// As the chart runs it: every interface (so users on), passwords in
 	// the environment.
 	const user, pass, roUser, roPass = "ingest", "bench-rw-password", "grafana", "bench-ro-password"
-	os.Setenv("SPIKEHUNT_CLICKHOUSE_PASSWORD", pass)
-	os.Setenv("SPIKEHUNT_CLICKHOUSE_READONLY_PASSWORD", roPass)
-	defer os.Unsetenv("SPIKEHUNT_CLICKHOUSE_PASSWORD")
-	defer os.Unsetenv("SPIKEHUNT_CLICKHOUSE_READONLY_PASSWORD")
+	b.Setenv("SPIKEHUNT_CLICKHOUSE_PASSWORD", pass)
+	b.Setenv("SPIKEHUNT_CLICKHOUSE_READONLY_PASSWORD", roPass)
 	serve := exec.Command(spikehuntBin, "serve-clickhouse", "--dsn", "chdb://"+b.TempDir()+"/store", "--listen", ":0",
 		"--user", user, "--read-only-user", roUser)
 	var serveOut bytes.Buffer
