@@ -298,3 +298,57 @@ func TestSmallExampleRunsTheEmbeddedStore(t *testing.T) {
 		t.Fatalf("examples/small.yaml renders no embedded store: %v", m.names())
 	}
 }
+
+// With clickhouse.embedded.existingSecret the read-write user's
+// credentials are the user's Secret's, for serve-clickhouse and every
+// client alike (the DSN composed in the pod), and the chart makes no
+// ClickHouse Secret of its own.
+func TestEmbeddedStoreTakesTheUsersSecret(t *testing.T) {
+	m := render(t, "spikehunt", valuesCase{name: "embedded-existing-secret", sets: []string{
+		"clickhouse.embedded.existingSecret=my-clickhouse", "clickhouse.embedded.existingSecretKeys.username=user",
+		"clickhouse.embedded.existingSecretKeys.password=pass"}})
+	if !embedded(m) {
+		t.Fatal("no embedded store")
+	}
+	if m.find("Secret", fullname()+"-clickhouse") != nil {
+		t.Error("the chart's ClickHouse Secret is rendered beside the user's")
+	}
+	// URL-safe: the DSN is composed in the pod, unescaped (values.yaml says so).
+	theirs := map[string]string{"user": "ingest-from-secret", "pass": "pass-From_the.secret~1"}
+	lookup := func(secret, key string) string {
+		if secret != "my-clickhouse" {
+			t.Fatalf("reads Secret %s, not the user's", secret)
+		}
+		return theirs[key]
+	}
+	senv := expandEnv(t, m, container(t, storeSet(t, m).Spec.Template.Spec, "clickhouse"), lookup)
+	if senv["SPIKEHUNT_CLICKHOUSE_USER"] != theirs["user"] || senv["SPIKEHUNT_CLICKHOUSE_PASSWORD"] != theirs["pass"] {
+		t.Errorf("serve-clickhouse's user %q / %q, want the Secret's", senv["SPIKEHUNT_CLICKHOUSE_USER"], senv["SPIKEHUNT_CLICKHOUSE_PASSWORD"])
+	}
+	n := 0
+	for _, w := range m.workloads(t) {
+		for _, c := range containers(w.template.Spec) {
+			env := expandEnv(t, m, c, func(secret, key string) string {
+				if secret == "my-clickhouse" {
+					return theirs[key]
+				}
+				return "from-" + secret
+			})
+			dsn, ok := env["SPIKEHUNT_DSN"]
+			if !ok {
+				continue
+			}
+			n++
+			d, err := store.ParseDSN(dsn)
+			if err != nil {
+				t.Fatalf("%s: %v", w, err)
+			}
+			if d.User != theirs["user"] || d.Password != theirs["pass"] || d.Address != fullname()+"-clickhouse:8123" || d.Database != "spikehunt" {
+				t.Errorf("%s: DSN %s", w, dsn)
+			}
+		}
+	}
+	if n != 3 { // ingest, detect, operator
+		t.Errorf("%d clients of the store, want 3", n)
+	}
+}
