@@ -6,7 +6,7 @@ GO ?= go
 # Install locations of the pinned components (SPIKEHUNT_LIBCHDB, KUBEBUILDER_ASSETS, …).
 $(foreach kv,$(shell deps/install.sh env 2>/dev/null),$(eval export $(kv)))
 
-.PHONY: all deps deps-demo build demo eval eval-variants test e2e vet fmt-check cross manifests bench bench-store bench-agent bench-ingest bench-detect bench-operator bench-dashboards bench-hardening dashboards fuzz clean
+.PHONY: all deps deps-demo build demo eval eval-variants test e2e vet fmt-check cross manifests bench bench-store bench-store-mode bench-agent bench-ingest bench-detect bench-operator bench-dashboards bench-hardening dashboards fuzz clean
 .PHONY: chart-sync helm-lint images deps-images
 
 all: build
@@ -133,7 +133,7 @@ FUZZ_TARGETS := ./pipelines/store:FuzzDecodeNative ./pipelines/chhttp:FuzzTransc
 fuzz:                ## each fuzz target for FUZZTIME
 	for t in $(FUZZ_TARGETS); do $(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s; done
 
-bench: bench-store bench-agent bench-ingest bench-detect bench-capture bench-operator bench-dashboards bench-hardening ## every bench-* target
+bench: bench-store bench-store-mode bench-agent bench-ingest bench-detect bench-capture bench-operator bench-dashboards bench-hardening ## every bench-* target
 
 bench-store: deps-demo
 	tests/bench.sh store ./pipelines/store
@@ -153,6 +153,15 @@ bench-capture: deps
 # from 300 hosts (SPIKEHUNT_BENCH_SPANS to change), from a real broker.
 bench-ingest: deps
 	BENCHTIME=1x tests/bench.sh ingest ./pipelines/cmd/spikehunt -- -bench '^BenchmarkIngest$$'
+
+# The chart's small install (clickhouse.embedded): serve-clickhouse with its
+# users on, fed over HTTP by one ingest from a real broker, for a simulated
+# fleet of 300, 1,000 and 3,000 hosts × 5 minutes each, then 30 s at the
+# fleet's own rate (one process per
+# size, under a minute each): the fleet's rate, the drain rate and headroom,
+# the steady CPU, the detector's passes, RSS and disk per host and day.
+bench-store-mode: deps
+	for h in 300 1000 3000; do SPIKEHUNT_BENCH_HOSTS=$$h SPIKEHUNT_BENCH_MINUTES=5 BENCHTIME=1x tests/bench.sh store-mode-$$h ./pipelines/cmd/spikehunt -- -bench '^BenchmarkStoreMode$$' || exit 1; done
 
 # 5,000 labelled Nodes on envtest and a CapturePolicy sampling 10% of them:
 # from creating the policy to all 500 chosen Captures existing, with the

@@ -162,6 +162,8 @@ func TestComponentsAcceptTheirCommandLines(t *testing.T) {
 						if strings.Contains(strings.Join(args, " "), "--cluster") != strings.Contains(out, "ON CLUSTER") {
 							t.Errorf("migrate %s: cluster DDL %v", strings.Join(args, " "), strings.Contains(out, "ON CLUSTER"))
 						}
+					case "clickhouse":
+						checkEmbeddedStore(t, m, c, secrets, checked)
 					default:
 						t.Errorf("%s: a spikehunt container of component %q that the test does not run", w, component)
 					}
@@ -173,6 +175,32 @@ func TestComponentsAcceptTheirCommandLines(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkEmbeddedStore runs the embedded store's containers: the migration
+// (init container) with --print, and serve-clickhouse with a planted
+// libchdb path, which it opens only after every flag, the users and their
+// passwords passed its checks (a non-loopback address without them stops
+// it earlier, with a usage error).
+func checkEmbeddedStore(t *testing.T, m manifest, c corev1.Container, secrets func(secret, key string) string, checked map[string]bool) {
+	t.Helper()
+	bin, args, env := commandLine(t, m, c, nil, secrets)
+	switch c.Name {
+	case "migrate":
+		checked["migrate"] = true
+		code, out := run(t, bin, append(args, "--print"), env)
+		if code != 0 || !strings.Contains(out, "CREATE TABLE") {
+			t.Errorf("migrate %s --print: exit %d:\n%s", strings.Join(args, " "), code, out)
+		}
+	case "clickhouse":
+		env["SPIKEHUNT_LIBCHDB"] = filepath.Join(t.TempDir(), "planted", "libchdb.so")
+		code, out := run(t, bin, args, env)
+		if code != 1 || !strings.Contains(out, "libchdb.so not found") {
+			t.Errorf("serve-clickhouse %s: exit %d, want 1 at the planted libchdb path (flags and users accepted):\n%s", strings.Join(args, " "), code, out)
+		}
+	default:
+		t.Errorf("the embedded store's container %s: not run by the test", c.Name)
 	}
 }
 

@@ -2,6 +2,7 @@ package helm_test
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,11 +23,25 @@ import (
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
-// The components whose pods the chart makes, by values key and by the
-// component label (and name suffix) of their objects.
+// The components whose pods the chart makes, by values key (a dotted
+// path) and by the component label (and name suffix) of their objects.
+// The migration Job runs with an external ClickHouse, the embedded store
+// without one: extrasRender gives each its render.
 var components = []struct{ key, name string }{
 	{"agent", "agent"}, {"operator", "operator"}, {"ingest", "ingest"}, {"detect", "detect"},
 	{"migrate", "migrate"}, {"otelGateway", "otel-gateway"}, {"grafana", "grafana"},
+	{"clickhouse.embedded", "clickhouse"},
+}
+
+// extrasRender renders extrasValues, with an external ClickHouse for the
+// components that run only with one (the migration Job).
+func extrasRender(t testing.TB, component string) manifest {
+	t.Helper()
+	vc := valuesCase{name: "extras", files: []string{extrasValues(t)}}
+	if component == "migrate" {
+		vc = valuesCase{name: "extras+external", files: vc.files, sets: []string{"clickhouse.host=clickhouse.data"}}
+	}
+	return render(t, "spikehunt", vc)
 }
 
 const testDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -53,20 +68,28 @@ func extrasValues(t testing.TB) string {
 				"  plugins: [grafana-polystat-panel@2.1.14]\n",
 		}
 		for _, c := range components {
-			b.WriteString(c.key + `:
-  podLabels: {example.com/team: perf-` + c.name + `}
-  podAnnotations: {example.com/note: ` + c.name + `}
-  extraEnv: [{name: EXTRA_` + strings.ToUpper(strings.ReplaceAll(c.name, "-", "_")) + `, value: "1"}]
-  extraVolumes: [{name: extra-ca, configMap: {name: corp-ca}}]
-  extraVolumeMounts: [{name: extra-ca, mountPath: /etc/corp-ca, readOnly: true}]
-  serviceAccount: {annotations: {eks.amazonaws.com/role-arn: "arn:aws:iam::123456789012:role/` + c.name + `"}}
-`)
+			// A dotted key is a section within a section.
+			keys := strings.Split(c.key, ".")
+			indent := strings.Repeat("  ", len(keys))
+			for i, k := range keys {
+				b.WriteString(strings.Repeat("  ", i) + k + ":\n")
+			}
+			for _, line := range []string{
+				`podLabels: {example.com/team: perf-` + c.name + `}`,
+				`podAnnotations: {example.com/note: ` + c.name + `}`,
+				`extraEnv: [{name: EXTRA_` + strings.ToUpper(strings.ReplaceAll(c.name, "-", "_")) + `, value: "1"}]`,
+				`extraVolumes: [{name: extra-ca, configMap: {name: corp-ca}}]`,
+				`extraVolumeMounts: [{name: extra-ca, mountPath: /etc/corp-ca, readOnly: true}]`,
+				`serviceAccount: {annotations: {eks.amazonaws.com/role-arn: "arn:aws:iam::123456789012:role/` + c.name + `"}}`,
+			} {
+				b.WriteString(indent + line + "\n")
+			}
 			b.WriteString(own[c.key])
 			if c.key != "migrate" && c.key != "grafana" {
-				b.WriteString("  podMonitor: {enabled: true, interval: 15s, labels: {release: prometheus}}\n")
+				b.WriteString(indent + "podMonitor: {enabled: true, interval: 15s, labels: {release: prometheus}}\n")
 			}
 			if c.key == "agent" || c.key == "otelGateway" {
-				b.WriteString("  image: {digest: " + testDigest + "}\n")
+				b.WriteString(indent + "image: {digest: " + testDigest + "}\n")
 			}
 		}
 		extrasPath = filepath.Join(helmHome, "extras.yaml")
@@ -94,9 +117,9 @@ func (m manifest) workload(t testing.TB, name string) workload {
 // of their own carrying the annotations a cloud identity needs (IRSA,
 // Workload Identity).
 func TestEveryComponentTakesLabelsAnnotationsEnvVolumesAndAnIdentity(t *testing.T) {
-	m := render(t, "spikehunt", valuesCase{name: "extras", files: []string{extrasValues(t)}})
 	for _, c := range components {
 		t.Run(c.key, func(t *testing.T) {
+			m := extrasRender(t, c.name)
 			w := m.workload(t, fullname()+"-"+c.name)
 			pod := w.template
 			if got := pod.Labels["example.com/team"]; got != "perf-"+c.name {
@@ -111,7 +134,7 @@ func TestEveryComponentTakesLabelsAnnotationsEnvVolumesAndAnIdentity(t *testing.
 			if got := pod.Annotations["example.com/note"]; got != c.name {
 				t.Errorf("pod annotation example.com/note = %q, want %s", got, c.name)
 			}
-			ctr := pod.Spec.Containers[0]
+			ctr := pod.Spec.Containers[0] // the main container; init containers are the chart's own
 			env := "EXTRA_" + strings.ToUpper(strings.ReplaceAll(c.name, "-", "_"))
 			if !slices.ContainsFunc(ctr.Env, func(e corev1.EnvVar) bool { return e.Name == env && e.Value == "1" }) {
 				t.Errorf("container %s has no %s=1: %v", ctr.Name, env, ctr.Env)
@@ -193,8 +216,10 @@ func TestImagesTakeARegistryATagOrADigest(t *testing.T) {
 			t.Errorf("default: %s runs %q, want %q", name, def[name], want)
 		}
 	}
-	ext := images(render(t, "spikehunt", valuesCase{name: "extras", files: []string{extrasValues(t)}}))
+	ext := images(extrasRender(t, ""))
+	maps.Copy(ext, images(extrasRender(t, "migrate")))
 	for name, want := range map[string]string{
+		fn + "-clickhouse":   "mirror.example.com:5000/spikehunt/spikehunt:0.1.0",
 		fn + "-agent":        "mirror.example.com:5000/spikehunt/spikehunt-agent@" + testDigest,
 		fn + "-operator":     "mirror.example.com:5000/spikehunt/spikehunt-operator:0.1.0",
 		fn + "-migrate":      "mirror.example.com:5000/spikehunt/spikehunt:0.1.0",
@@ -222,8 +247,8 @@ func TestPodMonitorsScrapeEachComponentsMetricsPort(t *testing.T) {
 	}
 	m := render(t, "spikehunt", valuesCase{name: "extras", files: []string{extrasValues(t)}})
 	monitors := m.ofKind("PodMonitor")
-	if len(monitors) != 5 {
-		t.Errorf("%d PodMonitors, want one each for the agent, operator, ingest, detect and gateway: %v", len(monitors), m.names())
+	if len(monitors) != 6 {
+		t.Errorf("%d PodMonitors, want one each for the agent, operator, ingest, detect, gateway and embedded store: %v", len(monitors), m.names())
 	}
 	for _, pm := range monitors {
 		raw, _, _ := unstructuredMap(pm.Object, "spec", "selector")

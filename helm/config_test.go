@@ -81,21 +81,29 @@ func TestConfigMapsCarryTheFilesByteForByte(t *testing.T) {
 // dashboard names), with the server filled in from the values; Grafana
 // expands the same variables in both.
 func TestGrafanaDataSourceIsTheDashboardsOwn(t *testing.T) {
-	env := map[string]string{"SPIKEHUNT_CLICKHOUSE_HOST": "clickhouse", "SPIKEHUNT_CLICKHOUSE_USER": "grafana", "SPIKEHUNT_CLICKHOUSE_PASSWORD": "pw"}
-	parse := func(text string) map[string]any {
-		var v map[string]any
-		if err := yaml.Unmarshal([]byte(os.Expand(text, func(k string) string { return env[k] })), &v); err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	for _, protocol := range []string{"native", "http"} {
-		t.Run(protocol, func(t *testing.T) {
-			want, err := os.ReadFile(filepath.Join("..", "dashboards", "provisioning", "datasources", "clickhouse-"+protocol+".yaml"))
+	for _, tt := range []struct {
+		name, file, host string
+		sets             []string
+	}{
+		{"native", "clickhouse-native.yaml", "clickhouse", []string{"clickhouse.host=clickhouse", "clickhouse.protocol=native"}},
+		{"http", "clickhouse-http.yaml", "clickhouse", []string{"clickhouse.host=clickhouse", "clickhouse.protocol=http"}},
+		// The embedded store speaks HTTP only, whatever clickhouse.protocol says.
+		{"embedded", "clickhouse-http.yaml", fullname() + "-clickhouse.spikehunt.svc", []string{"clickhouse.protocol=native"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			env := map[string]string{"SPIKEHUNT_CLICKHOUSE_HOST": tt.host, "SPIKEHUNT_CLICKHOUSE_USER": "grafana", "SPIKEHUNT_CLICKHOUSE_PASSWORD": "pw"}
+			parse := func(text string) map[string]any {
+				var v map[string]any
+				if err := yaml.Unmarshal([]byte(os.Expand(text, func(k string) string { return env[k] })), &v); err != nil {
+					t.Fatal(err)
+				}
+				return v
+			}
+			want, err := os.ReadFile(filepath.Join("..", "dashboards", "provisioning", "datasources", tt.file))
 			if err != nil {
 				t.Fatal(err)
 			}
-			m := render(t, "spikehunt", valuesCase{name: protocol, sets: []string{"clickhouse.protocol=" + protocol}})
+			m := render(t, "spikehunt", valuesCase{name: tt.name, sets: tt.sets})
 			got := configMapData(t, m, fullname()+"-grafana-datasource")["spikehunt-datasource.yaml"]
 			if diff := cmp.Diff(parse(string(want)), parse(got)); diff != "" {
 				t.Errorf("the chart's data source vs dashboards/provisioning (-dashboards +chart):\n%s", diff)

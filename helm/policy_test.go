@@ -263,9 +263,24 @@ grafana: {enabled: true, adminPassword: %s}
 
 // TestNoSecretValueOutsideSecrets: every credential reaches the pods
 // through a Secret; none appears in a ConfigMap, an environment value, an
-// argument or an annotation (every object but a Secret is searched).
+// argument or an annotation (every object but a Secret is searched). With
+// the embedded store (the values name no ClickHouse host) the passwords
+// serve-clickhouse is given, and the ones the chart generates, included;
+// with an external ClickHouse, the migration hook's Secret.
 func TestNoSecretValueOutsideSecrets(t *testing.T) {
-	m := render(t, "spikehunt", valuesCase{name: "secrets", files: []string{writeSecretsValues(t)}})
+	for _, vc := range []valuesCase{
+		{name: "secrets", files: []string{writeSecretsValues(t)}},
+		{name: "secrets+external", files: []string{writeSecretsValues(t)}, sets: []string{"clickhouse.host=clickhouse.data"}},
+	} {
+		t.Run(vc.name, func(t *testing.T) { checkNoSecretValueOutsideSecrets(t, vc) })
+	}
+}
+
+func checkNoSecretValueOutsideSecrets(t *testing.T, vc valuesCase) {
+	m := render(t, "spikehunt", vc)
+	if got, want := embedded(m), len(vc.sets) == 0; got != want {
+		t.Fatalf("embedded store rendered: %v, want %v", got, want)
+	}
 	var inSecrets []string
 	for _, s := range m.ofKind("Secret") {
 		for _, field := range []string{"data", "stringData"} {
@@ -379,6 +394,14 @@ func TestMigrationHookFindsItsSecret(t *testing.T) {
 				if w.kind == "Job" {
 					job = &w
 				}
+			}
+			if embedded(m) {
+				// The embedded store migrates in its own pod
+				// (TestEmbeddedStoreMigratesBeforeItServes).
+				if job != nil {
+					t.Errorf("a migration Job beside the embedded store: it would run before the store exists")
+				}
+				return
 			}
 			if job == nil {
 				t.Fatal("no migration Job")

@@ -229,6 +229,12 @@ func (m manifest) workloads(t testing.TB) []workload {
 			if s.Spec.Replicas != nil {
 				w.replicas = *s.Spec.Replicas
 			}
+			// The pod as the StatefulSet controller makes it: a volume of each
+			// claim template, bound to the claim of pod 0.
+			for _, pvc := range s.Spec.VolumeClaimTemplates {
+				w.template.Spec.Volumes = append(w.template.Spec.Volumes, corev1.Volume{Name: pvc.Name, VolumeSource: corev1.VolumeSource{
+					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc.Name + "-" + s.Name + "-0"}}})
+			}
 		case "DaemonSet":
 			var d appsv1.DaemonSet
 			err = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d)
@@ -263,6 +269,12 @@ func containers(spec corev1.PodSpec) []corev1.Container {
 
 func fullname() string { return release + "-spikehunt" }
 
+// embedded says whether the render runs the chart's own ClickHouse store
+// (values clickhouse.embedded: no host and no Secret of the user's).
+func embedded(m manifest) bool {
+	return m.find("StatefulSet", fullname()+"-clickhouse") != nil
+}
+
 // TestHelmLint lints the chart, strictly, with its default values and with
 // each example values file.
 func TestHelmLint(t *testing.T) {
@@ -291,12 +303,18 @@ func TestChartRenders(t *testing.T) {
 				t.Fatalf("%d objects: %s", len(m.objs), strings.Join(m.names(), ", "))
 			}
 			fn := fullname()
+			// Without a ClickHouse of the user's, the chart runs its own
+			// store, which migrates itself; with one, the migration Job.
+			store := struct{ kind, name string }{"Job", fn + "-migrate"}
+			if embedded(m) {
+				store = struct{ kind, name string }{"StatefulSet", fn + "-clickhouse"}
+			}
 			for _, want := range []struct{ kind, name string }{
 				{"DaemonSet", fn + "-agent"},
 				{"Deployment", fn + "-operator"},
 				{"Deployment", fn + "-ingest"},
 				{"Deployment", fn + "-detect"},
-				{"Job", fn + "-migrate"},
+				store,
 				{"ConfigMap", fn + "-grafana-datasource"},
 				{"ServiceAccount", fn + "-agent"},
 				{"ServiceAccount", fn + "-operator"},

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -27,19 +26,19 @@ func EncodeNative(buf *proto.Buffer, cols proto.Input) error {
 // DecodeNative reads a stream of Native blocks (revision 0) from r and calls
 // fn for each. Columns are reused between blocks: a block is valid only
 // during fn. Truncated or malformed input is an error, never a panic.
+//
+// The stream ends where a block would begin and r has no byte left, as the
+// decoder's own reader sees it: proto.NewReader buffers r (128 KiB ahead),
+// so peeking at r itself could find it drained while the next blocks wait
+// in that buffer, and a small result of several blocks would end after the
+// first.
 func DecodeNative(r io.Reader, fn func(Block) error) error {
-	br, ok := r.(*bufio.Reader)
-	if !ok {
-		br = bufio.NewReaderSize(r, 64<<10)
-	}
-	d := nativeDecoder{rd: proto.NewReader(br)}
+	d := nativeDecoder{rd: proto.NewReader(r)}
 	for n := 0; ; n++ {
-		if _, err := br.Peek(1); errors.Is(err, io.EOF) {
-			return nil
-		} else if err != nil {
-			return fmt.Errorf("read native block %d: %w", n, err)
-		}
 		b, err := d.next()
+		if errors.Is(err, errEndOfStream) {
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("decode native block %d: %w", n, err)
 		}
@@ -58,6 +57,9 @@ const (
 	maxNativeRows    = 10_000_000
 )
 
+// errEndOfStream: the stream ended between two blocks.
+var errEndOfStream = errors.New("end of the Native stream")
+
 type nativeDecoder struct {
 	rd  *proto.Reader
 	cur Block
@@ -73,6 +75,10 @@ func (d *nativeDecoder) next() (b Block, err error) {
 		}
 	}()
 	cols, err := d.rd.Int()
+	if errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		// Not one byte of a next block.
+		return Block{}, errEndOfStream
+	}
 	if err != nil {
 		return Block{}, truncated("column count", err)
 	}

@@ -334,8 +334,57 @@ KafkaUser's Secret has no user key).
 {{/*
 ClickHouse: the DSN of README.md "Stores".
 */}}
+{{/*
+"true" when the chart runs the embedded store (clickhouse.embedded): no
+server is named, neither by clickhouse.host nor by a Secret of the user's
+(whose dsn key names one).
+*/}}
+{{- define "spikehunt.clickhouse.embedded" -}}
+{{- if and (not .Values.clickhouse.host) (not .Values.clickhouse.existingSecret) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The embedded store's StatefulSet and Service. */}}
+{{- define "spikehunt.clickhouse.embeddedName" -}}
+{{- printf "%s-clickhouse" (include "spikehunt.fullname" .) -}}
+{{- end -}}
+
+{{/* The ClickHouse host the clients dial. */}}
+{{- define "spikehunt.clickhouse.host" -}}
+{{- if include "spikehunt.clickhouse.embedded" . -}}
+{{- include "spikehunt.clickhouse.embeddedName" . -}}
+{{- else -}}
+{{- .Values.clickhouse.host -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The Secret with the read-write user's credentials: the user's own
+(clickhouse.existingSecret, or clickhouse.embedded.existingSecret for the
+embedded store), else the chart's.
+*/}}
 {{- define "spikehunt.clickhouse.secretName" -}}
-{{- .Values.clickhouse.existingSecret | default (printf "%s-clickhouse" (include "spikehunt.fullname" .)) -}}
+{{- $c := .Values.clickhouse -}}
+{{- $own := ternary $c.embedded.existingSecret $c.existingSecret (eq (include "spikehunt.clickhouse.embedded" .) "true") -}}
+{{- $own | default (printf "%s-clickhouse" (include "spikehunt.fullname" .)) -}}
+{{- end -}}
+
+{{/*
+The embedded store's generated passwords: the value given, else the one
+the Secret already holds (an upgrade keeps it: serve-clickhouse and its
+clients must agree), else a new one. Call with (dict "ctx" $ "secret"
+name "key" "password" "value" .Values.x.password).
+*/}}
+{{- define "spikehunt.generatedPassword" -}}
+{{- if .value -}}
+{{- .value -}}
+{{- else -}}
+{{- $old := lookup "v1" "Secret" .ctx.Release.Namespace .secret -}}
+{{- if and $old $old.data (index $old.data .key) -}}
+{{- index $old.data .key | b64dec -}}
+{{- else -}}
+{{- randAlphaNum 32 -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{- /* Grafana's read-only ClickHouse credentials. */ -}}
@@ -367,7 +416,9 @@ mirror), then grafana.plugins.
 
 {{- define "spikehunt.clickhouse.port" -}}
 {{- $c := .Values.clickhouse -}}
-{{- if $c.port -}}
+{{- if include "spikehunt.clickhouse.embedded" . -}}
+{{- $c.embedded.port -}}
+{{- else if $c.port -}}
 {{- $c.port -}}
 {{- else if eq $c.protocol "http" -}}
 {{- ternary 8443 8123 $c.secure -}}
@@ -377,7 +428,9 @@ mirror), then grafana.plugins.
 {{- end -}}
 
 {{- define "spikehunt.clickhouse.scheme" -}}
-{{- if eq .Values.clickhouse.protocol "http" -}}
+{{- if include "spikehunt.clickhouse.embedded" . -}}
+http
+{{- else if eq .Values.clickhouse.protocol "http" -}}
 {{- ternary "https" "http" .Values.clickhouse.secure -}}
 {{- else -}}
 clickhouse
@@ -389,6 +442,7 @@ clickhouse
 {{/* "?k=v&…" from clickhouse.params, secure and the CA; "" without any. */}}
 {{- define "spikehunt.clickhouse.query" -}}
 {{- $c := .Values.clickhouse -}}
+{{- if not (include "spikehunt.clickhouse.embedded" .) -}}
 {{- $p := deepCopy $c.params -}}
 {{- if and $c.secure (ne $c.protocol "http") -}}
 {{- $_ := set $p "secure" "true" -}}
@@ -402,6 +456,7 @@ clickhouse
 {{- end -}}
 {{- if $pairs -}}?{{ join "&" $pairs }}{{- end -}}
 {{- end -}}
+{{- end -}}
 
 {{/* One URL userinfo part: url.QueryEscape, with spaces as %20 (a '+' would stay a '+'). */}}
 {{- define "spikehunt.userinfoEscape" -}}
@@ -414,15 +469,15 @@ userinfo is used as given (escaped, or $(VAR) references).
 */}}
 {{- define "spikehunt.clickhouse.dsn" -}}
 {{- $ctx := .ctx -}}
-{{- printf "%s://%s@%s:%s" (include "spikehunt.clickhouse.scheme" $ctx) .userinfo $ctx.Values.clickhouse.host (include "spikehunt.clickhouse.port" $ctx) -}}
+{{- printf "%s://%s@%s:%s" (include "spikehunt.clickhouse.scheme" $ctx) .userinfo (include "spikehunt.clickhouse.host" $ctx) (include "spikehunt.clickhouse.port" $ctx) -}}
 {{- if .database }}/{{ .database }}{{ end -}}
 {{- include "spikehunt.clickhouse.query" $ctx -}}
 {{- end -}}
 
-{{/* The DSN of the chart's own Secret: escaped credentials from the values. */}}
+{{/* The DSN of the chart's own Secret: escaped credentials from the values (password: the generated one, for the embedded store). */}}
 {{- define "spikehunt.clickhouse.valuesDSN" -}}
 {{- $c := .ctx.Values.clickhouse -}}
-{{- $userinfo := printf "%s:%s" (include "spikehunt.userinfoEscape" $c.username) (include "spikehunt.userinfoEscape" $c.password) -}}
+{{- $userinfo := printf "%s:%s" (include "spikehunt.userinfoEscape" $c.username) (include "spikehunt.userinfoEscape" (.password | default $c.password)) -}}
 {{- include "spikehunt.clickhouse.dsn" (dict "ctx" .ctx "userinfo" $userinfo "database" .database) -}}
 {{- end -}}
 
@@ -434,11 +489,26 @@ without a database and creates it (--database).
 */}}
 {{- define "spikehunt.clickhouse.env" -}}
 {{- $c := .ctx.Values.clickhouse -}}
-{{- if not $c.existingSecret -}}
+{{- $embedded := include "spikehunt.clickhouse.embedded" .ctx -}}
+{{- if and $embedded $c.embedded.existingSecret -}}
+{{- /* The user's Secret has the credentials; the DSN is composed here. */}}
+- name: SPIKEHUNT_CLICKHOUSE_USER
+  valueFrom:
+    secretKeyRef:
+      name: {{ $c.embedded.existingSecret }}
+      key: {{ $c.embedded.existingSecretKeys.username }}
+- name: SPIKEHUNT_CLICKHOUSE_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $c.embedded.existingSecret }}
+      key: {{ $c.embedded.existingSecretKeys.password }}
+- name: SPIKEHUNT_DSN
+  value: {{ include "spikehunt.clickhouse.dsn" (dict "ctx" .ctx "userinfo" "$(SPIKEHUNT_CLICKHOUSE_USER):$(SPIKEHUNT_CLICKHOUSE_PASSWORD)" "database" (ternary "" $c.database .migrate)) | quote }}
+{{- else if not $c.existingSecret -}}
 - name: SPIKEHUNT_DSN
   valueFrom:
     secretKeyRef:
-      name: {{ ternary (include "spikehunt.clickhouse.migrateSecretName" .ctx) (include "spikehunt.clickhouse.secretName" .ctx) .migrate }}
+      name: {{ ternary (include "spikehunt.clickhouse.migrateSecretName" .ctx) (include "spikehunt.clickhouse.secretName" .ctx) (and .migrate (not $embedded)) }}
       key: dsn
 {{- else if $c.existingSecretKeys.dsn -}}
 - name: SPIKEHUNT_DSN
@@ -602,6 +672,13 @@ has the table and the reasons); a JSON list, sorted.
 {{- end -}}
 {{- if and (include "spikehunt.alertSigning.enabled" .) (not $sig.currentKeyId) -}}
 {{- fail "alertSigning.currentKeyId is empty: name the key the detector signs with" -}}
+{{- end -}}
+{{- $c := .Values.clickhouse -}}
+{{- if and (include "spikehunt.clickhouse.embedded" .) $c.cluster -}}
+{{- fail "clickhouse.cluster names a ClickHouse cluster: give clickhouse.host (one of its servers, or the cluster's Service); the embedded store is one server" -}}
+{{- end -}}
+{{- if and (not $c.host) $c.existingSecret (not $c.existingSecretKeys.dsn) -}}
+{{- fail "clickhouse.existingSecret without a dsn key (existingSecretKeys.dsn empty) needs clickhouse.host: the DSN is composed from it" -}}
 {{- end -}}
 {{- if and .Values.clickhouse.cluster (not .Values.clickhouse.database) -}}
 {{- fail "clickhouse.cluster needs clickhouse.database: Distributed tables name their database" -}}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -9,10 +10,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spikehunt/spikehunt/pipelines/captures"
+	"github.com/spikehunt/spikehunt/pipelines/schema"
+	"github.com/spikehunt/spikehunt/pipelines/store"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
@@ -117,5 +122,56 @@ func TestServeClickHouseReadsFilesOnlyWithAllowExternalSources(t *testing.T) {
 	}
 	if status, body := get(startServe(t, "--allow-external-sources")); status != http.StatusOK || body != "root:x:0:0\n" {
 		t.Fatalf("with --allow-external-sources: %d %q, want the file", status, body)
+	}
+}
+
+// The operator indexes uploaded captures (pipelines/captures, the operator's
+// --dsn) into the chart's embedded store over HTTP as its read-write user:
+// the schema applied over HTTP, then Index, Get, CapturesOfSpike and
+// Delete all pass serve-clickhouse's gate and users.
+func TestTheOperatorsCaptureIndexWorksThroughServeClickHouse(t *testing.T) {
+	t.Setenv("SPIKEHUNT_CLICKHOUSE_PASSWORD", "operator-pw")
+	addr := startServe(t, "--user", "ingest")
+	ctx := context.Background()
+	if _, err := store.Open(ctx, "http://ingest:wrong@"+addr+"/"); err == nil {
+		t.Fatal("a wrong password opened the store")
+	}
+	root, err := store.Open(ctx, "http://ingest:operator-pw@"+addr+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	if err := migrate(ctx, root, schema.Options{Database: "spikehunt"}, io.Discard); err != nil {
+		t.Fatalf("migrate over HTTP: %v", err)
+	}
+	st, err := store.Open(ctx, "http://ingest:operator-pw@"+addr+"/spikehunt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	t0 := time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
+	lit := func(tm time.Time) string { return store.QuoteString(tm.Format("2006-01-02 15:04:05.000")) }
+	if err := st.Exec(ctx, `INSERT INTO spikes (spike_id, service, host, hw_class, window_start, window_end, peak_us, baseline_us,
+		score, detector_version, detected_at, is_deleted) VALUES ('s1', 'billy', 'h1', 'gen5', `+lit(t0)+`, `+lit(t0.Add(5*time.Second))+`,
+		1000000, 5000, 200, 'v1', `+lit(t0.Add(time.Minute))+`, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	c := captures.Capture{ID: "cap-1", Host: "h1", Node: "node-1", Backend: "perf", Profile: "cpu",
+		WindowStart: t0.Add(-time.Second), WindowEnd: t0.Add(10 * time.Second), Trigger: "local threshold",
+		URI: "s3://captures/sha256/ab12", Bytes: 1 << 20, Checksum: "sha256:ab12"}
+	if ids, err := captures.Index(ctx, st, c); err != nil || !slices.Equal(ids, []string{"s1"}) {
+		t.Fatalf("Index: %v, %v; want [s1]", ids, err)
+	}
+	if row, err := captures.Get(ctx, st, "cap-1"); err != nil || row.Status != captures.StatusIndexed || !slices.Equal(row.SpikeIDs, []string{"s1"}) {
+		t.Fatalf("Get: %+v, %v", row, err)
+	}
+	if list, err := captures.CapturesOfSpike(ctx, st, "s1"); err != nil || len(list) != 1 {
+		t.Fatalf("CapturesOfSpike: %d, %v", len(list), err)
+	}
+	if err := captures.Delete(ctx, st, "cap-1"); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if list, err := captures.CapturesOfSpike(ctx, st, "s1"); err != nil || len(list) != 0 {
+		t.Fatalf("after Delete: %d captures, %v", len(list), err)
 	}
 }
