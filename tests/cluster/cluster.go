@@ -74,7 +74,7 @@ type Timing struct {
 // binaries are the node's programs, found before anything starts.
 type binaries struct {
 	etcd, apiserver, controllerManager, scheduler, kubelet, proxy, pause string
-	containerd, ctr                                                     string
+	containerd, ctr                                                      string
 }
 
 func findBinaries() (binaries, error) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // nodeFiles are the node's certificates, kubeconfigs, configuration files
@@ -49,6 +50,13 @@ func freePorts(n int) ([]int, error) {
 
 func (c *Cluster) writeFiles() (nodeFiles, error) {
 	o := c.opts
+	// The kubelet and kube-proxy protect themselves from the OOM killer with
+	// -999 where the process may lower its score.
+	canLowerOOMScore := hasCapability(capSysResource)
+	oomScoreAdj := "-999"
+	if !canLowerOOMScore {
+		oomScoreAdj = "0"
+	}
 	d := func(parts ...string) string { return filepath.Join(append([]string{c.dir}, parts...)...) }
 	ports, err := freePorts(8)
 	if err != nil {
@@ -133,6 +141,8 @@ func (c *Cluster) writeFiles() (nodeFiles, error) {
 		"--client-ca-file=" + p.CAFile,
 		"--kubelet-client-certificate=" + certs["apiserver-kubelet"].Cert, "--kubelet-client-key=" + certs["apiserver-kubelet"].Key,
 		"--kubelet-certificate-authority=" + p.CAFile,
+		// The node's name is not in DNS; its address is.
+		"--kubelet-preferred-address-types=InternalIP",
 		"--service-cluster-ip-range=" + o.ServiceCIDR,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + p.SAPub, "--service-account-signing-key-file=" + p.SAKey,
@@ -206,6 +216,7 @@ imageGCLowThresholdPercent: 99
 		"--cert-dir=" + d("kubelet", "pki"),
 		"--node-ip=" + c.nodeIP,
 		"--hostname-override=" + o.NodeName,
+		"--oom-score-adj=" + oomScoreAdj,
 		"--v=1",
 	}
 
@@ -218,11 +229,12 @@ mode: iptables
 clusterCIDR: %s
 healthzBindAddress: 127.0.0.1:%d
 metricsBindAddress: 127.0.0.1:%d
+oomScoreAdj: %s
 # Leave the host's conntrack table size and timeouts as they are.
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 # localhostNodePorts would set net.ipv4.conf.all.route_localnet=1 on the host.
 iptables: {localhostNodePorts: false, syncPeriod: 10s, minSyncPeriod: 0s}
-`, kubeconfigs["kube-proxy"], o.NodeName, o.PodCIDR, proxyHealthz, proxyMetrics), 0o600); err != nil {
+`, kubeconfigs["kube-proxy"], o.NodeName, o.PodCIDR, proxyHealthz, proxyMetrics, oomScoreAdj), 0o600); err != nil {
 		return nodeFiles{}, err
 	}
 	f.proxyHealthz = "http://127.0.0.1:" + strconv.Itoa(proxyHealthz) + "/healthz"
@@ -263,6 +275,11 @@ state = %q
   path = %q
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = %q
+  # Clamp the OOM score adjustments of pods (-998 for the sandbox) to
+  # containerd's own: lowering one needs CAP_SYS_RESOURCE, which a
+  # container or VM sandbox running the tests may lack (runc then fails
+  # with "failed to update /proc/self/oom_score_adj: Permission denied").
+  restrict_oom_score_adj = %t
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -274,9 +291,28 @@ state = %q
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %q
     conf_dir = %q
-`, d("containerd", "root"), d("containerd", "state"), c.ctrdSock, d("containerd", "opt"), PauseImage,
+`, d("containerd", "root"), d("containerd", "state"), c.ctrdSock, d("containerd", "opt"), PauseImage, !canLowerOOMScore,
 		d("containerd", "runc"), cniBinDir, d("cni", "net.d")), 0o600); err != nil {
 		return nodeFiles{}, err
 	}
 	return f, nil
+}
+
+// capSysResource is CAP_SYS_RESOURCE's number (linux/capability.h).
+const capSysResource = 24
+
+// hasCapability reports whether capability n is in this process's
+// effective set.
+func hasCapability(n uint) bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && caps&(1<<n) != 0
+		}
+	}
+	return false
 }

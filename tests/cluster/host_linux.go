@@ -21,13 +21,13 @@ import (
 // change so that teardown can put the host back, also after a test binary
 // that died without Stop (the next Start reads Dir/host-state.json).
 type hostState struct {
-	Dir      string            `json:"dir"`
-	Cgroup   string            `json:"cgroup"` // "/spikehunt-<pid>", in every cgroup v1 hierarchy
-	Bridge   string            `json:"bridge"`
-	PodCIDR  string            `json:"podCIDR"`
-	Sysctls  map[string]string `json:"sysctls"`  // /proc/sys path -> value before
-	IPTables map[string]string `json:"iptables"` // "iptables"/"ip6tables" -> iptables-save before
-	Absent   []string          `json:"absent"`   // host paths the runtime may create that did not exist
+	Dir      string              `json:"dir"`
+	Cgroup   string              `json:"cgroup"` // "/spikehunt-<pid>", in every cgroup v1 hierarchy
+	Bridge   string              `json:"bridge"`
+	PodCIDR  string              `json:"podCIDR"`
+	Sysctls  map[string]string   `json:"sysctls"`  // /proc/sys path -> value before
+	IPTables map[string]string   `json:"iptables"` // "iptables"/"ip6tables" -> iptables-save before
+	Absent   []string            `json:"absent"`   // host paths the runtime may create that did not exist
 	Entries  map[string][]string `json:"entries"`  // host folders the runtime adds to -> their entries before
 }
 
@@ -62,7 +62,7 @@ func recordHostState(dir, cgroup, bridge, podCIDR string) (*hostState, error) {
 		}
 	}
 	for _, bin := range []string{"iptables", "ip6tables"} {
-		out, err := exec.Command(bin+"-save").Output()
+		out, err := exec.Command(bin + "-save").Output()
 		if err != nil {
 			return nil, fmt.Errorf("%s-save: %w (install iptables: deps/install.sh kube-node)", bin, err)
 		}
@@ -332,6 +332,8 @@ func iptablesRestoreScript(before, after string) string {
 	sort.Strings(tables)
 	for _, t := range tables {
 		at, bt := a[t], b[t]
+		// A table that did not exist comes with its built-in chains, which
+		// cannot be deleted: only user chains are new.
 		var newChains []string
 		for _, c := range at.chains {
 			if bt == nil || !slices.Contains(bt.chains, c) {
@@ -375,7 +377,7 @@ func iptablesRestoreScript(before, after string) string {
 }
 
 type ipTable struct {
-	chains []string
+	chains []string // user chains only
 	rules  []string // "-A CHAIN ..." exactly as iptables-save printed them
 }
 
@@ -389,7 +391,9 @@ func parseIPTablesSave(s string) map[string]*ipTable {
 			tables[strings.TrimPrefix(line, "*")] = cur
 		case cur == nil:
 		case strings.HasPrefix(line, ":"):
-			if f := strings.Fields(line[1:]); len(f) > 0 {
+			// ":KUBE-SERVICES - [0:0]"; a built-in chain has a policy
+			// (":INPUT ACCEPT [0:0]").
+			if f := strings.Fields(line[1:]); len(f) > 1 && f[1] == "-" {
 				cur.chains = append(cur.chains, f[0])
 			}
 		case strings.HasPrefix(line, "-A "):
@@ -403,7 +407,7 @@ func parseIPTablesSave(s string) map[string]*ipTable {
 func restoreIPTables(h *hostState) error {
 	var errs []error
 	for _, bin := range []string{"iptables", "ip6tables"} {
-		after, err := exec.Command(bin+"-save").Output()
+		after, err := exec.Command(bin + "-save").Output()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s-save: %w", bin, err))
 			continue
@@ -425,7 +429,7 @@ func restoreIPTables(h *hostState) error {
 func checkIPTables(h *hostState) error {
 	var errs []error
 	for _, bin := range []string{"iptables", "ip6tables"} {
-		after, err := exec.Command(bin+"-save").Output()
+		after, err := exec.Command(bin + "-save").Output()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s-save: %w", bin, err))
 			continue
