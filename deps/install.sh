@@ -196,10 +196,11 @@ install_envtest() {
 # kube-apiserver, built by ONE go build (each shared package compiles once, and
 # the Go cache already holds what kube-apiserver compiled), plus the pause
 # container compiled statically from the module's build/pause/linux/pause.c
-# (tests/cluster packs it into an OCI image). The container runtime and CNI
+# (tests/cluster packs it into an OCI image), and CoreDNS, which tests/cluster
+# runs on the host as the cluster's DNS. The container runtime and CNI
 # plugins are Debian packages (install_node_debian).
 install_kube_node() {
-	local want="kube-node $KUBERNETES_VERSION pause $PAUSE_VERSION"
+	local want="kube-node $KUBERNETES_VERSION pause $PAUSE_VERSION coredns $COREDNS_VERSION"
 	stamped "$kube_node_dir" "$want" || {
 		need go "Go 1.24+ (https://go.dev/dl)"
 		need gcc "a C compiler with static libc (Debian: apt-get install gcc libc6-dev)"
@@ -222,8 +223,17 @@ install_kube_node() {
 		gcc -Os -Wall -Werror -static -DVERSION="v$PAUSE_VERSION-spikehunt" -o "$kube_node_dir/pause" "$src" ||
 			die "gcc could not build pause statically from $src (Debian: apt-get install libc6-dev)"
 		strip "$kube_node_dir/pause"
+		if [ ! -x "$kube_node_dir/coredns-$COREDNS_VERSION" ]; then
+			say "building CoreDNS $COREDNS_VERSION (~2 min cold)"
+			t0=$(date +%s)
+			GOBIN=$kube_node_dir GOFLAGS= go install "github.com/coredns/coredns@v$COREDNS_VERSION" ||
+				die "go install github.com/coredns/coredns@v$COREDNS_VERSION failed"
+			mv "$kube_node_dir/coredns" "$kube_node_dir/coredns-$COREDNS_VERSION"
+			say "CoreDNS built in $(($(date +%s) - t0)) s"
+		fi
+		ln -sf "coredns-$COREDNS_VERSION" "$kube_node_dir/coredns"
 		stamp "$kube_node_dir" "$want"
-		say "kubelet, kube-controller-manager, kube-scheduler, kube-proxy, pause -> $kube_node_dir"
+		say "kubelet, kube-controller-manager, kube-scheduler, kube-proxy, pause, coredns -> $kube_node_dir"
 	}
 	install_node_debian
 }

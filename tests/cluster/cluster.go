@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +35,10 @@ var ErrNotPrivileged = errors.New("cluster: a Kubernetes node needs root (cgroup
 // PauseImage is the sandbox image Start builds from the k8s.io/kubernetes
 // module's build/pause and sets as containerd's sandbox_image.
 const PauseImage = "spikehunt.local/pause:3.10.1"
+
+// ClusterDomain is the cluster's DNS domain: a Service is
+// <name>.<namespace>.svc.cluster.local.
+const ClusterDomain = "cluster.local"
 
 // bridgeName is the CNI bridge. kube-proxy's chains are host-wide, so one
 // node runs per host at a time (hostLock), and the name can be fixed.
@@ -73,8 +78,8 @@ type Timing struct {
 
 // binaries are the node's programs, found before anything starts.
 type binaries struct {
-	etcd, apiserver, controllerManager, scheduler, kubelet, proxy, pause string
-	containerd, ctr                                                      string
+	etcd, apiserver, controllerManager, scheduler, kubelet, proxy, pause, coredns string
+	containerd, ctr                                                               string
 }
 
 func findBinaries() (binaries, error) {
@@ -98,9 +103,10 @@ func findBinaries() (binaries, error) {
 		kubelet:           filepath.Join(node, "kubelet"),
 		proxy:             filepath.Join(node, "kube-proxy"),
 		pause:             filepath.Join(node, "pause"),
+		coredns:           filepath.Join(node, "coredns"),
 	}
 	var missing []string
-	for _, p := range []string{b.etcd, b.apiserver, b.controllerManager, b.scheduler, b.kubelet, b.proxy, b.pause} {
+	for _, p := range []string{b.etcd, b.apiserver, b.controllerManager, b.scheduler, b.kubelet, b.proxy, b.pause, b.coredns} {
 		if _, err := os.Stat(p); err != nil {
 			missing = append(missing, p)
 		}
@@ -281,14 +287,23 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return fail(err)
 	}
+	cs, err := c.clientset()
+	if err != nil {
+		return fail(err)
+	}
+	if err := waitFor(ctx, api, "the kube-dns Service and CoreDNS's permissions", func() error {
+		return createClusterDNSObjects(ctx, cs, files.dnsServiceIP, c.nodeIP, files.dnsPort)
+	}); err != nil {
+		return fail(err)
+	}
+	dns, dnsT, err := start("coredns", bins.coredns, "-conf", files.corefile)
+	if err != nil {
+		return fail(err)
+	}
 	for _, img := range opts.Images {
 		if err := c.ImportImage(ctx, img); err != nil {
 			return fail(err)
 		}
-	}
-	cs, err := c.clientset()
-	if err != nil {
-		return fail(err)
 	}
 	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // its self-signed serving cert; /healthz only
 	if err := waitFor(ctx, sched, "kube-scheduler /healthz", func() error { return httpOK(insecure, files.schedulerHealthz) }); err != nil {
@@ -313,6 +328,10 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return fail(err)
 	}
 	ready(proxy, proxyT)
+	if err := waitFor(ctx, dns, "CoreDNS /ready", func() error { return httpOK(http.DefaultClient, files.dnsReady) }); err != nil {
+		return fail(err)
+	}
+	ready(dns, dnsT)
 	logf("node %s Ready %s after start (kubeconfig %s)", opts.NodeName, time.Since(began).Round(time.Millisecond), c.kubeconfig)
 	return c, nil
 }
@@ -392,8 +411,11 @@ func (c *Cluster) stop() error {
 			errs = append(errs, err)
 		}
 	}
-	if c.host != nil {
+	switch {
+	case c.host != nil:
 		errs = append(errs, teardownHost(c.host, c.opts.KeepLogs))
+	case c.dir != "" && c.opts.Dir == "":
+		errs = append(errs, os.RemoveAll(c.dir)) // Start failed before changing the host
 	}
 	if c.lock != nil {
 		_ = c.lock.Truncate(0)
@@ -424,8 +446,14 @@ func teardownHost(h *hostState, keepLogs bool) error {
 	for _, n := range netns {
 		add(os.Remove(n))
 	}
-	// Deleting the bridge leaves the host ends of the veths, which go with
-	// their namespaces once nothing holds them.
+	// The host ends of the pods' veths go with their namespaces once
+	// nothing holds them; delete any still on the bridge, then the bridge.
+	for _, l := range bridgePorts(h.Bridge) {
+		out, err := exec.Command("ip", "link", "del", l).CombinedOutput()
+		if _, statErr := os.Stat("/sys/class/net/" + l); err != nil && statErr == nil {
+			add(fmt.Errorf("ip link del %s: %w: %s", l, err, out)) // not gone meanwhile
+		}
+	}
 	if _, err := os.Stat("/sys/class/net/" + h.Bridge); err == nil {
 		if out, err := exec.Command("ip", "link", "del", h.Bridge).CombinedOutput(); err != nil {
 			add(fmt.Errorf("ip link del %s: %w: %s", h.Bridge, err, out))
@@ -472,8 +500,8 @@ func checkHost(h *hostState) error {
 	if _, err := os.Stat("/sys/class/net/" + h.Bridge); err == nil {
 		errs = append(errs, fmt.Errorf("bridge %s left", h.Bridge))
 	}
-	if links, _ := filepath.Glob("/sys/class/net/veth*"); len(links) > 0 {
-		errs = append(errs, fmt.Errorf("veth interfaces left: %v", links))
+	if l := bridgePorts(h.Bridge); len(l) > 0 {
+		errs = append(errs, fmt.Errorf("interfaces left on bridge %s: %v", h.Bridge, l))
 	}
 	hs, _ := cgroupHierarchies()
 	for _, hier := range hs {
@@ -503,23 +531,17 @@ func checkHost(h *hostState) error {
 	return nil
 }
 
-// newEntries lists the entries of dir that h did not record.
+// newEntries lists the entries of dir that h did not record: all of them
+// when dir did not exist.
 func newEntries(h *hostState, dir string) []string {
 	before, ok := h.Entries[dir]
-	if !ok {
+	if !ok && !slices.Contains(h.Absent, dir) {
 		return nil
 	}
 	entries, _ := os.ReadDir(dir)
 	var added []string
 	for _, e := range entries {
-		found := false
-		for _, b := range before {
-			if b == e.Name() {
-				found = true
-				break
-			}
-		}
-		if !found {
+		if !slices.Contains(before, e.Name()) {
 			added = append(added, e.Name())
 		}
 	}

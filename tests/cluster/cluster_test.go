@@ -379,3 +379,29 @@ func capEff(t *testing.T) string {
 	t.Fatal("no CapEff in /proc/self/status")
 	return ""
 }
+
+func TestPodsResolveServiceNamesThroughClusterDNSAlsoOnTheHostNetwork(t *testing.T) {
+	_, cs, ns := node(t)
+	create(t, cs, serverPod(ns, "named"))
+	if _, err := cs.CoreV1().Services(ns).Create(context.Background(), &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "named", Namespace: ns},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": "named"},
+			Ports:    []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, cs, ns, "named", "Running and Ready", runningAndReady)
+
+	// The short name through the pod's search path, and the chart's form
+	// <name>.<namespace>.svc from a hostNetwork pod with
+	// ClusterFirstWithHostNet, as the agent resolves its gateway.
+	create(t, cs, clientPod(ns, "short", "get", "http://named/", "podapp named"))
+	host := clientPod(ns, "hostnet", "get", "http://named."+ns+".svc/", "podapp named")
+	host.Spec.HostNetwork = true
+	host.Spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
+	create(t, cs, host)
+	waitPod(t, cs, ns, "short", "Succeeded (GET http://named/)", succeeded)
+	waitPod(t, cs, ns, "hostnet", "Succeeded (GET http://named."+ns+".svc/ from the host network)", succeeded)
+}

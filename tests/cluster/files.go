@@ -16,6 +16,10 @@ type nodeFiles struct {
 	admin                 certPair
 	etcdURL, apiURL       string
 	schedulerHealthz      string
+	dnsReady              string
+	dnsPort               int
+	dnsServiceIP          string
+	corefile              string
 	proxyHealthz          string
 	containerdConfig      string
 	proxyConfig           string
@@ -58,16 +62,21 @@ func (c *Cluster) writeFiles() (nodeFiles, error) {
 		oomScoreAdj = "0"
 	}
 	d := func(parts ...string) string { return filepath.Join(append([]string{c.dir}, parts...)...) }
-	ports, err := freePorts(8)
+	ports, err := freePorts(11)
 	if err != nil {
 		return nodeFiles{}, err
 	}
 	etcdClient, etcdPeer, apiPort, kubeletPort, kubeletHealthz, schedPort, proxyHealthz, proxyMetrics := ports[0], ports[1], ports[2], ports[3], ports[4], ports[5], ports[6], ports[7]
+	dnsPort, dnsHealth, dnsReady := ports[8], ports[9], ports[10]
 
 	_, svcNet, _ := net.ParseCIDR(o.ServiceCIDR)
 	kubernetesSvcIP := make(net.IP, 4)
 	copy(kubernetesSvcIP, svcNet.IP.To4())
 	kubernetesSvcIP[3]++
+	// The tenth address, as kubeadm and local-up-cluster.sh give kube-dns.
+	dnsSvcIP := make(net.IP, 4)
+	copy(dnsSvcIP, svcNet.IP.To4())
+	dnsSvcIP[3] += 10
 	nodeIP := net.ParseIP(c.nodeIP)
 
 	p, err := newPKI(d("pki"))
@@ -98,6 +107,7 @@ func (c *Cluster) writeFiles() (nodeFiles, error) {
 		"kube-scheduler":          {"system:kube-scheduler", nil},
 		"kube-proxy":              {"system:kube-proxy", nil},
 		"kubelet":                 {"system:node:" + o.NodeName, []string{"system:nodes"}},
+		"coredns":                 {"system:coredns", nil}, // bound to its ClusterRole by Start
 	}
 	certs := map[string]certPair{}
 	kubeconfigs := map[string]string{}
@@ -192,6 +202,8 @@ containerRuntimeEndpoint: unix://%s
 cgroupDriver: cgroupfs
 cgroupRoot: %s
 cgroupsPerQOS: true
+clusterDNS: [%s]
+clusterDomain: %s
 # The machine mounts cgroup v1 hierarchies; kubelet 1.33 still runs on them
 # when told to.
 failCgroupV1: false
@@ -205,7 +217,7 @@ serializeImagePulls: false
 evictionHard: {memory.available: 50Mi, nodefs.available: 1%%, imagefs.available: 1%%, nodefs.inodesFree: 1%%}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-`, kubeletPort, kubeletHealthz, p.CAFile, kubeletServing.Cert, kubeletServing.Key, c.ctrdSock, c.host.Cgroup,
+`, kubeletPort, kubeletHealthz, p.CAFile, kubeletServing.Cert, kubeletServing.Key, c.ctrdSock, c.host.Cgroup, dnsSvcIP, ClusterDomain,
 		d("logs", "pods"), d("kubelet", "volume-plugins")), 0o600); err != nil {
 		return nodeFiles{}, err
 	}
@@ -238,6 +250,28 @@ iptables: {localhostNodePorts: false, syncPeriod: 10s, minSyncPeriod: 0s}
 		return nodeFiles{}, err
 	}
 	f.proxyHealthz = "http://127.0.0.1:" + strconv.Itoa(proxyHealthz) + "/healthz"
+
+	// CoreDNS runs on the host, on the node IP: pods reach it through the
+	// kube-dns Service (dnsSvcIP:53), whose EndpointSlice Start writes.
+	f.dnsPort, f.dnsServiceIP = dnsPort, dnsSvcIP.String()
+	f.dnsReady = "http://127.0.0.1:" + strconv.Itoa(dnsReady) + "/ready"
+	f.corefile = d("Corefile")
+	if err := os.WriteFile(f.corefile, fmt.Appendf(nil, `.:%d {
+    bind %s
+    errors
+    health 127.0.0.1:%d
+    ready 127.0.0.1:%d
+    kubernetes %s in-addr.arpa ip6.arpa {
+        kubeconfig %s spikehunt-test
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }
+    forward . /etc/resolv.conf
+    cache 30
+}
+`, dnsPort, c.nodeIP, dnsHealth, dnsReady, ClusterDomain, kubeconfigs["coredns"]), 0o644); err != nil {
+		return nodeFiles{}, err
+	}
 
 	// The bridge network, with portmap for hostPort; containerd adds the
 	// loopback plugin itself.

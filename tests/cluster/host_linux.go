@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -318,11 +319,14 @@ func unmountAll(roots ...string) error {
 }
 
 // iptablesRestoreScript returns the iptables-restore --noflush input that
-// takes the rules of after back to before: the rules added to chains that
-// existed are deleted one by one, and the chains that did not exist
-// (KUBE-*, CNI-*) are flushed and deleted. Rules of before that are gone
-// are not put back: nothing the node runs deletes another's rules.
-func iptablesRestoreScript(before, after string) string {
+// removes the node's rules from after, given the host's rules before: the
+// rules the node added to chains that existed are deleted one by one, and
+// the chains it created are flushed and deleted. The machine is shared, and
+// another program (buildah running a step in a netns, say) may add rules
+// meanwhile: a new rule is the node's only when ours says so, and a new
+// chain when it is a KUBE- chain (the kubelet's and kube-proxy's) or a CNI-
+// chain that only the node's rules fill and jump to.
+func iptablesRestoreScript(before, after string, ours func(rule string) bool) string {
 	b, a := parseIPTablesSave(before), parseIPTablesSave(after)
 	var out strings.Builder
 	tables := make([]string, 0, len(a))
@@ -332,31 +336,46 @@ func iptablesRestoreScript(before, after string) string {
 	sort.Strings(tables)
 	for _, t := range tables {
 		at, bt := a[t], b[t]
-		// A table that did not exist comes with its built-in chains, which
-		// cannot be deleted: only user chains are new.
-		var newChains []string
-		for _, c := range at.chains {
-			if bt == nil || !slices.Contains(bt.chains, c) {
-				newChains = append(newChains, c)
-			}
-		}
-		var dels []string
 		left := map[string]int{}
 		if bt != nil {
 			for _, r := range bt.rules {
 				left[r]++
 			}
 		}
+		var added []string
 		for _, r := range at.rules {
-			chain := strings.Fields(r)[1]
-			if slices.Contains(newChains, chain) {
-				continue
-			}
 			if left[r] > 0 {
 				left[r]--
 				continue
 			}
-			dels = append(dels, "-D"+strings.TrimPrefix(r, "-A"))
+			added = append(added, r)
+		}
+		var newChains []string
+		for _, c := range at.chains {
+			if bt != nil && slices.Contains(bt.chains, c) {
+				continue
+			}
+			mine := strings.HasPrefix(c, "KUBE-")
+			if !mine && strings.HasPrefix(c, "CNI-") {
+				mine = true
+				for _, r := range added {
+					if (ruleChain(r) == c || jumpsTo(r, c)) && !ours(r) {
+						mine = false
+					}
+				}
+			}
+			if mine {
+				newChains = append(newChains, c)
+			}
+		}
+		var dels []string
+		for _, r := range added {
+			if slices.Contains(newChains, ruleChain(r)) {
+				continue // flushed with its chain
+			}
+			if ours(r) || slices.ContainsFunc(newChains, func(c string) bool { return jumpsTo(r, c) }) {
+				dels = append(dels, "-D"+strings.TrimPrefix(r, "-A"))
+			}
 		}
 		if len(dels) == 0 && len(newChains) == 0 {
 			continue
@@ -374,6 +393,45 @@ func iptablesRestoreScript(before, after string) string {
 		fmt.Fprintln(&out, "COMMIT")
 	}
 	return out.String()
+}
+
+// ruleChain is the chain of an "-A CHAIN ..." line.
+func ruleChain(rule string) string {
+	if f := strings.Fields(rule); len(f) > 1 {
+		return f[1]
+	}
+	return ""
+}
+
+// jumpsTo reports whether rule jumps or goes to chain.
+func jumpsTo(rule, chain string) bool {
+	return strings.Contains(rule+" ", " -j "+chain+" ") || strings.Contains(rule+" ", " -g "+chain+" ")
+}
+
+// oursFunc recognizes the node's rules in chains it shares with the host:
+// they name a KUBE- chain, the CNI network "spikehunt" (the bridge and
+// portmap plugins' comments), the pod network or the bridge.
+func oursFunc(podCIDR, bridge string) func(string) bool {
+	_, n, _ := net.ParseCIDR(podCIDR)
+	cidr := ""
+	if n != nil {
+		cidr = n.String()
+	}
+	return func(r string) bool {
+		if strings.Contains(r, "KUBE-") || strings.Contains(r, `name: \"spikehunt\"`) || strings.Contains(r, " "+bridge+" ") {
+			return true
+		}
+		if cidr != "" && strings.Contains(r, cidr) {
+			return true
+		}
+		// The bridge plugin's masquerade rule names one pod's address.
+		for _, f := range strings.Fields(r) {
+			if ip, _, err := net.ParseCIDR(f); err == nil && n != nil && n.Contains(ip) {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 type ipTable struct {
@@ -412,7 +470,7 @@ func restoreIPTables(h *hostState) error {
 			errs = append(errs, fmt.Errorf("%s-save: %w", bin, err))
 			continue
 		}
-		script := iptablesRestoreScript(h.IPTables[bin], string(after))
+		script := iptablesRestoreScript(h.IPTables[bin], string(after), oursFunc(h.PodCIDR, h.Bridge))
 		if script == "" {
 			continue
 		}
@@ -434,9 +492,19 @@ func checkIPTables(h *hostState) error {
 			errs = append(errs, fmt.Errorf("%s-save: %w", bin, err))
 			continue
 		}
-		if script := iptablesRestoreScript(h.IPTables[bin], string(after)); script != "" {
+		if script := iptablesRestoreScript(h.IPTables[bin], string(after), oursFunc(h.PodCIDR, h.Bridge)); script != "" {
 			errs = append(errs, fmt.Errorf("%s rules left behind:\n%s", bin, script))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// bridgePorts lists the interfaces attached to bridge (the pods' veths).
+func bridgePorts(bridge string) []string {
+	entries, _ := os.ReadDir(filepath.Join("/sys/class/net", bridge, "brif"))
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
 }

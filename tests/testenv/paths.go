@@ -19,7 +19,7 @@ type DepPaths struct {
 	KafkaLibs         string // SPIKEHUNT_KAFKA_LIBS: folder of the Kafka broker's jars.
 	S3ProxyLibs       string // SPIKEHUNT_S3PROXY_LIBS: folder of s3proxy's jars (an S3 API server).
 	KubebuilderAssets string // KUBEBUILDER_ASSETS: folder with kube-apiserver and etcd.
-	KubeNode          string // SPIKEHUNT_KUBE_NODE: folder with kubelet, kube-controller-manager, kube-scheduler, kube-proxy and pause (tests/cluster).
+	KubeNode          string // SPIKEHUNT_KUBE_NODE: folder with kubelet, kube-controller-manager, kube-scheduler, kube-proxy, pause and coredns (tests/cluster).
 	Helm              string // SPIKEHUNT_HELM: the helm binary.
 	Otelcol           string // SPIKEHUNT_OTELCOL: the gateway Collector built from pipelines/otel.
 	ControllerGen     string // SPIKEHUNT_CONTROLLER_GEN: controller-gen, for operator/api's generated files.
@@ -141,10 +141,11 @@ func (p DepPaths) EnvtestAssetsDir() (string, error) {
 }
 
 // KubeNodeDir returns the folder of the node binaries tests/cluster runs
-// (kubelet, kube-controller-manager, kube-scheduler, kube-proxy, pause), or
+// (kubelet, kube-controller-manager, kube-scheduler, kube-proxy, pause,
+// coredns), or
 // an error saying how to build them.
 func (p DepPaths) KubeNodeDir() (string, error) {
-	for _, bin := range []string{"kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy", "pause"} {
+	for _, bin := range []string{"kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy", "pause", "coredns"} {
 		if _, err := requirePath("the Kubernetes node binaries", "SPIKEHUNT_KUBE_NODE", p.KubeNode, bin); err != nil {
 			return "", fmt.Errorf("%w (deps/install.sh kube-node)", err)
 		}
