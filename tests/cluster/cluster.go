@@ -369,21 +369,39 @@ func (c *Cluster) Timings() []Timing { return c.timings }
 
 // ImportImage imports an OCI or Docker image archive into the node's
 // containerd (namespace k8s.io, the kubelet's), unpacked for its
-// snapshotter. Pods then run it by the name the archive carries
-// (io.containerd.image.name) with imagePullPolicy IfNotPresent or Never.
+// snapshotter. Pods then run it by the name the archive carries, with
+// imagePullPolicy IfNotPresent or Never. An OCI archive names its image in
+// the manifest's io.containerd.image.name annotation, or with a full
+// reference (registry/repo:tag) in org.opencontainers.image.ref.name; one
+// whose ref.name is a bare tag (as the OCI spec words it) is refused:
+// containerd would name it import-<date>:<tag>, which no pod asks for.
 func (c *Cluster) ImportImage(ctx context.Context, archive string) error {
-	if err := c.runCtr(ctx, "-n", "k8s.io", "images", "import", archive); err != nil {
+	out, err := c.ctrOutput(ctx, "-n", "k8s.io", "images", "import", archive)
+	if err != nil {
 		return fmt.Errorf("cluster: import %s: %w", archive, err)
+	}
+	// ctr prints "unpacking NAME (sha256:...)...done" per image.
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "unpacking" && strings.HasPrefix(f[1], "import-") {
+			return fmt.Errorf("cluster: import %s: the archive names its image only by a tag, so containerd named it %s: "+
+				"put the full reference in the manifest's io.containerd.image.name annotation (or in org.opencontainers.image.ref.name)", archive, f[1])
+		}
 	}
 	return nil
 }
 
 func (c *Cluster) runCtr(ctx context.Context, args ...string) error {
+	_, err := c.ctrOutput(ctx, args...)
+	return err
+}
+
+func (c *Cluster) ctrOutput(ctx context.Context, args ...string) (string, error) {
 	out, err := exec.CommandContext(ctx, c.ctr, append([]string{"--address", c.ctrdSock}, args...)...).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		return "", fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
-	return nil
+	return string(out), nil
 }
 
 func (c *Cluster) clientset() (*kubernetes.Clientset, error) {

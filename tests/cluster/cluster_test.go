@@ -3,6 +3,7 @@
 package cluster_test
 
 import (
+	"archive/tar"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -406,4 +407,77 @@ func TestPodsResolveServiceNamesThroughClusterDNSAlsoOnTheHostNetwork(t *testing
 	create(t, cs, host)
 	waitPod(t, cs, ns, "short", "Succeeded (GET http://named/)", succeeded)
 	waitPod(t, cs, ns, "hostnet", "Succeeded (GET http://named."+ns+".svc/ from the host network)", succeeded)
+}
+
+func TestAnArchiveThatNamesItsImageOnlyByATagIsRefused(t *testing.T) {
+	c, _, _ := node(t)
+	dir := t.TempDir()
+	named := filepath.Join(dir, "named.tar")
+	if err := cluster.WriteImageArchive(named, cluster.Image{Name: "spikehunt.local/tagonly:1", Files: []cluster.ImageFile{{Path: "/x", Mode: 0o644, Data: []byte("x")}}}); err != nil {
+		t.Fatal(err)
+	}
+	// The same archive as `skopeo copy ... oci-archive:F:1` writes it: the
+	// manifest's ref.name is the tag alone.
+	tagOnly := filepath.Join(dir, "tagonly.tar")
+	rewriteIndex(t, named, tagOnly, func(index map[string]any) {
+		m := index["manifests"].([]any)[0].(map[string]any)
+		m["annotations"] = map[string]any{"org.opencontainers.image.ref.name": "1"}
+	})
+	err := c.ImportImage(context.Background(), tagOnly)
+	if err == nil || !strings.Contains(err.Error(), "io.containerd.image.name") {
+		t.Fatalf("ImportImage(a tag-only archive) = %v, want an error naming the annotation to set", err)
+	}
+	if err := c.ImportImage(context.Background(), named); err != nil {
+		t.Fatalf("ImportImage(the named archive): %v", err)
+	}
+}
+
+// rewriteIndex copies the OCI archive src to dst with index.json changed
+// by edit.
+func rewriteIndex(t *testing.T, src, dst string, edit func(map[string]any)) {
+	t.Helper()
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	tr, tw := tar.NewReader(in), tar.NewWriter(out)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Name == "index.json" {
+			var index map[string]any
+			if err := json.Unmarshal(data, &index); err != nil {
+				t.Fatal(err)
+			}
+			edit(index)
+			if data, err = json.Marshal(index); err != nil {
+				t.Fatal(err)
+			}
+			h.Size = int64(len(data))
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
