@@ -65,6 +65,7 @@ type Cluster struct {
 	lock       *os.File
 	comps      []*component
 	timings    []Timing
+	volumes    int // PersistentVolumes AddVolumes made
 
 	stopOnce sync.Once
 	stopErr  error
@@ -293,7 +294,10 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if err := waitFor(ctx, api, "the kube-dns Service and CoreDNS's permissions", func() error {
+	if err := waitFor(ctx, api, "the kube-dns Service, CoreDNS's permissions and the default StorageClass", func() error {
+		if err := createStorageClass(ctx, cs); err != nil {
+			return err
+		}
 		return createClusterDNSObjects(ctx, cs, files.dnsServiceIP, c.nodeIP, files.dnsPort)
 	}); err != nil {
 		return fail(err)

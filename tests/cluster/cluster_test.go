@@ -21,6 +21,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -479,5 +480,52 @@ func rewriteIndex(t *testing.T, src, dst string, edit func(map[string]any)) {
 	}
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestAClaimWithoutAStorageClassBindsToAVolumeANonRootPodWrites(t *testing.T) {
+	c, cs, ns := node(t)
+	ctx := context.Background()
+	if err := c.AddVolumes(ctx, 1, "1Gi"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The pod, as uid 65532, serves on a unix socket in the volume: the
+	// socket in the bound volume's folder on the host shows that the claim
+	// got that volume and that a non-root pod can write to it.
+	p := serverPod(ns, "writer")
+	p.Spec.Containers[0].Args = []string{"serve", "unix:/data/sock"}
+	p.Spec.Containers[0].ReadinessProbe = nil
+	p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
+	create(t, cs, p)
+	waitPod(t, cs, ns, "writer", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	pvc, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName != cluster.StorageClass || pvc.Status.Phase != corev1.ClaimBound {
+		t.Fatalf("claim: class %v, phase %s; want %s, Bound", pvc.Spec.StorageClassName, pvc.Status.Phase, cluster.StorageClass)
+	}
+	sock := filepath.Join(c.Dir(), "volumes", pvc.Spec.VolumeName, "sock")
+	deadline := time.Now().Add(waitLimit)
+	for {
+		fi, err := os.Stat(sock)
+		if err == nil && fi.Mode()&os.ModeSocket != 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pod (uid 65532) made no socket in its volume: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -1,7 +1,8 @@
 // Command podapp is the program of the tests' pod image: an HTTP server and
 // the clients that check, from inside a pod, what the node must provide.
 //
-//	podapp serve ADDR           /healthz, / (its hostname), /whoami (pid 1, capabilities, hostname)
+//	podapp serve ADDR           /healthz, / (its hostname), /whoami (pid 1, capabilities, hostname);
+//	                            ADDR is host:port or unix:PATH
 //	podapp get URL WANT         GET URL until the body holds WANT (60 s)
 //	podapp dial ADDR WANT       read a line from a TCP server until it is WANT (60 s)
 //	podapp whoami-api WANT      ask the API server, through the kubernetes Service and
@@ -74,7 +75,15 @@ func serve(addr string) error {
 		}
 		json.NewEncoder(w).Encode(map[string]string{"pid1": strings.TrimSpace(string(comm)), "capEff": capEff, "hostname": host})
 	})
-	return http.ListenAndServe(addr, nil)
+	network := "tcp"
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		network, addr = "unix", path
+	}
+	l, err := net.Listen(network, addr)
+	if err != nil {
+		return err
+	}
+	return http.Serve(l, nil)
 }
 
 func get(url, want string) error {
