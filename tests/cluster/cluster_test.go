@@ -529,3 +529,33 @@ func TestAClaimWithoutAStorageClassBindsToAVolumeANonRootPodWrites(t *testing.T)
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestAPodWithOnlyThePerfBackendsCapabilitiesOpensASystemWidePerfEvent runs
+// a pod the way the chart runs the agent with the perf backend: host PID
+// and network, uid 0, every capability dropped and only
+// spikehunt.agent.capabilities' perf set added (helm/spikehunt/templates/
+// _helpers.tpl), containerd's default seccomp profile.
+func TestAPodWithOnlyThePerfBackendsCapabilitiesOpensASystemWidePerfEvent(t *testing.T) {
+	_, cs, ns := node(t)
+	const (
+		capIPCLock   = 14
+		capSysPtrace = 19
+		capSyslog    = 34
+		capPerfmon   = 38
+	)
+	want := fmt.Sprintf("%016x", uint64(1)<<capIPCLock|1<<capSysPtrace|1<<capSyslog|1<<capPerfmon)
+	var root int64
+	readOnly, noRootCheck := true, false
+	p := clientPod(ns, "perf", "perf-cpu0", want)
+	p.Spec.HostPID, p.Spec.HostNetwork = true, true
+	p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{
+		RunAsUser: &root, RunAsNonRoot: &noRootCheck, ReadOnlyRootFilesystem: &readOnly,
+		Capabilities: &corev1.Capabilities{
+			Drop: []corev1.Capability{"ALL"},
+			Add:  []corev1.Capability{"IPC_LOCK", "PERFMON", "SYSLOG", "SYS_PTRACE"},
+		},
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	create(t, cs, p)
+	waitPod(t, cs, ns, "perf", "Succeeded (perf_event_open with CapEff "+want+")", succeeded)
+}

@@ -5,6 +5,9 @@
 //	                            ADDR is host:port or unix:PATH
 //	podapp get URL WANT         GET URL until the body holds WANT (60 s)
 //	podapp dial ADDR WANT       read a line from a TCP server until it is WANT (60 s)
+//	podapp perf-cpu0 WANTCAPS   open a system-wide cpu-clock perf event on CPU 0 (what the
+//	                            agent's perf backend needs) with exactly the effective
+//	                            capabilities WANTCAPS (hex, as in /proc/self/status)
 //	podapp whoami-api WANT      ask the API server, through the kubernetes Service and
 //	                            the pod's ServiceAccount token, who it is; WANT is the username
 package main
@@ -21,6 +24,9 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -36,6 +42,8 @@ func main() {
 		err = retry(func() error { return get(os.Args[2], os.Args[3]) })
 	case "dial":
 		err = retry(func() error { return dial(os.Args[2], os.Args[3]) })
+	case "perf-cpu0":
+		err = perfCPU0(os.Args[2])
 	case "whoami-api":
 		err = retry(func() error { return whoamiAPI(os.Args[2]) })
 	default:
@@ -165,4 +173,23 @@ func whoamiAPI(want string) error {
 	}
 	fmt.Println("API server at", url, "says:", review.Status.UserInfo.Username)
 	return nil
+}
+
+func perfCPU0(wantCaps string) error {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return err
+	}
+	for _, l := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(l, "CapEff:"); ok && strings.TrimSpace(v) != wantCaps {
+			return fmt.Errorf("CapEff is %s, want %s", strings.TrimSpace(v), wantCaps)
+		}
+	}
+	attr := unix.PerfEventAttr{Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CPU_CLOCK, Bits: unix.PerfBitDisabled}
+	attr.Size = uint32(unsafe.Sizeof(attr))
+	fd, err := unix.PerfEventOpen(&attr, -1, 0, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("perf_event_open(cpu-clock, all processes, CPU 0): %w", err)
+	}
+	return unix.Close(fd)
 }
