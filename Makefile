@@ -6,7 +6,7 @@ GO ?= go
 # Install locations of the pinned components (SPIKEHUNT_LIBCHDB, KUBEBUILDER_ASSETS, …).
 $(foreach kv,$(shell deps/install.sh env 2>/dev/null),$(eval export $(kv)))
 
-.PHONY: all deps deps-demo build demo eval eval-variants test e2e vet fmt-check cross manifests bench bench-store bench-store-mode bench-agent bench-ingest bench-detect bench-operator bench-dashboards bench-hardening dashboards fuzz clean
+.PHONY: all deps deps-demo build demo eval eval-variants test e2e e2e-cluster cluster-test vet fmt-check cross manifests bench bench-store bench-store-mode bench-agent bench-ingest bench-detect bench-operator bench-dashboards bench-hardening dashboards fuzz clean
 .PHONY: chart-sync helm-lint images deps-images
 
 all: build
@@ -121,6 +121,12 @@ test: deps fmt-check vet cross images
 # import the operator's internals (tests/e2e/README.md).
 e2e: deps
 	SPIKEHUNT_REQUIRE_PRIVILEGED=$${SPIKEHUNT_REQUIRE_PRIVILEGED:-1} $(GO) test -count=1 -v -timeout 10m $(TEST_FLAGS) ./operator/e2e
+
+# The one-node Kubernetes of tests/cluster alone (root): pods from local
+# images, Services, cluster DNS, a privileged DaemonSet; make test runs it too.
+# SPIKEHUNT_CLUSTER_KEEP_LOGS=1 keeps the components' logs (tests/cluster/README.md).
+cluster-test: deps
+	SPIKEHUNT_REQUIRE_PRIVILEGED=$${SPIKEHUNT_REQUIRE_PRIVILEGED:-1} $(GO) test -count=1 -v -timeout 10m $(TEST_FLAGS) ./tests/cluster
 
 FUZZTIME ?= 30s
 FUZZ_TARGETS := ./pipelines/store:FuzzDecodeNative ./pipelines/chhttp:FuzzTranscodeNative \

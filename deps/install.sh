@@ -3,7 +3,7 @@
 # folder. Idempotent: each component leaves a stamp naming its pinned version,
 # and a second run with every stamp present only checks the stamps.
 #
-#   deps/install.sh [all|chdb|kafka|s3proxy|envtest|helm|controller-gen|otelcol|grafana-schema|debian|tracefs ...]
+#   deps/install.sh [all|chdb|kafka|s3proxy|envtest|kube-node|helm|controller-gen|otelcol|grafana-schema|debian|tracefs ...]
 #   deps/install.sh env      # print the install locations as shell variables
 #
 # Versions live in deps/versions.env and nowhere else.
@@ -18,6 +18,7 @@ chdb_dir=$cache/chdb/$CHDB_VERSION
 kafka_dir=$cache/kafka/$KAFKA_VERSION
 s3proxy_dir=$cache/s3proxy/$S3PROXY_VERSION
 envtest_dir=$cache/envtest/k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION
+kube_node_dir=$cache/kube-node/$KUBERNETES_VERSION
 helm_dir=$cache/helm/$HELM_VERSION
 controller_gen_dir=$cache/controller-gen/$CONTROLLER_TOOLS_VERSION
 otelcol_dir=$cache/otelcol/$OTELCOL_VERSION
@@ -41,6 +42,7 @@ SPIKEHUNT_LIBCHDB=$chdb_dir/libchdb.so
 SPIKEHUNT_KAFKA_LIBS=$kafka_dir/libs
 SPIKEHUNT_S3PROXY_LIBS=$s3proxy_dir/libs
 KUBEBUILDER_ASSETS=$envtest_dir
+SPIKEHUNT_KUBE_NODE=$kube_node_dir
 SPIKEHUNT_HELM=$helm_dir/helm
 SPIKEHUNT_CONTROLLER_GEN=$controller_gen_dir/controller-gen
 SPIKEHUNT_OTELCOL=$otelcol_dir/spikehunt-otelcol
@@ -147,12 +149,30 @@ build_go_main() {
 	) || die "building $pkg failed (log: $moddir/build.log)"
 }
 
+# kubernetes_module DIR NAME: a throw-away module requiring k8s.io/kubernetes at
+# the pinned version. The module's own go.mod points each staging module
+# (k8s.io/api, k8s.io/client-go, ...) at ./staging/src, which only exists in its
+# git tree: each becomes k8s.io/X v0.<minor>.<patch>. kube-apiserver and the node
+# binaries use identical requirements, so the Go build cache compiles their
+# shared packages once.
+kubernetes_module() {
+	local m=$1 name=$2 gomod
+	mkdir -p "$m"
+	gomod=$(go mod download -json "k8s.io/kubernetes@v$KUBERNETES_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+	[ -f "$gomod" ] || die "could not download k8s.io/kubernetes@v$KUBERNETES_VERSION from the Go module proxy"
+	{
+		printf 'module spikehunt.invalid/deps/%s\n\ngo 1.24\n\nrequire k8s.io/kubernetes v%s\n\nreplace (\n' "$name" "$KUBERNETES_VERSION"
+		sed -n 's#^[[:space:]]*\(k8s\.io/[^[:space:]]*\) => \./staging/src/.*#\1#p' "$gomod" |
+			while read -r mod; do printf '\t%s => %s v0.%s\n' "$mod" "$mod" "${KUBERNETES_VERSION#1.}"; done
+		printf ')\n'
+	} >"$m/go.mod"
+}
+
 install_envtest() {
 	local want="kube-apiserver $KUBERNETES_VERSION etcd $ETCD_VERSION"
 	stamped "$envtest_dir" "$want" && return
 	need go "Go 1.24+ (https://go.dev/dl)"
 	mkdir -p "$envtest_dir" "$cache/build"
-	local gomod
 	if [ ! -x "$envtest_dir/etcd" ]; then
 		say "building etcd $ETCD_VERSION (~30 s)"
 		local m=$cache/build/etcd-$ETCD_VERSION
@@ -163,21 +183,91 @@ install_envtest() {
 	if [ ! -x "$envtest_dir/kube-apiserver" ]; then
 		say "building kube-apiserver $KUBERNETES_VERSION (~6 min cold on 2 cores, seconds when the Go cache is warm)"
 		local m=$cache/build/kube-apiserver-$KUBERNETES_VERSION
-		mkdir -p "$m"
-		gomod=$(go mod download -json "k8s.io/kubernetes@v$KUBERNETES_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-		[ -f "$gomod" ] || die "could not download k8s.io/kubernetes@v$KUBERNETES_VERSION from the Go module proxy"
-		{
-			printf 'module spikehunt.invalid/deps/kubeapiserver\n\ngo 1.24\n\nrequire k8s.io/kubernetes v%s\n\nreplace (\n' "$KUBERNETES_VERSION"
-			# Each staging module k8s.io/X => ./staging/src/k8s.io/X becomes k8s.io/X v0.<minor>.<patch>.
-			sed -n 's#^[[:space:]]*\(k8s\.io/[^[:space:]]*\) => \./staging/src/.*#\1#p' "$gomod" |
-				while read -r mod; do printf '\t%s => %s v0.%s\n' "$mod" "$mod" "${KUBERNETES_VERSION#1.}"; done
-			printf ')\n'
-		} >"$m/go.mod"
+		kubernetes_module "$m" kubeapiserver
 		build_go_main "$m" "$envtest_dir/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver \
 			"k8s.io/kubernetes/cmd/kube-apiserver@v$KUBERNETES_VERSION"
 	fi
 	stamp "$envtest_dir" "$want"
 	say "kube-apiserver, etcd -> $envtest_dir"
+}
+
+# The node half of tests/cluster's one-node Kubernetes: kubelet,
+# kube-controller-manager, kube-scheduler and kube-proxy from the same module as
+# kube-apiserver, built by ONE go build (each shared package compiles once, and
+# the Go cache already holds what kube-apiserver compiled), plus the pause
+# container compiled statically from the module's build/pause/linux/pause.c
+# (tests/cluster packs it into an OCI image), and CoreDNS, which tests/cluster
+# runs on the host as the cluster's DNS. The container runtime and CNI
+# plugins are Debian packages (install_node_debian).
+install_kube_node() {
+	local want="kube-node $KUBERNETES_VERSION pause $PAUSE_VERSION coredns $COREDNS_VERSION"
+	stamped "$kube_node_dir" "$want" || {
+		need go "Go 1.24+ (https://go.dev/dl)"
+		need gcc "a C compiler with static libc (Debian: apt-get install gcc libc6-dev)"
+		local m=$cache/build/kube-node-$KUBERNETES_VERSION t0
+		kubernetes_module "$m" kubenode
+		say "building kubelet, kube-controller-manager, kube-scheduler, kube-proxy $KUBERNETES_VERSION (~5 min cold on 2 cores, ~1 min after kube-apiserver)"
+		t0=$(date +%s)
+		mkdir -p "$kube_node_dir"
+		(
+			cd "$m"
+			export GOFLAGS=-mod=mod
+			go get "k8s.io/kubernetes@v$KUBERNETES_VERSION" >build.log 2>&1 || { tail -n 5 build.log >&2; exit 1; }
+			go build -trimpath -o "$kube_node_dir/" k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager \
+				k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy >>build.log 2>&1 || { tail -n 20 build.log >&2; exit 1; }
+		) || die "building the Kubernetes node binaries failed (log: $m/build.log)"
+		say "node binaries built in $(($(date +%s) - t0)) s"
+		local src
+		src=$(go mod download -json "k8s.io/kubernetes@v$KUBERNETES_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')/build/pause/linux/pause.c
+		[ -f "$src" ] || die "no $src in the k8s.io/kubernetes module"
+		gcc -Os -Wall -Werror -static -DVERSION="v$PAUSE_VERSION-spikehunt" -o "$kube_node_dir/pause" "$src" ||
+			die "gcc could not build pause statically from $src (Debian: apt-get install libc6-dev)"
+		strip "$kube_node_dir/pause"
+		if [ ! -x "$kube_node_dir/coredns-$COREDNS_VERSION" ]; then
+			say "building CoreDNS $COREDNS_VERSION (~2 min cold)"
+			t0=$(date +%s)
+			GOBIN=$kube_node_dir GOFLAGS= go install "github.com/coredns/coredns@v$COREDNS_VERSION" ||
+				die "go install github.com/coredns/coredns@v$COREDNS_VERSION failed"
+			mv "$kube_node_dir/coredns" "$kube_node_dir/coredns-$COREDNS_VERSION"
+			say "CoreDNS built in $(($(date +%s) - t0)) s"
+		fi
+		ln -sf "coredns-$COREDNS_VERSION" "$kube_node_dir/coredns"
+		stamp "$kube_node_dir" "$want"
+		say "kubelet, kube-controller-manager, kube-scheduler, kube-proxy, pause, coredns -> $kube_node_dir"
+	}
+	install_node_debian
+}
+
+# install_apt_packages LIST WHY: installs the Debian packages of LIST
+# (name or name=version) that are not installed at that version; root only.
+install_apt_packages() {
+	local list=$1 why=$2 missing=() p name ver
+	for p in $list; do
+		name=${p%%=*}
+		ver=
+		[ "$name" != "$p" ] && ver=${p#*=}
+		if [ -n "$ver" ]; then
+			[ "$(dpkg-query -W -f='${Status} ${Version}' "$name" 2>/dev/null)" = "install ok installed $ver" ] || missing+=("$p")
+		else
+			dpkg-query -W -f='${Status}' "$name" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+		fi
+	done
+	[ ${#missing[@]} -eq 0 ] && return
+	if [ "$(id -u)" != 0 ]; then
+		say "not root: skipping Debian packages ${missing[*]} ($why: sudo apt-get install ${missing[*]})"
+		return
+	fi
+	need apt-get "a Debian-based system (apt-get) or the packages ${missing[*]} by hand"
+	say "installing Debian packages: ${missing[*]}"
+	apt-get update -qq >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+		die "apt-get install ${missing[*]} failed (apt-cache policy NAME shows what the mirror offers; the pins are in deps/versions.env)"
+}
+
+# The Debian containerd package ships a systemd unit; tests/cluster runs its own
+# containerd (own config, root, state and socket) and never the system one.
+install_node_debian() {
+	install_apt_packages "$NODE_DEBIAN_PACKAGES" "tests/cluster needs them"
 }
 
 install_helm() {
@@ -227,20 +317,7 @@ install_otelcol() {
 }
 
 install_debian() {
-	local missing=()
-	for p in $DEBIAN_PACKAGES; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-	done
-	[ ${#missing[@]} -eq 0 ] && return
-	if [ "$(id -u)" != 0 ]; then
-		say "not root: skipping Debian packages ${missing[*]} (privileged tests need them: sudo apt-get install ${missing[*]})"
-		return
-	fi
-	need apt-get "a Debian-based system (apt-get) or the packages ${missing[*]} by hand"
-	say "installing Debian packages: ${missing[*]}"
-	apt-get update -qq >/dev/null
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
-		die "apt-get install ${missing[*]} failed"
+	install_apt_packages "$DEBIAN_PACKAGES" "privileged tests need them"
 }
 
 # tracefs at /sys/kernel/tracing: the ftrace recorder writes there, and
@@ -287,11 +364,12 @@ mkdir -p "$cache"
 [ $# -eq 0 ] && set -- all
 for what in "$@"; do
 	case $what in
-	all) install_chdb; install_kafka; install_s3proxy; install_envtest; install_helm; install_controller_gen; install_otelcol; install_grafana_schema; install_debian; mount_tracefs ;;
+	all) install_chdb; install_kafka; install_s3proxy; install_envtest; install_kube_node; install_helm; install_controller_gen; install_otelcol; install_grafana_schema; install_debian; mount_tracefs ;;
 	chdb) install_chdb ;;
 	kafka) install_kafka ;;
 	s3proxy) install_s3proxy ;;
 	envtest) install_envtest ;;
+	kube-node) install_kube_node ;;
 	helm) install_helm ;;
 	controller-gen) install_controller_gen ;;
 	otelcol) install_otelcol ;;
@@ -299,6 +377,6 @@ for what in "$@"; do
 	debian) install_debian ;;
 	tracefs) mount_tracefs ;;
 	env) print_env ;;
-	*) die "unknown component '$what' (want: all chdb kafka s3proxy envtest helm controller-gen otelcol grafana-schema debian tracefs env)" ;;
+	*) die "unknown component '$what' (want: all chdb kafka s3proxy envtest kube-node helm controller-gen otelcol grafana-schema debian tracefs env)" ;;
 	esac
 done

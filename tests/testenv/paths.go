@@ -19,13 +19,14 @@ type DepPaths struct {
 	KafkaLibs         string // SPIKEHUNT_KAFKA_LIBS: folder of the Kafka broker's jars.
 	S3ProxyLibs       string // SPIKEHUNT_S3PROXY_LIBS: folder of s3proxy's jars (an S3 API server).
 	KubebuilderAssets string // KUBEBUILDER_ASSETS: folder with kube-apiserver and etcd.
+	KubeNode          string // SPIKEHUNT_KUBE_NODE: folder with kubelet, kube-controller-manager, kube-scheduler, kube-proxy, pause and coredns (tests/cluster).
 	Helm              string // SPIKEHUNT_HELM: the helm binary.
 	Otelcol           string // SPIKEHUNT_OTELCOL: the gateway Collector built from pipelines/otel.
 	ControllerGen     string // SPIKEHUNT_CONTROLLER_GEN: controller-gen, for operator/api's generated files.
 }
 
 // depVars lists the variables of DepPaths in the order install.sh prints them.
-var depVars = []string{"SPIKEHUNT_LIBCHDB", "SPIKEHUNT_KAFKA_LIBS", "SPIKEHUNT_S3PROXY_LIBS", "KUBEBUILDER_ASSETS", "SPIKEHUNT_HELM", "SPIKEHUNT_CONTROLLER_GEN", "SPIKEHUNT_OTELCOL"}
+var depVars = []string{"SPIKEHUNT_LIBCHDB", "SPIKEHUNT_KAFKA_LIBS", "SPIKEHUNT_S3PROXY_LIBS", "KUBEBUILDER_ASSETS", "SPIKEHUNT_KUBE_NODE", "SPIKEHUNT_HELM", "SPIKEHUNT_CONTROLLER_GEN", "SPIKEHUNT_OTELCOL"}
 
 // Paths returns each install location from the environment variable of the
 // same name when it is set, else from `<repo root>/deps/install.sh env`. The
@@ -62,6 +63,7 @@ func resolvePaths(getenv func(string) string, scriptEnv func() ([]byte, error)) 
 		KafkaLibs:         values["SPIKEHUNT_KAFKA_LIBS"],
 		S3ProxyLibs:       values["SPIKEHUNT_S3PROXY_LIBS"],
 		KubebuilderAssets: values["KUBEBUILDER_ASSETS"],
+		KubeNode:          values["SPIKEHUNT_KUBE_NODE"],
 		Helm:              values["SPIKEHUNT_HELM"],
 		Otelcol:           values["SPIKEHUNT_OTELCOL"],
 		ControllerGen:     values["SPIKEHUNT_CONTROLLER_GEN"],
@@ -136,6 +138,19 @@ func (p DepPaths) EnvtestAssetsDir() (string, error) {
 		return "", err
 	}
 	return requirePath("envtest binaries", "KUBEBUILDER_ASSETS", dir, "etcd")
+}
+
+// KubeNodeDir returns the folder of the node binaries tests/cluster runs
+// (kubelet, kube-controller-manager, kube-scheduler, kube-proxy, pause,
+// coredns), or
+// an error saying how to build them.
+func (p DepPaths) KubeNodeDir() (string, error) {
+	for _, bin := range []string{"kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy", "pause", "coredns"} {
+		if _, err := requirePath("the Kubernetes node binaries", "SPIKEHUNT_KUBE_NODE", p.KubeNode, bin); err != nil {
+			return "", fmt.Errorf("%w (deps/install.sh kube-node)", err)
+		}
+	}
+	return p.KubeNode, nil
 }
 
 // LibCHDBFile returns the path of libchdb.so, or an error saying how to install it.

@@ -131,6 +131,8 @@ var Rules = []Rule{
 
 	// tests/, dashboards/, helm/: test machinery and test-only packages.
 	{Pkg: "tests/testenv", Own: []string{"kafkasec", "pipelines/store"}},
+	{Pkg: "tests/cluster", Own: []string{"tests/testenv"},
+		Why: "the one-node Kubernetes finds its binaries through testenv.Paths; the charts' e2e tests import it, not the reverse"},
 	{Pkg: "tests/testsummary", Own: nil},
 	{Pkg: "tests/walls", Own: nil},
 	{Pkg: "tests/fakeclock", Own: nil, Third: []string{}, Why: "the tests' one fake clock: the standard library only"},

@@ -1,0 +1,705 @@
+//go:build linux
+
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/spikehunt/spikehunt/tests/testenv"
+)
+
+// ErrNotPrivileged is returned by Start when the process is not root: a
+// node needs cgroups, network namespaces, mounts and iptables.
+var ErrNotPrivileged = errors.New("cluster: a Kubernetes node needs root (cgroups, network namespaces, mounts, iptables)")
+
+// PauseImage is the sandbox image Start builds from the k8s.io/kubernetes
+// module's build/pause and sets as containerd's sandbox_image.
+const PauseImage = "spikehunt.local/pause:3.10.1"
+
+// ClusterDomain is the cluster's DNS domain: a Service is
+// <name>.<namespace>.svc.cluster.local.
+const ClusterDomain = "cluster.local"
+
+// bridgeName is the CNI bridge. kube-proxy's chains are host-wide, so one
+// node runs per host at a time (hostLock), and the name can be fixed.
+const bridgeName = "spikehunt0"
+
+// hostLock serializes nodes across test binaries; it names the folder of
+// the node that holds it, so that the next Start can clean up after a test
+// binary that died without Stop.
+const hostLock = "/run/lock/spikehunt-cluster.lock"
+
+// Cluster is a running one-node Kubernetes. Stop it; until then its
+// processes, pods, cgroups, mounts, bridge and iptables rules stay.
+type Cluster struct {
+	opts       Options
+	dir        string
+	logDir     string
+	nodeIP     string
+	kubeconfig string
+	ctrdSock   string
+	ctr        string
+	host       *hostState
+	lock       *os.File
+	comps      []*component
+	timings    []Timing
+	volumes    int // PersistentVolumes AddVolumes made
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Timing is how long a component took to become ready, from the start of
+// its process, and when it was ready, from the start of Start.
+type Timing struct {
+	Component string
+	Ready     time.Duration
+	At        time.Duration
+}
+
+// binaries are the node's programs, found before anything starts.
+type binaries struct {
+	etcd, apiserver, controllerManager, scheduler, kubelet, proxy, pause, coredns string
+	containerd, ctr                                                               string
+}
+
+func findBinaries() (binaries, error) {
+	paths, err := testenv.Paths()
+	if err != nil {
+		return binaries{}, err
+	}
+	assets, err := paths.EnvtestAssetsDir()
+	if err != nil {
+		return binaries{}, err
+	}
+	node, err := paths.KubeNodeDir()
+	if err != nil {
+		return binaries{}, err
+	}
+	b := binaries{
+		etcd:              filepath.Join(assets, "etcd"),
+		apiserver:         filepath.Join(assets, "kube-apiserver"),
+		controllerManager: filepath.Join(node, "kube-controller-manager"),
+		scheduler:         filepath.Join(node, "kube-scheduler"),
+		kubelet:           filepath.Join(node, "kubelet"),
+		proxy:             filepath.Join(node, "kube-proxy"),
+		pause:             filepath.Join(node, "pause"),
+		coredns:           filepath.Join(node, "coredns"),
+	}
+	var missing []string
+	for _, p := range []string{b.etcd, b.apiserver, b.controllerManager, b.scheduler, b.kubelet, b.proxy, b.pause, b.coredns} {
+		if _, err := os.Stat(p); err != nil {
+			missing = append(missing, p)
+		}
+	}
+	tools := map[string]*string{"containerd": &b.containerd, "ctr": &b.ctr}
+	for _, t := range []string{"containerd", "ctr", "containerd-shim-runc-v2", "runc", "iptables", "ip6tables", "iptables-save", "iptables-restore", "conntrack", "ip"} {
+		p, err := exec.LookPath(t)
+		if err != nil {
+			if p, err = exec.LookPath("/usr/sbin/" + t); err != nil {
+				missing = append(missing, t)
+				continue
+			}
+		}
+		if dst := tools[t]; dst != nil {
+			*dst = p
+		}
+	}
+	for _, p := range []string{"bridge", "host-local", "portmap", "loopback"} {
+		if _, err := os.Stat(filepath.Join(cniBinDir, p)); err != nil {
+			missing = append(missing, filepath.Join(cniBinDir, p))
+		}
+	}
+	if len(missing) > 0 {
+		return binaries{}, fmt.Errorf("cluster: missing %s: run `deps/install.sh kube-node` as root (it builds the node binaries and installs containerd, runc, the CNI plugins and iptables from Debian)", strings.Join(missing, ", "))
+	}
+	return b, nil
+}
+
+// cniBinDir is where Debian's containernetworking-plugins installs.
+const cniBinDir = "/usr/lib/cni"
+
+// Start runs a one-node cluster: etcd, kube-apiserver, containerd with its
+// own config, root, state and socket under Dir, kube-controller-manager,
+// kube-scheduler, the kubelet and kube-proxy (iptables mode). It returns
+// when the node is Ready, kube-proxy has synced, the default ServiceAccount
+// and the kube-root-ca.crt ConfigMap exist, and the pause image and
+// opts.Images are imported. On error nothing is left running.
+//
+// One node runs per host at a time: Start waits for the host lock while
+// another test binary's node runs, until ctx ends.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("cluster: options: %w", err)
+	}
+	if os.Geteuid() != 0 {
+		return nil, ErrNotPrivileged
+	}
+	bins, err := findBinaries()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
+	defer cancel()
+	logf := opts.Logf
+	if logf == nil {
+		logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, "cluster: "+format+"\n", args...) }
+	}
+
+	lock, err := lockHost(ctx, logf)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{opts: opts, lock: lock, ctr: bins.ctr}
+	fail := func(err error) (*Cluster, error) {
+		if stopErr := c.Stop(); stopErr != nil {
+			err = errors.Join(err, fmt.Errorf("and cleaning up: %w", stopErr))
+		}
+		return nil, err
+	}
+	if c.dir = opts.Dir; c.dir == "" {
+		if c.dir, err = os.MkdirTemp("", "spikehunt-cluster-"); err != nil {
+			return fail(fmt.Errorf("cluster: %w", err))
+		}
+	}
+	c.logDir = filepath.Join(c.dir, "logs")
+	for _, d := range []string{c.logDir, filepath.Join(c.dir, "cni", "net.d"), filepath.Join(c.dir, "containerd")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fail(fmt.Errorf("cluster: %w", err))
+		}
+	}
+	if _, err := lock.WriteAt([]byte(c.dir+"\n"), 0); err != nil {
+		return fail(fmt.Errorf("cluster: write %s: %w", hostLock, err))
+	}
+	if c.nodeIP = opts.NodeIP; c.nodeIP == "" {
+		if c.nodeIP, err = defaultRouteIP(); err != nil {
+			return fail(err)
+		}
+	}
+	cgroup := "/spikehunt-" + strconv.Itoa(os.Getpid())
+	if c.host, err = recordHostState(c.dir, cgroup, bridgeName, opts.PodCIDR); err != nil {
+		return fail(fmt.Errorf("cluster: record the host's state: %w", err))
+	}
+	if err := makeCgroupRoot(cgroup); err != nil {
+		return fail(fmt.Errorf("cluster: %w", err))
+	}
+	if err := writeSysctl("net/ipv4/ip_forward", "1"); err != nil {
+		return fail(fmt.Errorf("cluster: enable IPv4 forwarding for pod traffic: %w", err))
+	}
+	logf("state in %s, logs in %s, node IP %s", c.dir, c.logDir, c.nodeIP)
+
+	began := time.Now()
+	files, err := c.writeFiles()
+	if err != nil {
+		return fail(fmt.Errorf("cluster: %w", err))
+	}
+	ready := func(comp *component, since time.Time) {
+		t := Timing{Component: comp.name, Ready: time.Since(since).Round(time.Millisecond), At: time.Since(began).Round(time.Millisecond)}
+		c.timings = append(c.timings, t)
+		logf("%s ready in %s (%s after start)", t.Component, t.Ready, t.At)
+	}
+	start := func(name, bin string, args ...string) (*component, time.Time, error) {
+		comp, err := startComponent(c.logDir, name, bin, args...)
+		if err != nil {
+			return nil, time.Time{}, fmt.Errorf("cluster: %w", err)
+		}
+		c.comps = append(c.comps, comp)
+		if err := joinRuntimeCgroup(cgroup, comp.cmd.Process.Pid); err != nil {
+			return nil, time.Time{}, fmt.Errorf("cluster: %w", err)
+		}
+		return comp, time.Now(), nil
+	}
+
+	// etcd and containerd do not depend on each other: start both first.
+	etcd, etcdT, err := start("etcd", bins.etcd, files.etcdArgs...)
+	if err != nil {
+		return fail(err)
+	}
+	ctrd, ctrdT, err := start("containerd", bins.containerd, "--config", files.containerdConfig)
+	if err != nil {
+		return fail(err)
+	}
+	if err := waitFor(ctx, etcd, "etcd /health", func() error { return httpOK(http.DefaultClient, files.etcdURL+"/health") }); err != nil {
+		return fail(err)
+	}
+	ready(etcd, etcdT)
+	api, apiT, err := start("kube-apiserver", bins.apiserver, files.apiserverArgs...)
+	if err != nil {
+		return fail(err)
+	}
+	if err := waitFor(ctx, ctrd, "containerd", func() error { return c.runCtr(ctx, "version") }); err != nil {
+		return fail(err)
+	}
+	pauseArchive := filepath.Join(c.dir, "images", "pause.oci.tar")
+	pause, err := os.ReadFile(bins.pause)
+	if err == nil {
+		err = WriteImageArchive(pauseArchive, Image{Name: PauseImage, Files: []ImageFile{{Path: "/pause", Mode: 0o755, Data: pause}},
+			Entrypoint: []string{"/pause"}, User: "65535:65535"})
+	}
+	if err == nil {
+		err = c.ImportImage(ctx, pauseArchive)
+	}
+	if err != nil {
+		return fail(fmt.Errorf("cluster: pause image: %w", err))
+	}
+	ready(ctrd, ctrdT)
+	adminHTTP, err := files.adminHTTPClient()
+	if err != nil {
+		return fail(err)
+	}
+	if err := waitFor(ctx, api, "kube-apiserver /readyz", func() error { return httpOK(adminHTTP, files.apiURL+"/readyz") }); err != nil {
+		return fail(err)
+	}
+	ready(api, apiT)
+
+	cm, cmT, err := start("kube-controller-manager", bins.controllerManager, files.controllerManagerArgs...)
+	if err != nil {
+		return fail(err)
+	}
+	sched, schedT, err := start("kube-scheduler", bins.scheduler, files.schedulerArgs...)
+	if err != nil {
+		return fail(err)
+	}
+	kubelet, kubeletT, err := start("kubelet", bins.kubelet, files.kubeletArgs...)
+	if err != nil {
+		return fail(err)
+	}
+	proxy, proxyT, err := start("kube-proxy", bins.proxy, "--config", files.proxyConfig)
+	if err != nil {
+		return fail(err)
+	}
+	cs, err := c.clientset()
+	if err != nil {
+		return fail(err)
+	}
+	if err := waitFor(ctx, api, "the kube-dns Service, CoreDNS's permissions and the default StorageClass", func() error {
+		if err := createStorageClass(ctx, cs); err != nil {
+			return err
+		}
+		return createClusterDNSObjects(ctx, cs, files.dnsServiceIP, c.nodeIP, files.dnsPort)
+	}); err != nil {
+		return fail(err)
+	}
+	dns, dnsT, err := start("coredns", bins.coredns, "-conf", files.corefile)
+	if err != nil {
+		return fail(err)
+	}
+	for _, img := range opts.Images {
+		if err := c.ImportImage(ctx, img); err != nil {
+			return fail(err)
+		}
+	}
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // its self-signed serving cert; /healthz only
+	if err := waitFor(ctx, sched, "kube-scheduler /healthz", func() error { return httpOK(insecure, files.schedulerHealthz) }); err != nil {
+		return fail(err)
+	}
+	ready(sched, schedT)
+	if err := waitFor(ctx, cm, "the default ServiceAccount and the kube-root-ca.crt ConfigMap", func() error {
+		if _, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			return err
+		}
+		_, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+		return err
+	}); err != nil {
+		return fail(err)
+	}
+	ready(cm, cmT)
+	if err := waitFor(ctx, kubelet, "node "+opts.NodeName+" Ready", func() error { return nodeReady(ctx, cs, opts.NodeName) }); err != nil {
+		return fail(err)
+	}
+	ready(kubelet, kubeletT)
+	if err := waitFor(ctx, proxy, "kube-proxy /healthz", func() error { return httpOK(http.DefaultClient, files.proxyHealthz) }); err != nil {
+		return fail(err)
+	}
+	ready(proxy, proxyT)
+	if err := waitFor(ctx, dns, "CoreDNS /ready", func() error { return httpOK(http.DefaultClient, files.dnsReady) }); err != nil {
+		return fail(err)
+	}
+	ready(dns, dnsT)
+	logf("node %s Ready %s after start (kubeconfig %s)", opts.NodeName, time.Since(began).Round(time.Millisecond), c.kubeconfig)
+	return c, nil
+}
+
+// Kubeconfig is the path of an admin (system:masters) kubeconfig.
+func (c *Cluster) Kubeconfig() string { return c.kubeconfig }
+
+// RESTConfig is the admin kubeconfig's client configuration.
+func (c *Cluster) RESTConfig() (*rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: load %s: %w", c.kubeconfig, err)
+	}
+	return cfg, nil
+}
+
+// NodeIP is the node's address: pods reach services on the host there
+// (host services for pods must listen on it or on 0.0.0.0, not on
+// 127.0.0.1), and it is status.hostIP of every pod.
+func (c *Cluster) NodeIP() string { return c.nodeIP }
+
+// NodeName is the Node object's name.
+func (c *Cluster) NodeName() string { return c.opts.NodeName }
+
+// Dir is the node's state folder; LogDir holds one log per component
+// (etcd, kube-apiserver, containerd, kube-controller-manager,
+// kube-scheduler, kubelet, kube-proxy) and pods' logs under pods/.
+func (c *Cluster) Dir() string    { return c.dir }
+func (c *Cluster) LogDir() string { return c.logDir }
+
+// Timings are the components' start times, in the order they became ready.
+func (c *Cluster) Timings() []Timing { return c.timings }
+
+// ImportImage imports an OCI or Docker image archive into the node's
+// containerd (namespace k8s.io, the kubelet's), unpacked for its
+// snapshotter. Pods then run it by the name the archive carries, with
+// imagePullPolicy IfNotPresent or Never. An OCI archive names its image in
+// the manifest's io.containerd.image.name annotation, or with a full
+// reference (registry/repo:tag) in org.opencontainers.image.ref.name; one
+// whose ref.name is a bare tag (as the OCI spec words it) is refused:
+// containerd would name it import-<date>:<tag>, which no pod asks for.
+func (c *Cluster) ImportImage(ctx context.Context, archive string) error {
+	out, err := c.ctrOutput(ctx, "-n", "k8s.io", "images", "import", archive)
+	if err != nil {
+		return fmt.Errorf("cluster: import %s: %w", archive, err)
+	}
+	// ctr prints "unpacking NAME (sha256:...)...done" per image.
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "unpacking" && strings.HasPrefix(f[1], "import-") {
+			return fmt.Errorf("cluster: import %s: the archive names its image only by a tag, so containerd named it %s: "+
+				"put the full reference in the manifest's io.containerd.image.name annotation (or in org.opencontainers.image.ref.name)", archive, f[1])
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) runCtr(ctx context.Context, args ...string) error {
+	_, err := c.ctrOutput(ctx, args...)
+	return err
+}
+
+func (c *Cluster) ctrOutput(ctx context.Context, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, c.ctr, append([]string{"--address", c.ctrdSock}, args...)...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return string(out), nil
+}
+
+func (c *Cluster) clientset() (*kubernetes.Clientset, error) {
+	cfg, err := c.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// Stop stops every process of the node, kills what runs in its pods, and
+// takes the host back to what it was: mounts, network namespaces, the
+// bridge and veths, iptables rules and chains, cgroups, sysctls and the
+// state folder (logs/ stays with KeepLogs). It then checks that nothing is
+// left and says what is. Safe to call more than once.
+func (c *Cluster) Stop() error {
+	c.stopOnce.Do(func() { c.stopErr = c.stop() })
+	return c.stopErr
+}
+
+func (c *Cluster) stop() error {
+	var errs []error
+	// The controllers first, so that nothing recreates what the kubelet
+	// stops; then the node; the API server and etcd last.
+	for i := len(c.comps) - 1; i >= 0; i-- {
+		if err := c.comps[i].stop(10 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	switch {
+	case c.host != nil:
+		errs = append(errs, teardownHost(c.host, c.opts.KeepLogs))
+	case c.dir != "" && c.opts.Dir == "":
+		errs = append(errs, os.RemoveAll(c.dir)) // Start failed before changing the host
+	}
+	if c.lock != nil {
+		_ = c.lock.Truncate(0)
+		_ = c.lock.Close() // releases the flock
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cluster: stop: %w", err)
+	}
+	return nil
+}
+
+// teardownHost undoes what recordHostState recorded and reports what it
+// could not undo.
+func teardownHost(h *hostState, keepLogs bool) error {
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// Pods and shims outlive the kubelet and containerd.
+	add(killCgroup(h.Cgroup, 20*time.Second))
+	var netns []string
+	for _, e := range newEntries(h, "/run/netns") {
+		netns = append(netns, filepath.Join("/run/netns", e))
+	}
+	add(unmountAll(append([]string{h.Dir}, netns...)...))
+	for _, n := range netns {
+		add(os.Remove(n))
+	}
+	// The host ends of the pods' veths go with their namespaces once
+	// nothing holds them; delete any still on the bridge, then the bridge.
+	for _, l := range bridgePorts(h.Bridge) {
+		out, err := exec.Command("ip", "link", "del", l).CombinedOutput()
+		if _, statErr := os.Stat("/sys/class/net/" + l); err != nil && statErr == nil {
+			add(fmt.Errorf("ip link del %s: %w: %s", l, err, out)) // not gone meanwhile
+		}
+	}
+	if _, err := os.Stat("/sys/class/net/" + h.Bridge); err == nil {
+		if out, err := exec.Command("ip", "link", "del", h.Bridge).CombinedOutput(); err != nil {
+			add(fmt.Errorf("ip link del %s: %w: %s", h.Bridge, err, out))
+		}
+	}
+	add(restoreIPTables(h))
+	add(removeCgroup(h.Cgroup))
+	for name, v := range h.Sysctls {
+		if now, err := os.ReadFile("/proc/sys/" + name); err == nil && strings.TrimSpace(string(now)) != v {
+			add(writeSysctl(name, v))
+		}
+	}
+	for dir := range h.Entries {
+		for _, e := range newEntries(h, dir) {
+			add(os.RemoveAll(filepath.Join(dir, e)))
+		}
+	}
+	for _, p := range h.Absent {
+		add(os.RemoveAll(p))
+	}
+	if keepLogs {
+		entries, _ := os.ReadDir(h.Dir)
+		for _, e := range entries {
+			if e.Name() != "logs" {
+				add(os.RemoveAll(filepath.Join(h.Dir, e.Name())))
+			}
+		}
+	} else {
+		add(os.RemoveAll(h.Dir))
+	}
+	add(checkHost(h))
+	return errors.Join(errs...)
+}
+
+// checkHost reports what the node left on the host.
+func checkHost(h *hostState) error {
+	var errs []error
+	if pids := cgroupPids(h.Cgroup); len(pids) > 0 {
+		errs = append(errs, fmt.Errorf("processes left: %v", pids))
+	}
+	if ms, _ := mountsUnder(h.Dir); len(ms) > 0 {
+		errs = append(errs, fmt.Errorf("mounts left: %v", ms))
+	}
+	if _, err := os.Stat("/sys/class/net/" + h.Bridge); err == nil {
+		errs = append(errs, fmt.Errorf("bridge %s left", h.Bridge))
+	}
+	if l := bridgePorts(h.Bridge); len(l) > 0 {
+		errs = append(errs, fmt.Errorf("interfaces left on bridge %s: %v", h.Bridge, l))
+	}
+	hs, _ := cgroupHierarchies()
+	for _, hier := range hs {
+		if _, err := os.Stat(filepath.Join(hier, h.Cgroup)); err == nil {
+			errs = append(errs, fmt.Errorf("cgroup %s left", filepath.Join(hier, h.Cgroup)))
+		}
+	}
+	for name, v := range h.Sysctls {
+		if now, err := os.ReadFile("/proc/sys/" + name); err == nil && strings.TrimSpace(string(now)) != v {
+			errs = append(errs, fmt.Errorf("sysctl %s is %s, was %s", name, strings.TrimSpace(string(now)), v))
+		}
+	}
+	for dir := range h.Entries {
+		if e := newEntries(h, dir); len(e) > 0 {
+			errs = append(errs, fmt.Errorf("left in %s: %v", dir, e))
+		}
+	}
+	for _, p := range h.Absent {
+		if _, err := os.Stat(p); err == nil {
+			errs = append(errs, fmt.Errorf("%s left", p))
+		}
+	}
+	errs = append(errs, checkIPTables(h))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("the node left things behind: %w", err)
+	}
+	return nil
+}
+
+// newEntries lists the entries of dir that h did not record: all of them
+// when dir did not exist.
+func newEntries(h *hostState, dir string) []string {
+	before, ok := h.Entries[dir]
+	if !ok && !slices.Contains(h.Absent, dir) {
+		return nil
+	}
+	entries, _ := os.ReadDir(dir)
+	var added []string
+	for _, e := range entries {
+		if !slices.Contains(before, e.Name()) {
+			added = append(added, e.Name())
+		}
+	}
+	return added
+}
+
+// lockHost takes the host lock, waiting while another node runs, and first
+// cleans up after a node whose test binary died without Stop.
+func lockHost(ctx context.Context, logf func(string, ...any)) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(hostLock), 0o755); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	f, err := os.OpenFile(hostLock, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	waiting := false
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("cluster: lock %s: %w", hostLock, err)
+		}
+		if !waiting {
+			logf("another test binary's node holds %s; waiting", hostLock)
+			waiting = true
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("cluster: waiting for %s, held by another test binary's node: %w", hostLock, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+	prev, _ := os.ReadFile(hostLock)
+	if dir := strings.TrimSpace(string(prev)); dir != "" {
+		if h, err := loadHostState(dir); err == nil {
+			logf("cleaning up after a node that was not stopped (%s)", dir)
+			if err := teardownHost(h, false); err != nil {
+				f.Close()
+				return nil, fmt.Errorf("cluster: clean up after the node in %s that was not stopped: %w", dir, err)
+			}
+		}
+		_ = f.Truncate(0)
+	}
+	return f, nil
+}
+
+// defaultRouteIP is the source address the kernel picks for the default
+// route: the address a node has on its network. Connecting a UDP socket
+// sends nothing.
+func defaultRouteIP() (string, error) {
+	conn, err := net.Dial("udp4", "192.0.2.255:9")
+	if err != nil {
+		return "", fmt.Errorf("cluster: find the node IP (no IPv4 default route?): %w; set Options.NodeIP", err)
+	}
+	defer conn.Close()
+	ip := conn.LocalAddr().(*net.UDPAddr).IP
+	if ip.IsLoopback() {
+		return "", errors.New("cluster: the default route's address is loopback; set Options.NodeIP to an address pods can reach")
+	}
+	return ip.String(), nil
+}
+
+// waitFor polls check until it succeeds, the component exits or ctx ends.
+func waitFor(ctx context.Context, comp *component, what string, check func() error) error {
+	var last error
+	for {
+		if last = check(); last == nil {
+			return nil
+		}
+		if err := comp.exited(); err != nil {
+			return fmt.Errorf("cluster: waiting for %s: %w", what, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: waiting for %s: %w; last: %v; log %s:\n%s", what, ctx.Err(), last, comp.log, tailFile(comp.log, 20))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func httpOK(client *http.Client, url string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+func nodeReady(ctx context.Context, cs kubernetes.Interface, name string) error {
+	n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("node %s not registered yet", name)
+	}
+	if err != nil {
+		return err
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			if cond.Status == corev1.ConditionTrue {
+				return nil
+			}
+			return fmt.Errorf("node %s not Ready: %s", name, cond.Message)
+		}
+	}
+	return fmt.Errorf("node %s has no Ready condition yet", name)
+}
+
+// adminHTTPClient is an HTTP client with the admin certificate, for the
+// API server's /readyz before a clientset is worth building.
+func (f nodeFiles) adminHTTPClient() (*http.Client, error) {
+	cert, err := tls.LoadX509KeyPair(f.admin.Cert, f.admin.Key)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	ca, err := os.ReadFile(f.caFile)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}}, nil
+}
