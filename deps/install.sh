@@ -145,7 +145,7 @@ build_go_main() {
 		cd "$moddir"
 		export GOFLAGS=-mod=mod
 		for r in "$@"; do go get "$r" >>build.log 2>&1 || { tail -n 5 build.log >&2; exit 1; }; done
-		go build -trimpath -o "$out" "$pkg" >>build.log 2>&1 || { tail -n 20 build.log >&2; exit 1; }
+		go build -trimpath ${BUILD_LDFLAGS:+-ldflags="$BUILD_LDFLAGS"} -o "$out" "$pkg" >>build.log 2>&1 || { tail -n 20 build.log >&2; exit 1; }
 	) || die "building $pkg failed (log: $moddir/build.log)"
 }
 
@@ -155,6 +155,17 @@ build_go_main() {
 # git tree: each becomes k8s.io/X v0.<minor>.<patch>. kube-apiserver and the node
 # binaries use identical requirements, so the Go build cache compiles their
 # shared packages once.
+# kube_ldflags stamps the Kubernetes binaries with their version, as the
+# project's release build does (hack/lib/version.sh): without it they
+# report v0.0.0-master, which Helm's kubeVersion check of the chart
+# refuses. Linking only: the Go cache's compiled packages are reused.
+kube_ldflags() {
+	local v=k8s.io/component-base/version minor=${KUBERNETES_VERSION#*.}
+	minor=${minor%%.*}
+	printf -- '-X %s.gitVersion=v%s -X %s.gitMajor=%s -X %s.gitMinor=%s -X %s.gitTreeState=clean -X %s.buildDate=1970-01-01T00:00:00Z' \
+		"$v" "$KUBERNETES_VERSION" "$v" "${KUBERNETES_VERSION%%.*}" "$v" "$minor" "$v" "$v"
+}
+
 kubernetes_module() {
 	local m=$1 name=$2 gomod
 	mkdir -p "$m"
@@ -169,7 +180,7 @@ kubernetes_module() {
 }
 
 install_envtest() {
-	local want="kube-apiserver $KUBERNETES_VERSION etcd $ETCD_VERSION"
+	local want="kube-apiserver $KUBERNETES_VERSION (versioned) etcd $ETCD_VERSION"
 	stamped "$envtest_dir" "$want" && return
 	need go "Go 1.24+ (https://go.dev/dl)"
 	mkdir -p "$envtest_dir" "$cache/build"
@@ -180,11 +191,11 @@ install_envtest() {
 		printf 'module spikehunt.invalid/deps/etcd\n\ngo 1.24\n' >"$m/go.mod"
 		build_go_main "$m" "$envtest_dir/etcd" go.etcd.io/etcd/server/v3 "go.etcd.io/etcd/server/v3@v$ETCD_VERSION"
 	fi
-	if [ ! -x "$envtest_dir/kube-apiserver" ]; then
+	if [ ! -x "$envtest_dir/kube-apiserver" ] || ! "$envtest_dir/kube-apiserver" --version 2>/dev/null | grep -qx "Kubernetes v$KUBERNETES_VERSION"; then
 		say "building kube-apiserver $KUBERNETES_VERSION (~6 min cold on 2 cores, seconds when the Go cache is warm)"
 		local m=$cache/build/kube-apiserver-$KUBERNETES_VERSION
 		kubernetes_module "$m" kubeapiserver
-		build_go_main "$m" "$envtest_dir/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver \
+		BUILD_LDFLAGS=$(kube_ldflags) build_go_main "$m" "$envtest_dir/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver \
 			"k8s.io/kubernetes/cmd/kube-apiserver@v$KUBERNETES_VERSION"
 	fi
 	stamp "$envtest_dir" "$want"
@@ -200,7 +211,7 @@ install_envtest() {
 # runs on the host as the cluster's DNS. The container runtime and CNI
 # plugins are Debian packages (install_node_debian).
 install_kube_node() {
-	local want="kube-node $KUBERNETES_VERSION pause $PAUSE_VERSION coredns $COREDNS_VERSION"
+	local want="kube-node $KUBERNETES_VERSION (versioned) pause $PAUSE_VERSION coredns $COREDNS_VERSION"
 	stamped "$kube_node_dir" "$want" || {
 		need go "Go 1.24+ (https://go.dev/dl)"
 		need gcc "a C compiler with static libc (Debian: apt-get install gcc libc6-dev)"
@@ -213,7 +224,7 @@ install_kube_node() {
 			cd "$m"
 			export GOFLAGS=-mod=mod
 			go get "k8s.io/kubernetes@v$KUBERNETES_VERSION" >build.log 2>&1 || { tail -n 5 build.log >&2; exit 1; }
-			go build -trimpath -o "$kube_node_dir/" k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager \
+			go build -trimpath -ldflags="$(kube_ldflags)" -o "$kube_node_dir/" k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager \
 				k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy >>build.log 2>&1 || { tail -n 20 build.log >&2; exit 1; }
 		) || die "building the Kubernetes node binaries failed (log: $m/build.log)"
 		say "node binaries built in $(($(date +%s) - t0)) s"
