@@ -125,6 +125,14 @@ e2e: deps
 # The one-node Kubernetes of tests/cluster alone (root): pods from local
 # images, Services, cluster DNS, a privileged DaemonSet; make test runs it too.
 # SPIKEHUNT_CLUSTER_KEEP_LOGS=1 keeps the components' logs (tests/cluster/README.md).
+# The chart installed from the local images into a real one-node cluster
+# (tests/cluster), and the whole loop in its pods: an app's stall through
+# the agent, Kafka, the ingest and the detector to a Capture the agent's
+# perf fires and the operator indexes (tests/e2ecluster). make test runs it
+# too. Root.
+e2e-cluster: deps images
+	SPIKEHUNT_REQUIRE_PRIVILEGED=$${SPIKEHUNT_REQUIRE_PRIVILEGED:-1} $(GO) test -count=1 -v -timeout 20m $(TEST_FLAGS) ./tests/e2ecluster
+
 cluster-test: deps
 	SPIKEHUNT_REQUIRE_PRIVILEGED=$${SPIKEHUNT_REQUIRE_PRIVILEGED:-1} $(GO) test -count=1 -v -timeout 10m $(TEST_FLAGS) ./tests/cluster
 

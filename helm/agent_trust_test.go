@@ -160,3 +160,28 @@ func TestValuesSchemaRefusesABadTrigger(t *testing.T) {
 		})
 	}
 }
+
+// The operator arms Captures on a node and links them to the spike windows
+// whose host is that node, so the agent must name its host after the node
+// (a hostname that differs, as on the test node, left every capture
+// unlinked).
+func TestTheAgentNamesItsHostAfterItsNode(t *testing.T) {
+	hostArg := func(m manifest) (string, bool) {
+		for _, w := range m.workloads(t) {
+			if w.name == fullname()+"-agent" {
+				for _, a := range w.template.Spec.Containers[0].Args {
+					if v, ok := strings.CutPrefix(a, "--host-name="); ok {
+						return v, true
+					}
+				}
+			}
+		}
+		return "", false
+	}
+	if v, ok := hostArg(render(t, "spikehunt", valuesCase{name: "default"})); !ok || v != "$(NODE_NAME)" {
+		t.Errorf("default values: --host-name=%q (given %v), want $(NODE_NAME)", v, ok)
+	}
+	if v, ok := hostArg(render(t, "spikehunt", valuesCase{name: "hostname", sets: []string{"agent.hostName=hostname"}})); ok {
+		t.Errorf("agent.hostName=hostname: --host-name=%q, want none (the kernel's hostname)", v)
+	}
+}

@@ -61,9 +61,13 @@ func peerUID(c net.Conn) (uint32, int32, error) {
 	return cred.Uid, cred.Pid, nil
 }
 
-// checkControlDir refuses a control socket folder that another user owns
-// or may write: whoever can write it can put their own socket where the
-// CLI, run as root, will talk to it.
+// checkControlDir refuses a control socket folder that another user owns:
+// whoever can write it can put their own socket where the CLI, run as
+// root, will talk to it. A folder of the agent's that others may write
+// (an emptyDir volume is made 0777) is made 0700 before the socket is
+// bound: from then on nobody else can add, rename or remove anything in
+// it, and the socket is made anew in it. That is what the error told the
+// operator to do by hand.
 func checkControlDir(dir string) error {
 	fi, err := os.Stat(dir)
 	if err != nil {
@@ -77,7 +81,9 @@ func checkControlDir(dir string) error {
 		return fmt.Errorf("control socket folder %s is owned by uid %d, not the agent's (%d): chown it, or set capture.socket to a path in a folder of the agent's", dir, st.Uid, os.Geteuid())
 	}
 	if fi.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("control socket folder %s is writable by group or others (mode %04o): chmod 0700 %s", dir, fi.Mode().Perm(), dir)
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("control socket folder %s is writable by group or others (mode %04o) and chmod 0700 failed: %w", dir, fi.Mode().Perm(), err)
+		}
 	}
 	return nil
 }

@@ -280,9 +280,11 @@ func TestDefaultLayoutLetsAnyUserReachTheLineSocketButNotTheControlSocket(t *tes
 	waitFor(t, func() bool { return strings.Contains(p.out.String(), "refused a connection that is not root's") })
 }
 
-// A control socket folder that another user owns or may write is refused
-// before the agent binds in it: its owner could swap the socket for one
-// of theirs, which `spikehunt-agent capture`, run as root, would talk to.
+// A control socket folder that another user owns is refused before the
+// agent binds in it: its owner could swap the socket for one of theirs,
+// which `spikehunt-agent capture`, run as root, would talk to. A folder of
+// the agent's that others may write, as the chart's emptyDir volume is
+// (0777), is made 0700 before the bind.
 func TestControlSocketFolderMustBeTheAgentsAlone(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testenv.RequirePrivileged(t, "root (chown)", fmt.Errorf("euid %d", os.Geteuid()))
@@ -302,7 +304,6 @@ func TestControlSocketFolderMustBeTheAgentsAlone(t *testing.T) {
 		bad  func() error
 		says string
 	}{
-		{"writable by others", func() error { return os.Chmod(dir, 0o777) }, "chmod 0700"},
 		{"owned by another user", func() error { return os.Chown(dir, nobody, nobody) }, "owned by uid 65534"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -320,4 +321,17 @@ func TestControlSocketFolderMustBeTheAgentsAlone(t *testing.T) {
 			}
 		})
 	}
+	t.Run("the agent's, writable by others", func(t *testing.T) {
+		if err := os.Chmod(dir, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		ln, err := listenControl(sock)
+		if err != nil {
+			t.Fatalf("the agent's own folder at 0777 (an emptyDir volume): %v", err)
+		}
+		ln.Close()
+		if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("the folder is %v (%v) after the bind, want 0700", fi.Mode().Perm(), err)
+		}
+	})
 }

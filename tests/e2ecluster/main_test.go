@@ -1,0 +1,22 @@
+//go:build linux
+
+package e2ecluster
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/spikehunt/spikehunt/tests/cluster"
+	"github.com/spikehunt/spikehunt/tests/testenv"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := cluster.StopShared(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	testenv.StopShared()
+	os.Exit(code)
+}

@@ -1,0 +1,258 @@
+//go:build linux
+
+package e2ecluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
+	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/tests/cluster"
+	"github.com/spikehunt/spikehunt/tests/testenv"
+)
+
+const (
+	release   = "spikehunt"
+	namespace = "spikehunt"
+	hwClass   = "gen5"
+	// storePassword is the embedded store's read-write user's, given so
+	// that the test can read the store as the chart's clients do.
+	storePassword = "e2e-store-password"
+)
+
+// env is the test's cluster with the release installed.
+type env struct {
+	cluster    *cluster.Cluster
+	kubeconfig string
+	client     client.Client
+	clientset  *kubernetes.Clientset
+	node       string
+	kafka      *testenv.Kafka
+	s3         *testenv.S3Server
+	shopImage  string
+	storeDSN   string
+}
+
+func setUp(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	images := os.Getenv("SPIKEHUNT_IMAGES_DIR")
+	if images == "" {
+		t.Fatal("SPIKEHUNT_IMAGES_DIR is not set: run through `make e2e-cluster` or `make test`, which build the images first")
+	}
+
+	c := cluster.Shared(t)
+	e := &env{cluster: c, kubeconfig: c.Kubeconfig(), node: c.NodeName()}
+	cfg, err := c.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := testenv.Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if e.client, err = client.New(cfg, client.Options{Scheme: s}); err != nil {
+		t.Fatal(err)
+	}
+	if e.clientset, err = kubernetes.NewForConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			e.dump(t)
+		}
+	})
+
+	for _, name := range []string{"spikehunt", "spikehunt-agent", "spikehunt-operator"} {
+		if err := c.ImportImage(ctx, filepath.Join(images, name+".oci.tar")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.shopImage = buildShopImage(t, c)
+
+	// Kafka and S3 on the host, on the node's address.
+	if e.kafka, err = testenv.StartKafka(testenv.KafkaOptions{Host: c.NodeIP()}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.kafka.Stop() })
+	for _, topic := range []string{"otlp_spans", "otlp_metrics", "spikehunt.alerts"} {
+		if err := e.kafka.CreateTopic(ctx, topic, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.s3 = testenv.S3At(t, c.NodeIP())
+	// The embedded store's claim binds to a hostPath volume of the node.
+	if err := c.AddVolumes(ctx, 1, "2Gi"); err != nil {
+		t.Fatal(err)
+	}
+
+	// The node's hardware class, which the agent reads from its label.
+	var node corev1.Node
+	if err := e.client.Get(ctx, client.ObjectKey{Name: e.node}, &node); err != nil {
+		t.Fatal(err)
+	}
+	node.Labels["spikehunt.io/hw-class"] = hwClass
+	if err := e.client.Update(ctx, &node); err != nil {
+		t.Fatal(err)
+	}
+
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(values, []byte(e.values()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	e.helm(t, "install", release, "helm/spikehunt", "--namespace", namespace, "--create-namespace",
+		"--values", values, "--wait", "--timeout", "6m")
+	t.Logf("helm install --wait: every workload Ready after %v", time.Since(began).Round(time.Second))
+	e.checkEveryWorkloadReady(t)
+
+	// The store, as the chart's clients reach it: its Service, with the
+	// read-write user.
+	var svc corev1.Service
+	if err := e.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: release + "-clickhouse"}, &svc); err != nil {
+		t.Fatal(err)
+	}
+	e.storeDSN = fmt.Sprintf("http://default:%s@%s:8123/spikehunt", storePassword, svc.Spec.ClusterIP)
+	return e
+}
+
+// values are the release's values: the local images, never pulled; the
+// host's Kafka and S3; the embedded store; a detector pass every few
+// seconds so that the test takes minutes, not hours.
+func (e *env) values() string {
+	return fmt.Sprintf(`image:
+  pullPolicy: Never
+kafka:
+  brokers: [%q]
+s3:
+  endpoint: %q
+  region: %q
+  bucket: %q
+  insecure: true
+  accessKeyId: %q
+  secretAccessKey: %q
+detect:
+  every: 5s
+  since: 1h
+clickhouse:
+  password: %q
+  embedded:
+    persistence:
+      size: 2Gi
+agent:
+  trigger:
+    cidrs: [%q]
+otelGateway:
+  enabled: false
+`, e.kafka.Brokers()[0], e.s3.Endpoint, e.s3.Region, e.s3.Bucket, e.s3.AccessKey, e.s3.SecretKey, storePassword, cluster.DefaultOptions().PodCIDR)
+}
+
+// checkEveryWorkloadReady asserts what helm --wait implies, by name: each
+// Deployment, DaemonSet and StatefulSet of the release has every replica
+// ready.
+func (e *env) checkEveryWorkloadReady(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	apps := e.clientset.AppsV1()
+	var names []string
+	deps, err := apps.Deployments(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range deps.Items {
+		if d.Status.ReadyReplicas != *d.Spec.Replicas {
+			t.Errorf("Deployment %s: %d of %d replicas ready", d.Name, d.Status.ReadyReplicas, *d.Spec.Replicas)
+		}
+		names = append(names, "deployment/"+d.Name)
+	}
+	dss, err := apps.DaemonSets(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dss.Items {
+		if d.Status.NumberReady != d.Status.DesiredNumberScheduled || d.Status.NumberReady == 0 {
+			t.Errorf("DaemonSet %s: %d of %d pods ready", d.Name, d.Status.NumberReady, d.Status.DesiredNumberScheduled)
+		}
+		names = append(names, "daemonset/"+d.Name)
+	}
+	sts, err := apps.StatefulSets(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sts.Items {
+		if s.Status.ReadyReplicas != *s.Spec.Replicas {
+			t.Errorf("StatefulSet %s: %d of %d replicas ready", s.Name, s.Status.ReadyReplicas, *s.Spec.Replicas)
+		}
+		names = append(names, "statefulset/"+s.Name)
+	}
+	t.Logf("ready: %s", strings.Join(names, ", "))
+}
+
+// spikesOverlapping are the ids of the node's live spike windows that
+// share an instant with [from, to], read from the release's store.
+func (e *env) spikesOverlapping(t *testing.T, from, to time.Time) []string {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, e.storeDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	tab, err := store.Select(ctx, st, fmt.Sprintf(`SELECT spike_id FROM spikes FINAL
+WHERE host = %s AND is_deleted = 0 AND window_start < fromUnixTimestamp64Milli(%d) AND window_end > fromUnixTimestamp64Milli(%d)`,
+		store.QuoteString(e.node), to.UnixMilli(), from.UnixMilli()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range tab.Rows {
+		ids = append(ids, r[0])
+	}
+	return ids
+}
+
+// dump logs every pod's state and its containers' last lines, for a
+// failed run.
+func (e *env) dump(t *testing.T) {
+	ctx := context.Background()
+	pods, err := e.clientset.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("dump: %v", err)
+		return
+	}
+	for _, p := range pods.Items {
+		t.Logf("pod %s/%s: %s ready=%v", p.Namespace, p.Name, p.Status.Phase, podReady(&p))
+		for _, cs := range p.Status.ContainerStatuses {
+			t.Logf("  container %s: ready=%v restarts=%d state=%+v last=%+v", cs.Name, cs.Ready, cs.RestartCount, cs.State, cs.LastTerminationState)
+			tail := int64(40)
+			b, err := e.clientset.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: cs.Name, TailLines: &tail}).DoRaw(ctx)
+			if err != nil {
+				t.Logf("  logs: %v", err)
+				continue
+			}
+			t.Logf("  logs:\n%s", b)
+		}
+	}
+	evs, err := e.clientset.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+	if err == nil {
+		for _, ev := range evs.Items {
+			if ev.Type != corev1.EventTypeNormal {
+				t.Logf("event %s/%s %s: %s", ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Reason, ev.Message)
+			}
+		}
+	}
+}
