@@ -362,10 +362,12 @@ func (c *Cluster) NodeIP() string { return c.nodeIP }
 // NodeName is the Node object's name.
 func (c *Cluster) NodeName() string { return c.opts.NodeName }
 
-// Dir is the node's state folder; LogDir holds one log per component
-// (etcd, kube-apiserver, containerd, kube-controller-manager,
-// kube-scheduler, kubelet, kube-proxy) and pods' logs under pods/.
-func (c *Cluster) Dir() string    { return c.dir }
+// Dir is the node's state folder (README.md lists what is in it).
+func (c *Cluster) Dir() string { return c.dir }
+
+// LogDir holds one log per component (etcd, kube-apiserver, containerd,
+// kube-controller-manager, kube-scheduler, kubelet, kube-proxy, coredns)
+// and the containers' logs under pods/.
 func (c *Cluster) LogDir() string { return c.logDir }
 
 // Timings are the components' start times, in the order they became ready.

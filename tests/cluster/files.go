@@ -32,9 +32,9 @@ type nodeFiles struct {
 	kubeletArgs           []string
 }
 
-// freePorts binds n ports of 127.0.0.1 and 0.0.0.0 at once and releases
-// them; another process can take one before its component binds it, and
-// the component then fails to start with its log in the error.
+// freePorts binds n ports of 0.0.0.0 at once, so that they differ, and
+// releases them; another process can take one before its component binds
+// it, and the component then fails to start with its log in the error.
 func freePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
