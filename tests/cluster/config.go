@@ -35,7 +35,8 @@ type Options struct {
 	// Images are OCI archives imported into containerd before Start
 	// returns, besides the pause image Start builds itself.
 	Images []string
-	// StartTimeout bounds Start, from the first process to a Ready node.
+	// StartTimeout bounds Start once it holds the host lock, from the first
+	// process to a Ready node.
 	StartTimeout time.Duration
 	// Logf receives one line per started component with its start time.
 	// Nil: standard error.
