@@ -149,7 +149,8 @@ const cniBinDir = "/usr/lib/cni"
 // opts.Images are imported. On error nothing is left running.
 //
 // One node runs per host at a time: Start waits for the host lock while
-// another test binary's node runs, until ctx ends.
+// another test binary's node runs, until ctx ends; StartTimeout counts
+// from when it has the lock.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("cluster: options: %w", err)
@@ -161,17 +162,18 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
-	defer cancel()
 	logf := opts.Logf
 	if logf == nil {
 		logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, "cluster: "+format+"\n", args...) }
 	}
-
+	// Waiting for another test binary's node (make test runs packages in
+	// parallel) does not count against StartTimeout: only ctx bounds it.
 	lock, err := lockHost(ctx, logf)
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
+	defer cancel()
 	c := &Cluster{opts: opts, lock: lock, ctr: bins.ctr}
 	fail := func(err error) (*Cluster, error) {
 		if stopErr := c.Stop(); stopErr != nil {
@@ -362,10 +364,12 @@ func (c *Cluster) NodeIP() string { return c.nodeIP }
 // NodeName is the Node object's name.
 func (c *Cluster) NodeName() string { return c.opts.NodeName }
 
-// Dir is the node's state folder; LogDir holds one log per component
-// (etcd, kube-apiserver, containerd, kube-controller-manager,
-// kube-scheduler, kubelet, kube-proxy) and pods' logs under pods/.
-func (c *Cluster) Dir() string    { return c.dir }
+// Dir is the node's state folder (README.md lists what is in it).
+func (c *Cluster) Dir() string { return c.dir }
+
+// LogDir holds one log per component (etcd, kube-apiserver, containerd,
+// kube-controller-manager, kube-scheduler, kubelet, kube-proxy, coredns)
+// and the containers' logs under pods/.
 func (c *Cluster) LogDir() string { return c.logDir }
 
 // Timings are the components' start times, in the order they became ready.

@@ -35,16 +35,18 @@ type Options struct {
 	// Images are OCI archives imported into containerd before Start
 	// returns, besides the pause image Start builds itself.
 	Images []string
-	// StartTimeout bounds Start, from the first process to a Ready node.
+	// StartTimeout bounds Start once it holds the host lock, from the first
+	// process to a Ready node.
 	StartTimeout time.Duration
 	// Logf receives one line per started component with its start time.
 	// Nil: standard error.
 	Logf func(format string, args ...any)
 }
 
-// DefaultOptions is a node on the default route's address with the pod and
-// Service ranges local-up-cluster.sh's single node uses, moved off
-// containerd's and Docker's default 10.88/16 and 172.17/16.
+// DefaultOptions is a node on the default route's address, Services in
+// 10.0.0.0/24 as in local-up-cluster.sh, and pods in 10.244.0.0/24, off the
+// ranges of containerd's example network (10.88/16) and Docker (172.17/16)
+// that a build machine may also run.
 func DefaultOptions() Options {
 	return Options{
 		NodeName:     "spikehunt-node",

@@ -32,9 +32,9 @@ type nodeFiles struct {
 	kubeletArgs           []string
 }
 
-// freePorts binds n ports of 127.0.0.1 and 0.0.0.0 at once and releases
-// them; another process can take one before its component binds it, and
-// the component then fails to start with its log in the error.
+// freePorts binds n ports of 0.0.0.0 at once, so that they differ, and
+// releases them; another process can take one before its component binds
+// it, and the component then fails to start with its log in the error.
 func freePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
@@ -204,6 +204,7 @@ containerRuntimeEndpoint: unix://%s
 cgroupDriver: cgroupfs
 cgroupRoot: %s
 cgroupsPerQOS: true
+oomScoreAdj: %s
 clusterDNS: [%s]
 clusterDomain: %s
 # The machine mounts cgroup v1 hierarchies; kubelet 1.33 still runs on them
@@ -219,7 +220,7 @@ serializeImagePulls: false
 evictionHard: {memory.available: 50Mi, nodefs.available: 1%%, imagefs.available: 1%%, nodefs.inodesFree: 1%%}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-`, kubeletPort, kubeletHealthz, p.CAFile, kubeletServing.Cert, kubeletServing.Key, c.ctrdSock, c.host.Cgroup, dnsSvcIP, ClusterDomain,
+`, kubeletPort, kubeletHealthz, p.CAFile, kubeletServing.Cert, kubeletServing.Key, c.ctrdSock, c.host.Cgroup, oomScoreAdj, dnsSvcIP, ClusterDomain,
 		d("logs", "pods"), d("kubelet", "volume-plugins")), 0o600); err != nil {
 		return nodeFiles{}, err
 	}
@@ -230,7 +231,6 @@ imageGCLowThresholdPercent: 99
 		"--cert-dir=" + d("kubelet", "pki"),
 		"--node-ip=" + c.nodeIP,
 		"--hostname-override=" + o.NodeName,
-		"--oom-score-adj=" + oomScoreAdj,
 		"--v=1",
 	}
 

@@ -59,7 +59,7 @@ type ociDescriptor struct {
 // is stored uncompressed: the archive is imported once, on this machine.
 // Every timestamp is the Unix epoch, so equal inputs give equal digests.
 func WriteImageArchive(path string, img Image) error {
-	if img.Name == "" || !strings.Contains(img.Name, ":") {
+	if !strings.Contains(img.Name[strings.LastIndex(img.Name, "/")+1:], ":") {
 		return fmt.Errorf("cluster: image name %q must be a reference with a tag, like spikehunt.local/pause:3.10.1", img.Name)
 	}
 	layer, err := imageLayer(img.Files)
