@@ -57,6 +57,7 @@ type options struct {
 
 	// Indexing: the ClickHouse store the captures index lives in.
 	dsn        string
+	storeWait  time.Duration
 	indexRetry time.Duration
 	indexWait  time.Duration
 
@@ -108,6 +109,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Float64Var(&o.kubeQPS, "kube-api-qps", controller.DefaultClientQPS, "requests per second to the Kubernetes API (a policy's Captures are created in parallel)")
 	fs.IntVar(&o.kubeBurst, "kube-api-burst", controller.DefaultClientBurst, "burst of requests to the Kubernetes API")
 	fs.StringVar(&o.dsn, "dsn", os.Getenv("SPIKEHUNT_DSN"), "ClickHouse DSN of the store with the spikes and captures tables (chdb://DIR?database=DB for the embedded engine, clickhouse://… for a server; env SPIKEHUNT_DSN, which keeps a password out of the command line); empty turns indexing off")
+	fs.DurationVar(&o.storeWait, "store-wait", store.DefaultOpenWait, "at start, how long to wait for a ClickHouse server that cannot be reached yet (0: fail at once)")
 	fs.StringVar(&o.artifactsConfig, "artifacts.config", "", "YAML of the agents' artifact store (local.dir, or s3: endpoint, bucket, prefix, key files), to delete artifacts when captures expire; empty leaves them to the bucket's lifecycle rule")
 	fs.DurationVar(&o.indexRetry, "index.retry", controller.DefaultIndexRetry, "how often an uploaded capture no spike overlaps yet is indexed again")
 	fs.DurationVar(&o.indexWait, "index.wait", controller.DefaultIndexWait, "how long after a capture's window it is indexed again for late spikes before it is Indexed with none")
@@ -322,7 +324,10 @@ func run(ctx context.Context, args []string) error {
 		return fmt.Errorf("kubernetes config (in a pod, or --kubeconfig / $KUBECONFIG): %w", err)
 	}
 	if o.dsn != "" {
-		st, err := store.Open(ctx, o.dsn)
+		setup := ctrl.Log.WithName("setup")
+		st, err := store.OpenWaiting(ctx, o.dsn, o.storeWait, func(err error, left time.Duration) {
+			setup.Info("waiting for the store", "left", left.Round(time.Second).String(), "error", err.Error())
+		})
 		if err != nil {
 			return fmt.Errorf("--dsn: %w", err)
 		}

@@ -24,6 +24,7 @@ pass covers --since (or --from/--to) up to --until; with --every, later passes c
 the time since the last one. Re-running a range rewrites the same rows; rows a
 re-run no longer produces are retracted. One summary line per pass on stdout.`, stderr)
 	dsn := fs.String("dsn", cli.EnvOr("SPIKEHUNT_DSN", ""), "ClickHouse store: chdb:///dir, clickhouse://…, http(s)://… (env SPIKEHUNT_DSN)")
+	storeWait := fs.Duration("store-wait", store.DefaultOpenWait, "at start, how long to wait for a ClickHouse server that cannot be reached yet (0: fail at once)")
 	service := fs.String("service", "", "service to examine (empty: every service in latency_1s over the look-back)")
 	since := fs.Duration("since", 6*time.Hour, "the first pass covers this much before --until")
 	from := fs.String("from", "", "start of the first pass, RFC 3339 (instead of --since)")
@@ -114,7 +115,9 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	}
 
 	progress := func(format string, a ...any) { fmt.Fprintf(stderr, "detect: "+format+"\n", a...) }
-	st, err := store.Open(ctx, *dsn)
+	st, err := store.OpenWaiting(ctx, *dsn, *storeWait, func(err error, left time.Duration) {
+		fmt.Fprintf(stderr, "%s: waiting for the store (%v left): %v\n", "detect", left.Round(time.Second), err)
+	})
 	if err != nil {
 		return err
 	}

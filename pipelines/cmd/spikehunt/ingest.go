@@ -20,6 +20,7 @@ import (
 func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlags("ingest", "Consumes the OTLP topics (spans → requests, metrics → counters) into ClickHouse, exactly\nonce: each batch is inserted with a deduplication token named after its Kafka offsets,\nand the offsets are committed after the insert. Undecodable messages, rows outside the\naccepted time window and rows ClickHouse refuses go to the dead-letter topic (created\nat start if missing); it refuses to start when a table's deduplication window is too\nsmall for these settings. /metrics and /healthz are served on --listen.", stderr)
 	dsn := fs.String("dsn", cli.EnvOr("SPIKEHUNT_DSN", ""), "ClickHouse store: chdb:///dir, clickhouse://…, http(s)://… (env SPIKEHUNT_DSN)")
+	storeWait := fs.Duration("store-wait", store.DefaultOpenWait, "at start, how long to wait for a ClickHouse server that cannot be reached yet (0: fail at once)")
 	brokers := fs.String("kafka.brokers", cli.EnvOr("SPIKEHUNT_KAFKA_BROKERS", "127.0.0.1:9092"), "Kafka bootstrap brokers, comma-separated (env SPIKEHUNT_KAFKA_BROKERS)")
 	group := fs.String("group", ingest.DefaultGroup, "Kafka consumer group")
 	spans := fs.String("topic.spans", ingest.DefaultSpansTopic, "topic of OTLP trace export requests")
@@ -56,7 +57,9 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(stderr, "--dsn is required")
 		return cli.ErrUsage
 	}
-	st, err := store.Open(ctx, *dsn)
+	st, err := store.OpenWaiting(ctx, *dsn, *storeWait, func(err error, left time.Duration) {
+		fmt.Fprintf(stderr, "%s: waiting for the store (%v left): %v\n", "ingest", left.Round(time.Second), err)
+	})
 	if err != nil {
 		return err
 	}
