@@ -78,6 +78,7 @@ func startPodIdentityAgent(t *testing.T, srv *testenv.S3Server) *podIdentityAgen
 			"AccessKeyId":     srv.AccessKey,
 			"SecretAccessKey": srv.SecretKey,
 			"AccountId":       "123456789012",
+			"Token":           "IQoJb3JpZ2luX2VjEPod",
 			"Expiration":      time.Now().Add(6 * time.Hour).UTC().Format(time.RFC3339),
 		})
 	})
