@@ -41,9 +41,10 @@ const (
 //     - IRSA: AWS_WEB_IDENTITY_TOKEN_FILE, with AWS_ROLE_ARN and
 //     AWS_ROLE_SESSION_NAME, is sent to STS AssumeRoleWithWebIdentity
 //     at https://sts.<AWS_REGION>.amazonaws.com (.com.cn for cn-
-//     regions), or https://sts.amazonaws.com without AWS_REGION. The
-//     EKS Pod Identity webhook sets these variables; AWS_ENDPOINT_URL_STS
-//     and AWS_STS_REGIONAL_ENDPOINTS are not read.
+//     regions), or https://sts.amazonaws.com without AWS_REGION. EKS's
+//     amazon-eks-pod-identity-webhook sets these variables for a
+//     ServiceAccount annotated eks.amazonaws.com/role-arn;
+//     AWS_ENDPOINT_URL_STS and AWS_STS_REGIONAL_ENDPOINTS are not read.
 //     - ECS task roles: AWS_CONTAINER_CREDENTIALS_RELATIVE_URI, from
 //     http://169.254.170.2, with AWS_CONTAINER_AUTHORIZATION_TOKEN as
 //     the Authorization header if set.
