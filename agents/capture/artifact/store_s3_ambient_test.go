@@ -2,15 +2,10 @@ package artifact_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,23 +15,6 @@ import (
 	"github.com/spikehunt/spikehunt/agents/capture/artifact"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
-
-// ambientVars are every variable the ambient credentials read; each test
-// starts with all of them unset, whatever the machine's environment.
-var ambientVars = []string{
-	"AWS_ACCESS_KEY_ID", "AWS_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_SECRET_KEY", "AWS_SESSION_TOKEN",
-	"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_ROLE_SESSION_NAME", "AWS_REGION",
-	"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-	"AWS_CONTAINER_AUTHORIZATION_TOKEN", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
-	"AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_EC2_METADATA_DISABLED",
-}
-
-func clearAmbientEnv(t *testing.T) {
-	t.Helper()
-	for _, v := range ambientVars {
-		t.Setenv(v, "") // minio-go treats an empty variable as unset
-	}
-}
 
 func ambientConfig(srv *testenv.S3Server) artifact.S3StoreConfig {
 	return artifact.S3StoreConfig{
@@ -48,63 +26,14 @@ func ambientConfig(srv *testenv.S3Server) artifact.S3StoreConfig {
 	}
 }
 
-// podIdentityAgent serves the container credentials protocol that the EKS
-// Pod Identity agent speaks on 169.254.170.23 (and ECS on 169.254.170.2):
-// a GET with the token from AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE in its
-// Authorization header, answered with JSON keys. It stands in for the
-// agent, which runs only on EKS nodes; the wire format is AWS's documented
-// one (docs.aws.amazon.com/sdkref/latest/guide/feature-container-credentials.html),
-// and the keys it hands out are s3proxy's, so the S3 side is real.
-type podIdentityAgent struct {
-	uri     string
-	token   string
-	asked   atomic.Int32
-	refused atomic.Int32
-}
-
-func startPodIdentityAgent(t *testing.T, srv *testenv.S3Server) *podIdentityAgent {
-	t.Helper()
-	a := &podIdentityAgent{token: "eyJhbGciOiJSUzI1NiJ9.pod-identity-token"}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/credentials", func(w http.ResponseWriter, r *http.Request) {
-		a.asked.Add(1)
-		if r.Header.Get("Authorization") != a.token {
-			a.refused.Add(1)
-			w.WriteHeader(http.StatusForbidden)
-			json.NewEncoder(w).Encode(map[string]string{"code": "AccessDeniedException", "message": "invalid token"})
-			return
-		}
-		json.NewEncoder(w).Encode(map[string]string{
-			"AccessKeyId":     srv.AccessKey,
-			"SecretAccessKey": srv.SecretKey,
-			"AccountId":       "123456789012",
-			"Token":           "IQoJb3JpZ2luX2VjEPod",
-			"Expiration":      time.Now().Add(6 * time.Hour).UTC().Format(time.RFC3339),
-		})
-	})
-	hs := httptest.NewServer(mux) // 127.0.0.1
-	t.Cleanup(hs.Close)
-	a.uri = hs.URL + "/v1/credentials"
-	return a
-}
-
-// usePodIdentity sets the variables the EKS Pod Identity webhook injects,
-// with the token file holding token.
-func usePodIdentity(t *testing.T, a *podIdentityAgent, token string) {
-	t.Helper()
-	file := filepath.Join(t.TempDir(), "eks-pod-identity-token")
-	if err := os.WriteFile(file, []byte(token), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", a.uri)
-	t.Setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", file)
-}
-
+// The credentials come from testenv.ContainerCredentials, which speaks the
+// EKS Pod Identity agent's documented protocol on loopback and hands out
+// s3proxy's keys: the identity side stands in for EKS, the S3 side is real.
 func TestStoreS3WithAmbientCredentialsFromEKSPodIdentityPutsAndGetsInTheRealBucket(t *testing.T) {
 	srv := testenv.S3(t)
-	clearAmbientEnv(t)
-	agent := startPodIdentityAgent(t, srv)
-	usePodIdentity(t, agent, agent.token)
+	testenv.NoAWSIdentity(t)
+	agent := testenv.StartContainerCredentials(t, srv.AccessKey, srv.SecretKey, 6*time.Hour)
+	agent.Use(t)
 
 	ctx := context.Background()
 	s, err := artifact.OpenS3Store(ctx, ambientConfig(srv))
@@ -134,34 +63,38 @@ func TestStoreS3WithAmbientCredentialsFromEKSPodIdentityPutsAndGetsInTheRealBuck
 		t.Errorf("the record is not in the bucket: %v", err)
 	}
 	// Six hours of validity: one look serves every request.
-	if n := agent.asked.Load(); n != 1 {
+	if n := agent.Asked(); n != 1 {
 		t.Errorf("the credentials endpoint was asked %d times, want 1", n)
 	}
 }
 
 func TestStoreS3WithAmbientCredentialsAndAWrongPodIdentityTokenSaysWhichSourceRefused(t *testing.T) {
 	srv := testenv.S3(t)
-	clearAmbientEnv(t)
-	agent := startPodIdentityAgent(t, srv)
-	usePodIdentity(t, agent, "a-token-of-another-pod")
+	testenv.NoAWSIdentity(t)
+	agent := testenv.StartContainerCredentials(t, srv.AccessKey, srv.SecretKey, 6*time.Hour)
+	agent.Use(t)
+	if err := os.WriteFile(agent.TokenFile, []byte("a-token-of-another-pod"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	_, err := artifact.OpenS3Store(context.Background(), ambientConfig(srv))
 	if err == nil {
 		t.Fatal("OpenS3Store with a refused token succeeded")
 	}
-	for _, want := range []string{"EKS Pod Identity", agent.uri, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "403", "Pod Identity association"} {
+	for _, want := range []string{"EKS Pod Identity", agent.URI, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "403", "Pod Identity association"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
 	}
-	if agent.refused.Load() == 0 {
+	t.Logf("%v", err)
+	if agent.Refused() == 0 {
 		t.Error("the credentials endpoint was never asked")
 	}
 }
 
 func TestStoreS3WithAmbientCredentialsAndNoIdentityNamesWhereItLookedAndHowToGiveOne(t *testing.T) {
 	srv := testenv.S3(t)
-	clearAmbientEnv(t)
+	testenv.NoAWSIdentity(t)
 	// A closed port where the metadata service would be: a host outside EC2.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -199,7 +132,7 @@ func TestStoreS3WithAmbientCredentialsAndNoIdentityNamesWhereItLookedAndHowToGiv
 // for its transport's 1 min response header timeout.
 func TestStoreS3WithAmbientCredentialsGivesUpOnASilentMetadataServiceWithinSeconds(t *testing.T) {
 	srv := testenv.S3(t)
-	clearAmbientEnv(t)
+	testenv.NoAWSIdentity(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -239,11 +172,39 @@ func TestStoreS3WithAmbientCredentialsGivesUpOnASilentMetadataServiceWithinSecon
 	t.Logf("gave up after %s: %v", took.Round(time.Millisecond), err)
 }
 
+// Temporary keys are renewed once 80% of their lifetime has passed, through
+// the same look: a store that lives longer than its first keys keeps
+// working.
+func TestStoreS3WithAmbientCredentialsRenewsKeysBeforeTheyExpire(t *testing.T) {
+	srv := testenv.S3(t)
+	testenv.NoAWSIdentity(t)
+	agent := testenv.StartContainerCredentials(t, srv.AccessKey, srv.SecretKey, 3*time.Second)
+	agent.Use(t)
+	ctx := context.Background()
+	s, err := artifact.OpenS3Store(ctx, ambientConfig(srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	md, dir := sealed(t, "cap-renew", [2]string{"perf.data", "x"})
+	if _, err := s.Put(ctx, md, dir); err != nil {
+		t.Fatal(err)
+	}
+	first := agent.Asked()
+	time.Sleep(3 * time.Second)
+	if _, err := s.Get(ctx, md.ID); err != nil {
+		t.Fatalf("Get with renewed keys: %v", err)
+	}
+	if agent.Asked() <= first {
+		t.Errorf("the credentials endpoint was asked %d times before the keys' expiry and %d after, want a renewal", first, agent.Asked())
+	}
+}
+
 // AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY come first, as in the AWS
 // SDKs: a developer's shell or a CI job with exported keys works as is.
 func TestStoreS3WithAmbientCredentialsTakesKeysFromTheAWSEnvironmentVariables(t *testing.T) {
 	srv := testenv.S3(t)
-	clearAmbientEnv(t)
+	testenv.NoAWSIdentity(t)
 	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
