@@ -31,7 +31,7 @@ func (a artifactStore) DeleteArtifact(ctx context.Context, armingID string, _ v1
 
 // openArtifactStore reads the agents' store configuration (the YAML of
 // the agent's capture.store: local.dir, or s3 with its endpoint, bucket,
-// prefix and key files) and opens the store.
+// prefix and key files or credentials: ambient) and opens the store.
 func openArtifactStore(ctx context.Context, path string) (artifact.Store, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {

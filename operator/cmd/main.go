@@ -110,7 +110,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.kubeBurst, "kube-api-burst", controller.DefaultClientBurst, "burst of requests to the Kubernetes API")
 	fs.StringVar(&o.dsn, "dsn", os.Getenv("SPIKEHUNT_DSN"), "ClickHouse DSN of the store with the spikes and captures tables (chdb://DIR?database=DB for the embedded engine, clickhouse://… for a server; env SPIKEHUNT_DSN, which keeps a password out of the command line); empty turns indexing off")
 	fs.DurationVar(&o.storeWait, "store-wait", store.DefaultOpenWait, "at start, how long to wait for a ClickHouse server that cannot be reached yet (0: fail at once)")
-	fs.StringVar(&o.artifactsConfig, "artifacts.config", "", "YAML of the agents' artifact store (local.dir, or s3: endpoint, bucket, prefix, key files), to delete artifacts when captures expire; empty leaves them to the bucket's lifecycle rule")
+	fs.StringVar(&o.artifactsConfig, "artifacts.config", "", "YAML of the agents' artifact store (local.dir, or s3: endpoint, bucket, prefix, and key files or credentials: ambient for the pod's AWS identity), to delete artifacts when captures expire; empty leaves them to the bucket's lifecycle rule")
 	fs.DurationVar(&o.indexRetry, "index.retry", controller.DefaultIndexRetry, "how often an uploaded capture no spike overlaps yet is indexed again")
 	fs.DurationVar(&o.indexWait, "index.wait", controller.DefaultIndexWait, "how long after a capture's window it is indexed again for late spikes before it is Indexed with none")
 	fs.StringVar(&o.kafkaBrokers, "alerts.kafka.brokers", "", "comma-separated Kafka brokers of the detector's alerts topic; empty turns the Kafka intake off")

@@ -29,7 +29,8 @@ type LocalStoreConfig struct {
 // S3StoreConfig is a bucket on an S3-compatible server. The secret key is
 // never part of the configuration itself, so that it can be logged and
 // kept in a ConfigMap: it comes from an environment variable or a file (a
-// mounted Secret).
+// mounted Secret), or, with Credentials: ambient, from the identity AWS
+// gives the pod or the machine.
 type S3StoreConfig struct {
 	// Endpoint is host or host:port, without a scheme: s3.amazonaws.com,
 	// minio.storage:9000.
@@ -42,6 +43,12 @@ type S3StoreConfig struct {
 	// Prefix is put before every key ("spikehunt/prod/"): path segments
 	// of letters, digits, '.', '_' and '-'. A trailing '/' is added.
 	Prefix string `yaml:"prefix"`
+
+	// Credentials says where the keys come from: keys (the default) reads
+	// the access and secret key fields below; ambient uses the AWS
+	// identity of the pod or the machine (IRSA, EKS Pod Identity, an ECS
+	// task role, the EC2 instance profile) and takes none of them.
+	Credentials S3Credentials `yaml:"credentials"`
 
 	// The access key: inline, or from an environment variable, or from a
 	// file; exactly one.
@@ -65,6 +72,21 @@ type S3StoreConfig struct {
 	// whole request in memory to do so. Zero: DefaultPartSize.
 	PartSize int64 `yaml:"part_size"`
 }
+
+// S3Credentials is where the S3 client's keys come from.
+type S3Credentials string
+
+const (
+	// S3CredentialsKeys: an access key and a secret key the configuration
+	// names (access_key*, secret_key_*). The empty value means this.
+	S3CredentialsKeys S3Credentials = "keys"
+	// S3CredentialsAmbient: the AWS identity of the pod or the machine,
+	// found as ambientCredentials describes (store_s3_ambient.go):
+	// AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, IRSA's web identity token,
+	// EKS Pod Identity or ECS container credentials, the EC2 instance
+	// metadata service. Temporary keys are renewed before they expire.
+	S3CredentialsAmbient S3Credentials = "ambient"
+)
 
 // Bounds on S3StoreConfig.PartSize: S3's smallest part (but the last) and
 // its largest single request.
@@ -123,11 +145,20 @@ func (c S3StoreConfig) Validate() error {
 			return fmt.Errorf("capture store: s3.prefix %q: want segments of A-Z a-z 0-9 . _ - separated by single '/', no '.' or '..' segment, no leading '/', at most %d bytes", c.Prefix, maxPrefixLen)
 		}
 	}
-	if n := countSet(c.AccessKey, c.AccessKeyEnv, c.AccessKeyFile); n != 1 {
-		return fmt.Errorf("capture store: set exactly one of s3.access_key, s3.access_key_env and s3.access_key_file (%d set)", n)
-	}
-	if n := countSet(c.SecretKeyEnv, c.SecretKeyFile); n != 1 {
-		return fmt.Errorf("capture store: set exactly one of s3.secret_key_env and s3.secret_key_file (%d set); the secret itself never goes in the configuration", n)
+	switch c.Credentials {
+	case "", S3CredentialsKeys:
+		if n := countSet(c.AccessKey, c.AccessKeyEnv, c.AccessKeyFile); n != 1 {
+			return fmt.Errorf("capture store: set exactly one of s3.access_key, s3.access_key_env and s3.access_key_file (%d set)", n)
+		}
+		if n := countSet(c.SecretKeyEnv, c.SecretKeyFile); n != 1 {
+			return fmt.Errorf("capture store: set exactly one of s3.secret_key_env and s3.secret_key_file (%d set); the secret itself never goes in the configuration", n)
+		}
+	case S3CredentialsAmbient:
+		if set := c.keyFieldsSet(); len(set) > 0 {
+			return fmt.Errorf("capture store: s3.credentials is ambient (the pod's or the machine's AWS identity), which takes no keys: remove %s, or set s3.credentials: keys to use them", strings.Join(set, ", "))
+		}
+	default:
+		return fmt.Errorf("capture store: s3.credentials %q: want keys (the access and secret key fields) or ambient (the pod's or the machine's AWS identity: IRSA, EKS Pod Identity, the EC2 instance profile)", c.Credentials)
 	}
 	if c.Insecure && c.CAFile != "" {
 		return errors.New("capture store: s3.ca_file is for TLS; s3.insecure turns TLS off")
@@ -136,6 +167,20 @@ func (c S3StoreConfig) Validate() error {
 		return fmt.Errorf("capture store: s3.part_size %d is outside [%d, %d] (5 MiB, 5 GiB)", c.PartSize, MinPartSize, MaxPartSize)
 	}
 	return nil
+}
+
+// keyFieldsSet names the key fields that are set, as the YAML spells them.
+func (c S3StoreConfig) keyFieldsSet() []string {
+	var set []string
+	for _, f := range []struct{ name, value string }{
+		{"s3.access_key", c.AccessKey}, {"s3.access_key_env", c.AccessKeyEnv}, {"s3.access_key_file", c.AccessKeyFile},
+		{"s3.secret_key_env", c.SecretKeyEnv}, {"s3.secret_key_file", c.SecretKeyFile},
+	} {
+		if f.value != "" {
+			set = append(set, f.name)
+		}
+	}
+	return set
 }
 
 func hasDotSegment(prefix string) bool {

@@ -47,6 +47,12 @@ func TestStoreConfigLoadsTheExamples(t *testing.T) {
 			CAFile:        "/etc/spikehunt/s3/ca.pem",
 			PartSize:      16 << 20,
 		}},
+		{S3: &artifact.S3StoreConfig{
+			Endpoint:    "s3.eu-west-1.amazonaws.com",
+			Region:      "eu-west-1",
+			Bucket:      "spikehunt-captures",
+			Credentials: artifact.S3CredentialsAmbient,
+		}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("examples (-want +got):\n%s", diff)
@@ -87,6 +93,19 @@ func TestStoreConfigValidateSaysWhatToFix(t *testing.T) {
 		{"a CA without TLS", s3(func(c *artifact.S3StoreConfig) { c.Insecure, c.CAFile = true, "/ca.pem" }), "s3.ca_file is for TLS"},
 		{"parts below S3's minimum", s3(func(c *artifact.S3StoreConfig) { c.PartSize = 1 << 20 }), "s3.part_size"},
 		{"parts above S3's maximum", s3(func(c *artifact.S3StoreConfig) { c.PartSize = 6 << 30 }), "s3.part_size"},
+		{"keys named as keys", s3(func(c *artifact.S3StoreConfig) { c.Credentials = artifact.S3CredentialsKeys }), ""},
+		{"keys mode without keys", s3(func(c *artifact.S3StoreConfig) {
+			c.Credentials, c.AccessKey, c.SecretKeyEnv = artifact.S3CredentialsKeys, "", ""
+		}), "exactly one of s3.access_key"},
+		{"the ambient identity", s3(func(c *artifact.S3StoreConfig) {
+			c.Credentials, c.AccessKey, c.SecretKeyEnv = artifact.S3CredentialsAmbient, "", ""
+		}), ""},
+		{"the ambient identity with keys", s3(func(c *artifact.S3StoreConfig) { c.Credentials = artifact.S3CredentialsAmbient }),
+			"takes no keys: remove s3.access_key, s3.secret_key_env"},
+		{"the ambient identity with a key file", s3(func(c *artifact.S3StoreConfig) {
+			c.Credentials, c.AccessKey, c.SecretKeyEnv, c.SecretKeyFile = artifact.S3CredentialsAmbient, "", "", "/s"
+		}), "remove s3.secret_key_file"},
+		{"an unknown credentials mode", s3(func(c *artifact.S3StoreConfig) { c.Credentials = "iam" }), "want keys"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

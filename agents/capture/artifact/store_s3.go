@@ -48,15 +48,23 @@ type S3Store struct {
 	partSize  int64
 }
 
-// OpenS3Store reads the credentials, connects to the server and checks that
-// the bucket exists.
+// OpenS3Store reads the credentials (with s3.credentials ambient: finds the
+// pod's or the machine's AWS identity and gets its first keys), connects
+// to the server and checks that the bucket exists.
 func OpenS3Store(ctx context.Context, cfg S3StoreConfig) (*S3Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	access, secret, err := cfg.credentials()
-	if err != nil {
-		return nil, err
+	ambient := cfg.Credentials == S3CredentialsAmbient
+	var creds *credentials.Credentials
+	if ambient {
+		creds = newAmbientCredentials()
+	} else {
+		access, secret, err := cfg.credentials()
+		if err != nil {
+			return nil, err
+		}
+		creds = credentials.NewStaticV4(access, secret, "")
 	}
 	transport, err := minio.DefaultTransport(!cfg.Insecure)
 	if err != nil {
@@ -70,7 +78,7 @@ func OpenS3Store(ctx context.Context, cfg S3StoreConfig) (*S3Store, error) {
 		transport.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
 	}
 	cl, err := minio.New(cfg.Endpoint, &minio.Options{
-		Creds:     credentials.NewStaticV4(access, secret, ""),
+		Creds:     creds,
 		Secure:    !cfg.Insecure,
 		Region:    cfg.Region,
 		Transport: transport,
@@ -85,9 +93,22 @@ func OpenS3Store(ctx context.Context, cfg S3StoreConfig) (*S3Store, error) {
 	if s.partSize == 0 {
 		s.partSize = DefaultPartSize
 	}
+	check := "the keys"
+	if ambient {
+		// Asked here, a missing identity is named as such rather than
+		// surfacing from the first request.
+		cc := cl.CredContext()
+		cc.Context = ctx
+		if _, err := creds.GetWithContext(cc); err != nil {
+			transport.CloseIdleConnections()
+			return nil, err
+		}
+		check = "that the identity's role may list and write the bucket"
+	}
 	ok, err := cl.BucketExists(ctx, cfg.Bucket)
 	if err != nil {
-		return nil, fmt.Errorf("capture store: s3 %s bucket %s: %w (check the endpoint, the keys and s3.insecure)", cfg.Endpoint, cfg.Bucket, err)
+		transport.CloseIdleConnections()
+		return nil, fmt.Errorf("capture store: s3 %s bucket %s: %w (check the endpoint, %s and s3.insecure)", cfg.Endpoint, cfg.Bucket, err, check)
 	}
 	if !ok {
 		return nil, fmt.Errorf("capture store: s3 %s has no bucket %s: create it (the agent never creates buckets)", cfg.Endpoint, cfg.Bucket)

@@ -552,11 +552,18 @@ without a database and creates it (--database).
 {{- end -}}
 
 {{/*
-S3: the capture artifact store (agents/capture/artifact StoreConfig). The keys come
-from environment variables, so the store's YAML can live in a ConfigMap.
+S3: the capture artifact store (agents/capture/artifact StoreConfig). With
+s3.credentials keys the keys come from environment variables, so the store's
+YAML can live in a ConfigMap; with ambient there are none (the pods' AWS
+identity).
 */}}
 {{- define "spikehunt.s3.enabled" -}}
 {{- if .Values.s3.bucket -}}true{{- end -}}
+{{- end -}}
+
+{{/* Whether the agent and the operator read S3 keys from a Secret. */}}
+{{- define "spikehunt.s3.keys" -}}
+{{- if and (include "spikehunt.s3.enabled" .) (ne (.Values.s3.credentials | default "keys") "ambient") -}}true{{- end -}}
 {{- end -}}
 
 {{- define "spikehunt.s3.secretName" -}}
@@ -565,7 +572,13 @@ from environment variables, so the store's YAML can live in a ConfigMap.
 
 {{- define "spikehunt.s3.storeConfig" -}}
 {{- $s := .Values.s3 -}}
-{{- $cfg := dict "endpoint" $s.endpoint "bucket" $s.bucket "access_key_env" "SPIKEHUNT_S3_ACCESS_KEY_ID" "secret_key_env" "SPIKEHUNT_S3_SECRET_ACCESS_KEY" -}}
+{{- $cfg := dict "endpoint" $s.endpoint "bucket" $s.bucket -}}
+{{- if include "spikehunt.s3.keys" . -}}
+{{- $_ := set $cfg "access_key_env" "SPIKEHUNT_S3_ACCESS_KEY_ID" -}}
+{{- $_ := set $cfg "secret_key_env" "SPIKEHUNT_S3_SECRET_ACCESS_KEY" -}}
+{{- else -}}
+{{- $_ := set $cfg "credentials" "ambient" -}}
+{{- end -}}
 {{- with $s.region }}{{ $_ := set $cfg "region" . }}{{ end -}}
 {{- with $s.prefix }}{{ $_ := set $cfg "prefix" . }}{{ end -}}
 {{- if $s.insecure }}{{ $_ := set $cfg "insecure" true }}{{ end -}}
@@ -573,7 +586,7 @@ from environment variables, so the store's YAML can live in a ConfigMap.
 {{- end -}}
 
 {{- define "spikehunt.s3.env" -}}
-{{- if include "spikehunt.s3.enabled" . -}}
+{{- if include "spikehunt.s3.keys" . -}}
 - name: SPIKEHUNT_S3_ACCESS_KEY_ID
   valueFrom:
     secretKeyRef:
@@ -629,8 +642,17 @@ has the table and the reasons); a JSON list, sorted.
 {{- if and (include "spikehunt.s3.enabled" .) (not .Values.s3.endpoint) -}}
 {{- fail "s3.bucket is set but s3.endpoint is empty: give the S3 server as host or host:port" -}}
 {{- end -}}
-{{- if and (include "spikehunt.s3.enabled" .) (not .Values.s3.existingSecret) (or (not .Values.s3.accessKeyId) (not .Values.s3.secretAccessKey)) -}}
-{{- fail "s3.bucket is set: give s3.accessKeyId and s3.secretAccessKey, or s3.existingSecret" -}}
+{{- if and (include "spikehunt.s3.keys" .) (not .Values.s3.existingSecret) (or (not .Values.s3.accessKeyId) (not .Values.s3.secretAccessKey)) -}}
+{{- fail "s3.bucket is set: give s3.accessKeyId and s3.secretAccessKey, or s3.existingSecret, or s3.credentials: ambient (the pods' AWS identity: IRSA or EKS Pod Identity)" -}}
+{{- end -}}
+{{- if eq (.Values.s3.credentials | default "keys") "ambient" -}}
+{{- $set := list -}}
+{{- range $k := list "accessKeyId" "secretAccessKey" "existingSecret" -}}
+{{- if index $.Values.s3 $k -}}{{- $set = append $set (printf "s3.%s" $k) -}}{{- end -}}
+{{- end -}}
+{{- with $set -}}
+{{- fail (printf "s3.credentials is ambient (the pods' AWS identity), which takes no keys: remove %s, or set s3.credentials: keys" (join ", " .)) -}}
+{{- end -}}
 {{- end -}}
 {{- if and .Values.kafka.sasl.enabled (not .Values.kafka.sasl.existingSecret) (or (not .Values.kafka.sasl.username) (not .Values.kafka.sasl.password)) -}}
 {{- fail "kafka.sasl.enabled: give kafka.sasl.username and kafka.sasl.password, or kafka.sasl.existingSecret" -}}
