@@ -102,6 +102,7 @@ func (s *HTTPServer) do(ctx context.Context, query string, body io.Reader, opts 
 		defer resp.Body.Close()
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		ex := parseException(string(msg))
+		ex.HTTPStatus = resp.StatusCode
 		if c, err := strconv.Atoi(resp.Header.Get("X-ClickHouse-Exception-Code")); err == nil {
 			ex.Code = c
 		}

@@ -125,6 +125,9 @@ type Exception struct {
 	Code    int    // ClickHouse error code, e.g. 60 for UNKNOWN_TABLE; 0 if unknown
 	Name    string // e.g. "UNKNOWN_TABLE"
 	Message string // the full text ClickHouse returned
+	// HTTPStatus is the HTTP interface's status code (0 on the native
+	// protocol).
+	HTTPStatus int
 }
 
 func (e *Exception) Error() string { return firstLine(e.Message) }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"time"
 )
 
@@ -15,7 +16,8 @@ import (
 const DefaultOpenWait = 2 * time.Minute
 
 // OpenWaiting opens the store a DSN names like Open, retrying while the
-// server cannot be reached (refused, unresolved, timed out) for up to wait,
+// server cannot be reached (refused, unresolved, timed out, or a proxy's
+// 404, 502, 503 or 504 without a ClickHouse error) for up to wait,
 // and calling waiting before each retry with the error and the time left.
 // Any other error (a bad DSN, refused credentials, a server that answers
 // with an error) returns at once: waiting cannot fix it. An embedded
@@ -47,12 +49,23 @@ func OpenWaiting(ctx context.Context, dsn string, wait time.Duration, waiting fu
 	}
 }
 
-// unreachable reports whether err is the network's: nothing answered.
+// unreachable reports whether err says that no ClickHouse answered:
+// nothing did (refused, unresolved, timed out), or something that is not
+// ClickHouse did, with a gateway's status and no ClickHouse error code (a
+// proxy or load balancer in front of a server that is not up yet; an
+// address nothing routes to yet, where a network's egress proxy answers).
 func unreachable(err error) bool {
 	var op *net.OpError
 	var dns *net.DNSError
 	if errors.As(err, &op) || errors.As(err, &dns) {
 		return true
+	}
+	var ex *Exception
+	if errors.As(err, &ex) && ex.Code == 0 {
+		switch ex.HTTPStatus {
+		case http.StatusNotFound, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return true
+		}
 	}
 	var timeout interface{ Timeout() bool }
 	return errors.As(err, &timeout) && timeout.Timeout()

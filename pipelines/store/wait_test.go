@@ -50,6 +50,28 @@ func TestOpenWaitingWaitsForAStoreThatIsNotUpYetAndNoLonger(t *testing.T) {
 	}
 	st.Close()
 
+	// A proxy in front of a server that is not up yet: 503, no ClickHouse
+	// error code. Waited for.
+	var proxied atomic.Int32
+	proxy := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if proxied.Add(1) < 3 {
+			http.Error(w, "no healthy upstream", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("1\n"))
+	})}
+	l3, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go proxy.Serve(l3)
+	defer proxy.Close()
+	if st, err := store.OpenWaiting(context.Background(), "http://"+l3.Addr().String()+"/db", 30*time.Second, nil); err != nil || proxied.Load() != 3 {
+		t.Errorf("a proxy answering 503 twice: %v after %d requests, want the store on the third", err, proxied.Load())
+	} else {
+		st.Close()
+	}
+
 	// A server that answers with an error (here, refused credentials) is
 	// not waited for.
 	refusing := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -83,6 +83,7 @@ func setUp(t *testing.T) *env {
 		}
 	}
 	e.shopImage = buildShopImage(t, c)
+	buildGatewayImage(t, c)
 
 	// Kafka and S3 on the host, on the node's address.
 	if e.kafka, err = testenv.StartKafka(testenv.KafkaOptions{Host: c.NodeIP()}); err != nil {
@@ -130,8 +131,9 @@ func setUp(t *testing.T) *env {
 	return e
 }
 
-// values are the release's values: the local images, never pulled; the
-// host's Kafka and S3; the embedded store; a detector pass every few
+// values are the release's values: the local images, never pulled (the
+// gateway's is pipelines/otel's Collector build); the host's Kafka and S3;
+// the embedded store on a volume of the node; a detector pass every few
 // seconds so that the test takes minutes, not hours.
 func (e *env) values() string {
 	return fmt.Sprintf(`image:
@@ -157,7 +159,12 @@ agent:
   trigger:
     cidrs: [%q]
 otelGateway:
-  enabled: false
+  replicas: 1
+  image:
+    registry: spikehunt.local
+    repository: e2e-otelcol
+    tag: "0.155.0"
+    pullPolicy: Never
 `, e.kafka.Brokers()[0], e.s3.Endpoint, e.s3.Region, e.s3.Bucket, e.s3.AccessKey, e.s3.SecretKey, storePassword, cluster.DefaultOptions().PodCIDR)
 }
 
@@ -198,6 +205,19 @@ func (e *env) checkEveryWorkloadReady(t *testing.T) {
 			t.Errorf("StatefulSet %s: %d of %d replicas ready", s.Name, s.Status.ReadyReplicas, *s.Spec.Replicas)
 		}
 		names = append(names, "statefulset/"+s.Name)
+	}
+	// Ready at once, not after a crash loop: the store's clients wait for
+	// it (--store-wait) rather than exit while it boots.
+	pods, err := e.clientset.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.RestartCount != 0 {
+				t.Errorf("pod %s container %s restarted %d times (last: %+v)", p.Name, cs.Name, cs.RestartCount, cs.LastTerminationState.Terminated)
+			}
+		}
 	}
 	t.Logf("ready: %s", strings.Join(names, ", "))
 }

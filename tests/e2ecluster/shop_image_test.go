@@ -45,3 +45,34 @@ func buildShopImage(t *testing.T, c *cluster.Cluster) string {
 	}
 	return shopImageName
 }
+
+// gatewayImageName is the gateway Collector (pipelines/otel's build, which
+// holds every component of the chart's gateway config) as an image: the
+// chart's default, the upstream contrib image, cannot be pulled here.
+const gatewayImageName = "spikehunt.local/e2e-otelcol:0.155.0"
+
+// buildGatewayImage packs the Collector that deps/install.sh built
+// (SPIKEHUNT_OTELCOL) into an image and imports it into the node.
+func buildGatewayImage(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	bin := os.Getenv("SPIKEHUNT_OTELCOL")
+	if bin == "" {
+		t.Fatal("SPIKEHUNT_OTELCOL is not set: run through make test (deps/install.sh env)")
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatalf("the gateway Collector: %v (deps/install.sh otelcol builds it)", err)
+	}
+	archive := filepath.Join(t.TempDir(), "otelcol.oci.tar")
+	if err := cluster.WriteImageArchive(archive, cluster.Image{
+		Name:       gatewayImageName,
+		Files:      []cluster.ImageFile{{Path: "/otelcol", Mode: 0o755, Data: data}},
+		Entrypoint: []string{"/otelcol"},
+		User:       "10001:10001",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ImportImage(context.Background(), archive); err != nil {
+		t.Fatal(err)
+	}
+}

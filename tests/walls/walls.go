@@ -136,6 +136,7 @@ var Rules = []Rule{
 	{Pkg: "tests/testsummary", Own: nil},
 	{Pkg: "tests/walls", Own: nil},
 	{Pkg: "tests/fakeclock", Own: nil, Third: []string{}, Why: "the tests' one fake clock: the standard library only"},
+	{Pkg: "tests/e2ecluster", Own: nil, Why: "tests only: the chart on a real node, through its images"},
 	{Pkg: "tests/e2ecluster/shop", Own: nil, Why: "the cluster e2e's app: an OTel-instrumented service, none of spikehunt's code"},
 
 	// internal/: leaves every room may import (everyRoom).
