@@ -5,31 +5,21 @@ import (
 	"crypto/rand"
 	"net"
 	"net/http"
-	"runtime"
-	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/tests/shopapp"
 )
 
-// shop is the test's app, service "shop" on the node. A request for
-// /stall takes the app's one lock and blocks its OS thread in nanosleep
-// for stallFor, the way a library that sleeps while holding a lock leaves
-// the CPU (the thousand spikes (docs/field-stories.md)); every /fast request takes the same lock for a
-// moment, so the requests that arrive meanwhile queue behind it and the
-// stalled second's mean latency goes up by orders of magnitude, which is
-// what the detector looks for. Each request is handed to observe as the
-// agent's intake would hand it on: with its handler thread's id, a trace
-// id and weight 1.
+// shop is the test's app, service "shop" on the node (tests/shopapp): a
+// /stall request holds the app's lock in nanosleep for stallFor, and the
+// /fast requests queue behind it. Each request is handed to observe as
+// the agent's intake would hand it on: with its handler thread's id, a
+// trace id and weight 1.
 type shop struct {
-	url     string
-	client  *http.Client
-	observe func(telemetry.Request)
-
-	lock sync.Mutex
+	url    string
+	client *http.Client
 }
 
 const stallFor = time.Second
@@ -40,60 +30,21 @@ func startShop(t *testing.T, observe func(telemetry.Request)) *shop {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &shop{url: "http://" + ln.Addr().String(), observe: observe,
-		// The load is open-loop: every request that queues behind a stall
-		// holds a connection, and they all come back at once.
-		client: &http.Client{Timeout: 30 * time.Second,
-			Transport: &http.Transport{MaxIdleConnsPerHost: 1024, MaxIdleConns: 1024}}}
-	srv := &http.Server{Handler: http.HandlerFunc(s.serve)}
+	app := &shopapp.App{StallFor: stallFor, Served: func(r shopapp.Request) {
+		q := telemetry.Request{Service: "shop", Endpoint: r.Path, Start: r.Start, Duration: r.End.Sub(r.Start),
+			Status: "200", ThreadID: r.ThreadID, Weight: 1}
+		rand.Read(q.TraceID[:])
+		rand.Read(q.SpanID[:])
+		observe(q)
+	}}
+	srv := &http.Server{Handler: app}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	return s
+	return &shop{url: "http://" + ln.Addr().String(), client: &http.Client{Timeout: 30 * time.Second}}
 }
 
-func (s *shop) serve(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	var tid uint32
-	s.lock.Lock()
-	runtime.LockOSThread()
-	tid = uint32(unix.Gettid())
-	if r.URL.Path == "/stall" {
-		ts := unix.NsecToTimespec(int64(stallFor))
-		for unix.Nanosleep(&ts, &ts) == unix.EINTR {
-		}
-	}
-	runtime.UnlockOSThread()
-	s.lock.Unlock()
-	w.Write([]byte("ok\n"))
-	q := telemetry.Request{Service: "shop", Endpoint: r.URL.Path, Start: start, Duration: time.Since(start),
-		Status: "200", ThreadID: tid, Weight: 1}
-	rand.Read(q.TraceID[:])
-	rand.Read(q.SpanID[:])
-	s.observe(q)
-}
-
-// load sends /fast requests at rate per second, each on its own
-// goroutine, until ctx ends.
-func (s *shop) load(ctx context.Context, rate int) {
-	tick := time.NewTicker(time.Second / time.Duration(rate))
-	defer tick.Stop()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if resp, err := s.client.Get(s.url + "/fast"); err == nil {
-					resp.Body.Close()
-				}
-			}()
-		}
-	}
-}
+// load sends /fast requests at rate per second until ctx ends.
+func (s *shop) load(ctx context.Context, rate int) { shopapp.Load(ctx, s.url, rate) }
 
 // stall sends one /stall request and returns when it was sent and when
 // its answer came.

@@ -1,13 +1,11 @@
+//go:build linux
+
 // Command shop is the cluster e2e's app: an HTTP service that loads itself
 // with fast requests and stalls for a second when asked, and reports every
 // request as an OTLP span to its node's spikehunt agent, the way an app
 // instrumented with an OpenTelemetry SDK would.
 //
-// A request for /stall takes the app's one lock and blocks its OS thread
-// in nanosleep for -stall; every /fast request takes the same lock for a
-// moment, so the requests that arrive meanwhile queue behind it and the
-// stalled second's latency rises by orders of magnitude, which is what the
-// detector looks for (docs/field-stories.md, the thousand spikes).
+// The app itself is tests/shopapp's, as operator/e2e runs it in process.
 //
 // It runs in a pod of the image tests/e2ecluster builds; the test reaches
 // /stall on the pod's IP.
@@ -25,7 +23,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,7 +31,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
-	"golang.org/x/sys/unix"
+
+	"github.com/spikehunt/spikehunt/tests/shopapp"
 )
 
 func main() {
@@ -61,13 +59,15 @@ func main() {
 	}
 	exp := &exporter{url: strings.TrimSuffix(*endpoint, "/") + "/v1/traces", service: *service,
 		client: &http.Client{Timeout: 10 * time.Second}}
-	s := &shop{stallFor: *stall, exp: exp}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	app := &shopapp.App{StallFor: *stall, Served: func(q shopapp.Request) {
+		exp.add(span{route: q.Path, start: q.Start, end: q.End, tid: int(q.ThreadID)})
+	}}
+	srv := &http.Server{Handler: app, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	go exp.run(ctx, *flush)
 	self := "http://127.0.0.1:" + portOf(ln.Addr())
 	log.Printf("shop: serving on %s, %d requests/s to itself, spans to %s", ln.Addr(), *rate, exp.url)
-	load(ctx, self, *rate)
+	shopapp.Load(ctx, self, *rate)
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	srv.Shutdown(shutdown)
@@ -77,63 +77,6 @@ func main() {
 func portOf(a net.Addr) string {
 	_, port, _ := net.SplitHostPort(a.String())
 	return port
-}
-
-type shop struct {
-	stallFor time.Duration
-	exp      *exporter
-	lock     sync.Mutex
-}
-
-func (s *shop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch r.URL.Path {
-	case "/healthz":
-		w.Write([]byte("ok\n"))
-		return
-	case "/fast", "/stall":
-	default:
-		http.NotFound(w, r)
-		return
-	}
-	start := time.Now()
-	s.lock.Lock()
-	runtime.LockOSThread()
-	tid := unix.Gettid()
-	if r.URL.Path == "/stall" {
-		ts := unix.NsecToTimespec(int64(s.stallFor))
-		for unix.Nanosleep(&ts, &ts) == unix.EINTR {
-		}
-	}
-	runtime.UnlockOSThread()
-	s.lock.Unlock()
-	w.Write([]byte("ok\n"))
-	s.exp.add(span{route: r.URL.Path, start: start, end: time.Now(), tid: tid})
-}
-
-// load sends /fast requests at rate per second, each on its own
-// goroutine (open loop: the ones that queue behind a stall all come back
-// at once), until ctx ends.
-func load(ctx context.Context, base string, rate int) {
-	client := &http.Client{Timeout: 30 * time.Second,
-		Transport: &http.Transport{MaxIdleConnsPerHost: 1024, MaxIdleConns: 1024}}
-	tick := time.NewTicker(time.Second / time.Duration(rate))
-	defer tick.Stop()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if resp, err := client.Get(base + "/fast"); err == nil {
-					resp.Body.Close()
-				}
-			}()
-		}
-	}
 }
 
 type span struct {
