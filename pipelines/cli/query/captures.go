@@ -87,7 +87,7 @@ func captureCond(s Scope, spikeID string) Where {
 	if spikeID != "" {
 		return Where{}.And(captures.ListsSpike(spikeID))
 	}
-	cond := s.Range(Where{}, "window_start").Equals("host", s.Host)
+	cond := s.Range(Where{}, Window).Equals("host", s.Host)
 	if s.Service != "" {
 		// The service's spike ids, read over the range padded by
 		// spikeLinkPad: a capture links the spikes overlapping its window,

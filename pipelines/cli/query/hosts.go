@@ -97,7 +97,7 @@ func LoadHosts(ctx context.Context, st store.Store, s Scope) ([]Host, error) {
 		sum(weighted_count) AS requests,
 		quantilesTDigestWeightedMerge(0.5, 0.99)(quantiles_us) AS q, q[1] AS p50_us, q[2] AS p99_us,
 		max(max_us) AS peak_us
-	FROM latency_1s WHERE `+s.Filter(Where{}, "ts").String()+`
+	FROM latency_1s WHERE `+s.Filter(Where{}, Second).String()+`
 	GROUP BY service, host`, func(c *columns) func(int) Host {
 		service, host, hwClass := col[string](c, "service"), col[string](c, "host"), col[string](c, "hw_class")
 		requests := col[uint64](c, "requests")
@@ -119,7 +119,7 @@ func LoadHosts(ctx context.Context, st store.Store, s Scope) ([]Host, error) {
 	}
 	spikes, err := readRows(ctx, st, "spikes", `SELECT service, host, any(hw_class) AS hw_class, count() AS n,
 		max(window_start) AS last
-	FROM spikes FINAL WHERE `+s.Filter(Live(), "window_start").String()+`
+	FROM spikes FINAL WHERE `+s.Filter(Live(), Window).String()+`
 	GROUP BY service, host`, func(c *columns) func(int) hostSpikes {
 		service, host, hwClass := col[string](c, "service"), col[string](c, "host"), col[string](c, "hw_class")
 		n, last := col[uint64](c, "n"), col[time.Time](c, "last")

@@ -143,11 +143,11 @@ func printPatterns(w io.Writer, patterns []Pattern, withService bool) error {
 // tables know. --host keeps the patterns of the services the host had
 // spike windows for.
 func LoadPatterns(ctx context.Context, st store.Store, s Scope) ([]Pattern, error) {
-	cond := s.Range(Live(), "lookback_end").Equals("service", s.Service)
+	cond := s.Range(Live(), Lookback).Equals("service", s.Service)
 	if s.Host != "" {
 		// Patterns are fleet-level rows without hosts: a host "has" the
 		// patterns of the services it had spike windows for.
-		cond = cond.And("service IN (SELECT service FROM spikes FINAL WHERE " + s.Filter(Live(), "window_start").String() + ")")
+		cond = cond.And("service IN (SELECT service FROM spikes FINAL WHERE " + s.Filter(Live(), Window).String() + ")")
 	}
 	patterns, err := readRows(ctx, st, "patterns", `SELECT pattern_id, service, class, modifiers,
 		lookback_start, lookback_end, hosts_affected, hosts_total, recurrence_interval_s, regularity, synchronicity,
@@ -258,7 +258,7 @@ func cpusOf(list []familyCPU, metric, mode, device string) []int {
 // family moved on (patterns.suspects does not store them).
 func enrichPattern(ctx context.Context, st store.Store, p *Pattern) error {
 	look := Scope{Service: p.Service, From: p.LookbackStart, To: p.LookbackEnd}
-	cond := look.Filter(Live(), "window_start")
+	cond := look.Filter(Live(), Window)
 	type spikeStats struct {
 		peakMS   float64
 		topHosts []string
@@ -276,7 +276,7 @@ func enrichPattern(ctx context.Context, st store.Store, p *Pattern) error {
 	for _, x := range stats {
 		p.TypicalPeakMS, p.TopHosts = x.peakMS, x.topHosts
 	}
-	list, err := readFamilyCPUs(ctx, st, cond)
+	list, err := readFamilyCPUs(ctx, st, Live().And("spike_id IN (SELECT spike_id FROM spikes FINAL WHERE "+cond.String()+")"))
 	if err != nil {
 		return err
 	}

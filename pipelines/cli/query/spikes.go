@@ -53,7 +53,7 @@ var spikesCommand = command{
 	setup: func(fs *flag.FlagSet) query {
 		withoutCaptures := fs.Bool("without-captures", false, "only spike windows that no capture covers (no captures row lists them in spike_ids)")
 		return query{load: func(ctx context.Context, st store.Store, s Scope) (answer, error) {
-			cond := s.Filter(Live(), "window_start")
+			cond := s.Filter(Live(), Window)
 			what := "spikes"
 			if *withoutCaptures {
 				cond = cond.And(captures.WithoutCaptures)
@@ -129,7 +129,7 @@ func loadSpikes(ctx context.Context, st store.Store, s Scope, cond Where) ([]spi
 	for i, sp := range spikes {
 		ids[i] = sp.SpikeID
 	}
-	tops, err := topSuspects(ctx, st, s, ids)
+	tops, err := topSuspects(ctx, st, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -142,16 +142,14 @@ func loadSpikes(ctx context.Context, st store.Store, s Scope, cond Where) ([]spi
 // topSuspects returns, per spike id, the rank-1 suspect joined with the
 // other CPUs of its family among the same spike's suspects: NET_RX on CPU 0
 // at rank 1 and on CPUs 2, 4, 6 further down is one line, "cpu 0,2,4,6".
-func topSuspects(ctx context.Context, st store.Store, s Scope, ids []string) (map[string]*suspectFamily, error) {
-	// The window range is redundant with the ids but lets the engine skip
-	// partitions; the ids come from spikes read over the same range.
+func topSuspects(ctx context.Context, st store.Store, ids []string) (map[string]*suspectFamily, error) {
 	type suspectRow struct {
 		spike, metric, mode, device string
 		rank, cpu                   int
 	}
 	list, err := readRows(ctx, st, "spike_suspects", `SELECT spike_id, rank, metric, mode, device, cpu
 	FROM spike_suspects FINAL
-	WHERE `+s.Range(Live(), "window_start").In("spike_id", ids).String()+`
+	WHERE `+Live().In("spike_id", ids).String()+`
 	ORDER BY spike_id, rank`, func(c *columns) func(int) suspectRow {
 		id, metric, mode, device := col[string](c, "spike_id"), col[string](c, "metric"), col[string](c, "mode"), col[string](c, "device")
 		rank, cpu := col[uint8](c, "rank"), col[int16](c, "cpu")
@@ -187,7 +185,7 @@ func topSuspects(ctx context.Context, st store.Store, s Scope, ids []string) (ma
 func spikeSummary(ctx context.Context, st store.Store, s Scope, cond Where, what string, shown int) (string, error) {
 	type counts struct{ windows, hosts, fleet uint64 }
 	c, err := readRows(ctx, st, "spikes", `SELECT count() AS n, uniqExact(host) AS hosts,
-		ifNull((SELECT uniqExact(host) FROM latency_1s WHERE `+s.Filter(Where{}, "ts").String()+`), 0) AS fleet
+		ifNull((SELECT uniqExact(host) FROM latency_1s WHERE `+s.Filter(Where{}, Second).String()+`), 0) AS fleet
 	FROM spikes FINAL WHERE `+cond.String(), func(c *columns) func(int) counts {
 		n, hosts, fleet := col[uint64](c, "n"), col[uint64](c, "hosts"), col[uint64](c, "fleet")
 		return func(i int) counts { return counts{n.Row(i), hosts.Row(i), fleet.Row(i)} }

@@ -61,7 +61,7 @@ var suspectsCommand = command{
 				return ""
 			},
 			load: func(ctx context.Context, st store.Store, s Scope) (answer, error) {
-				spikes := s.Filter(Live(), "window_start")
+				spikes := s.Filter(Live(), Window)
 				if *spikeID != "" {
 					spikes = Live().Equals("spike_id", *spikeID)
 				}
@@ -118,13 +118,15 @@ func loadFamiliesAnswer(ctx context.Context, st store.Store, s Scope, spikes Whe
 }
 
 // loadSpikeSuspects reads the suspects of the newest spike windows matching
-// spikes (at most limit windows), newest window first, by rank.
+// spikes that have any (at most limit windows), newest window first, by
+// rank. The limit is of the windows shown: it is applied after the windows
+// without suspects are left out, never before.
 func loadSpikeSuspects(ctx context.Context, st store.Store, spikes Where, limit string) ([]suspectView, error) {
 	return readRows(ctx, st, "spike_suspects", `SELECT spike_id, service, host, window_start, rank, metric, mode,
 		device, cpu, baseline, during, deviation
 	FROM spike_suspects FINAL
 	WHERE `+Live().And(`spike_id IN (
-		SELECT spike_id FROM spikes FINAL WHERE `+spikes.String()+` ORDER BY window_start DESC, service, host`+limit+`)`).String()+`
+		SELECT spike_id FROM spikes FINAL WHERE `+withSuspects(spikes).String()+` ORDER BY window_start DESC, service, host`+limit+`)`).String()+`
 	ORDER BY window_start DESC, service, host, rank`, func(c *columns) func(int) suspectView {
 		id, service, host := col[string](c, "spike_id"), col[string](c, "service"), col[string](c, "host")
 		metric, mode, device := col[string](c, "metric"), col[string](c, "mode"), col[string](c, "device")
@@ -159,6 +161,11 @@ func printSpikeSuspects(w io.Writer, suspects []suspectView) error {
 			orDash(x.Device), cpu, rate(x.Baseline), rate(x.During), x.Deviation)
 	}
 	return tw.Flush()
+}
+
+// withSuspects keeps the spike windows of spikes that have live suspects.
+func withSuspects(spikes Where) Where {
+	return spikes.And("spike_id IN (SELECT spike_id FROM spike_suspects FINAL WHERE " + Live().String() + ")")
 }
 
 // rate renders a per-second rate with about three significant digits,
