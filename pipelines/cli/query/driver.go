@@ -88,7 +88,7 @@ func (c command) run(ctx context.Context, args []string, stdout, stderr io.Write
 			return spikehunt.ErrUsage
 		}
 	}
-	st, err := store.Open(ctx, f.dsn)
+	st, err := openStore(ctx, f.dsn)
 	if err != nil {
 		return err
 	}
@@ -105,6 +105,23 @@ func (c command) run(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	return a.table(stdout)
 }
+
+// openStore opens the store a query reads. A query never creates one: a
+// mistyped chdb:// path is an error that says so, and the path is left as
+// it was.
+func openStore(ctx context.Context, dsn string) (store.Store, error) {
+	st, err := store.OpenExisting(ctx, dsn, migrationsTable)
+	var no *store.NoStoreError
+	if errors.As(err, &no) {
+		return nil, fmt.Errorf("%s holds no spikehunt store (database %s has no %s table): run `spikehunt migrate --dsn %s` or `spikehunt demo --dsn %s`",
+			no.Dir, no.Database, no.Table, dsn, dsn)
+	}
+	return st, err
+}
+
+// migrationsTable is the table every spikehunt store has from its first
+// migration on (pipelines/schema): the mark of a store.
+const migrationsTable = "schema_migrations"
 
 // flags are the flags every query command takes.
 type flags struct {
