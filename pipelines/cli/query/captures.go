@@ -45,18 +45,25 @@ var capturesCommand = command{
 	defaultLimit: 100,
 	setup: func(fs *flag.FlagSet) query {
 		fs.Lookup("service").Usage = "only captures overlapping a spike window of this service (empty: every capture)"
-		spikeID := fs.String("spike", "", "only the captures of this spike window (spike_id); the time range is not applied")
+		spikeID := fs.String("spike", "", "only the captures of this spike window: its id or a unique prefix of it (the SPIKE column of spikehunt spikes); the time range is not applied")
 		return query{load: func(ctx context.Context, st store.Store, s Scope) (answer, error) {
-			cond := captureCond(s, *spikeID)
+			id := *spikeID
+			if id != "" {
+				var err error
+				if id, err = resolveSpike(ctx, st, id, true); err != nil {
+					return answer{}, err
+				}
+			}
+			cond := captureCond(s, id)
 			list, err := loadCaptures(ctx, st, cond, s.limitClause())
 			if err != nil {
 				return answer{}, err
 			}
-			if *spikeID != "" {
+			if id != "" {
 				// A stall described by its own row reads better than a
 				// bare id; a spike the detector retracted or never wrote
 				// is still a valid question.
-				spike, err := describeSpike(ctx, st, *spikeID)
+				spike, err := describeSpike(ctx, st, id)
 				if err != nil {
 					return answer{}, err
 				}

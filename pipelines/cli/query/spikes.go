@@ -84,8 +84,14 @@ func printSpikes(w io.Writer, spikes []spikeView, withService bool) error {
 	if withService {
 		header = "SERVICE\t" + header
 	}
-	fmt.Fprintln(tw, header)
+	fmt.Fprintln(tw, "SPIKE\t"+header)
+	ids := make([]string, len(spikes))
+	for i, sp := range spikes {
+		ids[i] = sp.SpikeID
+	}
+	short := shortIDs(ids)
 	for _, sp := range spikes {
+		fmt.Fprintf(tw, "%s\t", short[sp.SpikeID])
 		if withService {
 			fmt.Fprintf(tw, "%s\t", sp.Service)
 		}

@@ -51,7 +51,7 @@ var suspectsCommand = command{
 	synopsis:     "Lists the ranked kernel-counter suspects of each spike window (newest first, --limit\nwindows), then which counter families were the top suspect across all windows\nof the range. JSON holds the per-spike rows, or with --aggregate the families.",
 	defaultLimit: 20,
 	setup: func(fs *flag.FlagSet) query {
-		spikeID := fs.String("spike", "", "only this spike window (spike_id); the time range is not applied")
+		spikeID := fs.String("spike", "", "only this spike window: its id or a unique prefix of it (the SPIKE column of spikehunt spikes); the time range is not applied")
 		aggregate := fs.Bool("aggregate", false, "only the families across the range")
 		return query{
 			check: func() string {
@@ -62,8 +62,13 @@ var suspectsCommand = command{
 			},
 			load: func(ctx context.Context, st store.Store, s Scope) (answer, error) {
 				spikes := s.Filter(Live(), Window)
-				if *spikeID != "" {
-					spikes = Live().Equals("spike_id", *spikeID)
+				id := *spikeID
+				if id != "" {
+					var err error
+					if id, err = resolveSpike(ctx, st, id, false); err != nil {
+						return answer{}, err
+					}
+					spikes = Live().Equals("spike_id", id)
 				}
 				if *aggregate {
 					return loadFamiliesAnswer(ctx, st, s, spikes)
@@ -74,7 +79,7 @@ var suspectsCommand = command{
 				}
 				none := s.none("spike suspects")
 				if *spikeID != "" {
-					none = "no suspects for spike " + *spikeID
+					none = "no suspects for spike " + id
 				}
 				return answerOf(suspects, none, func(w io.Writer) error {
 					if err := printSpikeSuspects(w, suspects); err != nil || *spikeID != "" {
