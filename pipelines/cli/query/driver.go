@@ -21,7 +21,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -33,12 +32,17 @@ import (
 // Now is the clock --since counts back from; tests may replace it.
 var Now = time.Now
 
-const defaultSince = "6h"
+// DefaultSince and DefaultLimit are every query command's defaults: the
+// last six hours, and at most 50 rows shown (a screenful; the summary under
+// a table, and in JSON, still counts every row found).
+const (
+	DefaultSince = "6h"
+	DefaultLimit = 50
+)
 
 // command is one query command: what the driver cannot know.
 type command struct {
 	name, synopsis string
-	defaultLimit   int
 	// setup adds the command's own flags to fs, after the shared ones, and
 	// returns what runs once they are parsed.
 	setup func(fs *flag.FlagSet) query
@@ -72,7 +76,7 @@ func answerOf[T any](rows []T, none string, table func(w io.Writer) error) answe
 // store → query → the empty answer, or a table, or JSON.
 func (c command) run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := spikehunt.NewFlags(c.name, c.synopsis, stderr)
-	f := addFlags(fs, c.defaultLimit)
+	f := addFlags(fs)
 	q := c.setup(fs)
 	if err := spikehunt.Parse(fs, args); err != nil {
 		return err
@@ -129,23 +133,19 @@ type flags struct {
 	dsn     string
 	service string
 	host    string
-	since   string
-	from    string
-	to      string
+	rng     *spikehunt.TimeRange
 	output  string
 	limit   int
 }
 
-func addFlags(fs *flag.FlagSet, defaultLimit int) *flags {
+func addFlags(fs *flag.FlagSet) *flags {
 	q := &flags{fs: fs}
-	fs.StringVar(&q.dsn, "dsn", spikehunt.EnvOr("SPIKEHUNT_DSN", ""), "ClickHouse store: chdb:///dir, clickhouse://…, http(s)://… (env SPIKEHUNT_DSN)")
+	fs.StringVar(&q.dsn, "dsn", spikehunt.EnvOr("SPIKEHUNT_DSN", ""), "the store: chdb:///dir (embedded), clickhouse://host:9000/db, http(s)://host:8123/db (env SPIKEHUNT_DSN); a query never creates one")
 	fs.StringVar(&q.service, "service", "", "only this service (empty: every service)")
 	fs.StringVar(&q.host, "host", "", "only this host")
-	fs.StringVar(&q.since, "since", defaultSince, "how far back to look: 90s, 30m, 6h, 7d")
-	fs.StringVar(&q.from, "from", "", "start of the range, RFC 3339 (instead of --since)")
-	fs.StringVar(&q.to, "to", "", "end of the range, RFC 3339 (default now; needs --from)")
-	fs.StringVar(&q.output, "o", "table", "output: table or json")
-	fs.IntVar(&q.limit, "limit", defaultLimit, "at most this many rows (0: no limit)")
+	q.rng = spikehunt.AddTimeRange(fs, DefaultSince)
+	fs.StringVar(&q.output, "o", "table", `output: table, or json: {"rows": [...], "summary": {...}} (README "JSON output")`)
+	fs.IntVar(&q.limit, "limit", DefaultLimit, "show at most this many rows, the newest (0: all); the summary counts every row found")
 	return q
 }
 
@@ -182,65 +182,11 @@ func (q *flags) resolve(stderr io.Writer, now time.Time) (Scope, error) {
 	if q.limit < 0 {
 		return bad("--limit must be 0 (no limit) or more")
 	}
-	sinceSet := false
-	q.fs.Visit(func(f *flag.Flag) {
-		if f.Name == "since" {
-			sinceSet = true
-		}
-	})
-	switch {
-	case q.from == "" && q.to != "":
-		return bad("--to needs --from")
-	case q.from != "" && sinceSet:
-		return bad("give either --since or --from/--to, not both")
-	case q.from != "":
-		from, err := time.Parse(time.RFC3339, q.from)
-		if err != nil {
-			return bad("--from %q is not an RFC 3339 time such as 2025-06-01T12:00:00Z", q.from)
-		}
-		to := now
-		if q.to != "" {
-			if to, err = time.Parse(time.RFC3339, q.to); err != nil {
-				return bad("--to %q is not an RFC 3339 time such as 2025-06-01T18:00:00Z", q.to)
-			}
-		}
-		if !from.Before(to) {
-			return bad("--from must be before --to")
-		}
-		s.From, s.To = from.UTC(), to.UTC()
-		s.RangeText = fmt.Sprintf("between %s and %s", s.From.Format(time.RFC3339), s.To.Format(time.RFC3339))
-	default:
-		d, err := parseSince(q.since)
-		if err != nil {
-			return bad("--since %q: %v", q.since, err)
-		}
-		s.To = now.UTC()
-		s.From = s.To.Add(-d)
-		s.RangeText = "since " + q.since
+	var err error
+	if s.From, s.To, s.RangeText, err = q.rng.Resolve(now); err != nil {
+		return bad("%v", err)
 	}
 	return s, nil
-}
-
-// parseSince is time.ParseDuration plus a day unit ("7d"), which operators
-// type and Go does not know.
-func parseSince(s string) (time.Duration, error) {
-	var d time.Duration
-	if n, ok := strings.CutSuffix(s, "d"); ok {
-		days, err := strconv.ParseFloat(n, 64)
-		if err != nil {
-			return 0, errors.New("want a duration such as 30m, 6h or 7d")
-		}
-		d = time.Duration(days * float64(24*time.Hour))
-	} else {
-		var err error
-		if d, err = time.ParseDuration(s); err != nil {
-			return 0, errors.New("want a duration such as 30m, 6h or 7d")
-		}
-	}
-	if d <= 0 {
-		return 0, errors.New("must be positive")
-	}
-	return d, nil
 }
 
 // limitClause is " LIMIT n", or nothing without a limit.

@@ -32,9 +32,8 @@ func Hosts(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 var hostsCommand = command{
-	name:         "hosts",
-	synopsis:     "Lists each host's latency (requests, p50, p99, max from latency_1s) and spike\nwindows over the range, most spikes first, and how many hosts had any: one bad\nmachine, or the whole fleet?",
-	defaultLimit: 0,
+	name:     "hosts",
+	synopsis: "Lists each host's latency (requests, p50, p99, max from latency_1s) and spike\nwindows over the range, most spikes first, and how many hosts had any: one bad\nmachine, or the whole fleet?",
 	setup: func(*flag.FlagSet) query {
 		return query{load: func(ctx context.Context, st store.Store, s Scope) (answer, error) {
 			hosts, err := LoadHosts(ctx, st, s)

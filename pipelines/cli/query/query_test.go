@@ -417,11 +417,10 @@ func TestQueryFlagMistakes(t *testing.T) {
 		{[]string{"spikes"}, "--dsn is required"},
 		{[]string{"spikes", "--dsn", "chdb:///x", "-o", "yaml"}, `-o must be table or json, not "yaml"`},
 		{[]string{"patterns", "--dsn", "chdb:///x", "--since", "-1h"}, "must be positive"},
-		{[]string{"hosts", "--dsn", "chdb:///x", "--since", "soon"}, "want a duration such as 30m, 6h or 7d"},
-		{[]string{"hosts", "--dsn", "chdb:///x", "--to", "2025-01-01T00:00:00Z"}, "--to needs --from"},
-		{[]string{"spikes", "--dsn", "chdb:///x", "--from", "yesterday"}, "not an RFC 3339 time"},
-		{[]string{"spikes", "--dsn", "chdb:///x", "--from", "2025-01-02T00:00:00Z", "--to", "2025-01-01T00:00:00Z"}, "--from must be before --to"},
-		{[]string{"spikes", "--dsn", "chdb:///x", "--from", "2025-01-01T00:00:00Z", "--since", "1h"}, "either --since or --from/--to"},
+		{[]string{"hosts", "--dsn", "chdb:///x", "--since", "soon"}, "want a duration such as 90s, 30m, 36h or 7d"},
+		{[]string{"spikes", "--dsn", "chdb:///x", "--from", "yesterday"}, "want an RFC 3339 time such as"},
+		{[]string{"spikes", "--dsn", "chdb:///x", "--from", "2025-01-02T00:00:00Z", "--to", "2025-01-01T00:00:00Z"}, "is not before --to"},
+		{[]string{"spikes", "--dsn", "chdb:///x", "--from", "2025-01-01T00:00:00Z", "--since", "1h"}, "either --since or --from"},
 		{[]string{"suspects", "--dsn", "chdb:///x", "--limit", "-1"}, "--limit must be 0"},
 		{[]string{"suspects", "--dsn", "chdb:///x", "--spike", "a", "--aggregate"}, "does not go with --spike"},
 		{[]string{"spikes", "--dsn", "chdb:///x", "--frobnicate"}, "flag provided but not defined"},
@@ -430,14 +429,6 @@ func TestQueryFlagMistakes(t *testing.T) {
 		code, out, errs := runCLI(t, tc.args...)
 		if code != 2 || !strings.Contains(errs, tc.inStderr) || !strings.Contains(errs, "Usage: spikehunt "+tc.args[0]) || out != "" {
 			t.Errorf("spikehunt %v: exit %d, stderr %q; want exit 2, usage and %q", tc.args, code, errs, tc.inStderr)
-		}
-	}
-}
-
-func TestQuerySinceAcceptsDays(t *testing.T) {
-	for in, want := range map[string]time.Duration{"90s": 90 * time.Second, "6h": 6 * time.Hour, "7d": 7 * 24 * time.Hour, "1.5d": 36 * time.Hour} {
-		if got, err := parseSince(in); err != nil || got != want {
-			t.Errorf("parseSince(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
 }
