@@ -66,21 +66,25 @@ var capturesCommand = command{
 				if err != nil {
 					return answer{}, err
 				}
-				return answerOf(list, "no captures of "+spike, func(w io.Writer) error {
+				line := fmt.Sprintf("%s of %s%s", plural(len(list), "capture"), spike, lossNote(list))
+				a := answerOf(list, "no captures of "+spike, func(w io.Writer) error {
 					printCaptures(w, list)
-					_, err := fmt.Fprintf(w, "\n%s of %s%s\n", plural(len(list), "capture"), spike, lossNote(list))
+					_, err := fmt.Fprintf(w, "\n%s\n", line)
 					return err
-				}), nil
+				}).withSummary(func() (Summary, error) { return s.summary(len(list), len(list), line), nil })
+				a.spike = id
+				return a, nil
 			}
+			summary := func() (Summary, error) { return captureSummary(ctx, st, s, cond, len(list)) }
 			return answerOf(list, s.none("captures"), func(w io.Writer) error {
 				printCaptures(w, list)
-				summary, err := captureSummary(ctx, st, s, cond, len(list))
+				sum, err := summary()
 				if err != nil {
 					return err
 				}
-				_, err = fmt.Fprintln(w, "\n"+summary)
+				_, err = fmt.Fprintln(w, "\n"+sum.Lines[0])
 				return err
-			}), nil
+			}).withSummary(summary), nil
 		}}
 	},
 }
@@ -178,7 +182,7 @@ func describeSpike(ctx context.Context, st store.Store, id string) (string, erro
 
 // captureSummary is the line under the table: how many captures on how many
 // hosts, how many spike windows they cover, and how many have holes.
-func captureSummary(ctx context.Context, st store.Store, s Scope, cond Where, shown int) (string, error) {
+func captureSummary(ctx context.Context, st store.Store, s Scope, cond Where, shown int) (Summary, error) {
 	type counts struct{ n, hosts, lossy, spikes uint64 }
 	c, err := readRows(ctx, st, "captures", `SELECT count() AS n, uniqExact(host) AS hosts,
 		countIf(lost_events > 0) AS lossy, length(arrayDistinct(arrayFlatten(groupArray(spike_ids)))) AS spikes
@@ -187,7 +191,7 @@ func captureSummary(ctx context.Context, st store.Store, s Scope, cond Where, sh
 		return func(i int) counts { return counts{n.Row(i), hosts.Row(i), lossy.Row(i), spikes.Row(i)} }
 	})
 	if err != nil {
-		return "", err
+		return Summary{}, err
 	}
 	var b strings.Builder
 	b.WriteString(plural(int(c[0].n), "capture"))
@@ -201,7 +205,9 @@ func captureSummary(ctx context.Context, st store.Store, s Scope, cond Where, sh
 	if uint64(shown) < c[0].n {
 		fmt.Fprintf(&b, "; showing the latest %d (--limit)", shown)
 	}
-	return b.String(), nil
+	sum := s.summary(int(c[0].n), shown, b.String())
+	sum.Captures = &CaptureCounts{Hosts: int(c[0].hosts), SpikeWindows: int(c[0].spikes), WithLostEvents: int(c[0].lossy)}
+	return sum, nil
 }
 
 // lossNote warns under a --spike listing when a trace has holes.

@@ -59,17 +59,96 @@ type query struct {
 
 // answer is what a query found, in both output forms.
 type answer struct {
-	rows any // a slice: what -o json writes
+	rows any // a slice: the rows of -o json
 	n    int // len(rows); 0 is the empty answer
 	// none is the empty answer's sentence.
 	none string
 	// table writes the table and the lines under it.
 	table func(w io.Writer) error
+	// summary is what the lines under the table say, for -o json;
+	// nil: the scope's, with found = shown.
+	summary func() (Summary, error)
+	// spike is the --spike id the answer is of, which replaces the range.
+	spike string
 }
 
 // answerOf builds an answer of rows.
 func answerOf[T any](rows []T, none string, table func(w io.Writer) error) answer {
 	return answer{rows: rows, n: len(rows), none: none, table: table}
+}
+
+// withSummary sets the answer's summary.
+func (a answer) withSummary(f func() (Summary, error)) answer {
+	a.summary = f
+	return a
+}
+
+// Output is what -o json writes: one object, the same keys for every query
+// command. The keys are part of the CLI's interface: add keys, never
+// rename them (README "JSON output").
+type Output struct {
+	Rows    any     `json:"rows"` // the table's rows, never null
+	Summary Summary `json:"summary"`
+}
+
+// Summary is what the lines under a table say, as values.
+type Summary struct {
+	// From and To are the range, [from, to); null with --spike, which
+	// does not apply it.
+	From *time.Time `json:"from"`
+	To   *time.Time `json:"to"`
+	// Service, Host and Spike are the filters ("" when not given).
+	Service string `json:"service"`
+	Host    string `json:"host"`
+	Spike   string `json:"spike,omitempty"`
+	// Found is how many rows the query found, Shown how many of them are
+	// in rows (at most --limit; Limit 0 is no limit).
+	Found int `json:"found"`
+	Shown int `json:"shown"`
+	Limit int `json:"limit"`
+	// Lines are the sentences under the table, or the empty answer's.
+	Lines []string `json:"lines"`
+	// HostsWithSpikes and HostsReporting (spikes): the windows were on
+	// HostsWithSpikes of the HostsReporting hosts that reported latency
+	// in the range ("6 spike windows on 3 of 5 hosts").
+	HostsWithSpikes *int `json:"hosts_with_spikes,omitempty"`
+	HostsReporting  *int `json:"hosts_reporting,omitempty"`
+	// Services (hosts): per service, how many of its hosts had spikes
+	// ("300 of 300 hosts had spikes").
+	Services []ServiceSummary `json:"services,omitempty"`
+	// Captures (captures): hosts, spike windows covered, lossy traces.
+	Captures *CaptureCounts `json:"captures,omitempty"`
+}
+
+// ServiceSummary is one service's line under the hosts table.
+type ServiceSummary struct {
+	Service         string  `json:"service"`
+	Hosts           int     `json:"hosts"`
+	HostsWithSpikes int     `json:"hosts_with_spikes"`
+	MedianSpikes    float64 `json:"median_spikes_per_affected_host"`
+}
+
+// CaptureCounts is the line under the captures table, as values.
+type CaptureCounts struct {
+	Hosts          int `json:"hosts"`
+	SpikeWindows   int `json:"spike_windows"`
+	WithLostEvents int `json:"with_lost_events"`
+}
+
+// bySpike marks a summary of --spike id: no range.
+func (m *Summary) bySpike(id string) {
+	if id != "" {
+		m.From, m.To, m.Spike = nil, nil, id
+	}
+}
+
+// summary is the scope's part of a Summary.
+func (s Scope) summary(found, shown int, lines ...string) Summary {
+	from, to := s.From, s.To
+	if lines == nil {
+		lines = []string{}
+	}
+	return Summary{From: &from, To: &to, Service: s.Service, Host: s.Host, Found: found, Shown: shown, Limit: s.limit, Lines: lines}
 }
 
 // run is the driver every query command shares: flags → time range →
@@ -101,13 +180,27 @@ func (c command) run(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
+	if !s.json {
+		if a.n == 0 {
+			return emptyLine(stdout, stderr, false, a.none)
+		}
+		return a.table(stdout)
+	}
+	sum := s.summary(a.n, a.n)
 	if a.n == 0 {
-		return emptyLine(stdout, stderr, s.json, a.none)
+		sum.bySpike(a.spike)
+		// The sentence on stderr too, so that a pipe still parses.
+		fmt.Fprintln(stderr, a.none)
+		sum.Lines = []string{a.none}
+		return writeJSON(stdout, Output{Rows: []struct{}{}, Summary: sum})
 	}
-	if s.json {
-		return writeJSON(stdout, a.rows)
+	if a.summary != nil {
+		if sum, err = a.summary(); err != nil {
+			return err
+		}
 	}
-	return a.table(stdout)
+	sum.bySpike(a.spike)
+	return writeJSON(stdout, Output{Rows: a.rows, Summary: sum})
 }
 
 // openStore opens the store a query reads. A query never creates one: a
@@ -229,7 +322,7 @@ func emptyLine(stdout, stderr io.Writer, asJSON bool, line string) error {
 	return err
 }
 
-// writeJSON writes v, a slice, as one indented JSON array.
+// writeJSON writes v as indented JSON.
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

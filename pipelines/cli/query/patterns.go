@@ -75,13 +75,13 @@ var patternsCommand = command{
 	synopsis: "Shows each fleet pattern's current state (its latest look-back in the range):\nclass, hosts affected, recurrence, hardware-class skew, the averaged-latency\nillusion and the suspects, then one sentence per pattern. --host keeps the\npatterns of services whose spike windows include that host.",
 	setup: func(*flag.FlagSet) query {
 		return query{load: func(ctx context.Context, st store.Store, s Scope) (answer, error) {
-			patterns, err := LoadPatterns(ctx, st, s)
+			patterns, found, err := loadPatterns(ctx, st, s)
 			if err != nil {
 				return answer{}, err
 			}
 			return answerOf(patterns, s.none("patterns"), func(w io.Writer) error {
 				return printPatterns(w, patterns, s.Service == "")
-			}), nil
+			}).withSummary(func() (Summary, error) { return s.summary(found, len(patterns)), nil }), nil
 		}}
 	},
 }
@@ -142,6 +142,13 @@ func printPatterns(w io.Writer, patterns []Pattern, withService bool) error {
 // tables know. --host keeps the patterns of the services the host had
 // spike windows for.
 func LoadPatterns(ctx context.Context, st store.Store, s Scope) ([]Pattern, error) {
+	p, _, err := loadPatterns(ctx, st, s)
+	return p, err
+}
+
+// loadPatterns is LoadPatterns, and how many patterns it found before
+// --limit.
+func loadPatterns(ctx context.Context, st store.Store, s Scope) ([]Pattern, int, error) {
 	cond := s.Range(Live(), Lookback).Equals("service", s.Service)
 	if s.Host != "" {
 		// Patterns are fleet-level rows without hosts: a host "has" the
@@ -190,7 +197,7 @@ func LoadPatterns(ctx context.Context, st store.Store, s Scope) ([]Pattern, erro
 		}
 	})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	for i := range patterns {
 		p := &patterns[i]
@@ -204,6 +211,7 @@ func LoadPatterns(ctx context.Context, st store.Store, s Scope) ([]Pattern, erro
 		}
 		return pa.Service < pb.Service
 	})
+	found := len(patterns)
 	if s.limit > 0 && len(patterns) > s.limit {
 		patterns = patterns[:s.limit]
 	}
@@ -211,11 +219,11 @@ func LoadPatterns(ctx context.Context, st store.Store, s Scope) ([]Pattern, erro
 	// service), and each query reads one service's look-back only.
 	for i := range patterns {
 		if err := enrichPattern(ctx, st, &patterns[i]); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		patterns[i].Description = describePattern(patterns[i])
 	}
-	return patterns, nil
+	return patterns, found, nil
 }
 
 // familyCPU is how often one counter family moved on one CPU among spike

@@ -153,6 +153,19 @@ func cli(t *testing.T, code int, args ...string) (stdout, stderr string) {
 	return out, errs
 }
 
+// unmarshalRows decodes the rows of -o json's output into v.
+func unmarshalRows(b []byte, v any) error {
+	return json.Unmarshal(b, &struct {
+		Rows any `json:"rows"`
+	}{Rows: v})
+}
+
+// emptyRows reports whether -o json's output has no rows.
+func emptyRows(out string) bool {
+	var rows []json.RawMessage
+	return unmarshalRows([]byte(out), &rows) == nil && rows != nil && len(rows) == 0
+}
+
 // spikeRows returns the rows of a spikes table, without its SPIKE column,
 // whose first column then matches first.
 func spikeRows(out, first string) [][]string {
@@ -224,7 +237,7 @@ func TestQueryCommands(t *testing.T) {
 	t.Run("spikes --without-captures leaves out the captured window", func(t *testing.T) {
 		out, _ := cli(t, 0, with("spikes", billy, "--without-captures", "-o", "json")...)
 		var got []spikeView
-		if err := json.Unmarshal([]byte(out), &got); err != nil {
+		if err := unmarshalRows([]byte(out), &got); err != nil {
 			t.Fatal(err)
 		}
 		var ids []string
@@ -244,7 +257,7 @@ func TestQueryCommands(t *testing.T) {
 	t.Run("spikes as JSON: stable snake_case keys", func(t *testing.T) {
 		out, _ := cli(t, 0, with("spikes", billy, "--host", "h03", "--limit", "1", "-o", "json")...)
 		var got []map[string]any
-		if err := json.Unmarshal([]byte(out), &got); err != nil {
+		if err := unmarshalRows([]byte(out), &got); err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
 		if len(got) != 1 {
@@ -281,19 +294,24 @@ func TestQueryCommands(t *testing.T) {
 		}
 	})
 
-	t.Run("empty results say so, in JSON as an empty array", func(t *testing.T) {
+	t.Run("empty results say so, in JSON as no rows and the sentence", func(t *testing.T) {
 		for _, tc := range []struct {
 			args             []string
 			stdout, inStderr string
 		}{
 			{with("spikes", []string{"--dsn", f.dsn, "--service", "nobody"}), "no spikes for service nobody since 6h\n", ""},
-			{with("spikes", []string{"--dsn", f.dsn, "--service", "nobody", "-o", "json"}), "[]\n", "no spikes for service nobody since 6h"},
 			{with("hosts", []string{"--dsn", f.dsn, "--since", "10m"}), "no hosts for any service since 10m\n", ""},
 			{with("patterns", billy, "--host", "h01"), "no patterns for service billy on host h01 between " + f.t0.Add(-time.Minute).Format(time.RFC3339) + " and " + f.t0.Add(2*time.Hour).Format(time.RFC3339) + "\n", ""},
 		} {
 			out, errs := cli(t, 0, tc.args...)
 			if out != tc.stdout || !strings.Contains(errs, tc.inStderr) {
 				t.Errorf("spikehunt %v:\nstdout %q, want %q\nstderr %q, want it to contain %q", tc.args, out, tc.stdout, errs, tc.inStderr)
+			}
+			out, errs = cli(t, 0, append(tc.args, "-o", "json")...)
+			var o Output
+			if err := json.Unmarshal([]byte(out), &o); err != nil || !emptyRows(out) ||
+				!slices.Equal(o.Summary.Lines, []string{strings.TrimSpace(tc.stdout)}) || strings.TrimSpace(errs) != strings.TrimSpace(tc.stdout) {
+				t.Errorf("spikehunt %v -o json:\nstdout %s\nstderr %q; want no rows and the sentence in summary.lines and on stderr", tc.args, out, errs)
 			}
 		}
 	})
@@ -316,7 +334,7 @@ func TestQueryCommands(t *testing.T) {
 
 		out, _ = cli(t, 0, with("patterns", billy, "-o", "json")...)
 		var got []Pattern
-		if err := json.Unmarshal([]byte(out), &got); err != nil {
+		if err := unmarshalRows([]byte(out), &got); err != nil {
 			t.Fatal(err)
 		}
 		if len(got) != 1 || got[0].HostsAffected != 3 || !got[0].LookbackEnd.Equal(f.t0.Add(time.Hour)) ||
@@ -347,7 +365,7 @@ func TestQueryCommands(t *testing.T) {
 
 		out, _ = cli(t, 0, with("hosts", billy, "--host", "h04", "-o", "json")...)
 		var hosts []Host
-		if err := json.Unmarshal([]byte(out), &hosts); err != nil {
+		if err := unmarshalRows([]byte(out), &hosts); err != nil {
 			t.Fatal(err)
 		}
 		if len(hosts) != 1 || hosts[0].Host != "h04" || hosts[0].Requests != 91 || hosts[0].Spikes != 2 ||
@@ -377,7 +395,7 @@ func TestQueryCommands(t *testing.T) {
 
 		out, _ = cli(t, 0, "suspects", "--dsn", f.dsn, "--spike", "s-h04-1", "-o", "json")
 		var got []suspectView
-		if err := json.Unmarshal([]byte(out), &got); err != nil {
+		if err := unmarshalRows([]byte(out), &got); err != nil {
 			t.Fatal(err)
 		}
 		if len(got) != 2 || got[0].Rank != 1 || got[0].CPU != 2 || got[0].During != 0.9 || got[1].CPU != 0 {
@@ -386,7 +404,7 @@ func TestQueryCommands(t *testing.T) {
 
 		out, _ = cli(t, 0, with("suspects", billy, "--aggregate", "-o", "json")...)
 		var fams []suspectFamilyView
-		if err := json.Unmarshal([]byte(out), &fams); err != nil {
+		if err := unmarshalRows([]byte(out), &fams); err != nil {
 			t.Fatal(err)
 		}
 		want := []suspectFamilyView{

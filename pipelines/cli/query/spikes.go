@@ -62,17 +62,18 @@ var spikesCommand = command{
 			if err != nil {
 				return answer{}, err
 			}
+			summary := func() (Summary, error) { return spikeSummary(ctx, st, s, cond, what, len(spikes)) }
 			return answerOf(spikes, s.none(what), func(w io.Writer) error {
 				if err := printSpikes(w, spikes, s.Service == ""); err != nil {
 					return err
 				}
-				summary, err := spikeSummary(ctx, st, s, cond, what, len(spikes))
+				sum, err := summary()
 				if err != nil {
 					return err
 				}
-				_, err = fmt.Fprintln(w, "\n"+summary)
+				_, err = fmt.Fprintln(w, "\n"+sum.Lines[0])
 				return err
-			}), nil
+			}).withSummary(summary), nil
 		}}
 	},
 }
@@ -187,7 +188,7 @@ func topSuspects(ctx context.Context, st store.Store, ids []string) (map[string]
 
 // spikeSummary is the line under the table: how many windows, on how many of
 // the hosts that reported latency in the range.
-func spikeSummary(ctx context.Context, st store.Store, s Scope, cond Where, what string, shown int) (string, error) {
+func spikeSummary(ctx context.Context, st store.Store, s Scope, cond Where, what string, shown int) (Summary, error) {
 	type counts struct{ windows, hosts, fleet uint64 }
 	c, err := readRows(ctx, st, "spikes", `SELECT count() AS n, uniqExact(host) AS hosts,
 		ifNull((SELECT uniqExact(host) FROM latency_1s WHERE `+s.Filter(Where{}, Second).String()+`), 0) AS fleet
@@ -196,7 +197,7 @@ func spikeSummary(ctx context.Context, st store.Store, s Scope, cond Where, what
 		return func(i int) counts { return counts{n.Row(i), hosts.Row(i), fleet.Row(i)} }
 	})
 	if err != nil {
-		return "", err
+		return Summary{}, err
 	}
 	n, hosts, fleet := int64(c[0].windows), int64(c[0].hosts), int64(c[0].fleet)
 	var b strings.Builder
@@ -220,5 +221,8 @@ func spikeSummary(ctx context.Context, st store.Store, s Scope, cond Where, what
 	if int64(shown) < n {
 		fmt.Fprintf(&b, "; showing the latest %d (--limit)", shown)
 	}
-	return b.String(), nil
+	sum := s.summary(int(n), shown, b.String())
+	h, f := int(hosts), int(fleet)
+	sum.HostsWithSpikes, sum.HostsReporting = &h, &f
+	return sum, nil
 }

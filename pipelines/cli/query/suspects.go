@@ -80,7 +80,7 @@ var suspectsCommand = command{
 				if *spikeID != "" {
 					none = "no suspects for spike " + id
 				}
-				return answerOf(suspects, none, func(w io.Writer) error {
+				a := answerOf(suspects, none, func(w io.Writer) error {
 					if err := printSpikeSuspects(w, suspects); err != nil || *spikeID != "" {
 						return err
 					}
@@ -95,7 +95,17 @@ var suspectsCommand = command{
 						return emptyLine(w, nil, false, families.none)
 					}
 					return families.table(w)
-				}), nil
+				}).withSummary(func() (Summary, error) {
+					// Found and shown count spike windows, not rows.
+					shown := map[string]bool{}
+					for _, x := range suspects {
+						shown[x.SpikeID] = true
+					}
+					found, err := countRows(ctx, st, "spikes", withSuspects(spikes))
+					return s.summary(found, len(shown)), err
+				})
+				a.spike = id
+				return a, nil
 			},
 		}
 	},
@@ -165,6 +175,18 @@ func printSpikeSuspects(w io.Writer, suspects []suspectView) error {
 			orDash(x.Device), cpu, rate(x.Baseline), rate(x.During), x.Deviation)
 	}
 	return tw.Flush()
+}
+
+// countRows counts the live rows of table (spikes, with FINAL) matching cond.
+func countRows(ctx context.Context, st store.Store, table string, cond Where) (int, error) {
+	n, err := readRows(ctx, st, table, "SELECT count() AS n FROM "+table+" FINAL WHERE "+cond.String(), func(c *columns) func(int) uint64 {
+		n := col[uint64](c, "n")
+		return func(i int) uint64 { return n.Row(i) }
+	})
+	if err != nil || len(n) == 0 {
+		return 0, err
+	}
+	return int(n[0]), nil
 }
 
 // withSuspects keeps the spike windows of spikes that have live suspects.
