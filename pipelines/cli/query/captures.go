@@ -42,6 +42,8 @@ func Captures(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 var capturesCommand = command{
 	name:     "captures",
 	synopsis: "Lists flight-recorder captures from the captures index, newest first: where each\ntrace is, its window, its lost events, and the spike windows it overlaps on its\nhost. --spike answers \"is there a trace of this stall?\"; the other direction is\nspikehunt spikes --without-captures.",
+	rows:     "a capture's trace is [window_start, window_end)",
+	columns:  capturesColumns,
 	setup: func(fs *flag.FlagSet) query {
 		fs.Lookup("service").Usage = "only captures overlapping a spike window of this service (empty: every capture)"
 		spikeID := fs.String("spike", "", "only the captures of this spike window: its id or a unique prefix of it (the SPIKE column of spikehunt spikes); the time range is not applied")

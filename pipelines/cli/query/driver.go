@@ -32,6 +32,11 @@ import (
 // Now is the clock --since counts back from; tests may replace it.
 var Now = time.Now
 
+// jsonNote is the -o json paragraph of every query command's -h.
+const jsonNote = `-o json writes {"rows": [...], "summary": {...}}: the table's rows with every
+field (times RFC 3339 UTC, latencies in ms, durations in s), and the summary's
+range, filters, found/shown/limit and the lines under the table (README).`
+
 // DefaultSince and DefaultLimit are every query command's defaults: the
 // last six hours, and at most 50 rows shown (a screenful; the summary under
 // a table, and in JSON, still counts every row found).
@@ -43,6 +48,9 @@ const (
 // command is one query command: what the driver cannot know.
 type command struct {
 	name, synopsis string
+	// rows says what interval the range overlaps (rangeRule); columns
+	// documents the table's columns (columns.go).
+	rows, columns string
 	// setup adds the command's own flags to fs, after the shared ones, and
 	// returns what runs once they are parsed.
 	setup func(fs *flag.FlagSet) query
@@ -154,7 +162,7 @@ func (s Scope) summary(found, shown int, lines ...string) Summary {
 // run is the driver every query command shares: flags → time range →
 // store → query → the empty answer, or a table, or JSON.
 func (c command) run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := spikehunt.NewFlags(c.name, c.synopsis, stderr)
+	fs := spikehunt.NewFlags(c.name, c.synopsis+"\n\n"+rangeRule(c.rows)+"\n\n"+c.columns+"\n\n"+jsonNote, stderr)
 	f := addFlags(fs)
 	q := c.setup(fs)
 	if err := spikehunt.Parse(fs, args); err != nil {
@@ -238,7 +246,7 @@ func addFlags(fs *flag.FlagSet) *flags {
 	fs.StringVar(&q.host, "host", "", "only this host")
 	q.rng = spikehunt.AddTimeRange(fs, DefaultSince)
 	fs.StringVar(&q.output, "o", "table", `output: table, or json: {"rows": [...], "summary": {...}} (README "JSON output")`)
-	fs.IntVar(&q.limit, "limit", DefaultLimit, "show at most this many rows, the newest (0: all); the summary counts every row found")
+	fs.IntVar(&q.limit, "limit", DefaultLimit, "show at most this many rows (0: all); the summary counts every row found")
 	return q
 }
 

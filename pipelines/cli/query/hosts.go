@@ -34,6 +34,8 @@ func Hosts(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 var hostsCommand = command{
 	name:     "hosts",
 	synopsis: "Lists each host's latency (requests, p50, p99, max from latency_1s) and spike\nwindows over the range, most spikes first, and how many hosts had any: one bad\nmachine, or the whole fleet?",
+	rows:     "a second of latency_1s is [ts, ts + 1 s), and a spike window\n[window_start, window_end)",
+	columns:  hostsColumns,
 	setup: func(*flag.FlagSet) query {
 		return query{load: func(ctx context.Context, st store.Store, s Scope) (answer, error) {
 			hosts, err := LoadHosts(ctx, st, s)

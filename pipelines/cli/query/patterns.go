@@ -73,6 +73,8 @@ func Patterns(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 var patternsCommand = command{
 	name:     "patterns",
 	synopsis: "Shows each fleet pattern's current state (its latest look-back in the range):\nclass, hosts affected, recurrence, hardware-class skew, the averaged-latency\nillusion and the suspects, then one sentence per pattern. --host keeps the\npatterns of services whose spike windows include that host.",
+	rows:     "a pattern's look-back is [lookback_start, lookback_end),\nand the latest look-back that overlaps is shown",
+	columns:  patternsColumns,
 	setup: func(*flag.FlagSet) query {
 		return query{load: func(ctx context.Context, st store.Store, s Scope) (answer, error) {
 			patterns, found, err := loadPatterns(ctx, st, s)

@@ -49,6 +49,8 @@ func Spikes(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 var spikesCommand = command{
 	name:     "spikes",
 	synopsis: "Lists spike windows, one line per host and window, newest first, with each\nwindow's top suspect, and how many of the service's hosts had one: is it one\nmachine or all of them?",
+	rows:     "a spike window is [window_start, window_end)",
+	columns:  spikesColumns,
 	setup: func(fs *flag.FlagSet) query {
 		withoutCaptures := fs.Bool("without-captures", false, "only spike windows that no capture covers (no captures row lists them in spike_ids)")
 		return query{load: func(ctx context.Context, st store.Store, s Scope) (answer, error) {

@@ -49,6 +49,8 @@ func Suspects(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 var suspectsCommand = command{
 	name:     "suspects",
 	synopsis: "Lists the ranked kernel-counter suspects of each spike window (newest first, --limit\nwindows), then which counter families were the top suspect across all windows\nof the range. JSON holds the per-spike rows, or with --aggregate the families.",
+	rows:     "a spike window is [window_start, window_end),\nand its suspects go with it",
+	columns:  suspectsColumns,
 	setup: func(fs *flag.FlagSet) query {
 		spikeID := fs.String("spike", "", "only this spike window: its id or a unique prefix of it (the SPIKE column of spikehunt spikes); the time range is not applied")
 		aggregate := fs.Bool("aggregate", false, "only the families across the range")
