@@ -45,7 +45,9 @@ func (w Where) During(col string, from, to time.Time) Where {
 // overlap: a window ending at 12:00 is not in a range from 12:00, and a
 // window starting at 12:00 is not in a range to 12:00. endCol may be an
 // expression ("ts + INTERVAL 1 SECOND" for a per-second row). The
-// Grafana dashboards select the same way (dashboards/).
+// captures dashboard selects by overlap too (dashboards/captures.go), but
+// closed at both ends, as Grafana's time picker is: a row touching the
+// picked range shows there and not here.
 func (w Where) Overlaps(startCol, endCol string, from, to time.Time) Where {
 	return w.And(fmt.Sprintf("%s < fromUnixTimestamp64Milli(%d, 'UTC') AND %s > fromUnixTimestamp64Milli(%d, 'UTC')",
 		startCol, to.UnixMilli(), endCol, from.UnixMilli()))
