@@ -26,9 +26,10 @@ func TestEveryQueryCommandShowsTheRowsThatOverlapItsRange(t *testing.T) {
 		want     string // in stdout; "" when the answer must be empty
 		notWant  string
 	}{
-		// The pattern's latest look-back is [t0, t0+60m).
-		{"a pattern whose look-back is exactly the range", "patterns", 0, 60 * time.Minute, "fleet-recurrent", ""},
-		{"a pattern whose look-back covers the range", "patterns", 10 * time.Minute, 20 * time.Minute, "fleet-recurrent", ""},
+		// The pattern's latest look-back is [t0, t0+60m), with 3 of 5
+		// hosts; the one before, [t0-30m, t0+30m), had 2.
+		{"a pattern whose look-back is exactly the range", "patterns", 0, 60 * time.Minute, "fleet-recurrent  hw-class-skewed  3/5 (60%)", ""},
+		{"a pattern whose look-back covers the range", "patterns", 10 * time.Minute, 20 * time.Minute, "fleet-recurrent  hw-class-skewed  3/5 (60%)", ""},
 		{"a pattern whose look-back ends where the range starts", "patterns", 60 * time.Minute, 2 * time.Hour, "", ""},
 		// c1 covers [17m-10s, 17m+10s), c5 [17m-5s, 17m+5s).
 		{"a capture that began before the range", "captures", 17*time.Minute - 2*time.Second, 17*time.Minute + 2*time.Second, "c1", ""},
