@@ -190,7 +190,8 @@ func (c command) run(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	if !s.json {
 		if a.n == 0 {
-			return emptyLine(stdout, stderr, false, a.none)
+			_, err := fmt.Fprintln(stdout, a.none)
+			return err
 		}
 		return a.table(stdout)
 	}
@@ -316,18 +317,6 @@ func (s Scope) describe() string {
 // none is the empty answer's sentence for the scope: "no spikes for …".
 func (s Scope) none(what string) string {
 	return fmt.Sprintf("no %s %s", what, s.describe())
-}
-
-// emptyLine reports an empty result: a sentence for people, an empty array
-// for programs (with the sentence on stderr, so a pipe still parses).
-func emptyLine(stdout, stderr io.Writer, asJSON bool, line string) error {
-	if asJSON {
-		fmt.Fprintln(stderr, line)
-		_, err := io.WriteString(stdout, "[]\n")
-		return err
-	}
-	_, err := fmt.Fprintln(stdout, line)
-	return err
 }
 
 // writeJSON writes v as indented JSON.

@@ -94,7 +94,8 @@ var suspectsCommand = command{
 						return err
 					}
 					if families.n == 0 {
-						return emptyLine(w, nil, false, families.none)
+						_, err := fmt.Fprintln(w, families.none)
+						return err
 					}
 					return families.table(w)
 				}).withSummary(func() (Summary, error) {
