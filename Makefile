@@ -6,7 +6,7 @@ GO ?= go
 # Install locations of the pinned components (SPIKEHUNT_LIBCHDB, KUBEBUILDER_ASSETS, …).
 $(foreach kv,$(shell deps/install.sh env 2>/dev/null),$(eval export $(kv)))
 
-.PHONY: all deps deps-demo build demo eval eval-variants test e2e e2e-cluster cluster-test vet fmt-check cross manifests bench bench-store bench-store-mode bench-agent bench-ingest bench-detect bench-operator bench-dashboards bench-hardening dashboards fuzz clean
+.PHONY: all deps deps-demo build install demo eval eval-variants test e2e e2e-cluster cluster-test vet fmt-check cross manifests bench bench-store bench-store-mode bench-agent bench-ingest bench-detect bench-operator bench-dashboards bench-hardening dashboards fuzz clean
 .PHONY: chart-sync helm-lint images deps-images
 
 all: build
@@ -24,6 +24,17 @@ build:
 	@command -v $(GO) >/dev/null || { echo "go not found: install Go 1.26+ (go.mod) (https://go.dev/dl)"; exit 1; }
 	$(GO) build -o bin/ ./pipelines/cmd/... ./agents/cmd/...
 	$(GO) build -o bin/spikehunt-operator ./operator/cmd
+
+# make install PREFIX=/usr/local [DESTDIR=…]: the three binaries in
+# PREFIX/bin and the engine in PREFIX/lib/spikehunt/libchdb.so, where a
+# binary looks for it beside itself (pipelines/store/libchdb.go), so an
+# installed spikehunt runs from any directory without SPIKEHUNT_LIBCHDB.
+PREFIX ?= /usr/local
+install: deps-demo build ## install bin/spikehunt, spikehunt-agent, spikehunt-operator and libchdb.so under PREFIX (default /usr/local)
+	install -d "$(DESTDIR)$(PREFIX)/bin" "$(DESTDIR)$(PREFIX)/lib/spikehunt"
+	install -m 0755 bin/spikehunt bin/spikehunt-agent bin/spikehunt-operator "$(DESTDIR)$(PREFIX)/bin/"
+	install -m 0644 "$(SPIKEHUNT_LIBCHDB)" "$(DESTDIR)$(PREFIX)/lib/spikehunt/libchdb.so"
+	@echo "installed in $(DESTDIR)$(PREFIX): bin/spikehunt, bin/spikehunt-agent, bin/spikehunt-operator, lib/spikehunt/libchdb.so"
 
 # operator/api's deepcopy code, and the CRDs and the operator's ClusterRole
 # in operator/config, from the Go types and their kubebuilder markers. The

@@ -147,14 +147,27 @@ func redact(s string) string {
 }
 
 // Open opens the store a DSN names. Only a chdb:// DSN loads libchdb.so.
+// A chdb:// data directory and its database are created if missing.
 func Open(ctx context.Context, dsn string) (Store, error) {
+	return open(ctx, dsn, "")
+}
+
+// OpenExisting is Open for a reader: a chdb:// DSN opens only a data
+// directory whose database already holds table (EmbeddedConfig.RequireTable),
+// and creates nothing otherwise; the error wraps ErrNoStore. A server
+// (clickhouse://, http(s)://) creates nothing on open either way.
+func OpenExisting(ctx context.Context, dsn, table string) (Store, error) {
+	return open(ctx, dsn, table)
+}
+
+func open(ctx context.Context, dsn, requireTable string) (Store, error) {
 	d, err := ParseDSN(dsn)
 	if err != nil {
 		return nil, err
 	}
 	switch d.Scheme {
 	case "chdb":
-		return OpenEmbedded(ctx, EmbeddedConfig{Dir: d.Dir, Database: d.Database, Connections: d.Connections})
+		return OpenEmbedded(ctx, EmbeddedConfig{Dir: d.Dir, Database: d.Database, Connections: d.Connections, RequireTable: requireTable})
 	case "clickhouse":
 		return openNative(ctx, d)
 	default:

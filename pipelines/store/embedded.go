@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -62,11 +63,18 @@ var engine struct {
 
 // EmbeddedConfig configures OpenEmbedded.
 type EmbeddedConfig struct {
-	// Dir is the data directory; created if missing.
+	// Dir is the data directory; created if missing (unless RequireTable).
 	Dir string
-	// Database is created if missing and made current on every connection.
-	// Default "default".
+	// Database is created if missing (unless RequireTable) and made
+	// current on every connection. Default "default".
 	Database string
+	// RequireTable, when set, opens only a store that already holds this
+	// table in Database (schema_migrations for a spikehunt store): the
+	// check reads the data directory before the engine boots, so a
+	// mistyped path creates nothing, neither the directory, the engine's
+	// config nor the database. The error wraps ErrNoStore. Leave it empty
+	// for whatever writes the schema (migrate, the demo, ingest).
+	RequireTable string
 	// Connections is the pool size, 1–64. Default 4. Each connection runs one
 	// statement at a time.
 	Connections int
@@ -115,6 +123,11 @@ func OpenEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded store: %w", err)
 	}
+	if cfg.RequireTable != "" {
+		if err := requireTable(dir, cfg.Database, cfg.RequireTable); err != nil {
+			return nil, err
+		}
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("embedded store: create data directory: %w", err)
 	}
@@ -149,6 +162,47 @@ func OpenEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 		}
 	}
 	return e, nil
+}
+
+// ErrNoStore is wrapped by OpenEmbedded's error when RequireTable is set and
+// the data directory does not hold that table.
+var ErrNoStore = errors.New("no such store")
+
+// NoStoreError says which data directory and database lack the table.
+type NoStoreError struct {
+	Dir, Database, Table string
+}
+
+func (e *NoStoreError) Error() string {
+	return fmt.Sprintf("embedded store: %s holds no table %s.%s", e.Dir, e.Database, e.Table)
+}
+
+func (e *NoStoreError) Unwrap() error { return ErrNoStore }
+
+// requireTable checks, without booting the engine, that dir holds table in
+// database. The engine keeps a table's definition in
+// metadata/<database>/<table>.sql (the Atomic database engine's layout, a
+// link into store/), written when the table is created.
+func requireTable(dir, database, table string) error {
+	if _, err := os.Stat(filepath.Join(dir, "metadata", escapeFileName(database), escapeFileName(table)+".sql")); err != nil {
+		return &NoStoreError{Dir: dir, Database: database, Table: table}
+	}
+	return nil
+}
+
+// escapeFileName is the engine's escaping of a database or table name in a
+// file name: letters, digits and '_' stay, every other byte is %XX.
+func escapeFileName(name string) string {
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
 }
 
 func (e *Embedded) connect() (*chdbConn, error) {

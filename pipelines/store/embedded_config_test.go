@@ -1,6 +1,10 @@
 package store_test
 
 import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -30,5 +34,19 @@ func TestEmbeddedConfigValidateLeavesTheConfigAsItWas(t *testing.T) {
 	}
 	if d := (store.EmbeddedConfig{Dir: "/d"}).WithDefaults(); d.Database != "default" || d.Connections != 4 {
 		t.Errorf("WithDefaults = %+v, want database default and 4 connections", d)
+	}
+}
+
+// A reader's open (RequireTable) checks the data directory before the
+// engine boots: a missing store is ErrNoStore, and nothing is created.
+func TestOpenEmbeddedRequiringATableCreatesNothing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "typo")
+	_, err := store.OpenEmbedded(context.Background(), store.EmbeddedConfig{Dir: dir, Database: "demo", RequireTable: "schema_migrations"})
+	var no *store.NoStoreError
+	if !errors.Is(err, store.ErrNoStore) || !errors.As(err, &no) || no.Dir != dir || no.Database != "demo" || no.Table != "schema_migrations" {
+		t.Fatalf("err = %v, want a store.NoStoreError for %s, demo.schema_migrations", err, dir)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("%s exists after the open: %v", dir, err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -51,8 +53,12 @@ var (
 )
 
 // LibraryCandidates lists where the embedded backend looks for libchdb.so, in
-// order: $SPIKEHUNT_LIBCHDB alone when it is set; else next to the running binary, the repository's
-// dependency cache (make deps), and the system library folders.
+// order: $SPIKEHUNT_LIBCHDB alone when it is set; else beside the running
+// binary and in ../lib/spikehunt from it (the layout `make install` writes:
+// PREFIX/bin/spikehunt, PREFIX/lib/spikehunt/libchdb.so), both for the
+// binary's path and, when it is a symbolic link, for its target; then the
+// repository's dependency cache (make deps) in the working directory or
+// above it; then the system library folders.
 func LibraryCandidates() []string {
 	// An explicit path is the only candidate: a typo must not silently load
 	// some other copy.
@@ -60,22 +66,37 @@ func LibraryCandidates() []string {
 		return []string{p}
 	}
 	var c []string
+	add := func(p string) {
+		if !slices.Contains(c, p) {
+			c = append(c, p)
+		}
+	}
 	if exe, err := os.Executable(); err == nil {
-		c = append(c, filepath.Join(filepath.Dir(exe), "libchdb.so"))
+		dirs := []string{filepath.Dir(exe)}
+		if real, err := filepath.EvalSymlinks(exe); err == nil {
+			dirs = append(dirs, filepath.Dir(real))
+		}
+		for _, d := range dirs {
+			add(filepath.Join(d, "libchdb.so"))
+			add(filepath.Join(d, "..", "lib", "spikehunt", "libchdb.so"))
+		}
 	}
 	if wd, err := os.Getwd(); err == nil {
 		// Walk up to the module root: tests run inside package folders.
 		for d := wd; ; d = filepath.Dir(d) {
 			if m, _ := filepath.Glob(filepath.Join(d, ".cache/deps/chdb/*/libchdb.so")); len(m) > 0 {
-				c = append(c, m[len(m)-1])
+				add(m[len(m)-1])
 				break
 			}
 			if filepath.Dir(d) == d {
+				add(filepath.Join(wd, ".cache/deps/chdb/*/libchdb.so") + " and the same in every folder above")
 				break
 			}
 		}
 	}
-	return append(c, "/usr/local/lib/libchdb.so", "/usr/lib/libchdb.so")
+	add("/usr/local/lib/libchdb.so")
+	add("/usr/lib/libchdb.so")
+	return c
 }
 
 // loadLibchdb loads the library once per process; the engine cannot be
@@ -91,7 +112,9 @@ func loadLibchdb() (*libchdb, error) {
 			libVal, libErr = bindLibchdb(p)
 			return
 		}
-		libErr = fmt.Errorf("%w (looked in %v): run `make deps` or set SPIKEHUNT_LIBCHDB=/path/to/libchdb.so", ErrLibraryNotFound, tried)
+		libErr = fmt.Errorf("%w (looked in %s): install it beside the binary with `make install PREFIX=…` (PREFIX/lib/spikehunt/libchdb.so), "+
+			"run `make deps` in the checkout, or set SPIKEHUNT_LIBCHDB=/path/to/libchdb.so",
+			ErrLibraryNotFound, strings.Join(tried, ", "))
 	})
 	return libVal, libErr
 }

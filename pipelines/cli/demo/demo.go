@@ -266,7 +266,7 @@ func averagedView(ctx context.Context, st store.Store, service string, scope que
 	var a averaged
 	tab, err := store.Select(ctx, st, `SELECT sum(weighted_sum_us) / sum(weighted_count) / 1000,
 		quantilesTDigestWeightedMerge(0.5, 0.9, 0.99, 0.999)(quantiles_us)[3] / 1000, count()
-		FROM latency_1s WHERE `+scope.Filter(query.Where{}, "ts").String())
+		FROM latency_1s WHERE `+scope.Filter(query.Where{}, query.Second).String())
 	if err != nil || len(tab.Rows) == 0 {
 		return a, fmt.Errorf("demo: averaged latency: %w", errors.Join(err, errors.New("no rows")))
 	}
@@ -281,9 +281,9 @@ func averagedView(ctx context.Context, st store.Store, service string, scope que
 	// many for a query literal).
 	secs := `SELECT host, arrayJoin(range(toUInt32(toUnixTimestamp(window_start)),
 			greatest(toUInt32(toUnixTimestamp(window_end)), toUInt32(toUnixTimestamp(window_start)) + 1))) AS s
-		FROM spikes FINAL WHERE ` + scope.Range(query.Live().Equals("service", service), "window_start").String()
+		FROM spikes FINAL WHERE ` + scope.Range(query.Live().Equals("service", service), query.Window).String()
 	tab, err = store.Select(ctx, st, `SELECT sum(weighted_sum_us) / sum(weighted_count) / 1000, uniqExact(host), ifNull((SELECT count() FROM (`+secs+`)), 0)
-		FROM latency_1s WHERE `+scope.Filter(query.Where{}, "ts").String()+` AND (host, toUInt32(toUnixTimestamp(ts))) NOT IN (SELECT host, s FROM (`+secs+`))`)
+		FROM latency_1s WHERE `+scope.Filter(query.Where{}, query.Second).String()+` AND (host, toUInt32(toUnixTimestamp(ts))) NOT IN (SELECT host, s FROM (`+secs+`))`)
 	if err != nil || len(tab.Rows) == 0 {
 		return a, fmt.Errorf("demo: averaged latency without spikes: %w", errors.Join(err, errors.New("no rows")))
 	}

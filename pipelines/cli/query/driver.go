@@ -21,7 +21,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -33,12 +32,25 @@ import (
 // Now is the clock --since counts back from; tests may replace it.
 var Now = time.Now
 
-const defaultSince = "6h"
+// jsonNote is the -o json paragraph of every query command's -h.
+const jsonNote = `-o json writes {"rows": [...], "summary": {...}}: the table's rows with every
+field (times RFC 3339 UTC, latencies in ms, durations in s), and the summary's
+range, filters, found/shown/limit and the lines under the table (README).`
+
+// DefaultSince and DefaultLimit are every query command's defaults: the
+// last six hours, and at most 50 rows shown (a screenful; the summary under
+// a table, and in JSON, still counts every row found).
+const (
+	DefaultSince = "6h"
+	DefaultLimit = 50
+)
 
 // command is one query command: what the driver cannot know.
 type command struct {
 	name, synopsis string
-	defaultLimit   int
+	// rows says what interval the range overlaps (rangeRule); columns
+	// documents the table's columns (columns.go).
+	rows, columns string
 	// setup adds the command's own flags to fs, after the shared ones, and
 	// returns what runs once they are parsed.
 	setup func(fs *flag.FlagSet) query
@@ -55,12 +67,17 @@ type query struct {
 
 // answer is what a query found, in both output forms.
 type answer struct {
-	rows any // a slice: what -o json writes
+	rows any // a slice: the rows of -o json
 	n    int // len(rows); 0 is the empty answer
 	// none is the empty answer's sentence.
 	none string
 	// table writes the table and the lines under it.
 	table func(w io.Writer) error
+	// summary is what the lines under the table say, for -o json;
+	// nil: the scope's, with found = shown.
+	summary func() (Summary, error)
+	// spike is the --spike id the answer is of, which replaces the range.
+	spike string
 }
 
 // answerOf builds an answer of rows.
@@ -68,11 +85,85 @@ func answerOf[T any](rows []T, none string, table func(w io.Writer) error) answe
 	return answer{rows: rows, n: len(rows), none: none, table: table}
 }
 
+// withSummary sets the answer's summary.
+func (a answer) withSummary(f func() (Summary, error)) answer {
+	a.summary = f
+	return a
+}
+
+// Output is what -o json writes: one object, the same keys for every query
+// command. The keys are part of the CLI's interface: add keys, never
+// rename them (README "JSON output").
+type Output struct {
+	Rows    any     `json:"rows"` // the table's rows, never null
+	Summary Summary `json:"summary"`
+}
+
+// Summary is what the lines under a table say, as values.
+type Summary struct {
+	// From and To are the range, [from, to); null with --spike, which
+	// does not apply it.
+	From *time.Time `json:"from"`
+	To   *time.Time `json:"to"`
+	// Service, Host and Spike are the filters ("" when not given).
+	Service string `json:"service"`
+	Host    string `json:"host"`
+	Spike   string `json:"spike,omitempty"`
+	// Found is how many rows the query found, Shown how many of them are
+	// in rows (at most --limit; Limit 0 is no limit).
+	Found int `json:"found"`
+	Shown int `json:"shown"`
+	Limit int `json:"limit"`
+	// Lines are the sentences under the table, or the empty answer's.
+	Lines []string `json:"lines"`
+	// HostsWithSpikes and HostsReporting (spikes): the windows were on
+	// HostsWithSpikes of the HostsReporting hosts that reported latency
+	// in the range ("6 spike windows on 3 of 5 hosts").
+	HostsWithSpikes *int `json:"hosts_with_spikes,omitempty"`
+	HostsReporting  *int `json:"hosts_reporting,omitempty"`
+	// Services (hosts): per service, how many of its hosts had spikes
+	// ("300 of 300 hosts had spikes").
+	Services []ServiceSummary `json:"services,omitempty"`
+	// Captures (captures): hosts, spike windows covered, lossy traces.
+	Captures *CaptureCounts `json:"captures,omitempty"`
+}
+
+// ServiceSummary is one service's line under the hosts table.
+type ServiceSummary struct {
+	Service         string  `json:"service"`
+	Hosts           int     `json:"hosts"`
+	HostsWithSpikes int     `json:"hosts_with_spikes"`
+	MedianSpikes    float64 `json:"median_spikes_per_affected_host"`
+}
+
+// CaptureCounts is the line under the captures table, as values.
+type CaptureCounts struct {
+	Hosts          int `json:"hosts"`
+	SpikeWindows   int `json:"spike_windows"`
+	WithLostEvents int `json:"with_lost_events"`
+}
+
+// bySpike marks a summary of --spike id: no range.
+func (m *Summary) bySpike(id string) {
+	if id != "" {
+		m.From, m.To, m.Spike = nil, nil, id
+	}
+}
+
+// summary is the scope's part of a Summary.
+func (s Scope) summary(found, shown int, lines ...string) Summary {
+	from, to := s.From, s.To
+	if lines == nil {
+		lines = []string{}
+	}
+	return Summary{From: &from, To: &to, Service: s.Service, Host: s.Host, Found: found, Shown: shown, Limit: s.limit, Lines: lines}
+}
+
 // run is the driver every query command shares: flags → time range →
 // store → query → the empty answer, or a table, or JSON.
 func (c command) run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := spikehunt.NewFlags(c.name, c.synopsis, stderr)
-	f := addFlags(fs, c.defaultLimit)
+	fs := spikehunt.NewFlags(c.name, c.synopsis+"\n\n"+rangeRule(c.rows)+"\n\n"+c.columns+"\n\n"+jsonNote, stderr)
+	f := addFlags(fs)
 	q := c.setup(fs)
 	if err := spikehunt.Parse(fs, args); err != nil {
 		return err
@@ -88,7 +179,7 @@ func (c command) run(ctx context.Context, args []string, stdout, stderr io.Write
 			return spikehunt.ErrUsage
 		}
 	}
-	st, err := store.Open(ctx, f.dsn)
+	st, err := openStore(ctx, f.dsn)
 	if err != nil {
 		return err
 	}
@@ -97,14 +188,46 @@ func (c command) run(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
+	if !s.json {
+		if a.n == 0 {
+			_, err := fmt.Fprintln(stdout, a.none)
+			return err
+		}
+		return a.table(stdout)
+	}
+	sum := s.summary(a.n, a.n)
 	if a.n == 0 {
-		return emptyLine(stdout, stderr, s.json, a.none)
+		sum.bySpike(a.spike)
+		// The sentence on stderr too, so that a pipe still parses.
+		fmt.Fprintln(stderr, a.none)
+		sum.Lines = []string{a.none}
+		return writeJSON(stdout, Output{Rows: []struct{}{}, Summary: sum})
 	}
-	if s.json {
-		return writeJSON(stdout, a.rows)
+	if a.summary != nil {
+		if sum, err = a.summary(); err != nil {
+			return err
+		}
 	}
-	return a.table(stdout)
+	sum.bySpike(a.spike)
+	return writeJSON(stdout, Output{Rows: a.rows, Summary: sum})
 }
+
+// openStore opens the store a query reads. A query never creates one: a
+// mistyped chdb:// path is an error that says so, and the path is left as
+// it was.
+func openStore(ctx context.Context, dsn string) (store.Store, error) {
+	st, err := store.OpenExisting(ctx, dsn, migrationsTable)
+	var no *store.NoStoreError
+	if errors.As(err, &no) {
+		return nil, fmt.Errorf("%s holds no spikehunt store (database %s has no %s table): run `spikehunt migrate --dsn %s` or `spikehunt demo --dsn %s`",
+			no.Dir, no.Database, no.Table, dsn, dsn)
+	}
+	return st, err
+}
+
+// migrationsTable is the table every spikehunt store has from its first
+// migration on (pipelines/schema): the mark of a store.
+const migrationsTable = "schema_migrations"
 
 // flags are the flags every query command takes.
 type flags struct {
@@ -112,23 +235,19 @@ type flags struct {
 	dsn     string
 	service string
 	host    string
-	since   string
-	from    string
-	to      string
+	rng     *spikehunt.TimeRange
 	output  string
 	limit   int
 }
 
-func addFlags(fs *flag.FlagSet, defaultLimit int) *flags {
+func addFlags(fs *flag.FlagSet) *flags {
 	q := &flags{fs: fs}
-	fs.StringVar(&q.dsn, "dsn", spikehunt.EnvOr("SPIKEHUNT_DSN", ""), "ClickHouse store: chdb:///dir, clickhouse://…, http(s)://… (env SPIKEHUNT_DSN)")
+	fs.StringVar(&q.dsn, "dsn", spikehunt.EnvOr("SPIKEHUNT_DSN", ""), "the store: chdb:///dir (embedded), clickhouse://host:9000/db, http(s)://host:8123/db (env SPIKEHUNT_DSN); a query never creates one")
 	fs.StringVar(&q.service, "service", "", "only this service (empty: every service)")
 	fs.StringVar(&q.host, "host", "", "only this host")
-	fs.StringVar(&q.since, "since", defaultSince, "how far back to look: 90s, 30m, 6h, 7d")
-	fs.StringVar(&q.from, "from", "", "start of the range, RFC 3339 (instead of --since)")
-	fs.StringVar(&q.to, "to", "", "end of the range, RFC 3339 (default now; needs --from)")
-	fs.StringVar(&q.output, "o", "table", "output: table or json")
-	fs.IntVar(&q.limit, "limit", defaultLimit, "at most this many rows (0: no limit)")
+	q.rng = spikehunt.AddTimeRange(fs, DefaultSince)
+	fs.StringVar(&q.output, "o", "table", `output: table, or json: {"rows": [...], "summary": {...}} (README "JSON output")`)
+	fs.IntVar(&q.limit, "limit", DefaultLimit, "show at most this many rows (0: all); the summary counts every row found")
 	return q
 }
 
@@ -165,65 +284,11 @@ func (q *flags) resolve(stderr io.Writer, now time.Time) (Scope, error) {
 	if q.limit < 0 {
 		return bad("--limit must be 0 (no limit) or more")
 	}
-	sinceSet := false
-	q.fs.Visit(func(f *flag.Flag) {
-		if f.Name == "since" {
-			sinceSet = true
-		}
-	})
-	switch {
-	case q.from == "" && q.to != "":
-		return bad("--to needs --from")
-	case q.from != "" && sinceSet:
-		return bad("give either --since or --from/--to, not both")
-	case q.from != "":
-		from, err := time.Parse(time.RFC3339, q.from)
-		if err != nil {
-			return bad("--from %q is not an RFC 3339 time such as 2025-06-01T12:00:00Z", q.from)
-		}
-		to := now
-		if q.to != "" {
-			if to, err = time.Parse(time.RFC3339, q.to); err != nil {
-				return bad("--to %q is not an RFC 3339 time such as 2025-06-01T18:00:00Z", q.to)
-			}
-		}
-		if !from.Before(to) {
-			return bad("--from must be before --to")
-		}
-		s.From, s.To = from.UTC(), to.UTC()
-		s.RangeText = fmt.Sprintf("between %s and %s", s.From.Format(time.RFC3339), s.To.Format(time.RFC3339))
-	default:
-		d, err := parseSince(q.since)
-		if err != nil {
-			return bad("--since %q: %v", q.since, err)
-		}
-		s.To = now.UTC()
-		s.From = s.To.Add(-d)
-		s.RangeText = "since " + q.since
+	var err error
+	if s.From, s.To, s.RangeText, err = q.rng.Resolve(now); err != nil {
+		return bad("%v", err)
 	}
 	return s, nil
-}
-
-// parseSince is time.ParseDuration plus a day unit ("7d"), which operators
-// type and Go does not know.
-func parseSince(s string) (time.Duration, error) {
-	var d time.Duration
-	if n, ok := strings.CutSuffix(s, "d"); ok {
-		days, err := strconv.ParseFloat(n, 64)
-		if err != nil {
-			return 0, errors.New("want a duration such as 30m, 6h or 7d")
-		}
-		d = time.Duration(days * float64(24*time.Hour))
-	} else {
-		var err error
-		if d, err = time.ParseDuration(s); err != nil {
-			return 0, errors.New("want a duration such as 30m, 6h or 7d")
-		}
-	}
-	if d <= 0 {
-		return 0, errors.New("must be positive")
-	}
-	return d, nil
 }
 
 // limitClause is " LIMIT n", or nothing without a limit.
@@ -254,19 +319,7 @@ func (s Scope) none(what string) string {
 	return fmt.Sprintf("no %s %s", what, s.describe())
 }
 
-// emptyLine reports an empty result: a sentence for people, an empty array
-// for programs (with the sentence on stderr, so a pipe still parses).
-func emptyLine(stdout, stderr io.Writer, asJSON bool, line string) error {
-	if asJSON {
-		fmt.Fprintln(stderr, line)
-		_, err := io.WriteString(stdout, "[]\n")
-		return err
-	}
-	_, err := fmt.Fprintln(stdout, line)
-	return err
-}
-
-// writeJSON writes v, a slice, as one indented JSON array.
+// writeJSON writes v as indented JSON.
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

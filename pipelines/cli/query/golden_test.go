@@ -28,35 +28,39 @@ func TestQueryCommandsPrintTheirGoldenOutput(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args []string
+		code int // the exit status
 	}{
-		{"spikes", args("spikes", billy)},
-		{"spikes-all-services", args("spikes", all)},
-		{"spikes-host-limit", args("spikes", billy, "--host", "h03", "--limit", "2")},
-		{"spikes-without-captures", args("spikes", billy, "--without-captures")},
-		{"spikes-none", args("spikes", billy, "--host", "o1")},
-		{"patterns", args("patterns", billy)},
-		{"patterns-all-services", args("patterns", all)},
-		{"patterns-host", args("patterns", billy, "--host", "h04")},
-		{"patterns-none", args("patterns", all, "--service", "other")},
-		{"hosts", args("hosts", billy)},
-		{"hosts-all-services-limit", args("hosts", all, "--limit", "2")},
-		{"hosts-none", args("hosts", all, "--service", "nobody")},
-		{"suspects", args("suspects", billy, "--limit", "3")},
-		{"suspects-aggregate", args("suspects", billy, "--aggregate")},
-		{"suspects-spike", args("suspects", []string{"--dsn", f.dsn}, "--spike", "s-h03-2")},
-		{"suspects-spike-none", args("suspects", []string{"--dsn", f.dsn}, "--spike", "nope")},
-		{"suspects-none", args("suspects", billy, "--host", "h01")},
-		{"captures", args("captures", all)},
-		{"captures-service-limit", args("captures", all, "--service", "billy", "--limit", "2")},
-		{"captures-host", args("captures", all, "--host", "h01")},
-		{"captures-spike", args("captures", []string{"--dsn", f.dsn}, "--spike", "s-h03-1")},
-		{"captures-spike-none", args("captures", []string{"--dsn", f.dsn}, "--spike", "s-h05-1")},
-		{"captures-none", args("captures", all, "--service", "other")},
+		{"spikes", args("spikes", billy), 0},
+		{"spikes-all-services", args("spikes", all), 0},
+		{"spikes-host-limit", args("spikes", billy, "--host", "h03", "--limit", "2"), 0},
+		{"spikes-without-captures", args("spikes", billy, "--without-captures"), 0},
+		{"spikes-none", args("spikes", billy, "--host", "o1"), 0},
+		{"patterns", args("patterns", billy), 0},
+		{"patterns-all-services", args("patterns", all), 0},
+		{"patterns-host", args("patterns", billy, "--host", "h04"), 0},
+		{"patterns-none", args("patterns", all, "--service", "other"), 0},
+		{"hosts", args("hosts", billy), 0},
+		{"hosts-all-services-limit", args("hosts", all, "--limit", "2"), 0},
+		{"hosts-none", args("hosts", all, "--service", "nobody"), 0},
+		{"suspects", args("suspects", billy, "--limit", "3"), 0},
+		{"suspects-aggregate", args("suspects", billy, "--aggregate"), 0},
+		{"suspects-spike", args("suspects", []string{"--dsn", f.dsn}, "--spike", "s-h03-2"), 0},
+		{"suspects-spike-prefix", args("suspects", []string{"--dsn", f.dsn}, "--spike", "s-h05"), 0},
+		{"suspects-spike-ambiguous", args("suspects", []string{"--dsn", f.dsn}, "--spike", "s-h04"), 1},
+		{"suspects-spike-unknown", args("suspects", []string{"--dsn", f.dsn}, "--spike", "nope"), 1},
+		{"suspects-none", args("suspects", billy, "--host", "h01"), 0},
+		{"captures", args("captures", all), 0},
+		{"captures-service-limit", args("captures", all, "--service", "billy", "--limit", "2"), 0},
+		{"captures-host", args("captures", all, "--host", "h01"), 0},
+		{"captures-spike", args("captures", []string{"--dsn", f.dsn}, "--spike", "s-h03-1"), 0},
+		{"captures-spike-none", args("captures", []string{"--dsn", f.dsn}, "--spike", "s-h05-1"), 0},
+		{"captures-spike-prefix", args("captures", []string{"--dsn", f.dsn}, "--spike", "s-h03-"), 1},
+		{"captures-none", args("captures", all, "--service", "other"), 0},
 	} {
 		for _, output := range []string{"table", "json"} {
 			name := tc.name + "." + output
 			t.Run(name, func(t *testing.T) {
-				stdout, stderr := cli(t, 0, append(tc.args, "-o", output)...)
+				stdout, stderr := cli(t, tc.code, append(tc.args, "-o", output)...)
 				got := "$ spikehunt " + strings.Join(goldenArgs(tc.args, f), " ") + " -o " + output + "\n" +
 					"--- stdout\n" + stdout + "--- stderr\n" + stderr
 				path := filepath.Join("testdata", "golden", name+".txt")

@@ -32,9 +32,10 @@ func Hosts(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 var hostsCommand = command{
-	name:         "hosts",
-	synopsis:     "Lists each host's latency (requests, p50, p99, max from latency_1s) and spike\nwindows over the range, most spikes first, and how many hosts had any: one bad\nmachine, or the whole fleet?",
-	defaultLimit: 0,
+	name:     "hosts",
+	synopsis: "Lists each host's latency (requests, p50, p99, max from latency_1s) and spike\nwindows over the range, most spikes first, and how many hosts had any: one bad\nmachine, or the whole fleet?",
+	rows:     "a second of latency_1s is [ts, ts + 1 s), and a spike window\n[window_start, window_end)",
+	columns:  hostsColumns,
 	setup: func(*flag.FlagSet) query {
 		return query{load: func(ctx context.Context, st store.Store, s Scope) (answer, error) {
 			hosts, err := LoadHosts(ctx, st, s)
@@ -48,6 +49,10 @@ var hostsCommand = command{
 			}
 			return answerOf(shown, s.none("hosts"), func(w io.Writer) error {
 				return printHosts(w, hosts, shown, s.Service == "")
+			}).withSummary(func() (Summary, error) {
+				sum := s.summary(len(hosts), len(shown), hostLines(hosts, shown, s.Service == "")...)
+				sum.Services = ServiceSummaries(hosts)
+				return sum, nil
 			}), nil
 		}}
 	},
@@ -81,13 +86,19 @@ func printHosts(w io.Writer, hosts, shown []Host, withService bool) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	if len(shown) < len(hosts) {
-		fmt.Fprintf(w, "showing %d of %d hosts (--limit); the summary counts all of them\n", len(shown), len(hosts))
-	}
-	for _, line := range HostSummaries(hosts, withService) {
+	for _, line := range hostLines(hosts, shown, withService) {
 		fmt.Fprintln(w, line)
 	}
 	return nil
+}
+
+// hostLines are the lines under the hosts table.
+func hostLines(hosts, shown []Host, withService bool) []string {
+	var lines []string
+	if len(shown) < len(hosts) {
+		lines = append(lines, fmt.Sprintf("showing %d of %d hosts (--limit); the summary counts all of them", len(shown), len(hosts)))
+	}
+	return append(lines, HostSummaries(hosts, withService)...)
 }
 
 // LoadHosts joins each host's latency from latency_1s with its spike
@@ -97,7 +108,7 @@ func LoadHosts(ctx context.Context, st store.Store, s Scope) ([]Host, error) {
 		sum(weighted_count) AS requests,
 		quantilesTDigestWeightedMerge(0.5, 0.99)(quantiles_us) AS q, q[1] AS p50_us, q[2] AS p99_us,
 		max(max_us) AS peak_us
-	FROM latency_1s WHERE `+s.Filter(Where{}, "ts").String()+`
+	FROM latency_1s WHERE `+s.Filter(Where{}, Second).String()+`
 	GROUP BY service, host`, func(c *columns) func(int) Host {
 		service, host, hwClass := col[string](c, "service"), col[string](c, "host"), col[string](c, "hw_class")
 		requests := col[uint64](c, "requests")
@@ -119,7 +130,7 @@ func LoadHosts(ctx context.Context, st store.Store, s Scope) ([]Host, error) {
 	}
 	spikes, err := readRows(ctx, st, "spikes", `SELECT service, host, any(hw_class) AS hw_class, count() AS n,
 		max(window_start) AS last
-	FROM spikes FINAL WHERE `+s.Filter(Live(), "window_start").String()+`
+	FROM spikes FINAL WHERE `+s.Filter(Live(), Window).String()+`
 	GROUP BY service, host`, func(c *columns) func(int) hostSpikes {
 		service, host, hwClass := col[string](c, "service"), col[string](c, "host"), col[string](c, "hw_class")
 		n, last := col[uint64](c, "n"), col[time.Time](c, "last")
@@ -163,37 +174,46 @@ func LoadHosts(ctx context.Context, st store.Store, s Scope) ([]Host, error) {
 	return hosts, nil
 }
 
-// HostSummaries is one line per service: "N of M hosts had spikes (X%);
-// median Y spikes per affected host".
-func HostSummaries(hosts []Host, withService bool) []string {
-	type tally struct {
-		total  int
-		counts []int
-	}
+// ServiceSummaries counts, per service in name order, its hosts, those
+// with spikes, and the median spikes per affected host.
+func ServiceSummaries(hosts []Host) []ServiceSummary {
+	by := map[string]*ServiceSummary{}
+	counts := map[string][]int{}
 	var order []string
-	by := map[string]*tally{}
 	for _, h := range hosts {
 		t := by[h.Service]
 		if t == nil {
-			t = &tally{}
+			t = &ServiceSummary{Service: h.Service}
 			by[h.Service] = t
 			order = append(order, h.Service)
 		}
-		t.total++
+		t.Hosts++
 		if h.Spikes > 0 {
-			t.counts = append(t.counts, h.Spikes)
+			t.HostsWithSpikes++
+			counts[h.Service] = append(counts[h.Service], h.Spikes)
 		}
 	}
 	sort.Strings(order)
-	var lines []string
+	out := make([]ServiceSummary, 0, len(order))
 	for _, svc := range order {
 		t := by[svc]
-		line := fmt.Sprintf("%d of %d hosts had spikes (%s)", len(t.counts), t.total, pct(share(int64(len(t.counts)), int64(t.total))))
-		if len(t.counts) > 0 {
-			line += fmt.Sprintf("; median %s spikes per affected host", strconv.FormatFloat(median(t.counts), 'f', -1, 64))
+		t.MedianSpikes = median(counts[svc])
+		out = append(out, *t)
+	}
+	return out
+}
+
+// HostSummaries is one line per service: "N of M hosts had spikes (X%);
+// median Y spikes per affected host".
+func HostSummaries(hosts []Host, withService bool) []string {
+	var lines []string
+	for _, t := range ServiceSummaries(hosts) {
+		line := fmt.Sprintf("%d of %d hosts had spikes (%s)", t.HostsWithSpikes, t.Hosts, pct(share(int64(t.HostsWithSpikes), int64(t.Hosts))))
+		if t.HostsWithSpikes > 0 {
+			line += fmt.Sprintf("; median %s spikes per affected host", strconv.FormatFloat(t.MedianSpikes, 'f', -1, 64))
 		}
 		if withService {
-			line = svc + ": " + line
+			line = t.Service + ": " + line
 		}
 		lines = append(lines, line)
 	}

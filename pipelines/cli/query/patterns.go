@@ -71,18 +71,19 @@ func Patterns(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 var patternsCommand = command{
-	name:         "patterns",
-	synopsis:     "Shows each fleet pattern's current state (its latest look-back in the range):\nclass, hosts affected, recurrence, hardware-class skew, the averaged-latency\nillusion and the suspects, then one sentence per pattern. --host keeps the\npatterns of services whose spike windows include that host.",
-	defaultLimit: 50,
+	name:     "patterns",
+	synopsis: "Shows each fleet pattern's current state (its latest look-back in the range):\nclass, hosts affected, recurrence, hardware-class skew, the averaged-latency\nillusion and the suspects, then one sentence per pattern. --host keeps the\npatterns of services whose spike windows include that host.",
+	rows:     "a pattern's look-back is [lookback_start, lookback_end),\nand the latest look-back that overlaps is shown",
+	columns:  patternsColumns,
 	setup: func(*flag.FlagSet) query {
 		return query{load: func(ctx context.Context, st store.Store, s Scope) (answer, error) {
-			patterns, err := LoadPatterns(ctx, st, s)
+			patterns, found, err := loadPatterns(ctx, st, s)
 			if err != nil {
 				return answer{}, err
 			}
 			return answerOf(patterns, s.none("patterns"), func(w io.Writer) error {
 				return printPatterns(w, patterns, s.Service == "")
-			}), nil
+			}).withSummary(func() (Summary, error) { return s.summary(found, len(patterns)), nil }), nil
 		}}
 	},
 }
@@ -143,11 +144,18 @@ func printPatterns(w io.Writer, patterns []Pattern, withService bool) error {
 // tables know. --host keeps the patterns of the services the host had
 // spike windows for.
 func LoadPatterns(ctx context.Context, st store.Store, s Scope) ([]Pattern, error) {
-	cond := s.Range(Live(), "lookback_end").Equals("service", s.Service)
+	p, _, err := loadPatterns(ctx, st, s)
+	return p, err
+}
+
+// loadPatterns is LoadPatterns, and how many patterns it found before
+// --limit.
+func loadPatterns(ctx context.Context, st store.Store, s Scope) ([]Pattern, int, error) {
+	cond := s.Range(Live(), Lookback).Equals("service", s.Service)
 	if s.Host != "" {
 		// Patterns are fleet-level rows without hosts: a host "has" the
 		// patterns of the services it had spike windows for.
-		cond = cond.And("service IN (SELECT service FROM spikes FINAL WHERE " + s.Filter(Live(), "window_start").String() + ")")
+		cond = cond.And("service IN (SELECT service FROM spikes FINAL WHERE " + s.Filter(Live(), Window).String() + ")")
 	}
 	patterns, err := readRows(ctx, st, "patterns", `SELECT pattern_id, service, class, modifiers,
 		lookback_start, lookback_end, hosts_affected, hosts_total, recurrence_interval_s, regularity, synchronicity,
@@ -191,7 +199,7 @@ func LoadPatterns(ctx context.Context, st store.Store, s Scope) ([]Pattern, erro
 		}
 	})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	for i := range patterns {
 		p := &patterns[i]
@@ -205,6 +213,7 @@ func LoadPatterns(ctx context.Context, st store.Store, s Scope) ([]Pattern, erro
 		}
 		return pa.Service < pb.Service
 	})
+	found := len(patterns)
 	if s.limit > 0 && len(patterns) > s.limit {
 		patterns = patterns[:s.limit]
 	}
@@ -212,11 +221,11 @@ func LoadPatterns(ctx context.Context, st store.Store, s Scope) ([]Pattern, erro
 	// service), and each query reads one service's look-back only.
 	for i := range patterns {
 		if err := enrichPattern(ctx, st, &patterns[i]); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		patterns[i].Description = describePattern(patterns[i])
 	}
-	return patterns, nil
+	return patterns, found, nil
 }
 
 // familyCPU is how often one counter family moved on one CPU among spike
@@ -258,7 +267,7 @@ func cpusOf(list []familyCPU, metric, mode, device string) []int {
 // family moved on (patterns.suspects does not store them).
 func enrichPattern(ctx context.Context, st store.Store, p *Pattern) error {
 	look := Scope{Service: p.Service, From: p.LookbackStart, To: p.LookbackEnd}
-	cond := look.Filter(Live(), "window_start")
+	cond := look.Filter(Live(), Window)
 	type spikeStats struct {
 		peakMS   float64
 		topHosts []string
@@ -276,7 +285,7 @@ func enrichPattern(ctx context.Context, st store.Store, p *Pattern) error {
 	for _, x := range stats {
 		p.TypicalPeakMS, p.TopHosts = x.peakMS, x.topHosts
 	}
-	list, err := readFamilyCPUs(ctx, st, cond)
+	list, err := readFamilyCPUs(ctx, st, Live().And("spike_id IN (SELECT spike_id FROM spikes FINAL WHERE "+cond.String()+")"))
 	if err != nil {
 		return err
 	}

@@ -47,13 +47,14 @@ func Spikes(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 }
 
 var spikesCommand = command{
-	name:         "spikes",
-	synopsis:     "Lists spike windows, one line per host and window, newest first, with each\nwindow's top suspect, and how many of the service's hosts had one: is it one\nmachine or all of them?",
-	defaultLimit: 100,
+	name:     "spikes",
+	synopsis: "Lists spike windows, one line per host and window, newest first, with each\nwindow's top suspect, and how many of the service's hosts had one: is it one\nmachine or all of them?",
+	rows:     "a spike window is [window_start, window_end)",
+	columns:  spikesColumns,
 	setup: func(fs *flag.FlagSet) query {
 		withoutCaptures := fs.Bool("without-captures", false, "only spike windows that no capture covers (no captures row lists them in spike_ids)")
 		return query{load: func(ctx context.Context, st store.Store, s Scope) (answer, error) {
-			cond := s.Filter(Live(), "window_start")
+			cond := s.Filter(Live(), Window)
 			what := "spikes"
 			if *withoutCaptures {
 				cond = cond.And(captures.WithoutCaptures)
@@ -63,17 +64,18 @@ var spikesCommand = command{
 			if err != nil {
 				return answer{}, err
 			}
+			summary := func() (Summary, error) { return spikeSummary(ctx, st, s, cond, what, len(spikes)) }
 			return answerOf(spikes, s.none(what), func(w io.Writer) error {
 				if err := printSpikes(w, spikes, s.Service == ""); err != nil {
 					return err
 				}
-				summary, err := spikeSummary(ctx, st, s, cond, what, len(spikes))
+				sum, err := summary()
 				if err != nil {
 					return err
 				}
-				_, err = fmt.Fprintln(w, "\n"+summary)
+				_, err = fmt.Fprintln(w, "\n"+sum.Lines[0])
 				return err
-			}), nil
+			}).withSummary(summary), nil
 		}}
 	},
 }
@@ -84,8 +86,14 @@ func printSpikes(w io.Writer, spikes []spikeView, withService bool) error {
 	if withService {
 		header = "SERVICE\t" + header
 	}
-	fmt.Fprintln(tw, header)
+	fmt.Fprintln(tw, "SPIKE\t"+header)
+	ids := make([]string, len(spikes))
+	for i, sp := range spikes {
+		ids[i] = sp.SpikeID
+	}
+	short := shortIDs(ids)
 	for _, sp := range spikes {
+		fmt.Fprintf(tw, "%s\t", short[sp.SpikeID])
 		if withService {
 			fmt.Fprintf(tw, "%s\t", sp.Service)
 		}
@@ -129,7 +137,7 @@ func loadSpikes(ctx context.Context, st store.Store, s Scope, cond Where) ([]spi
 	for i, sp := range spikes {
 		ids[i] = sp.SpikeID
 	}
-	tops, err := topSuspects(ctx, st, s, ids)
+	tops, err := topSuspects(ctx, st, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -142,16 +150,14 @@ func loadSpikes(ctx context.Context, st store.Store, s Scope, cond Where) ([]spi
 // topSuspects returns, per spike id, the rank-1 suspect joined with the
 // other CPUs of its family among the same spike's suspects: NET_RX on CPU 0
 // at rank 1 and on CPUs 2, 4, 6 further down is one line, "cpu 0,2,4,6".
-func topSuspects(ctx context.Context, st store.Store, s Scope, ids []string) (map[string]*suspectFamily, error) {
-	// The window range is redundant with the ids but lets the engine skip
-	// partitions; the ids come from spikes read over the same range.
+func topSuspects(ctx context.Context, st store.Store, ids []string) (map[string]*suspectFamily, error) {
 	type suspectRow struct {
 		spike, metric, mode, device string
 		rank, cpu                   int
 	}
 	list, err := readRows(ctx, st, "spike_suspects", `SELECT spike_id, rank, metric, mode, device, cpu
 	FROM spike_suspects FINAL
-	WHERE `+s.Range(Live(), "window_start").In("spike_id", ids).String()+`
+	WHERE `+Live().In("spike_id", ids).String()+`
 	ORDER BY spike_id, rank`, func(c *columns) func(int) suspectRow {
 		id, metric, mode, device := col[string](c, "spike_id"), col[string](c, "metric"), col[string](c, "mode"), col[string](c, "device")
 		rank, cpu := col[uint8](c, "rank"), col[int16](c, "cpu")
@@ -184,16 +190,16 @@ func topSuspects(ctx context.Context, st store.Store, s Scope, ids []string) (ma
 
 // spikeSummary is the line under the table: how many windows, on how many of
 // the hosts that reported latency in the range.
-func spikeSummary(ctx context.Context, st store.Store, s Scope, cond Where, what string, shown int) (string, error) {
+func spikeSummary(ctx context.Context, st store.Store, s Scope, cond Where, what string, shown int) (Summary, error) {
 	type counts struct{ windows, hosts, fleet uint64 }
 	c, err := readRows(ctx, st, "spikes", `SELECT count() AS n, uniqExact(host) AS hosts,
-		ifNull((SELECT uniqExact(host) FROM latency_1s WHERE `+s.Filter(Where{}, "ts").String()+`), 0) AS fleet
+		ifNull((SELECT uniqExact(host) FROM latency_1s WHERE `+s.Filter(Where{}, Second).String()+`), 0) AS fleet
 	FROM spikes FINAL WHERE `+cond.String(), func(c *columns) func(int) counts {
 		n, hosts, fleet := col[uint64](c, "n"), col[uint64](c, "hosts"), col[uint64](c, "fleet")
 		return func(i int) counts { return counts{n.Row(i), hosts.Row(i), fleet.Row(i)} }
 	})
 	if err != nil {
-		return "", err
+		return Summary{}, err
 	}
 	n, hosts, fleet := int64(c[0].windows), int64(c[0].hosts), int64(c[0].fleet)
 	var b strings.Builder
@@ -217,5 +223,8 @@ func spikeSummary(ctx context.Context, st store.Store, s Scope, cond Where, what
 	if int64(shown) < n {
 		fmt.Fprintf(&b, "; showing the latest %d (--limit)", shown)
 	}
-	return b.String(), nil
+	sum := s.summary(int(n), shown, b.String())
+	h, f := int(hosts), int(fleet)
+	sum.HostsWithSpikes, sum.HostsReporting = &h, &f
+	return sum, nil
 }

@@ -47,11 +47,12 @@ func Suspects(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 var suspectsCommand = command{
-	name:         "suspects",
-	synopsis:     "Lists the ranked kernel-counter suspects of each spike window (newest first, --limit\nwindows), then which counter families were the top suspect across all windows\nof the range. JSON holds the per-spike rows, or with --aggregate the families.",
-	defaultLimit: 20,
+	name:     "suspects",
+	synopsis: "Lists the ranked kernel-counter suspects of each spike window (newest first, --limit\nwindows), then which counter families were the top suspect across all windows\nof the range. JSON holds the per-spike rows, or with --aggregate the families.",
+	rows:     "a spike window is [window_start, window_end),\nand its suspects go with it",
+	columns:  suspectsColumns,
 	setup: func(fs *flag.FlagSet) query {
-		spikeID := fs.String("spike", "", "only this spike window (spike_id); the time range is not applied")
+		spikeID := fs.String("spike", "", "only this spike window: its id or a unique prefix of it (the SPIKE column of spikehunt spikes); the time range is not applied")
 		aggregate := fs.Bool("aggregate", false, "only the families across the range")
 		return query{
 			check: func() string {
@@ -61,9 +62,14 @@ var suspectsCommand = command{
 				return ""
 			},
 			load: func(ctx context.Context, st store.Store, s Scope) (answer, error) {
-				spikes := s.Filter(Live(), "window_start")
-				if *spikeID != "" {
-					spikes = Live().Equals("spike_id", *spikeID)
+				spikes := s.Filter(Live(), Window)
+				id := *spikeID
+				if id != "" {
+					var err error
+					if id, err = resolveSpike(ctx, st, id, false); err != nil {
+						return answer{}, err
+					}
+					spikes = Live().Equals("spike_id", id)
 				}
 				if *aggregate {
 					return loadFamiliesAnswer(ctx, st, s, spikes)
@@ -74,9 +80,9 @@ var suspectsCommand = command{
 				}
 				none := s.none("spike suspects")
 				if *spikeID != "" {
-					none = "no suspects for spike " + *spikeID
+					none = "no suspects for spike " + id
 				}
-				return answerOf(suspects, none, func(w io.Writer) error {
+				a := answerOf(suspects, none, func(w io.Writer) error {
 					if err := printSpikeSuspects(w, suspects); err != nil || *spikeID != "" {
 						return err
 					}
@@ -88,10 +94,21 @@ var suspectsCommand = command{
 						return err
 					}
 					if families.n == 0 {
-						return emptyLine(w, nil, false, families.none)
+						_, err := fmt.Fprintln(w, families.none)
+						return err
 					}
 					return families.table(w)
-				}), nil
+				}).withSummary(func() (Summary, error) {
+					// Found and shown count spike windows, not rows.
+					shown := map[string]bool{}
+					for _, x := range suspects {
+						shown[x.SpikeID] = true
+					}
+					found, err := countRows(ctx, st, "spikes", withSuspects(spikes))
+					return s.summary(found, len(shown)), err
+				})
+				a.spike = id
+				return a, nil
 			},
 		}
 	},
@@ -118,13 +135,15 @@ func loadFamiliesAnswer(ctx context.Context, st store.Store, s Scope, spikes Whe
 }
 
 // loadSpikeSuspects reads the suspects of the newest spike windows matching
-// spikes (at most limit windows), newest window first, by rank.
+// spikes that have any (at most limit windows), newest window first, by
+// rank. The limit is of the windows shown: it is applied after the windows
+// without suspects are left out, never before.
 func loadSpikeSuspects(ctx context.Context, st store.Store, spikes Where, limit string) ([]suspectView, error) {
 	return readRows(ctx, st, "spike_suspects", `SELECT spike_id, service, host, window_start, rank, metric, mode,
 		device, cpu, baseline, during, deviation
 	FROM spike_suspects FINAL
 	WHERE `+Live().And(`spike_id IN (
-		SELECT spike_id FROM spikes FINAL WHERE `+spikes.String()+` ORDER BY window_start DESC, service, host`+limit+`)`).String()+`
+		SELECT spike_id FROM spikes FINAL WHERE `+withSuspects(spikes).String()+` ORDER BY window_start DESC, service, host`+limit+`)`).String()+`
 	ORDER BY window_start DESC, service, host, rank`, func(c *columns) func(int) suspectView {
 		id, service, host := col[string](c, "spike_id"), col[string](c, "service"), col[string](c, "host")
 		metric, mode, device := col[string](c, "metric"), col[string](c, "mode"), col[string](c, "device")
@@ -159,6 +178,23 @@ func printSpikeSuspects(w io.Writer, suspects []suspectView) error {
 			orDash(x.Device), cpu, rate(x.Baseline), rate(x.During), x.Deviation)
 	}
 	return tw.Flush()
+}
+
+// countRows counts the live rows of table (spikes, with FINAL) matching cond.
+func countRows(ctx context.Context, st store.Store, table string, cond Where) (int, error) {
+	n, err := readRows(ctx, st, table, "SELECT count() AS n FROM "+table+" FINAL WHERE "+cond.String(), func(c *columns) func(int) uint64 {
+		n := col[uint64](c, "n")
+		return func(i int) uint64 { return n.Row(i) }
+	})
+	if err != nil || len(n) == 0 {
+		return 0, err
+	}
+	return int(n[0]), nil
+}
+
+// withSuspects keeps the spike windows of spikes that have live suspects.
+func withSuspects(spikes Where) Where {
+	return spikes.And("spike_id IN (SELECT spike_id FROM spike_suspects FINAL WHERE " + Live().String() + ")")
 }
 
 // rate renders a per-second rate with about three significant digits,

@@ -39,6 +39,20 @@ func (w Where) During(col string, from, to time.Time) Where {
 		col, from.UnixMilli(), col, to.UnixMilli()))
 }
 
+// Overlaps adds the one time-range rule of the query commands: a row
+// whose interval [startCol, endCol) shares an instant with [from, to) is
+// in the range. Both intervals are half-open, so touching at an end is not
+// overlap: a window ending at 12:00 is not in a range from 12:00, and a
+// window starting at 12:00 is not in a range to 12:00. endCol may be an
+// expression ("ts + INTERVAL 1 SECOND" for a per-second row). The
+// captures dashboard selects by overlap too (dashboards/captures.go), but
+// closed at both ends, as Grafana's time picker is: a row touching the
+// picked range shows there and not here.
+func (w Where) Overlaps(startCol, endCol string, from, to time.Time) Where {
+	return w.And(fmt.Sprintf("%s < fromUnixTimestamp64Milli(%d, 'UTC') AND %s > fromUnixTimestamp64Milli(%d, 'UTC')",
+		startCol, to.UnixMilli(), endCol, from.UnixMilli()))
+}
+
 // In adds col IN (values…), quoted.
 func (w Where) In(col string, values []string) Where {
 	q := make([]string, len(values))
@@ -56,11 +70,28 @@ func (w Where) String() string {
 	return strings.Join(w.conds, " AND ")
 }
 
-// Range adds the scope's time range on the time column col.
-func (s Scope) Range(w Where, col string) Where { return w.During(col, s.From, s.To) }
+// Interval is how long a table's row lasts: [Start, End), two SQL
+// expressions over its columns.
+type Interval struct{ Start, End string }
 
-// Filter adds the scope's time range on col, its service and its host, on
-// a table with service and host columns.
-func (s Scope) Filter(w Where, col string) Where {
-	return s.Range(w, col).Equals("service", s.Service).Equals("host", s.Host)
+// The intervals of the tables' rows, for Range and Filter.
+var (
+	// Second is a latency_1s row: one second, [ts, ts+1s).
+	Second = Interval{"ts", "ts + INTERVAL 1 SECOND"}
+	// Window is a spike window (spikes) or a capture's window (captures).
+	Window = Interval{"window_start", "window_end"}
+	// Lookback is a pattern's look-back (patterns).
+	Lookback = Interval{"lookback_start", "lookback_end"}
+)
+
+// Range adds the scope's time range on rows lasting iv: the rows that
+// overlap it (Overlaps).
+func (s Scope) Range(w Where, iv Interval) Where {
+	return w.Overlaps(iv.Start, iv.End, s.From, s.To)
+}
+
+// Filter adds the scope's time range on rows lasting iv, its service and
+// its host, on a table with service and host columns.
+func (s Scope) Filter(w Where, iv Interval) Where {
+	return s.Range(w, iv).Equals("service", s.Service).Equals("host", s.Host)
 }

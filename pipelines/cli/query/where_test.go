@@ -5,13 +5,13 @@ import (
 	"time"
 )
 
-// The filters render the SQL the commands ran before they shared a builder:
-// the range is [from, to) in milliseconds, an empty service or host is no
-// filter, and values are quoted.
+// The filters render one rule: a row lasting [start, end) is in the range
+// [from, to) when the two overlap, in milliseconds; an empty service or
+// host is no filter, and values are quoted.
 func TestWhereRendersEachFilterOnce(t *testing.T) {
 	from, to := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC), time.Date(2026, 3, 1, 12, 0, 0, 500e6, time.UTC)
-	rangeSQL := func(col string) string {
-		return col + " >= fromUnixTimestamp64Milli(1772359200000, 'UTC') AND " + col + " < fromUnixTimestamp64Milli(1772366400500, 'UTC')"
+	rangeSQL := func(iv Interval) string {
+		return iv.Start + " < fromUnixTimestamp64Milli(1772366400500, 'UTC') AND " + iv.End + " > fromUnixTimestamp64Milli(1772359200000, 'UTC')"
 	}
 	for _, tc := range []struct {
 		name string
@@ -20,10 +20,10 @@ func TestWhereRendersEachFilterOnce(t *testing.T) {
 	}{
 		{"nothing", Where{}, "1"},
 		{"live rows", Live(), "is_deleted = 0"},
-		{"a range alone", Scope{From: from, To: to, Service: "billy"}.Range(Where{}, "ts"), rangeSQL("ts")},
-		{"every filter of the scope", Scope{From: from, To: to, Service: "billy", Host: "h'01"}.Filter(Live(), "window_start"),
-			"is_deleted = 0 AND " + rangeSQL("window_start") + " AND service = 'billy' AND host = 'h\\'01'"},
-		{"no service, no host", Scope{From: from, To: to}.Filter(Where{}, "ts"), rangeSQL("ts")},
+		{"a range alone", Scope{From: from, To: to, Service: "billy"}.Range(Where{}, Second), rangeSQL(Second)},
+		{"every filter of the scope", Scope{From: from, To: to, Service: "billy", Host: "h'01"}.Filter(Live(), Window),
+			"is_deleted = 0 AND " + rangeSQL(Window) + " AND service = 'billy' AND host = 'h\\'01'"},
+		{"no service, no host", Scope{From: from, To: to}.Filter(Where{}, Lookback), rangeSQL(Lookback)},
 		{"a list", Live().In("spike_id", []string{"a", "b"}), "is_deleted = 0 AND spike_id IN ('a', 'b')"},
 	} {
 		if got := tc.got.String(); got != tc.want {

@@ -20,16 +20,15 @@ import (
 func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlags("detect", `Runs the detectors: per-host spike windows from latency_1s, their suspects from the
 kernel counters, and the fleet patterns of each service over a look-back. The first
-pass covers --since (or --from/--to) up to --until; with --every, later passes cover
-the time since the last one. Re-running a range rewrites the same rows; rows a
+pass covers [--from, --to), or the --since before --to ("as of" --to, default now);
+with --every, later passes cover the time since the last one, keeping --to's
+distance from the clock. `+cli.TimeGrammar+`. Re-running a range rewrites the same rows; rows a
 re-run no longer produces are retracted. One summary line per pass on stdout.`, stderr)
 	dsn := fs.String("dsn", cli.EnvOr("SPIKEHUNT_DSN", ""), "ClickHouse store: chdb:///dir, clickhouse://…, http(s)://… (env SPIKEHUNT_DSN)")
 	storeWait := fs.Duration("store-wait", store.DefaultOpenWait, "at start, how long to wait for a ClickHouse server that cannot be reached yet (0: fail at once)")
 	service := fs.String("service", "", "service to examine (empty: every service in latency_1s over the look-back)")
-	since := fs.Duration("since", 6*time.Hour, "the first pass covers this much before --until")
-	from := fs.String("from", "", "start of the first pass, RFC 3339 (instead of --since)")
-	to := fs.String("to", "", "end of the first pass, RFC 3339 (same as --until)")
-	until := fs.String("until", "", `evaluate "as of" this time, RFC 3339 (default now); later passes keep the same distance from the clock`)
+	rng := cli.AddTimeRange(fs, "6h")
+	cli.Deprecate(fs, "until", "to")
 	every := fs.Duration("every", 30*time.Second, "run a pass this often (0: once)")
 	lookback := fs.Duration("lookback", detect.DefaultLookback, "span of spike windows the pattern classifier looks at")
 	k := fs.Float64("k", detect.DefaultK, "a second is slow past k × the typical latency (the larger of the fleet's and the host's bucket median)")
@@ -85,21 +84,9 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 		Patterns: detect.PatternConfig{Lookback: *lookback},
 	}
 	var err error
-	if cfg.To, err = endOfRange(*to, *until); err != nil {
+	if cfg.From, cfg.To, _, err = rng.Resolve(time.Now().UTC().Truncate(time.Second)); err != nil {
 		fmt.Fprintln(stderr, err)
 		return cli.ErrUsage
-	}
-	switch {
-	case *from != "":
-		if cfg.From, err = time.Parse(time.RFC3339, *from); err != nil {
-			fmt.Fprintf(stderr, "--from %q: want RFC 3339, e.g. 2026-11-22T10:00:00Z\n", *from)
-			return cli.ErrUsage
-		}
-	case *since <= 0:
-		fmt.Fprintln(stderr, "--since must be positive")
-		return cli.ErrUsage
-	default:
-		cfg.From = cfg.To.Add(-*since)
 	}
 	if *every < 0 {
 		fmt.Fprintln(stderr, "--every must be 0 (once) or positive")
@@ -186,25 +173,6 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 		return nil
 	}
 	return err
-}
-
-// endOfRange is --to, else --until, else now.
-func endOfRange(to, until string) (time.Time, error) {
-	if to != "" && until != "" && to != until {
-		return time.Time{}, fmt.Errorf("--to %s and --until %s disagree: give one", to, until)
-	}
-	s, name := to, "--to"
-	if s == "" {
-		s, name = until, "--until"
-	}
-	if s == "" {
-		return time.Now().UTC().Truncate(time.Second), nil
-	}
-	t, err := time.Parse(time.RFC3339, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%s %q: want RFC 3339, e.g. 2026-11-22T10:00:00Z", name, s)
-	}
-	return t.UTC(), nil
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
