@@ -716,8 +716,14 @@ func TestSlowOTLPBodiesAreCutOff(t *testing.T) {
 		fmt.Fprintf(c, "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nContent-Length: %d\r\n\r\n0123456789", 1<<20)
 		conns = append(conns, c)
 	}
+	// The server counts a connection once it has accepted it: until all 20
+	// are counted, a count of 0 says nothing (under load, that was before
+	// the first accept).
+	waitFor(t, 5*time.Second, "the server to hold every slow request", func() bool {
+		return in.budget.used.Load() > 0 || drops(in, SourceOTLPHTTP, reasonDecode) == 20
+	})
 	waitFor(t, 5*time.Second, "the slow requests to be cut off", func() bool {
-		return testutil.ToFloat64(in.m.conns.WithLabelValues(SourceOTLPHTTP)) == 0
+		return testutil.ToFloat64(in.m.conns.WithLabelValues(SourceOTLPHTTP)) == 0 && drops(in, SourceOTLPHTTP, reasonDecode) == 20
 	})
 	for i, c := range conns {
 		if !closedByPeer(c) {
