@@ -40,6 +40,8 @@ type Intake struct {
 	// does not know its peer.
 	trust   trustPolicy
 	unnamed map[string]*telemetry.Sender
+	// malformed logs malformed line-protocol lines, rate-limited.
+	malformed *malformedLog
 
 	// mu orders sends on out against Close: senders hold it for reading
 	// around a whole batch and check closed; Close takes it for writing
@@ -93,6 +95,7 @@ func New(cfg Config, logger *slog.Logger) (*Intake, error) {
 	in.card = newCardinality(&in.cfg, in.m)
 	in.trust = newTrustPolicy(cfg.Trigger)
 	in.unnamed = map[string]*telemetry.Sender{}
+	in.malformed = newMalformedLog(logger)
 	for _, src := range []string{SourceOTLPGRPC, SourceOTLPHTTP, SourceUDP, SourceUnixgram} {
 		s := &telemetry.Sender{Source: src}
 		in.trust.decide(s)

@@ -23,7 +23,8 @@ import (
 //	billy /search 5210 200 4bf92f3577b34da6a3ce929d0e0e4736 21560
 //
 // Blank lines are skipped; a malformed line is dropped and counted by the
-// reason of its lineError, and never affects the other lines of its
+// reason of its lineError, logged with a sample at most once a minute per
+// reason (line_log.go), and never affects the other lines of its
 // datagram.
 
 const (

@@ -86,6 +86,7 @@ func (in *Intake) consumeDatagram(src *sourceMetrics, dgram []byte, end time.Tim
 		}
 		if lerr != nil {
 			src.drop(lerr.reason, 1)
+			in.malformed.note(end, src.name, lerr, line)
 			continue
 		}
 		if in.closed {
