@@ -42,6 +42,7 @@ type metrics struct {
 	budgetLimit      prometheus.Gauge
 	conns            *prometheus.GaugeVec   // {server}
 	connsRefused     *prometheus.CounterVec // {server}
+	discarded        *prometheus.CounterVec // {source, signal}
 	sources          map[string]*sourceMetrics
 }
 
@@ -53,6 +54,9 @@ type sourceMetrics struct {
 	queueFull prometheus.Counter
 	ignored   prometheus.Counter
 	drops     *prometheus.CounterVec
+	// discarded counts the OTLP requests of signals the agent does not
+	// use, by signal (OTLP sources only).
+	discarded map[string]prometheus.Counter
 }
 
 func newMetrics(queueLen, budgetUsed func() float64) *metrics {
@@ -97,6 +101,10 @@ func newMetrics(queueLen, budgetUsed func() float64) *metrics {
 			Name: "spikehunt_intake_connections_refused_total",
 			Help: "Connections closed on accept because the server had otlp_max_connections open.",
 		}, []string{"server"}),
+		discarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spikehunt_intake_discarded_requests_total",
+			Help: "OTLP export requests of a signal the agent does not use (signal=metrics, logs), answered success and discarded unread. Apps send them when OTEL_EXPORTER_OTLP_ENDPOINT points at the agent; OTEL_EXPORTER_OTLP_TRACES_ENDPOINT sends it traces only.",
+		}, []string{"source", "signal"}),
 		sources: map[string]*sourceMetrics{},
 	}
 	m.evictService = m.evictions.WithLabelValues("service")
@@ -109,6 +117,12 @@ func newMetrics(queueLen, budgetUsed func() float64) *metrics {
 			queueFull: m.drops.WithLabelValues(src, reasonQueueFull),
 			ignored:   m.ignored.WithLabelValues(src),
 			drops:     m.drops,
+		}
+		if src == SourceOTLPGRPC || src == SourceOTLPHTTP {
+			s.discarded = map[string]prometheus.Counter{
+				signalMetrics: m.discarded.WithLabelValues(src, signalMetrics),
+				signalLogs:    m.discarded.WithLabelValues(src, signalLogs),
+			}
 		}
 		for o := range numOutcomes {
 			s.outcomes[o] = m.requests.WithLabelValues(src, outcomeNames[o])
@@ -126,7 +140,7 @@ func (s *sourceMetrics) drop(reason string, n int) {
 
 func (m *metrics) register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.requests, m.drops, m.overflow, m.ignored, m.queueLen,
-		m.evictions, m.budgetUsed, m.budgetLimit, m.conns, m.connsRefused} {
+		m.evictions, m.budgetUsed, m.budgetLimit, m.conns, m.connsRefused, m.discarded} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

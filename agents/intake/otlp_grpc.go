@@ -69,6 +69,10 @@ func (in *Intake) listenGRPC(ctx context.Context) (net.Listener, *grpc.Server, e
 		grpc.MaxConcurrentStreams(maxStreamsPerConn),
 	)
 	srv.RegisterService(&traceServiceDesc, svc)
+	srv.RegisterService(discardServiceDesc(metricsServiceName, "opentelemetry/proto/collector/metrics/v1/metrics_service.proto"),
+		&discardService{src: src, signal: signalMetrics})
+	srv.RegisterService(discardServiceDesc(logsServiceName, "opentelemetry/proto/collector/logs/v1/logs_service.proto"),
+		&discardService{src: src, signal: signalLogs})
 	return ln, srv, nil
 }
 
@@ -147,14 +151,15 @@ func (h *grpcHold) end() {
 	h.cancel()
 }
 
-// tap takes max_request_bytes of the budget for each Export stream, the
+// tap takes max_request_bytes of the budget for each Export stream (of
+// traces, metrics or logs), the
 // most grpc-go may decompress before export sees the message, and gives
 // the call otlp_read_timeout + otlp_write_timeout: a client that opens
 // streams and never sends their message would otherwise hold the budget
 // for good. It runs on the connection's reader goroutine: it must not
 // block.
 func (s *traceService) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
-	if info.FullMethodName != exportMethod {
+	if !budgetedMethods[info.FullMethodName] {
 		return ctx, nil
 	}
 	h := &grpcHold{budgetHold: budgetHold{b: s.in.budget}}

@@ -27,7 +27,8 @@ import (
 // /v1/traces with a protobuf or JSON ExportTraceServiceRequest, optionally
 // gzip. The answer uses the request's encoding: an
 // ExportTraceServiceResponse, or a google.rpc.Status on 400, 413, 429 and
-// 503.
+// 503. /v1/metrics and /v1/logs are answered success and discarded
+// (otlp_discard.go).
 
 const (
 	ctProtobuf = "application/x-protobuf"
@@ -59,6 +60,8 @@ func (in *Intake) listenHTTP(ctx context.Context) (net.Listener, *http.Server, e
 func (in *Intake) otlpHTTPHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/traces", in.serveOTLPHTTP)
+	mux.HandleFunc("/v1/metrics", in.serveOTLPDiscard(signalMetrics))
+	mux.HandleFunc("/v1/logs", in.serveOTLPDiscard(signalLogs))
 	return mux
 }
 

@@ -1,0 +1,131 @@
+package intake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+)
+
+// OTLP signals the agent does not use. An app pointed at the agent with
+// OTEL_EXPORTER_OTLP_ENDPOINT (the README's advice) sends its metrics and
+// logs there too; answered 404 or Unimplemented, its SDK logs an export
+// error at every interval. The agent answers them success and discards
+// them unread, counting each request in
+// spikehunt_intake_discarded_requests_total{source, signal}. An app that
+// wants its metrics and logs kept points OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+// at the agent and the others at its Collector.
+//
+// Nothing is decoded, so nothing takes the decode budget beyond what
+// grpc-go holds: OTLP/HTTP bodies are read and dropped as they arrive,
+// within max_request_bytes on the wire (a compressed body is never
+// inflated); a gRPC message, which grpc-go reads whole and decompresses
+// before the handler runs, takes max_request_bytes of the budget from the
+// tap to the end of the call, as a trace export does.
+
+const (
+	signalMetrics = "metrics"
+	signalLogs    = "logs"
+
+	metricsServiceName = "opentelemetry.proto.collector.metrics.v1.MetricsService"
+	logsServiceName    = "opentelemetry.proto.collector.logs.v1.LogsService"
+)
+
+// budgetedMethods are the gRPC methods whose message the tap budgets.
+var budgetedMethods = map[string]bool{
+	exportMethod:                         true,
+	"/" + metricsServiceName + "/Export": true,
+	"/" + logsServiceName + "/Export":    true,
+}
+
+// serveOTLPDiscard answers POST /v1/metrics or /v1/logs: the body is read
+// to its end within max_request_bytes and dropped, and the answer is an
+// empty Export*ServiceResponse (no bytes in protobuf, {} in JSON), which
+// is what a receiver that accepted everything sends.
+func (in *Intake) serveOTLPDiscard(signal string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		src := in.m.sources[SourceOTLPHTTP]
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			http.Error(w, "405 method not allowed: POST an OTLP export request", http.StatusMethodNotAllowed)
+			return
+		}
+		ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		switch ct {
+		case ctProtobuf, "application/protobuf":
+			ct = ctProtobuf
+		case ctJSON:
+		default:
+			src.drop(reasonContentType, 1)
+			http.Error(w, "415 unsupported media type: want "+ctProtobuf+" or "+ctJSON, http.StatusUnsupportedMediaType)
+			return
+		}
+		body := &cappedReader{r: r.Body, left: int64(in.cfg.MaxRequestBytes)}
+		if _, err := io.Copy(io.Discard, body); err != nil {
+			if body.over || errors.Is(err, errTooLarge) {
+				src.drop(reasonTooLarge, 1)
+				writeStatus(w, ct, http.StatusRequestEntityTooLarge, codes.ResourceExhausted,
+					fmt.Sprintf("request body larger than %d bytes: send smaller batches", in.cfg.MaxRequestBytes))
+				return
+			}
+			src.drop(reasonDecode, 1)
+			writeStatus(w, ct, http.StatusBadRequest, codes.InvalidArgument, "read body: "+err.Error())
+			return
+		}
+		src.discarded[signal].Inc()
+		var answer []byte
+		if ct == ctJSON {
+			answer = []byte("{}")
+		}
+		w.Header().Set("Content-Type", ct)
+		w.Header().Set("Content-Length", strconv.Itoa(len(answer)))
+		w.WriteHeader(http.StatusOK)
+		w.Write(answer)
+	}
+}
+
+// discardService is the OTLP/gRPC MetricsService or LogsService: each
+// Export is answered with an empty response.
+type discardService struct {
+	src    *sourceMetrics
+	signal string
+}
+
+// discarder is what discardServiceDesc's handler calls.
+type discarder interface {
+	discard(ctx context.Context, req *grpcRequest) (*grpcResponse, error)
+}
+
+func (s *discardService) discard(ctx context.Context, req *grpcRequest) (*grpcResponse, error) {
+	if h, _ := ctx.Value(grpcHoldKey{}).(*grpcHold); h != nil {
+		h.handled.Store(true)
+		h.release()
+	}
+	s.src.discarded[s.signal].Inc()
+	return &grpcResponse{b: []byte{}}, nil
+}
+
+func discardServiceDesc(serviceName, protoFile string) *grpc.ServiceDesc {
+	return &grpc.ServiceDesc{
+		ServiceName: serviceName,
+		HandlerType: (*discarder)(nil),
+		Methods: []grpc.MethodDesc{{
+			MethodName: "Export",
+			Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+				var req grpcRequest
+				if err := dec(&req); err != nil {
+					return nil, err
+				}
+				defer req.data.Free()
+				return srv.(discarder).discard(ctx, &req)
+			},
+		}},
+		Metadata: protoFile,
+	}
+}
