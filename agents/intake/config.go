@@ -17,10 +17,12 @@ import (
 // only names what it changes.
 type Config struct {
 	// OTLPGRPC is the host:port of the OTLP/gRPC trace receiver
-	// (default 127.0.0.1:4317, the OTLP default port).
+	// (default 127.0.0.1:4317, the OTLP default port). Metrics and logs
+	// exported to it are answered success and discarded (otlp_discard.go).
 	OTLPGRPC string `yaml:"otlp_grpc"`
 	// OTLPHTTP is the host:port of the OTLP/HTTP receiver, path /v1/traces
-	// (default 127.0.0.1:4318).
+	// (default 127.0.0.1:4318); /v1/metrics and /v1/logs are answered
+	// success and discarded.
 	OTLPHTTP string `yaml:"otlp_http"`
 	// LineUDP is the host:port of the line-protocol UDP receiver
 	// (default 127.0.0.1:7171).

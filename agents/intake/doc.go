@@ -8,6 +8,9 @@
 //     in protobuf or JSON, optionally gzip (otlp_http.go). Only request
 //     spans count: SERVER spans and root spans of kind UNSPECIFIED
 //     (spans.go); invalid ones come back as a partial success.
+//     The MetricsService and LogsService, POST /v1/metrics and /v1/logs,
+//     answer success and discard what they are sent (otlp_discard.go):
+//     SDKs pointed at the agent by OTEL_EXPORTER_OTLP_ENDPOINT send them.
 //   - a line protocol over UDP and a unix datagram socket (line.go), for
 //     apps without an OTel SDK; package agents/client writes it.
 //
