@@ -155,6 +155,15 @@ func TestAStockSDKExportingTracesMetricsAndLogsToTheAgentReportsNoError(t *testi
 			t.Errorf("%s{source=otlp_grpc, signal=%s} = %v, want ≥ 1", discardedName, signal, n)
 		}
 	}
+	// Each gRPC export held max_request_bytes of the decode budget from the
+	// tap; every hold is given back when its call ends.
+	deadline := time.Now().Add(5 * time.Second)
+	for in.budget.used.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("decode budget holds %d bytes after every export ended, want 0", in.budget.used.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // TestOTLPHTTPMetricsAndLogsAreAnsweredSuccessInTheRequestsEncodingAndCounted:
