@@ -482,10 +482,10 @@ func topSkew(skew map[string]float64) (class string, ratio float64) {
 // describePattern says in one sentence what a pattern means for the fleet,
 // e.g. "Every host stalls at its own phase, gen4 hosts every ~18 min, gen5
 // every ~9 min; the slowest request of a stall takes ~600 ms (median over
-// the pattern's stalls; up to ~1.0 s); 100% of hosts; 2.0× as often on hw
-// class gen5; softirq: 4 of 8 CPUs at ~96% during the stalls (baseline
-// 0.7%; counters every 30 s, coarser than the 2 s spike window: over a
-// step the share reads 3.9%)."
+// the pattern's stalls; up to ~757 ms); 100% of hosts; 2.0× as often on
+// hw class gen5; softirq: 4 of 8 CPUs at ~100% during the stalls (baseline
+// 0.7%; counters every 30 s, coarser than the ~757 ms stall: over a step it
+// reads 3.9%, diluted)."
 func describePattern(p Pattern) string {
 	var b strings.Builder
 	every := ""
@@ -537,7 +537,7 @@ func describePattern(p Pattern) string {
 		}
 	}
 	if len(p.Suspects) > 0 {
-		b.WriteString("; " + SuspectSentence(p.Suspects[0], p.StallWindowS))
+		b.WriteString("; " + SuspectSentence(p.Suspects[0], p.StallLength()))
 	} else {
 		b.WriteString("; no kernel counter moved with the stalls")
 	}
@@ -605,15 +605,25 @@ func sortedClasses(m map[string]float64) []string {
 	return keys
 }
 
+// StallLength is how long a stall lasts: the slowest request of all the
+// pattern's stalls (a request in flight when a stall begins waits for all
+// of it), else the median spike window; 0 when neither is known.
+func (p Pattern) StallLength() time.Duration {
+	if p.LongestRequestMS > 0 {
+		return time.Duration(p.LongestRequestMS * float64(time.Millisecond))
+	}
+	return time.Duration(p.StallWindowS * float64(time.Second))
+}
+
 // SuspectSentence says what a suspect family did during the stalls in units
 // people use: CPU time as a share of each CPU ("softirq: 4 of 8 CPUs at
-// ~96% during the stalls (baseline 0.7%)"), other counters per second.
-// Where the counters' step is longer than the spike window (stallS, in
-// seconds), the rate read over a step spreads the stall's excess over the
-// whole step: the figure during the stall is that excess put back into the
-// window, at most 100% for a share, and the sentence says so with the
-// figure as read.
-func SuspectSentence(x PatternSuspect, stallS float64) string {
+// ~97% during the stalls (baseline 0.9%)"), other counters per second.
+// Where the counters' step is longer than the stall, the rate read over a
+// step spreads the stall's excess over the whole step: the figure during
+// the stall is that excess put back into the stall (at most 100% for a
+// share), and the sentence says so, with the figure as read.
+func SuspectSentence(x PatternSuspect, stall time.Duration) string {
+	stallS := stall.Seconds()
 	phrase := suspectPhrase(x.Metric, x.Mode, x.Device)
 	if x.During <= 0 {
 		s := "during the stalls " + phrase + " rises"
@@ -649,8 +659,8 @@ func SuspectSentence(x PatternSuspect, stallS float64) string {
 		if cpuTime {
 			read = finePct(x.During)
 		}
-		s += fmt.Sprintf("; counters every %s, coarser than the %s spike window: over a step it reads %s, diluted",
-			SpokenDuration(time.Duration(x.CounterStepS*float64(time.Second))), SpokenDuration(time.Duration(stallS*float64(time.Second))), read)
+		s += fmt.Sprintf("; counters every %s, coarser than the ~%s stall: over a step it reads %s, diluted",
+			SpokenDuration(time.Duration(x.CounterStepS*float64(time.Second))), spokenLatency(float64(stall)/float64(time.Millisecond)), read)
 	}
 	return s + ")"
 }
