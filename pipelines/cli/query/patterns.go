@@ -483,7 +483,7 @@ func topSkew(skew map[string]float64) (class string, ratio float64) {
 // e.g. "Every host stalls at its own phase, gen4 hosts every ~18 min, gen5
 // every ~9 min; the slowest request of a stall takes ~600 ms (median over
 // the pattern's stalls; up to ~757 ms); 100% of hosts; 2.0× as often on
-// hw class gen5; softirq: 4 of 8 CPUs at ~100% during the stalls (baseline
+// hw class gen5; softirq: 4 of 8 CPUs (0, 2, 4 and 6) at ~100% during the stalls (baseline
 // 0.7%; counters every 30 s, coarser than the ~757 ms stall: over a step it
 // reads 3.9%, diluted)."
 func describePattern(p Pattern) string {
@@ -617,7 +617,8 @@ func (p Pattern) StallLength() time.Duration {
 
 // SuspectSentence says what a suspect family did during the stalls in units
 // people use: CPU time as a share of each CPU ("softirq: 4 of 8 CPUs at
-// ~97% during the stalls (baseline 0.9%)"), other counters per second.
+// (0, 2, 4 and 6) at ~97% during the stalls (baseline 0.9%)"), other
+// counters per second.
 // Where the counters' step is longer than the stall, the rate read over a
 // step spreads the stall's excess over the whole step: the figure during
 // the stall is that excess put back into the stall (at most 100% for a
@@ -643,7 +644,7 @@ func SuspectSentence(x PatternSuspect, stall time.Duration) string {
 		who := "CPUs"
 		switch {
 		case len(x.CPUs) > 0 && x.HostCPUs >= len(x.CPUs):
-			who = fmt.Sprintf("%d of %d CPUs", len(x.CPUs), x.HostCPUs)
+			who = fmt.Sprintf("%d of %d CPUs (%s)", len(x.CPUs), x.HostCPUs, strings.TrimPrefix(cpuList(x.CPUs), "CPUs "))
 		case len(x.CPUs) > 0:
 			who = cpuList(x.CPUs)
 		}

@@ -96,7 +96,7 @@ func TestThePatternSentenceGivesTheSlowestRequestOfAStallAndSaysWhatItIs(t *test
 
 func TestThePatternSentenceGivesSuspectsAsSharesOfCPUsAndSaysTheCounterStepDilutesThem(t *testing.T) {
 	got := patternSentence(t, seedSkewedFleet(t))
-	want := "; softirq: 4 of 8 CPUs at ~97% during the stalls (baseline 0.9%; counters every 30 s, coarser than the ~996 ms stall: over a step it reads 4.0%, diluted)."
+	want := "; softirq: 4 of 8 CPUs (0, 2, 4 and 6) at ~97% during the stalls (baseline 0.9%; counters every 30 s, coarser than the ~996 ms stall: over a step it reads 4.0%, diluted)."
 	if !strings.HasSuffix(got, want) {
 		t.Errorf("sentence:\n got %q\nwant it to end %q", got, want)
 	}
