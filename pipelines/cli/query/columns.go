@@ -31,11 +31,13 @@ const suspectsColumns = `Columns:
   RANK          1 is the suspect with the highest DEVIATION
   METRIC, MODE, DEVICE, CPU
                 the counter series (CPU "-" when it is not per CPU)
-  BASELINE/S    the series' median rate over the half hour before the window, per
-                second, in the counter's unit: seconds per second for time
-                (system.cpu.time 0.02 = 2% of one CPU), events per second for counts
-  DURING/S      its highest rate in the window (±2 s), same unit; a counter read
-                every 30 s shows a 1 s storm at about a thirtieth of its height
+  BASELINE      the series' median rate over the half hour before the window: for
+                time (CPU time, run delay, stall time) the share of one CPU it
+                took (2.0%), for counts events per second (861/s)
+  DURING        its highest rate in the window (±2 s), same unit; a counter read
+                every 30 s shows a 1 s storm at about a thirtieth of its height,
+                and a line under the table says when the counters' step is
+                coarser than the windows
   DEVIATION     (DURING − baseline median) ÷ the baseline's robust spread
                 (1.4826 × MAD, with floors), times the series' weight: 100 for time
                 taken from the workload (CPU time, run delay, stall time), 10 000 for

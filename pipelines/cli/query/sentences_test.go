@@ -101,3 +101,15 @@ func TestThePatternSentenceGivesSuspectsAsSharesOfCPUsAndSaysTheCounterStepDilut
 		t.Errorf("sentence:\n got %q\nwant it to end %q", got, want)
 	}
 }
+
+func TestSuspectsShowCPUTimeAsAShareOfACPUAndSayWhenTheCounterStepIsCoarserThanTheWindow(t *testing.T) {
+	args := seedSkewedFleet(t)
+	out, _ := cli(t, 0, "suspects", args[1], args[2], "--spike", "g5a-1")
+	rows := tableRows(out, "g5a")
+	if len(rows) != 1 || len(rows[0]) < 9 || rows[0][7] != "0.9%" || rows[0][8] != "4.0%" {
+		t.Errorf("want the softirq CPU time at 0.9%% baseline and 4.0%% during:\n%s", out)
+	}
+	if want := "Counters every 30 s, coarser than the 1 s spike windows: DURING is diluted"; !strings.Contains(out, want) {
+		t.Errorf("want %q under the table:\n%s", want, out)
+	}
+}
