@@ -66,7 +66,13 @@ const patternsColumns = `Columns:
                without the seconds in spike windows; near 100% a "fleet-wide p99
                regression" is the spikes alone
   SUSPECTS     counter families that moved during the spikes of many affected
-               hosts (on how many hosts), strongest first`
+               hosts (on how many hosts), strongest first
+The sentence under the table: with a hardware-class skew, each class's interval
+(median gap between one host's spikes, median over the class's hosts); the
+slowest request of a stall (latency_1s's max over the window and the second
+before it; the median over the pattern's stalls, and the slowest of all); the
+top suspect in units (CPU time as a share of each CPU, counts per second), put
+back into the stall where the counters' step is coarser, which it says.`
 
 const hostsColumns = `Columns:
   REQUESTS     requests served in the range (the sum of the agents' sampling weights)
