@@ -228,17 +228,20 @@ func demoFinding(ctx context.Context, st store.Store, cfg sim.Config, scope quer
 	say("3. Suspects: what moved in the kernel during the spikes")
 	var suspects []query.PatternSuspect
 	for _, p := range patterns {
-		suspects = append(suspects, p.Suspects...)
+		for _, s := range p.Suspects {
+			if len(suspects) < 4 {
+				hosts := fmt.Sprintf("%d hosts", s.Hosts)
+				if s.Hosts == 1 {
+					hosts = "1 host"
+				}
+				say("   %s; a top suspect on %s.", query.SuspectSentence(s, p.StallLength()), hosts)
+			}
+			suspects = append(suspects, s)
+		}
 	}
 	if len(suspects) == 0 {
 		say("   No kernel counter moved with the spikes: the time is spent inside the process (a sleep, a lock,")
 		say("   a pause). Off-CPU stacks will show where.")
-	}
-	for i, s := range suspects {
-		if i == 4 {
-			break
-		}
-		say("   %s: among the top suspects of %d affected hosts' spikes", query.SuspectLabel(s.Metric, s.Mode, s.Device, s.CPUs), s.Hosts)
 	}
 	say("")
 	say("4. What to capture next")

@@ -61,7 +61,8 @@ func TestDemoFindsTheThousandSpikesAndIsIdempotent(t *testing.T) {
 		}
 		for _, want := range []string{
 			"1. The averaged view", "40 of 40 hosts had spikes (100%)", "Every host stalls", "at its own phase",
-			"as often on hw class gen5", "CPUs 0, 2, 4 and 6", "4. What to capture next", "Arm perf flight recorders", html,
+			"as often on hw class gen5", "gen4 hosts every ~", "the slowest request of a stall takes ~",
+			"softirq: 4 of 8 CPUs (0, 2, 4 and 6) at ~", "counters every 30 s, coarser than the ~", "4. What to capture next", "Arm perf flight recorders", html,
 			// No spikehunt-agent beside the test binary: one line says so.
 			"5. A real capture on this machine: skipped, ",
 		} {

@@ -31,11 +31,13 @@ const suspectsColumns = `Columns:
   RANK          1 is the suspect with the highest DEVIATION
   METRIC, MODE, DEVICE, CPU
                 the counter series (CPU "-" when it is not per CPU)
-  BASELINE/S    the series' median rate over the half hour before the window, per
-                second, in the counter's unit: seconds per second for time
-                (system.cpu.time 0.02 = 2% of one CPU), events per second for counts
-  DURING/S      its highest rate in the window (±2 s), same unit; a counter read
-                every 30 s shows a 1 s storm at about a thirtieth of its height
+  BASELINE      the series' median rate over the half hour before the window: for
+                time (CPU time, run delay, stall time) the share of one CPU it
+                took (2.0%), for counts events per second (861/s)
+  DURING        its highest rate in the window (±2 s), same unit; a counter read
+                every 30 s shows a 1 s storm at about a thirtieth of its height,
+                and a line under the table says when the counters' step is
+                coarser than the windows
   DEVIATION     (DURING − baseline median) ÷ the baseline's robust spread
                 (1.4826 × MAD, with floors), times the series' weight: 100 for time
                 taken from the workload (CPU time, run delay, stall time), 10 000 for
@@ -64,7 +66,13 @@ const patternsColumns = `Columns:
                without the seconds in spike windows; near 100% a "fleet-wide p99
                regression" is the spikes alone
   SUSPECTS     counter families that moved during the spikes of many affected
-               hosts (on how many hosts), strongest first`
+               hosts (on how many hosts), strongest first
+The sentence under the table: with a hardware-class skew, each class's interval
+(median gap between one host's spikes, median over the class's hosts); the
+slowest request of a stall (latency_1s's max over the window and the second
+before it; the median over the pattern's stalls, and the slowest of all); the
+top suspect in units (CPU time as a share of each CPU, counts per second), put
+back into the stall where the counters' step is coarser, which it says.`
 
 const hostsColumns = `Columns:
   REQUESTS     requests served in the range (the sum of the agents' sampling weights)

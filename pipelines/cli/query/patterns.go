@@ -47,11 +47,30 @@ type Pattern struct {
 	// TypicalPeakMS is the median peak of the service's spike windows in
 	// the look-back, and TopHosts the hosts with the most of them: the
 	// patterns table stores neither, the spikes table has both.
-	TypicalPeakMS   float64   `json:"typical_peak_ms"`
-	TopHosts        []string  `json:"top_hosts"`
-	Description     string    `json:"description"`
-	DetectorVersion string    `json:"detector_version"`
-	DetectedAt      time.Time `json:"detected_at"`
+	TypicalPeakMS float64  `json:"typical_peak_ms"`
+	TopHosts      []string `json:"top_hosts"`
+	// SlowestRequestMS is the stall's length as a user feels it: the
+	// slowest request of each stall (latency_1s's max over the window and
+	// the second before it, where the requests in flight when the stall
+	// began arrived), the median over the pattern's stalls.
+	SlowestRequestMS float64 `json:"slowest_request_ms"`
+	// LongestRequestMS is the slowest request of all the pattern's stalls.
+	// A stall holds every request in flight until it ends, so its slowest
+	// request is the one that arrived first; at a few requests per second
+	// that one often arrives well into the stall, and the median
+	// (SlowestRequestMS) falls short of the stall by the typical gap
+	// between arrivals: the longest is the closer to the stall's length.
+	LongestRequestMS float64 `json:"longest_request_ms"`
+	// StallWindowS is the median length of the pattern's spike windows, in
+	// seconds: what a counter step is compared with.
+	StallWindowS float64 `json:"stall_window_s"`
+	// ClassIntervalS is the median gap between one host's spikes per
+	// hardware class (median over the class's hosts), in seconds; the
+	// patterns table stores only the fleet's.
+	ClassIntervalS  map[string]float64 `json:"class_interval_s"`
+	Description     string             `json:"description"`
+	DetectorVersion string             `json:"detector_version"`
+	DetectedAt      time.Time          `json:"detected_at"`
 }
 
 // PatternSuspect is one entry of patterns.suspects, with the CPUs its
@@ -63,6 +82,16 @@ type PatternSuspect struct {
 	CPUs   []int   `json:"cpus"`
 	Hosts  int     `json:"hosts"`
 	Score  float64 `json:"score"`
+	// During and Baseline are the medians over the pattern's stalls of the
+	// family's rate per second (seconds per second for CPU time: a share
+	// of one CPU) during the window and over the host's baseline.
+	During   float64 `json:"during"`
+	Baseline float64 `json:"baseline"`
+	// HostCPUs is how many CPUs the affected hosts report the family on
+	// (0 when not per CPU), and CounterStepS the counters' median step in
+	// seconds on those hosts.
+	HostCPUs     int     `json:"host_cpus"`
+	CounterStepS float64 `json:"counter_step_s"`
 }
 
 // Patterns is `spikehunt patterns`.
@@ -296,6 +325,138 @@ func enrichPattern(ctx context.Context, st store.Store, p *Pattern) error {
 	if p.TopHosts == nil {
 		p.TopHosts = []string{}
 	}
+	if err := readStalls(ctx, st, p, cond); err != nil {
+		return err
+	}
+	if err := readClassIntervals(ctx, st, p, cond); err != nil {
+		return err
+	}
+	return readSuspectRates(ctx, st, p, cond)
+}
+
+// readStalls fills in the slowest request of the pattern's stalls and
+// their windows' length. A request that was in flight when a stall began
+// waits for all of it and is filed under its arrival, the second before
+// the window's first slow second, so that second is read too. A window
+// without latency rows (they expire before the detections) keeps its peak.
+func readStalls(ctx context.Context, st store.Store, p *Pattern, windows Where) error {
+	type stall struct{ slowestMS, longestMS, windowS float64 }
+	secs := `SELECT spike_id, host, peak_us, toUInt32(toUnixTimestamp(window_end)) - toUInt32(toUnixTimestamp(window_start)) AS len_s,
+		arrayJoin(range(toUInt32(toUnixTimestamp(window_start)) - 1, toUInt32(toUnixTimestamp(window_end)))) AS s
+		FROM spikes FINAL WHERE ` + windows.String()
+	rows, err := readRows(ctx, st, "latency_1s", `SELECT toFloat64(quantileExact(0.5)(m)) / 1000 AS slowest_ms,
+		toFloat64(max(m)) / 1000 AS longest_ms,
+		toFloat64(quantileExact(0.5)(len_s)) AS window_s
+	FROM (
+		SELECT spike_id, greatest(max(l.max_us), any(w.peak_us)) AS m, any(w.len_s) AS len_s
+		FROM (`+secs+`) AS w
+		LEFT JOIN (
+			SELECT host, toUInt32(ts) AS s, max(max_us) AS max_us FROM latency_1s
+			WHERE `+Where{}.Equals("service", p.Service).And("(host, toUInt32(ts)) IN (SELECT host, s FROM ("+secs+"))").String()+`
+			GROUP BY host, s
+		) AS l USING (host, s)
+		GROUP BY spike_id
+	)`, func(c *columns) func(int) stall {
+		slowest, longest, window := col[float64](c, "slowest_ms"), col[float64](c, "longest_ms"), col[float64](c, "window_s")
+		return func(i int) stall { return stall{finite(slowest.Row(i)), finite(longest.Row(i)), finite(window.Row(i))} }
+	})
+	if err != nil {
+		return err
+	}
+	for _, x := range rows {
+		p.SlowestRequestMS, p.LongestRequestMS, p.StallWindowS = x.slowestMS, x.longestMS, x.windowS
+	}
+	return nil
+}
+
+// readClassIntervals fills in each hardware class's interval: per host the
+// median gap between its windows' starts, then the median over the class's
+// hosts, as the detector computes the fleet's. Gaps under a minute are one
+// stall split into two windows (detect.PatternConfig.Occurrence).
+func readClassIntervals(ctx context.Context, st store.Store, p *Pattern, windows Where) error {
+	type classInterval struct {
+		class string
+		s     float64
+	}
+	rows, err := readRows(ctx, st, "spikes", `SELECT hw_class, toFloat64(quantileExact(0.5)(arrayReduce('quantileExact(0.5)', gaps))) AS interval_s
+	FROM (
+		SELECT host, any(hw_class) AS hw_class,
+			arrayFilter(d -> d >= 60, arrayDifference(arraySort(groupArray(toInt64(toUnixTimestamp(window_start)))))) AS gaps
+		FROM spikes FINAL WHERE `+windows.String()+`
+		GROUP BY host
+	)
+	WHERE length(gaps) > 0
+	GROUP BY hw_class`, func(c *columns) func(int) classInterval {
+		class, iv := col[string](c, "hw_class"), col[float64](c, "interval_s")
+		return func(i int) classInterval { return classInterval{class.Row(i), finite(iv.Row(i))} }
+	})
+	if err != nil {
+		return err
+	}
+	p.ClassIntervalS = map[string]float64{}
+	for _, x := range rows {
+		p.ClassIntervalS[x.class] = x.s
+	}
+	return nil
+}
+
+// readSuspectRates fills in each suspect family's rates during the stalls
+// and at baseline (medians over its rows in the pattern's windows), how
+// many CPUs the affected hosts report it on, and the counters' step.
+func readSuspectRates(ctx context.Context, st store.Store, p *Pattern, windows Where) error {
+	if len(p.Suspects) == 0 {
+		return nil
+	}
+	type rates struct {
+		metric, mode, device string
+		during, baseline     float64
+		cpus                 int
+		stepS                float64
+	}
+	var families []string
+	for _, x := range p.Suspects {
+		families = append(families, "("+store.QuoteString(x.Metric)+", "+store.QuoteString(x.Mode)+", "+store.QuoteString(x.Device)+")")
+	}
+	inFamilies := "(metric, mode, device) IN (" + strings.Join(families, ", ") + ")"
+	spikeIDs := "spike_id IN (SELECT spike_id FROM spikes FINAL WHERE " + windows.String() + ")"
+	hosts := "host IN (SELECT host FROM spikes FINAL WHERE " + windows.String() + ")"
+	rows, err := readRows(ctx, st, "spike_suspects", `SELECT s.metric AS metric, s.mode AS mode, s.device AS device,
+		s.during AS during, s.baseline AS baseline, toInt64(ifNull(c.cpus, 0)) AS cpus, toFloat64(ifNull(c.step_ms, 0)) / 1000 AS step_s
+	FROM (
+		SELECT metric, mode, device, toFloat64(quantileExact(0.5)(during)) AS during, toFloat64(quantileExact(0.5)(baseline)) AS baseline
+		FROM spike_suspects FINAL WHERE `+Live().And(spikeIDs, inFamilies).String()+`
+		GROUP BY metric, mode, device
+	) AS s
+	LEFT JOIN (
+		SELECT metric, mode, device, max(cpus) AS cpus, quantileExact(0.5)(step) AS step_ms
+		FROM (
+			SELECT host, metric, mode, device, uniqExactIf(cpu, cpu >= 0) AS cpus, quantileExact(0.5)(interval_ms) AS step
+			FROM counters
+			WHERE `+Where{}.And(hosts, inFamilies).During("ts_start", p.LookbackStart, p.LookbackEnd).String()+`
+			GROUP BY host, metric, mode, device
+		)
+		GROUP BY metric, mode, device
+	) AS c USING (metric, mode, device)
+	SETTINGS join_use_nulls = 1`, func(c *columns) func(int) rates {
+		metric, mode, device := col[string](c, "metric"), col[string](c, "mode"), col[string](c, "device")
+		during, baseline, step := col[float64](c, "during"), col[float64](c, "baseline"), col[float64](c, "step_s")
+		cpus := col[int64](c, "cpus")
+		return func(i int) rates {
+			return rates{metric.Row(i), mode.Row(i), device.Row(i), finite(during.Row(i)), finite(baseline.Row(i)),
+				int(cpus.Row(i)), finite(step.Row(i))}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		for i := range p.Suspects {
+			x := &p.Suspects[i]
+			if x.Metric == r.metric && x.Mode == r.mode && x.Device == r.device {
+				x.During, x.Baseline, x.HostCPUs, x.CounterStepS = r.during, r.baseline, r.cpus, r.stepS
+			}
+		}
+	}
 	return nil
 }
 
@@ -319,63 +480,198 @@ func topSkew(skew map[string]float64) (class string, ratio float64) {
 }
 
 // describePattern says in one sentence what a pattern means for the fleet,
-// e.g. "Every host stalls ~1.0 s every ~17 min at its own phase; 96% of
-// hosts; 2.1× as often on hw class gen5; during the stalls NET_RX softirq
-// rises on CPUs 0, 2, 4 and 6."
+// e.g. "Every host stalls at its own phase, gen4 hosts every ~18 min, gen5
+// every ~9 min; the slowest request of a stall takes ~600 ms (median over
+// the pattern's stalls; up to ~757 ms); 100% of hosts; 2.0× as often on
+// hw class gen5; softirq: 4 of 8 CPUs (0, 2, 4 and 6) at ~100% during the stalls (baseline
+// 0.7%; counters every 30 s, coarser than the ~757 ms stall: over a step it
+// reads 3.9%, diluted)."
 func describePattern(p Pattern) string {
 	var b strings.Builder
-	stall := ""
-	if p.TypicalPeakMS > 0 {
-		stall = " ~" + spokenLatency(p.TypicalPeakMS)
-	}
 	every := ""
 	if p.RecurrenceIntervalS > 0 {
 		every = " every ~" + SpokenDuration(time.Duration(p.RecurrenceIntervalS*float64(time.Second)))
+	}
+	skewed := slices.Contains(p.Modifiers, ModifierHWClassSkewed)
+	ownPhase, eachOwnPhase := every+" at its own phase", every+", each at its own phase"
+	if classes := classIntervals(p.ClassIntervalS); skewed && classes != "" {
+		every = ", " + classes
+		ownPhase, eachOwnPhase = " at its own phase"+every, ", each at its own phase"+every
 	}
 	hostShare := share(int64(p.HostsAffected), int64(p.HostsTotal))
 	switch p.Class {
 	case ClassFleetRecurrent:
 		if hostShare >= 0.9 {
-			fmt.Fprintf(&b, "Every host stalls%s%s at its own phase", stall, every)
+			b.WriteString("Every host stalls" + ownPhase)
 		} else {
-			fmt.Fprintf(&b, "Most hosts stall%s%s, each at its own phase", stall, every)
+			b.WriteString("Most hosts stall" + eachOwnPhase)
 		}
+		b.WriteString(stallClause(p))
 		fmt.Fprintf(&b, "; %s of hosts", pct(hostShare))
 	case ClassFleetSynchronized:
-		fmt.Fprintf(&b, "Hosts stall%s at the same moments%s", stall, every)
+		fmt.Fprintf(&b, "Hosts stall at the same moments%s", every)
+		b.WriteString(stallClause(p))
 		fmt.Fprintf(&b, "; %s of hosts", pct(hostShare))
 	case ClassIsolatedHost:
 		named := p.HostsAffected > 0 && p.HostsAffected <= 3 && len(p.TopHosts) >= p.HostsAffected
 		switch {
 		case p.HostsAffected == 1 && named:
-			fmt.Fprintf(&b, "Only host %s stalls%s%s", p.TopHosts[0], stall, every)
+			fmt.Fprintf(&b, "Only host %s stalls%s", p.TopHosts[0], every)
 		case p.HostsAffected == 1:
-			fmt.Fprintf(&b, "Only one host stalls%s%s", stall, every)
+			fmt.Fprintf(&b, "Only one host stalls%s", every)
 		case named:
-			fmt.Fprintf(&b, "Only hosts %s stall%s%s", AndList(p.TopHosts[:p.HostsAffected]), stall, every)
+			fmt.Fprintf(&b, "Only hosts %s stall%s", AndList(p.TopHosts[:p.HostsAffected]), every)
 		default:
-			fmt.Fprintf(&b, "Only %d hosts stall%s%s", p.HostsAffected, stall, every)
+			fmt.Fprintf(&b, "Only %d hosts stall%s", p.HostsAffected, every)
 		}
+		b.WriteString(stallClause(p))
 		fmt.Fprintf(&b, "; %d of %d hosts", p.HostsAffected, p.HostsTotal)
 	default:
-		fmt.Fprintf(&b, "Hosts stall%s%s (%s); %s of hosts", stall, every, p.Class, pct(hostShare))
+		fmt.Fprintf(&b, "Hosts stall%s (%s)", every, p.Class)
+		b.WriteString(stallClause(p))
+		fmt.Fprintf(&b, "; %s of hosts", pct(hostShare))
 	}
-	if slices.Contains(p.Modifiers, ModifierHWClassSkewed) {
+	if skewed {
 		if class, ratio := topSkew(p.HWClassSkew); class != "" {
 			fmt.Fprintf(&b, "; %s× as often on hw class %s", strconv.FormatFloat(ratio, 'f', 1, 64), class)
 		}
 	}
 	if len(p.Suspects) > 0 {
-		x := p.Suspects[0]
-		fmt.Fprintf(&b, "; during the stalls %s rises", suspectPhrase(x.Metric, x.Mode, x.Device))
-		if len(x.CPUs) > 0 {
-			b.WriteString(" on " + cpuList(x.CPUs))
-		}
+		b.WriteString("; " + SuspectSentence(p.Suspects[0], p.StallLength()))
 	} else {
 		b.WriteString("; no kernel counter moved with the stalls")
 	}
 	b.WriteString(".")
 	return b.String()
+}
+
+// stallClause says how long a stall holds requests: the slowest request of
+// a stall, the median over the pattern's stalls, and the slowest of all
+// when it reads differently. A stall holds every request in flight until
+// it ends, so the slowest request is the stall's length as users feel it;
+// a per-second mean would be diluted by the second's fast requests.
+func stallClause(p Pattern) string {
+	median := p.SlowestRequestMS
+	if median <= 0 {
+		median = p.TypicalPeakMS
+	}
+	if median <= 0 {
+		return ""
+	}
+	s := "; the slowest request of a stall takes ~" + spokenLatency(median) + " (median over the pattern's stalls"
+	if p.LongestRequestMS > 0 && spokenLatency(p.LongestRequestMS) != spokenLatency(median) {
+		s += "; up to ~" + spokenLatency(p.LongestRequestMS)
+	}
+	return s + ")"
+}
+
+// classIntervals names each hardware class's interval: "gen4 hosts every
+// ~18 min, gen5 every ~9 min"; classes whose intervals read the same share
+// one: "gen4 hosts every ~18 min, gen5 and gen6 every ~9 min". "" with
+// fewer than two classes.
+func classIntervals(byClass map[string]float64) string {
+	if len(byClass) < 2 {
+		return ""
+	}
+	var order []string
+	groups := map[string][]string{}
+	for _, c := range sortedClasses(byClass) {
+		if byClass[c] <= 0 {
+			return ""
+		}
+		say := SpokenDuration(time.Duration(byClass[c] * float64(time.Second)))
+		if groups[say] == nil {
+			order = append(order, say)
+		}
+		groups[say] = append(groups[say], c)
+	}
+	parts := make([]string, len(order))
+	for i, say := range order {
+		hosts := ""
+		if i == 0 {
+			hosts = " hosts"
+		}
+		parts[i] = AndList(groups[say]) + hosts + " every ~" + say
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sortedClasses(m map[string]float64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// StallLength is how long a stall lasts: the slowest request of all the
+// pattern's stalls (a request in flight when a stall begins waits for all
+// of it), else the median spike window; 0 when neither is known.
+func (p Pattern) StallLength() time.Duration {
+	if p.LongestRequestMS > 0 {
+		return time.Duration(p.LongestRequestMS * float64(time.Millisecond))
+	}
+	return time.Duration(p.StallWindowS * float64(time.Second))
+}
+
+// SuspectSentence says what a suspect family did during the stalls in units
+// people use: CPU time as a share of each CPU ("softirq: 4 of 8 CPUs at
+// (0, 2, 4 and 6) at ~97% during the stalls (baseline 0.9%)"), other
+// counters per second.
+// Where the counters' step is longer than the stall, the rate read over a
+// step spreads the stall's excess over the whole step: the figure during
+// the stall is that excess put back into the stall (at most 100% for a
+// share), and the sentence says so, with the figure as read.
+func SuspectSentence(x PatternSuspect, stall time.Duration) string {
+	stallS := stall.Seconds()
+	phrase := suspectPhrase(x.Metric, x.Mode, x.Device)
+	if x.During <= 0 {
+		s := "during the stalls " + phrase + " rises"
+		if len(x.CPUs) > 0 {
+			s += " on " + cpuList(x.CPUs)
+		}
+		return s
+	}
+	during, coarse := x.During, x.CounterStepS > 0 && stallS > 0 && x.CounterStepS > stallS
+	if coarse && x.During > x.Baseline {
+		during = x.Baseline + (x.During-x.Baseline)*x.CounterStepS/stallS
+	}
+	cpuTime := x.Metric == "system.cpu.time"
+	var s string
+	if cpuTime {
+		during = math.Min(during, 1)
+		who := "CPUs"
+		switch {
+		case len(x.CPUs) > 0 && x.HostCPUs >= len(x.CPUs):
+			who = fmt.Sprintf("%d of %d CPUs (%s)", len(x.CPUs), x.HostCPUs, strings.TrimPrefix(cpuList(x.CPUs), "CPUs "))
+		case len(x.CPUs) > 0:
+			who = cpuList(x.CPUs)
+		}
+		s = fmt.Sprintf("%s: %s at ~%s during the stalls (baseline %s", orDash(x.Mode), who, finePct(during), finePct(x.Baseline))
+	} else {
+		s = fmt.Sprintf("%s: ~%s/s during the stalls (baseline %s/s", phrase, rate(during), rate(x.Baseline))
+		if len(x.CPUs) > 0 {
+			s = fmt.Sprintf("%s on %s: ~%s/s during the stalls (baseline %s/s", phrase, cpuList(x.CPUs), rate(during), rate(x.Baseline))
+		}
+	}
+	if coarse {
+		read := rate(x.During) + "/s"
+		if cpuTime {
+			read = finePct(x.During)
+		}
+		s += fmt.Sprintf("; counters every %s, coarser than the ~%s stall: over a step it reads %s, diluted",
+			SpokenDuration(time.Duration(x.CounterStepS*float64(time.Second))), spokenLatency(float64(stall)/float64(time.Millisecond)), read)
+	}
+	return s + ")"
+}
+
+// finePct renders a share 0..1 as a percentage with one decimal below 10%.
+func finePct(v float64) string {
+	if v < 0.1 {
+		return strconv.FormatFloat(100*v, 'f', 1, 64) + "%"
+	}
+	return pct(v)
 }
 
 // spokenLatency: "1.0 s" from a second up, "350 ms" below.

@@ -327,7 +327,7 @@ func TestQueryCommands(t *testing.T) {
 		if diff := cmp.Diff(want, rows[0]); diff != "" {
 			t.Errorf("row (-want +got):\n%s\n%s", diff, out)
 		}
-		sentence := "Most hosts stall ~1.0 s every ~17 min, each at its own phase; 60% of hosts; 2.1× as often on hw class gen5; during the stalls softirq CPU time rises on CPUs 0, 2 and 4."
+		sentence := "Most hosts stall every ~17 min, each at its own phase; the slowest request of a stall takes ~1.0 s (median over the pattern's stalls; up to ~1.2 s); 60% of hosts; 2.1× as often on hw class gen5; softirq: CPUs 0, 2 and 4 at ~90% during the stalls (baseline 2.0%)."
 		if !strings.Contains(out, "\n\n"+sentence+"\n") {
 			t.Errorf("sentence missing under the table:\n%s", out)
 		}
@@ -462,19 +462,19 @@ func TestPatternsDescribeInOneSentence(t *testing.T) {
 			name: "the thousand spikes: every host at its own phase, more on new hardware",
 			p: Pattern{Class: "fleet-recurrent", Modifiers: []string{"hw-class-skewed"}, HostsAffected: 48, HostsTotal: 50,
 				RecurrenceIntervalS: 1020, HWClassSkew: map[string]float64{"gen4": 0.65, "gen5": 1.365}, TypicalPeakMS: 1012, Suspects: netRX},
-			want: "Every host stalls ~1.0 s every ~17 min at its own phase; 96% of hosts; 2.1× as often on hw class gen5; during the stalls NET_RX softirq rises on CPUs 0, 2, 4 and 6.",
+			want: "Every host stalls every ~17 min at its own phase; the slowest request of a stall takes ~1.0 s (median over the pattern's stalls); 96% of hosts; 2.1× as often on hw class gen5; during the stalls NET_RX softirq rises on CPUs 0, 2, 4 and 6.",
 		},
 		{
 			name: "a skew map without the modifier is not mentioned",
 			p: Pattern{Class: "fleet-recurrent", HostsAffected: 30, HostsTotal: 50, RecurrenceIntervalS: 45,
 				HWClassSkew: map[string]float64{"gen5": 1.1}, TypicalPeakMS: 350},
-			want: "Most hosts stall ~350 ms every ~45 s, each at its own phase; 60% of hosts; no kernel counter moved with the stalls.",
+			want: "Most hosts stall every ~45 s, each at its own phase; the slowest request of a stall takes ~350 ms (median over the pattern's stalls); 60% of hosts; no kernel counter moved with the stalls.",
 		},
 		{
 			name: "one named host",
 			p: Pattern{Class: "isolated-host", HostsAffected: 1, HostsTotal: 50, RecurrenceIntervalS: 300, TypicalPeakMS: 2500,
 				TopHosts: []string{"web-07"}, Suspects: []PatternSuspect{{Metric: "spikehunt.network.pause_frames", Device: "eth0", Mode: "receive", CPUs: []int{}}}},
-			want: "Only host web-07 stalls ~2.5 s every ~5 min; 1 of 50 hosts; during the stalls pause frames on eth0 rises.",
+			want: "Only host web-07 stalls every ~5 min; the slowest request of a stall takes ~2.5 s (median over the pattern's stalls); 1 of 50 hosts; during the stalls pause frames on eth0 rises.",
 		},
 		{
 			name: "a few hosts, named",
@@ -486,7 +486,7 @@ func TestPatternsDescribeInOneSentence(t *testing.T) {
 			name: "synchronized, many CPUs",
 			p: Pattern{Class: "fleet-synchronized", HostsAffected: 40, HostsTotal: 50, RecurrenceIntervalS: 7200, TypicalPeakMS: 800,
 				Suspects: []PatternSuspect{{Metric: "system.cpu.time", Mode: "irq", CPUs: []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}}}},
-			want: "Hosts stall ~800 ms at the same moments every ~2 h; 80% of hosts; during the stalls irq CPU time rises on 10 CPUs.",
+			want: "Hosts stall at the same moments every ~2 h; the slowest request of a stall takes ~800 ms (median over the pattern's stalls); 80% of hosts; during the stalls irq CPU time rises on 10 CPUs.",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"time"
 
@@ -83,8 +84,18 @@ var suspectsCommand = command{
 					none = "no suspects for spike " + id
 				}
 				a := answerOf(suspects, none, func(w io.Writer) error {
-					if err := printSpikeSuspects(w, suspects); err != nil || *spikeID != "" {
+					if err := printSpikeSuspects(w, suspects); err != nil {
 						return err
+					}
+					note, err := coarseStepNote(ctx, st, suspects)
+					if err != nil {
+						return err
+					}
+					if note != "" {
+						fmt.Fprintln(w, note)
+					}
+					if *spikeID != "" {
+						return nil
 					}
 					fmt.Fprintln(w)
 					// The families of every window of the range, not only
@@ -162,7 +173,7 @@ func loadSpikeSuspects(ctx context.Context, st store.Store, spikes Where, limit 
 // and window on its first row only, so the ranks read down.
 func printSpikeSuspects(w io.Writer, suspects []suspectView) error {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "HOST\tWINDOW_START (UTC)\tRANK\tMETRIC\tMODE\tDEVICE\tCPU\tBASELINE/S\tDURING/S\tDEVIATION")
+	fmt.Fprintln(tw, "HOST\tWINDOW_START (UTC)\tRANK\tMETRIC\tMODE\tDEVICE\tCPU\tBASELINE\tDURING\tDEVIATION")
 	prev := ""
 	for _, x := range suspects {
 		host, when := "", ""
@@ -175,9 +186,67 @@ func printSpikeSuspects(w io.Writer, suspects []suspectView) error {
 			cpu = strconv.Itoa(x.CPU)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\n", host, when, x.Rank, x.Metric, orDash(x.Mode),
-			orDash(x.Device), cpu, rate(x.Baseline), rate(x.During), x.Deviation)
+			orDash(x.Device), cpu, counterRate(x.Metric, x.Baseline), counterRate(x.Metric, x.During), x.Deviation)
 	}
 	return tw.Flush()
+}
+
+// timeMetrics are the counters whose rate is seconds per second: a share of
+// one CPU.
+var timeMetrics = map[string]bool{"system.cpu.time": true, "spikehunt.cpu.run_delay": true, "spikehunt.pressure.stall_time": true}
+
+// counterRate renders a suspect's rate in the unit people read it in: a
+// time counter as the share of one CPU it took ("4.0%"), a count per
+// second ("861/s").
+func counterRate(metric string, v float64) string {
+	if timeMetrics[metric] {
+		return finePct(v)
+	}
+	return rate(v) + "/s"
+}
+
+// coarseStepNote says when the counters of the spike windows' hosts are
+// read less often than the windows last: their DURING is then the stall's
+// excess spread over the whole step. "" when they are not, or unknown.
+func coarseStepNote(ctx context.Context, st store.Store, suspects []suspectView) (string, error) {
+	if len(suspects) == 0 {
+		return "", nil
+	}
+	ids, hosts := map[string]bool{}, map[string]bool{}
+	from, to := suspects[0].WindowStart, suspects[0].WindowStart
+	for _, x := range suspects {
+		ids[x.SpikeID], hosts[x.Host] = true, true
+		if x.WindowStart.Before(from) {
+			from = x.WindowStart
+		}
+		if x.WindowStart.After(to) {
+			to = x.WindowStart
+		}
+	}
+	type steps struct{ stepS, windowS float64 }
+	rows, err := readRows(ctx, st, "counters", `SELECT
+		toFloat64(ifNull((SELECT quantileExact(0.5)(interval_ms) FROM counters WHERE `+Where{}.In("host", keys(hosts)).
+		During("ts_start", from.Add(-time.Hour), to.Add(time.Hour)).String()+`), 0)) / 1000 AS step_s,
+		toFloat64(ifNull((SELECT quantileExact(0.5)(toUnixTimestamp64Milli(window_end) - toUnixTimestamp64Milli(window_start))
+			FROM spikes FINAL WHERE `+Live().In("spike_id", keys(ids)).String()+`), 0)) / 1000 AS window_s`,
+		func(c *columns) func(int) steps {
+			step, window := col[float64](c, "step_s"), col[float64](c, "window_s")
+			return func(i int) steps { return steps{finite(step.Row(i)), finite(window.Row(i))} }
+		})
+	if err != nil || len(rows) == 0 || rows[0].stepS <= rows[0].windowS || rows[0].windowS <= 0 {
+		return "", err
+	}
+	return fmt.Sprintf("Counters every %s, coarser than the %s spike windows: DURING is diluted, the stall's excess spread over the step.",
+		SpokenDuration(time.Duration(rows[0].stepS*float64(time.Second))), SpokenDuration(time.Duration(rows[0].windowS*float64(time.Second)))), nil
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // countRows counts the live rows of table (spikes, with FINAL) matching cond.

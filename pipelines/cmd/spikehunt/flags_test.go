@@ -35,7 +35,7 @@ func TestEveryCommandsHelpWritesFlagsAsTheREADMEDoes(t *testing.T) {
 	}
 	for cmd, columns := range map[string][]string{
 		"spikes":   {"SPIKE ", "PEAK_MS ", "milliseconds", "SCORE ", "no unit", "TOP_SUSPECT "},
-		"suspects": {"BASELINE/S ", "DURING/S ", "per\n                second", "DEVIATION ", "1.4826 × MAD", "TOP_SUSPECT_IN "},
+		"suspects": {"BASELINE ", "DURING ", "share of one CPU", "events per second", "DEVIATION ", "1.4826 × MAD", "TOP_SUSPECT_IN "},
 		"patterns": {"CLASS ", "INTERVAL ", "REGULARITY ", "0–1", "SYNC ", "HW_SKEW ", "ILLUSION ", "0–100%"},
 		"hosts":    {"REQUESTS ", "P50_MS, P99_MS", "MAX_MS ", "SPIKES "},
 		"captures": {"CAPTURE ", "WINDOW_START ", "SIZE ", "LOST "},
