@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 )
 
@@ -51,19 +49,8 @@ var budgetedMethods = map[string]bool{
 func (in *Intake) serveOTLPDiscard(signal string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		src := in.m.sources[SourceOTLPHTTP]
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", http.MethodPost)
-			http.Error(w, "405 method not allowed: POST an OTLP export request", http.StatusMethodNotAllowed)
-			return
-		}
-		ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-		switch ct {
-		case ctProtobuf, "application/protobuf":
-			ct = ctProtobuf
-		case ctJSON:
-		default:
-			src.drop(reasonContentType, 1)
-			http.Error(w, "415 unsupported media type: want "+ctProtobuf+" or "+ctJSON, http.StatusUnsupportedMediaType)
+		ct, ok := acceptOTLPPost(w, r, src, "an OTLP export request")
+		if !ok {
 			return
 		}
 		body := &cappedReader{r: r.Body, left: int64(in.cfg.MaxRequestBytes)}
@@ -97,35 +84,11 @@ type discardService struct {
 	signal string
 }
 
-// discarder is what discardServiceDesc's handler calls.
-type discarder interface {
-	discard(ctx context.Context, req *grpcRequest) (*grpcResponse, error)
-}
-
-func (s *discardService) discard(ctx context.Context, req *grpcRequest) (*grpcResponse, error) {
+func (s *discardService) export(ctx context.Context, req *grpcRequest) (*grpcResponse, error) {
 	if h, _ := ctx.Value(grpcHoldKey{}).(*grpcHold); h != nil {
 		h.handled.Store(true)
 		h.release()
 	}
 	s.src.discarded[s.signal].Inc()
 	return &grpcResponse{b: []byte{}}, nil
-}
-
-func discardServiceDesc(serviceName, protoFile string) *grpc.ServiceDesc {
-	return &grpc.ServiceDesc{
-		ServiceName: serviceName,
-		HandlerType: (*discarder)(nil),
-		Methods: []grpc.MethodDesc{{
-			MethodName: "Export",
-			Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-				var req grpcRequest
-				if err := dec(&req); err != nil {
-					return nil, err
-				}
-				defer req.data.Free()
-				return srv.(discarder).discard(ctx, &req)
-			},
-		}},
-		Metadata: protoFile,
-	}
 }

@@ -68,10 +68,10 @@ func (in *Intake) listenGRPC(ctx context.Context) (net.Listener, *grpc.Server, e
 		// few; this bounds the goroutines one connection can start.
 		grpc.MaxConcurrentStreams(maxStreamsPerConn),
 	)
-	srv.RegisterService(&traceServiceDesc, svc)
-	srv.RegisterService(discardServiceDesc(metricsServiceName, "opentelemetry/proto/collector/metrics/v1/metrics_service.proto"),
+	srv.RegisterService(exportServiceDesc(traceServiceName, "opentelemetry/proto/collector/trace/v1/trace_service.proto"), svc)
+	srv.RegisterService(exportServiceDesc(metricsServiceName, "opentelemetry/proto/collector/metrics/v1/metrics_service.proto"),
 		&discardService{src: src, signal: signalMetrics})
-	srv.RegisterService(discardServiceDesc(logsServiceName, "opentelemetry/proto/collector/logs/v1/logs_service.proto"),
+	srv.RegisterService(exportServiceDesc(logsServiceName, "opentelemetry/proto/collector/logs/v1/logs_service.proto"),
 		&discardService{src: src, signal: signalLogs})
 	return ln, srv, nil
 }
@@ -84,26 +84,32 @@ type traceService struct {
 	src *sourceMetrics
 }
 
-// traceExporter is what traceServiceDesc's handler calls.
-type traceExporter interface {
+// exporter is an OTLP/gRPC service's one method, Export, on the message
+// still in grpc-go's buffers: traceService decodes it, discardService
+// drops it.
+type exporter interface {
 	export(ctx context.Context, req *grpcRequest) (*grpcResponse, error)
 }
 
-var traceServiceDesc = grpc.ServiceDesc{
-	ServiceName: traceServiceName,
-	HandlerType: (*traceExporter)(nil),
-	Methods: []grpc.MethodDesc{{
-		MethodName: "Export",
-		Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-			var req grpcRequest
-			if err := dec(&req); err != nil {
-				return nil, err
-			}
-			defer req.data.Free()
-			return srv.(traceExporter).export(ctx, &req)
-		},
-	}},
-	Metadata: "opentelemetry/proto/collector/trace/v1/trace_service.proto",
+// exportServiceDesc describes an OTLP collector service (TraceService,
+// MetricsService or LogsService) whose Export is served by an exporter.
+func exportServiceDesc(serviceName, protoFile string) *grpc.ServiceDesc {
+	return &grpc.ServiceDesc{
+		ServiceName: serviceName,
+		HandlerType: (*exporter)(nil),
+		Methods: []grpc.MethodDesc{{
+			MethodName: "Export",
+			Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+				var req grpcRequest
+				if err := dec(&req); err != nil {
+					return nil, err
+				}
+				defer req.data.Free()
+				return srv.(exporter).export(ctx, &req)
+			},
+		}},
+		Metadata: protoFile,
+	}
 }
 
 // grpcRequest is an Export request still in grpc-go's buffers; the

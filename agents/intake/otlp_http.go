@@ -65,6 +65,27 @@ func (in *Intake) otlpHTTPHandler() http.Handler {
 	return mux
 }
 
+// acceptOTLPPost answers what is not an OTLP/HTTP export (405 for another
+// method, 415 for another media type, counted) and otherwise returns the
+// body's canonical content type. what names the message in the 405.
+func acceptOTLPPost(w http.ResponseWriter, r *http.Request, src *sourceMetrics, what string) (string, bool) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "405 method not allowed: POST "+what, http.StatusMethodNotAllowed)
+		return "", false
+	}
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	switch ct {
+	case ctProtobuf, "application/protobuf":
+		return ctProtobuf, true
+	case ctJSON:
+		return ct, true
+	}
+	src.drop(reasonContentType, 1)
+	http.Error(w, "415 unsupported media type: want "+ctProtobuf+" or "+ctJSON, http.StatusUnsupportedMediaType)
+	return "", false
+}
+
 var (
 	bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 	gzipPool sync.Pool // *gzip.Reader
@@ -72,19 +93,8 @@ var (
 
 func (in *Intake) serveOTLPHTTP(w http.ResponseWriter, r *http.Request) {
 	src := in.m.sources[SourceOTLPHTTP]
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, "405 method not allowed: POST an ExportTraceServiceRequest", http.StatusMethodNotAllowed)
-		return
-	}
-	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	switch ct {
-	case ctProtobuf, "application/protobuf":
-		ct = ctProtobuf
-	case ctJSON:
-	default:
-		src.drop(reasonContentType, 1)
-		http.Error(w, "415 unsupported media type: want "+ctProtobuf+" or "+ctJSON, http.StatusUnsupportedMediaType)
+	ct, ok := acceptOTLPPost(w, r, src, "an ExportTraceServiceRequest")
+	if !ok {
 		return
 	}
 
