@@ -6,7 +6,7 @@ package dashboards
 func capturesIndex() Board {
 	whereBackend := "$__conditionalAll(backend IN (${backend:singlequote}), $backend)"
 	whereStatus := "$__conditionalAll(status IN (${status:singlequote}), $status)"
-	inRange := "window_end >= $__fromTime AND window_start <= $__toTime"
+	inRange := "window_end > $__fromTime_ms AND window_start < $__toTime_ms"
 	capHosts := "$__conditionalAll(host IN (${host:singlequote}), $host)"
 	filter := inRange + " AND " + capHosts + " AND " + whereBackend + " AND " + whereStatus
 	stat := func(key, title, unit, sql string) Panel {
@@ -18,9 +18,9 @@ func capturesIndex() Board {
 		Tags:        []string{"spikehunt"}, From: "now-24h", Refresh: "1m",
 		Vars: []Var{serviceVar, hwClassVar, hostsVar,
 			{Name: "backend", Label: "Backend", Type: "query", Multi: true, IncludeAll: true,
-				SQL: `SELECT DISTINCT backend FROM captures WHERE window_end >= $__fromTime AND window_start <= $__toTime ORDER BY backend`},
+				SQL: `SELECT DISTINCT backend FROM captures WHERE window_end > $__fromTime_ms AND window_start < $__toTime_ms ORDER BY backend`},
 			{Name: "status", Label: "Status", Type: "query", Multi: true, IncludeAll: true,
-				SQL: `SELECT DISTINCT status FROM captures WHERE window_end >= $__fromTime AND window_start <= $__toTime ORDER BY status`},
+				SQL: `SELECT DISTINCT status FROM captures WHERE window_end > $__fromTime_ms AND window_start < $__toTime_ms ORDER BY status`},
 		},
 		Rows: []Row{
 			{Title: "Summary", Panels: []Panel{
