@@ -5,23 +5,18 @@ package cluster
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -420,162 +415,6 @@ func (c *Cluster) clientset() (*kubernetes.Clientset, error) {
 	return kubernetes.NewForConfig(cfg)
 }
 
-// Stop stops every process of the node, kills what runs in its pods, and
-// takes the host back to what it was: mounts, network namespaces, the
-// bridge and veths, iptables rules and chains, cgroups, sysctls and the
-// state folder (logs/ stays with KeepLogs). It then checks that nothing is
-// left and says what is. Safe to call more than once.
-func (c *Cluster) Stop() error {
-	c.stopOnce.Do(func() { c.stopErr = c.stop() })
-	return c.stopErr
-}
-
-func (c *Cluster) stop() error {
-	var errs []error
-	// The controllers first, so that nothing recreates what the kubelet
-	// stops; then the node; the API server and etcd last.
-	for i := len(c.comps) - 1; i >= 0; i-- {
-		if err := c.comps[i].stop(10 * time.Second); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	switch {
-	case c.host != nil:
-		errs = append(errs, teardownHost(c.host, c.opts.KeepLogs))
-	case c.dir != "" && c.opts.Dir == "":
-		errs = append(errs, os.RemoveAll(c.dir)) // Start failed before changing the host
-	}
-	if c.lock != nil {
-		_ = c.lock.Truncate(0)
-		_ = c.lock.Close() // releases the flock
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("cluster: stop: %w", err)
-	}
-	return nil
-}
-
-// teardownHost undoes what recordHostState recorded and reports what it
-// could not undo.
-func teardownHost(h *hostState, keepLogs bool) error {
-	var errs []error
-	add := func(err error) {
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	// Pods and shims outlive the kubelet and containerd.
-	add(killCgroup(h.Cgroup, 20*time.Second))
-	var netns []string
-	for _, e := range newEntries(h, "/run/netns") {
-		netns = append(netns, filepath.Join("/run/netns", e))
-	}
-	add(unmountAll(append([]string{h.Dir}, netns...)...))
-	for _, n := range netns {
-		add(os.Remove(n))
-	}
-	// The host ends of the pods' veths go with their namespaces once
-	// nothing holds them; delete any still on the bridge, then the bridge.
-	for _, l := range bridgePorts(h.Bridge) {
-		out, err := exec.Command("ip", "link", "del", l).CombinedOutput()
-		if _, statErr := os.Stat("/sys/class/net/" + l); err != nil && statErr == nil {
-			add(fmt.Errorf("ip link del %s: %w: %s", l, err, out)) // not gone meanwhile
-		}
-	}
-	if _, err := os.Stat("/sys/class/net/" + h.Bridge); err == nil {
-		if out, err := exec.Command("ip", "link", "del", h.Bridge).CombinedOutput(); err != nil {
-			add(fmt.Errorf("ip link del %s: %w: %s", h.Bridge, err, out))
-		}
-	}
-	add(restoreIPTables(h))
-	add(removeCgroup(h.Cgroup))
-	for name, v := range h.Sysctls {
-		if now, err := os.ReadFile("/proc/sys/" + name); err == nil && strings.TrimSpace(string(now)) != v {
-			add(writeSysctl(name, v))
-		}
-	}
-	for dir := range h.Entries {
-		for _, e := range newEntries(h, dir) {
-			add(os.RemoveAll(filepath.Join(dir, e)))
-		}
-	}
-	for _, p := range h.Absent {
-		add(os.RemoveAll(p))
-	}
-	if keepLogs {
-		entries, _ := os.ReadDir(h.Dir)
-		for _, e := range entries {
-			if e.Name() != "logs" {
-				add(os.RemoveAll(filepath.Join(h.Dir, e.Name())))
-			}
-		}
-	} else {
-		add(os.RemoveAll(h.Dir))
-	}
-	add(checkHost(h))
-	return errors.Join(errs...)
-}
-
-// checkHost reports what the node left on the host.
-func checkHost(h *hostState) error {
-	var errs []error
-	if pids := cgroupPids(h.Cgroup); len(pids) > 0 {
-		errs = append(errs, fmt.Errorf("processes left: %v", pids))
-	}
-	if ms, _ := mountsUnder(h.Dir); len(ms) > 0 {
-		errs = append(errs, fmt.Errorf("mounts left: %v", ms))
-	}
-	if _, err := os.Stat("/sys/class/net/" + h.Bridge); err == nil {
-		errs = append(errs, fmt.Errorf("bridge %s left", h.Bridge))
-	}
-	if l := bridgePorts(h.Bridge); len(l) > 0 {
-		errs = append(errs, fmt.Errorf("interfaces left on bridge %s: %v", h.Bridge, l))
-	}
-	hs, _ := cgroupHierarchies()
-	for _, hier := range hs {
-		if _, err := os.Stat(filepath.Join(hier, h.Cgroup)); err == nil {
-			errs = append(errs, fmt.Errorf("cgroup %s left", filepath.Join(hier, h.Cgroup)))
-		}
-	}
-	for name, v := range h.Sysctls {
-		if now, err := os.ReadFile("/proc/sys/" + name); err == nil && strings.TrimSpace(string(now)) != v {
-			errs = append(errs, fmt.Errorf("sysctl %s is %s, was %s", name, strings.TrimSpace(string(now)), v))
-		}
-	}
-	for dir := range h.Entries {
-		if e := newEntries(h, dir); len(e) > 0 {
-			errs = append(errs, fmt.Errorf("left in %s: %v", dir, e))
-		}
-	}
-	for _, p := range h.Absent {
-		if _, err := os.Stat(p); err == nil {
-			errs = append(errs, fmt.Errorf("%s left", p))
-		}
-	}
-	errs = append(errs, checkIPTables(h))
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("the node left things behind: %w", err)
-	}
-	return nil
-}
-
-// newEntries lists the entries of dir that h did not record: all of them
-// when dir did not exist.
-func newEntries(h *hostState, dir string) []string {
-	before, ok := h.Entries[dir]
-	if !ok && !slices.Contains(h.Absent, dir) {
-		return nil
-	}
-	entries, _ := os.ReadDir(dir)
-	var added []string
-	for _, e := range entries {
-		if !slices.Contains(before, e.Name()) {
-			added = append(added, e.Name())
-		}
-	}
-	return added
-}
-
 // lockHost takes the host lock, waiting while another node runs, and first
 // cleans up after a node whose test binary died without Stop.
 func lockHost(ctx context.Context, logf func(string, ...any)) (*os.File, error) {
@@ -619,91 +458,4 @@ func lockHost(ctx context.Context, logf func(string, ...any)) (*os.File, error) 
 		_ = f.Truncate(0)
 	}
 	return f, nil
-}
-
-// defaultRouteIP is the source address the kernel picks for the default
-// route: the address a node has on its network. Connecting a UDP socket
-// sends nothing.
-func defaultRouteIP() (string, error) {
-	conn, err := net.Dial("udp4", "192.0.2.255:9")
-	if err != nil {
-		return "", fmt.Errorf("cluster: find the node IP (no IPv4 default route?): %w; set Options.NodeIP", err)
-	}
-	defer conn.Close()
-	ip := conn.LocalAddr().(*net.UDPAddr).IP
-	if ip.IsLoopback() {
-		return "", errors.New("cluster: the default route's address is loopback; set Options.NodeIP to an address pods can reach")
-	}
-	return ip.String(), nil
-}
-
-// waitFor polls check until it succeeds, the component exits or ctx ends.
-func waitFor(ctx context.Context, comp *component, what string, check func() error) error {
-	var last error
-	for {
-		if last = check(); last == nil {
-			return nil
-		}
-		if err := comp.exited(); err != nil {
-			return fmt.Errorf("cluster: waiting for %s: %w", what, err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("cluster: waiting for %s: %w; last: %v; log %s:\n%s", what, ctx.Err(), last, comp.log, tailFile(comp.log, 20))
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-func httpOK(client *http.Client, url string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return nil
-}
-
-func nodeReady(ctx context.Context, cs kubernetes.Interface, name string) error {
-	n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("node %s not registered yet", name)
-	}
-	if err != nil {
-		return err
-	}
-	for _, cond := range n.Status.Conditions {
-		if cond.Type == corev1.NodeReady {
-			if cond.Status == corev1.ConditionTrue {
-				return nil
-			}
-			return fmt.Errorf("node %s not Ready: %s", name, cond.Message)
-		}
-	}
-	return fmt.Errorf("node %s has no Ready condition yet", name)
-}
-
-// adminHTTPClient is an HTTP client with the admin certificate, for the
-// API server's /readyz before a clientset is worth building.
-func (f nodeFiles) adminHTTPClient() (*http.Client, error) {
-	cert, err := tls.LoadX509KeyPair(f.admin.Cert, f.admin.Key)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
-	}
-	ca, err := os.ReadFile(f.caFile)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca)
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}}, nil
 }
