@@ -2,6 +2,7 @@ package captures
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -157,4 +158,46 @@ ORDER BY window_start, capture_id`
 		return nil
 	})
 	return out, err
+}
+
+// ErrAmbiguous marks a capture id prefix that more than one capture
+// starts.
+var ErrAmbiguous = errors.New("ambiguous capture id")
+
+// Resolve returns the capture whose id is idOrPrefix, or else the one
+// capture whose id starts with it. No capture is an error wrapping
+// ErrNotFound; more than one wraps ErrAmbiguous and names up to ten.
+func Resolve(ctx context.Context, st store.Store, idOrPrefix string) (Capture, error) {
+	if idOrPrefix == "" {
+		return Capture{}, fmt.Errorf("%w: an empty capture id", ErrNotFound)
+	}
+	c, err := Get(ctx, st, idOrPrefix)
+	if !errors.Is(err, ErrNotFound) {
+		return c, err
+	}
+	var ids []string
+	err = st.Query(ctx, `SELECT DISTINCT capture_id FROM captures WHERE startsWith(capture_id, `+store.QuoteString(idOrPrefix)+`)
+ORDER BY capture_id LIMIT 11`, func(b store.Block) error {
+		col, err := store.Column[string](b, "capture_id")
+		if err != nil {
+			return err
+		}
+		for i := 0; i < col.Rows(); i++ {
+			ids = append(ids, col.Row(i))
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return Capture{}, fmt.Errorf("find captures starting %q: %w", idOrPrefix, err)
+	case len(ids) == 0:
+		return Capture{}, fmt.Errorf("%w: no capture id is or starts with %q (spikehunt captures lists them)", ErrNotFound, idOrPrefix)
+	case len(ids) > 1:
+		more := ""
+		if len(ids) > 10 {
+			ids, more = ids[:10], ", …"
+		}
+		return Capture{}, fmt.Errorf("%w: %q starts %s%s; give more of it", ErrAmbiguous, idOrPrefix, strings.Join(ids, ", "), more)
+	}
+	return Get(ctx, st, ids[0])
 }

@@ -434,6 +434,7 @@ func localCaptureSection(ctx context.Context, st store.Store, service string, h 
 	if len(c.SpikeIDs) > 0 {
 		out = append(out, fmt.Sprintf("   spikehunt captures --dsn '%s' --spike %s", dsn, c.SpikeIDs[0]))
 	}
+	out = append(out, fmt.Sprintf("   spikehunt captures get %s --dsn '%s'   # the files, sha256 checked", c.ID, dsn))
 	return out
 }
 

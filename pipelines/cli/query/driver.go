@@ -179,7 +179,7 @@ func (c command) run(ctx context.Context, args []string, stdout, stderr io.Write
 			return spikehunt.ErrUsage
 		}
 	}
-	st, err := openStore(ctx, f.dsn)
+	st, err := OpenStore(ctx, f.dsn)
 	if err != nil {
 		return err
 	}
@@ -212,10 +212,10 @@ func (c command) run(ctx context.Context, args []string, stdout, stderr io.Write
 	return writeJSON(stdout, Output{Rows: a.rows, Summary: sum})
 }
 
-// openStore opens the store a query reads. A query never creates one: a
+// OpenStore opens the store a query reads. A query never creates one: a
 // mistyped chdb:// path is an error that says so, and the path is left as
 // it was.
-func openStore(ctx context.Context, dsn string) (store.Store, error) {
+func OpenStore(ctx context.Context, dsn string) (store.Store, error) {
 	st, err := store.OpenExisting(ctx, dsn, migrationsTable)
 	var no *store.NoStoreError
 	if errors.As(err, &no) {

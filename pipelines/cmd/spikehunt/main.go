@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/pipelines/cli"
+	"github.com/spikehunt/spikehunt/pipelines/cli/artifacts"
 	"github.com/spikehunt/spikehunt/pipelines/cli/demo"
 	"github.com/spikehunt/spikehunt/pipelines/cli/query"
 	"github.com/spikehunt/spikehunt/pipelines/detect"
@@ -29,7 +30,7 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"captures":         {"flight-recorder captures and the spike windows they cover", query.Captures},
+	"captures":         {"flight-recorder captures and the spike windows they cover; captures get ID downloads one", runCaptures},
 	"demo":             {"run the main job on one machine with the embedded ClickHouse engine", demo.Command{RecordPass: recordDemoPass}.Run},
 	"detect":           {"find spike windows, their suspect kernel counters and fleet patterns, on an interval", runDetect},
 	"eval":             {"score the detectors on every simulated scenario (make eval)", runEval},
@@ -94,4 +95,13 @@ var version = "dev" // set with -ldflags "-X main.version=…"
 func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) error {
 	fmt.Fprintln(stdout, "spikehunt", version)
 	return nil
+}
+
+// runCaptures is `spikehunt captures`, the query, and its verb `captures
+// get`, which fetches one capture's files.
+func runCaptures(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "get" {
+		return artifacts.Get(ctx, args[1:], stdout, stderr)
+	}
+	return query.Captures(ctx, args, stdout, stderr)
 }
