@@ -78,6 +78,28 @@ type Recorder interface {
 	Disarm() error
 }
 
+// Analyzer is a Recorder that explains its own trace on the node, after
+// Collect and before the artifact is sealed: symbols, kallsyms and build
+// ids exist only there. The engine calls it with the sealed-to-be
+// metadata and the window's requests; it writes its files into the
+// recorder's dir and returns their names. It runs at the recorder's
+// governance (CPUs, nice, IO class) and within the engine's
+// AnalyzeTimeout; a failure is a note in the artifact, never a lost
+// capture.
+type Analyzer interface {
+	Analyze(ctx context.Context, in AnalysisInput) ([]string, error)
+}
+
+// AnalysisInput is what an Analyzer is given.
+type AnalysisInput struct {
+	Metadata *record.Metadata
+	// Requests are the window's requests (requests.jsonl); Threshold is
+	// the trigger's latency (0 when it fired for another reason): the
+	// requests at or above it are the ones to explain.
+	Requests  []record.RequestRecord
+	Threshold time.Duration
+}
+
 // Result is what a recorder leaves behind.
 type Result struct {
 	// Files are the recorder's output, as names relative to its dir, in

@@ -48,6 +48,10 @@ type EngineConfig struct {
 	ArmTimeout   time.Duration
 	// CollectTimeout bounds a recorder's final dump and stop.
 	CollectTimeout time.Duration
+	// AnalyzeTimeout bounds a recorder's analysis of its trace (Analyzer);
+	// past it the capture is sealed without one, and says so. Negative:
+	// no analysis.
+	AnalyzeTimeout time.Duration
 	Log            *slog.Logger
 	Now            func() time.Time
 }
@@ -90,6 +94,9 @@ func (c EngineConfig) withDefaults() EngineConfig {
 	}
 	if c.CollectTimeout == 0 {
 		c.CollectTimeout = 30 * time.Second
+	}
+	if c.AnalyzeTimeout == 0 {
+		c.AnalyzeTimeout = 60 * time.Second
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)

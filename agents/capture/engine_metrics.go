@@ -9,6 +9,8 @@ type engineMetrics struct {
 	refused    prometheus.Counter
 	done       *prometheus.CounterVec
 	fireToDump prometheus.Histogram
+	// analyzeSeconds is how long recorders took to explain their traces.
+	analyzeSeconds prometheus.Histogram
 	// triggerRefused is {reason}: untrusted_sender, rate_limited.
 	untrusted   prometheus.Counter
 	rateLimited prometheus.Counter
@@ -34,6 +36,9 @@ func newEngineMetrics() *engineMetrics {
 		fireToDump: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "spikehunt_capture_fire_to_dump_seconds",
 			Help:    "From the firing request's completion to the pre-window dump on disk.",
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5}}),
+		analyzeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "spikehunt_capture_analysis_seconds",
+			Help:    "How long a recorder took to explain its trace on the node (perf: perf script and the slow requests' verdicts), at the recorder's governance.",
+			Buckets: []float64{.1, .25, .5, 1, 2.5, 5, 10, 30, 60}}),
 		lost: prometheus.NewCounter(prometheus.CounterOpts{Name: "spikehunt_capture_lost_events_total",
 			Help: "Events the recorders reported lost or overwritten, summed over collected captures."}),
 		bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "spikehunt_capture_artifact_bytes_total",
@@ -44,7 +49,7 @@ func newEngineMetrics() *engineMetrics {
 // Register adds the engine's metrics to reg.
 func (e *Engine) Register(reg prometheus.Registerer) error {
 	m := e.m
-	for _, c := range []prometheus.Collector{m.armed, m.refused, m.done, m.fireToDump, m.lost, m.bytes, m.refusedVec} {
+	for _, c := range []prometheus.Collector{m.armed, m.refused, m.done, m.fireToDump, m.analyzeSeconds, m.lost, m.bytes, m.refusedVec} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spikehunt/spikehunt/agents/capture/artifact"
@@ -62,10 +63,12 @@ func (e *Engine) run(ctx context.Context, c *armed) {
 		return
 	}
 	md := e.metadata(c, cause, res)
-	if err := e.writeRequests(c, md); err != nil {
+	reqs, err := e.writeRequests(c, md)
+	if err != nil {
 		e.fail(c, err)
 		return
 	}
+	e.analyze(c, md, reqs, cause)
 	if err := artifact.Seal(c.dir, md); err != nil {
 		e.fail(c, fmt.Errorf("seal: %w", err))
 		return
@@ -115,11 +118,11 @@ func (e *Engine) metadata(c *armed, cause record.FireCause, res Result) *record.
 
 // writeRequests writes the requests that ended inside the window beside
 // the trace, as requests.jsonl.
-func (e *Engine) writeRequests(c *armed, md *record.Metadata) error {
+func (e *Engine) writeRequests(c *armed, md *record.Metadata) ([]record.RequestRecord, error) {
 	e.mu.Lock()
 	if e.ring == nil {
 		e.mu.Unlock()
-		return nil
+		return nil, nil
 	}
 	qs, oldest := e.ring.window(md.WindowStart, md.WindowEnd)
 	e.mu.Unlock()
@@ -127,20 +130,45 @@ func (e *Engine) writeRequests(c *armed, md *record.Metadata) error {
 		md.Notes = append(md.Notes, fmt.Sprintf("requests before %s are not in requests.jsonl: the agent's request ring (%d) was full", oldest.Format(time.RFC3339Nano), e.cfg.RequestRing))
 	}
 	if len(qs) == 0 {
-		return nil
+		return nil, nil
 	}
 	const name = "requests.jsonl"
 	f, err := os.OpenFile(filepath.Join(c.dir, name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o640)
 	if err != nil {
-		return fmt.Errorf("requests: %w", err)
+		return nil, fmt.Errorf("requests: %w", err)
 	}
-	werr := writeRequests(f, qs)
+	recs, werr := writeRequests(f, qs)
 	if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
-		return fmt.Errorf("requests: %w", err)
+		return nil, fmt.Errorf("requests: %w", err)
 	}
 	md.Requests = name
 	md.Files = append(md.Files, record.File{Name: name})
-	return nil
+	return recs, nil
+}
+
+// analyze lets a recorder that can explain its trace do so (Analyzer),
+// within AnalyzeTimeout. Its files join the artifact; its failure is a
+// note, and the capture is kept.
+func (e *Engine) analyze(c *armed, md *record.Metadata, reqs []record.RequestRecord, cause record.FireCause) {
+	an, ok := c.rec.(Analyzer)
+	if !ok || e.cfg.AnalyzeTimeout < 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.AnalyzeTimeout)
+	defer cancel()
+	start := time.Now()
+	files, err := an.Analyze(ctx, AnalysisInput{Metadata: md, Requests: reqs, Threshold: cause.Latency})
+	took := time.Since(start)
+	e.m.analyzeSeconds.Observe(took.Seconds())
+	if err != nil {
+		md.Notes = append(md.Notes, fmt.Sprintf("analysis failed after %s: %v", took.Round(time.Millisecond), err))
+		e.cfg.Log.Warn("capture analysis failed", "id", c.spec.ID, "err", err)
+		return
+	}
+	for _, f := range files {
+		md.Files = append(md.Files, record.File{Name: f})
+	}
+	md.Notes = append(md.Notes, fmt.Sprintf("analysis: %s on the node in %s", strings.Join(files, ", "), took.Round(time.Millisecond)))
 }
 
 // stop ends a capture before collection: disarmed by hand, aborted by the

@@ -26,6 +26,12 @@ type Profile struct {
 	// sched_switch that is where each thread blocked, at the price of an
 	// unwind per context switch (several % of a core on a busy server).
 	TracepointStacks bool `json:"tracepoint_stacks,omitempty"`
+	// BlockingStacks (perf) records the call chain of each switch where a
+	// thread blocks (it leaves the CPU sleeping, S, or in uninterruptible
+	// wait, D) as a second sched_switch event filtered in the kernel:
+	// where every slow request's thread waited, at the price of an unwind
+	// per blocking switch rather than per switch.
+	BlockingStacks bool `json:"blocking_stacks,omitempty"`
 	// RingKB is the ring size per CPU (perf -m, ftrace buffer_size_kb);
 	// for WPR, whose ETW buffers are one pool for all CPUs, the total.
 	RingKB int `json:"ring_kb"`
@@ -34,12 +40,14 @@ type Profile struct {
 // BuiltinProfiles are the profiles every agent has.
 var BuiltinProfiles = []Profile{
 	{
-		// On-CPU samples with stacks and every context switch, so that
-		// off-CPU waits (a thread leaving the CPU for a second) are
-		// visible; switches without stacks keep it light.
+		// On-CPU samples with stacks, every context switch and wakeup,
+		// so that a slow request's thread has a timeline (on CPU,
+		// runnable behind whom, blocked until whose wakeup), and the call
+		// chain of each blocking switch: where it waited. Preemptions
+		// carry no stack, which keeps it light.
 		Name: "default", Backend: Perf,
-		Events:      []string{"cpu-clock", "sched:sched_switch"},
-		FrequencyHz: 99, CallGraph: "fp", RingKB: 4096,
+		Events:      []string{"cpu-clock", "sched:sched_switch", "sched:sched_wakeup"},
+		FrequencyHz: 99, CallGraph: "fp", BlockingStacks: true, RingKB: 4096,
 	},
 	{
 		// Off-CPU stacks: where each thread blocked, for an hour when

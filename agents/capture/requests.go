@@ -64,9 +64,10 @@ func (r *requestRing) window(from, to time.Time) ([]telemetry.Request, time.Time
 func end(q *telemetry.Request) time.Time { return q.Start.Add(q.Duration) }
 
 // writeRequests writes the records as JSON lines.
-func writeRequests(w io.Writer, qs []telemetry.Request) error {
+func writeRequests(w io.Writer, qs []telemetry.Request) ([]record.RequestRecord, error) {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
+	recs := make([]record.RequestRecord, 0, len(qs))
 	for i := range qs {
 		q := &qs[i]
 		rec := record.RequestRecord{Start: q.Start, End: end(q), LatencyMS: float64(q.Duration) / 1e6,
@@ -78,8 +79,9 @@ func writeRequests(w io.Writer, qs []telemetry.Request) error {
 			rec.SpanID = hex.EncodeToString(q.SpanID[:])
 		}
 		if err := enc.Encode(&rec); err != nil {
-			return err
+			return nil, err
 		}
+		recs = append(recs, rec)
 	}
-	return bw.Flush()
+	return recs, bw.Flush()
 }

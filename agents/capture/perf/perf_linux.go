@@ -90,7 +90,8 @@ func perfArgs(p capture.Profile, ringKB int, out string) []string {
 	default:
 		args = append(args, "--call-graph", p.CallGraph)
 	}
-	for _, e := range p.Events {
+	for _, name := range p.Events {
+		e := name
 		tracepoint := strings.Contains(e, ":")
 		switch {
 		case strings.Contains(e, "/"): // the profile spelled its own terms
@@ -100,6 +101,12 @@ func perfArgs(p capture.Profile, ringKB int, out string) []string {
 			e += "/call-graph=no/"
 		}
 		args = append(args, "-e", e)
+		if name == "sched:sched_switch" && p.BlockingStacks && p.CallGraph != "" && !p.TracepointStacks {
+			// The same switch again, with its call chain, only where
+			// the thread left sleeping (S: 1) or waiting (D: 2); a
+			// preempted thread's state reads R+ (TASK_REPORT_MAX).
+			args = append(args, "-e", "sched:sched_switch/call-graph="+p.CallGraph+"/", "--filter", "prev_state & 3")
+		}
 	}
 	return args
 }

@@ -1,0 +1,133 @@
+// Package explain turns a capture's trace into answers on the node that
+// recorded it, where the symbols are: for each slow request, what its
+// thread did while it was served (on CPU, runnable behind whom, blocked
+// where and woken by whom), and the on-CPU profile of the window as folded
+// stacks. It reads perf script's text (perfscript.go), rebuilds threads'
+// timelines from sched_switch and sched_wakeup (timeline.go) and words one
+// verdict per request (verdict.go). Standard library and the artifact's
+// record only: the recorders import it, never the reverse.
+package explain
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
+)
+
+// Analysis is what explain.json holds.
+type Analysis struct {
+	Version int `json:"version"`
+	// Requests are the verdicts of the slowest requests at or above the
+	// trigger (at most MaxRequests), slowest first.
+	Requests []RequestVerdict `json:"requests"`
+	// Events and Samples count what the trace held; Lost is the capture's
+	// lost and overrun events, repeated here because each conclusion
+	// above may be missing a piece of its timeline when it is not zero.
+	Events  int    `json:"events"`
+	Samples int    `json:"samples"`
+	Lost    uint64 `json:"lost_events"`
+	// LostNote is what Lost means for the verdicts, "" when nothing was
+	// lost.
+	LostNote string `json:"lost_note,omitempty"`
+	// TopStacks are the hottest on-CPU call chains of the window.
+	TopStacks []StackShare `json:"top_stacks"`
+	Notes     []string     `json:"notes,omitempty"`
+}
+
+// AnalysisVersion is bumped on an incompatible change of Analysis.
+const AnalysisVersion = 1
+
+// MaxRequests is how many requests an analysis explains.
+const MaxRequests = 20
+
+// StackShare is one folded stack's samples.
+type StackShare struct {
+	Stack   string `json:"stack"` // comm;outermost;…;innermost
+	Samples int    `json:"samples"`
+}
+
+// Analyze explains the requests at or above threshold with the trace.
+func Analyze(tr *Trace, md *record.Metadata, reqs []record.RequestRecord, threshold time.Duration) Analysis {
+	tr.SortEvents()
+	a := Analysis{Version: AnalysisVersion, Events: len(tr.Events), Lost: md.Lost + md.Overruns}
+	if tr.Truncated != "" {
+		a.Notes = append(a.Notes, "the trace was cut: "+tr.Truncated)
+	}
+	if a.Lost > 0 {
+		a.LostNote = fmt.Sprintf("the trace lost %d events: a timeline may miss a switch or a wakeup, so a stretch read as blocked or runnable may be longer or shorter than it was", a.Lost)
+	}
+	for _, q := range SlowRequests(reqs, threshold, MaxRequests) {
+		v := tr.ExplainRequest(q, md.Clock)
+		if a.LostNote != "" {
+			v.Verdict += " [" + fmt.Sprint(a.Lost) + " events lost in this capture]"
+		}
+		a.Requests = append(a.Requests, v)
+	}
+	folded := tr.Folded()
+	a.Samples = 0
+	for _, s := range folded {
+		a.Samples += s.Samples
+	}
+	if len(folded) > 10 {
+		folded = folded[:10]
+	}
+	a.TopStacks = folded
+	return a
+}
+
+// Folded returns the on-CPU samples as folded stacks, "comm;outer;…;inner",
+// most samples first: the input of flame graph tools (flamegraph.pl,
+// speedscope, Pyroscope's folded import).
+func (tr *Trace) Folded() []StackShare {
+	by := map[string]int{}
+	for i := range tr.Events {
+		e := &tr.Events[i]
+		if e.Kind != KindSample {
+			continue
+		}
+		var b strings.Builder
+		b.WriteString(foldName(e.Task.Comm))
+		if e.Stack >= 0 {
+			st := tr.Stacks[e.Stack]
+			for j := len(st) - 1; j >= 0; j-- {
+				b.WriteByte(';')
+				b.WriteString(foldName(st[j]))
+			}
+		}
+		by[b.String()]++
+	}
+	out := make([]StackShare, 0, len(by))
+	for s, n := range by {
+		out = append(out, StackShare{Stack: s, Samples: n})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Samples != out[j].Samples {
+			return out[i].Samples > out[j].Samples
+		}
+		return out[i].Stack < out[j].Stack
+	})
+	return out
+}
+
+// foldName keeps a frame from breaking the folded format: ';' separates
+// frames and the last space the count.
+func foldName(s string) string {
+	if s == "" {
+		return "[unknown]"
+	}
+	return strings.NewReplacer(";", ":", " ", "_", "\n", "_").Replace(s)
+}
+
+// WriteFolded writes stacks as folded lines, "stack count".
+func WriteFolded(w io.Writer, stacks []StackShare) error {
+	bw := bufio.NewWriter(w)
+	for _, s := range stacks {
+		fmt.Fprintf(bw, "%s %d\n", s.Stack, s.Samples)
+	}
+	return bw.Flush()
+}

@@ -1,0 +1,190 @@
+package perf
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spikehunt/spikehunt/agents/capture"
+	"github.com/spikehunt/spikehunt/agents/capture/control"
+	"github.com/spikehunt/spikehunt/agents/capture/explain"
+	"github.com/spikehunt/spikehunt/agents/capture/internal/capturetest"
+	"github.com/spikehunt/spikehunt/agents/telemetry"
+)
+
+// readAnalysis reads the explain.json a collected capture holds.
+func readAnalysis(t *testing.T, st control.Status) explain.Analysis {
+	t.Helper()
+	if _, ok := st.Metadata.FileNamed(ExplainFile); !ok {
+		t.Fatalf("the artifact has no %s: files %v, notes %q", ExplainFile, st.Metadata.Files, st.Metadata.Notes)
+	}
+	b, err := os.ReadFile(filepath.Join(st.Location, ExplainFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a explain.Analysis
+	if err := json.Unmarshal(b, &a); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// A request whose handler thread sleeps 1 s in nanosleep: the capture's
+// analysis, made on this node from perf's own trace, names that thread,
+// finds it blocked about a second with a chain through the sleep, woken
+// by its timer.
+func TestPerfAnalysisSaysTheSlowRequestsThreadBlockedInNanosleep(t *testing.T) {
+	e, _ := perfEngine(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	srv := capturetest.StartSlowServer(t, e.Observe)
+	spec := capture.Spec{ID: "explain-sleep", Backend: capture.Perf, Pre: 2 * time.Second, Post: 500 * time.Millisecond, RingKB: 32 << 10,
+		Trigger: capture.Trigger{Service: "web", Latency: 500 * time.Millisecond, Cooldown: time.Minute}}
+	if _, err := e.Arm(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	lctx, lcancel := context.WithCancel(ctx)
+	defer lcancel()
+	go srv.Load(lctx, 100)
+	time.Sleep(300 * time.Millisecond)
+	srv.Get(t, "/slow")
+	st, err := e.Wait(ctx, spec.ID)
+	lcancel()
+	if err != nil || st.State != control.Collected {
+		t.Fatalf("capture %v: %s %v", st.State, st.Error, err)
+	}
+	slow := srv.Slow()[0]
+	a := readAnalysis(t, st)
+	if len(a.Requests) == 0 {
+		t.Fatalf("no request explained; analysis %+v", a)
+	}
+	v := a.Requests[0]
+	t.Logf("verdict: %s", v.Verdict)
+	t.Logf("segments: %+v", v.Segments)
+	if v.Request.ThreadID != slow.ThreadID || v.Request.Endpoint != "/slow" {
+		t.Fatalf("the slowest request explained is %+v, want the /slow one on thread %d", v.Request, slow.ThreadID)
+	}
+	if v.Blocked < 900*time.Millisecond || v.Blocked > 1100*time.Millisecond {
+		t.Errorf("blocked %v, want about 1 s", v.Blocked)
+	}
+	if !strings.Contains(v.BlockingCall, "nanosleep") || !strings.Contains(strings.Join(v.BlockedIn, " "), "nanosleep") {
+		t.Errorf("blocking call %q in %v, want the nanosleep", v.BlockingCall, v.BlockedIn)
+	}
+	if v.WokenBy != "its timer" {
+		t.Errorf("woken by %q, want its timer", v.WokenBy)
+	}
+	if !strings.Contains(v.Thread, "[") || !strings.HasPrefix(v.Verdict, "blocked ") || !strings.Contains(v.Verdict, "nanosleep") {
+		t.Errorf("verdict %q does not say where the thread blocked", v.Verdict)
+	}
+	if a.Samples == 0 || len(a.TopStacks) == 0 {
+		t.Errorf("no on-CPU samples in the analysis: %+v", a)
+	}
+	folded, err := os.ReadFile(filepath.Join(st.Location, FoldedFile))
+	if err != nil || len(folded) == 0 {
+		t.Errorf("%s: %d bytes, %v", FoldedFile, len(folded), err)
+	}
+}
+
+// A request whose thread is runnable but starved: a CPU hog at nice -20
+// pinned to the same CPU takes ~99% of it, so the request's 8 ms of work
+// take most of a second of waiting. The verdict is "runnable, behind" the
+// hog, named.
+func TestPerfAnalysisSaysTheStarvedRequestWaitedBehindTheHog(t *testing.T) {
+	e, _ := perfEngine(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cpu := runtime.NumCPU() - 1
+
+	// Armed first: perf, at the engine's nice 10, enables its events by
+	// running on each CPU in turn, and would wait behind the hog.
+	spec := capture.Spec{ID: "explain-hog", Backend: capture.Perf, Pre: 3 * time.Second, Post: 500 * time.Millisecond, RingKB: 32 << 10,
+		Trigger: capture.Trigger{Service: "web", Latency: 300 * time.Millisecond, Cooldown: time.Minute}}
+	if _, err := e.Arm(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+
+	// The hog: a shell loop whose command name is cpuhog (the name of
+	// the link it runs through), pinned and at the highest priority.
+	dir := t.TempDir()
+	hogPath := filepath.Join(dir, "cpuhog")
+	if err := os.Symlink("/bin/sh", hogPath); err != nil {
+		t.Fatal(err)
+	}
+	hog := exec.Command(hogPath, "-c", "while :; do :; done")
+	hog.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := hog.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hog.Process.Kill(); hog.Wait() })
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(hog.Process.Pid, &set); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Setpriority(unix.PRIO_PROCESS, hog.Process.Pid, -20); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+
+
+	// The request: its thread pinned to the hog's CPU at nice 0 does 8 ms
+	// of work (its own CPU clock).
+	done := make(chan telemetry.Request)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		tid := unix.Gettid()
+		unix.SchedSetaffinity(0, &set)
+		start := time.Now()
+		var t0, now unix.Timespec
+		unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &t0)
+		for {
+			unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &now)
+			if now.Nano()-t0.Nano() >= int64(8*time.Millisecond) || time.Since(start) > 5*time.Second {
+				break
+			}
+		}
+		done <- telemetry.Request{Service: "web", Endpoint: "/starved", Start: start, Duration: time.Since(start),
+			Status: "200", ThreadID: uint32(tid), Weight: 1}
+	}()
+	q := <-done
+	// The hog has done its part: the dump and the analysis that follow
+	// run at nice 10 and would wait behind it too.
+	hog.Process.Kill()
+	e.Observe(&q)
+	t.Logf("the starved request took %v on thread %d", q.Duration, q.ThreadID)
+	if q.Duration < 300*time.Millisecond {
+		t.Fatalf("the request took %v: the hog did not starve it (is CPU %d shared with something else?)", q.Duration, cpu)
+	}
+	st, err := e.Wait(ctx, spec.ID)
+	if err != nil || st.State != control.Collected {
+		t.Fatalf("capture %v: %s %v", st.State, st.Error, err)
+	}
+	a := readAnalysis(t, st)
+	if len(a.Requests) == 0 {
+		t.Fatalf("no request explained; analysis %+v", a)
+	}
+	v := a.Requests[0]
+	t.Logf("verdict: %s", v.Verdict)
+	if v.Request.ThreadID != q.ThreadID {
+		t.Fatalf("explained %+v, want thread %d", v.Request, q.ThreadID)
+	}
+	if v.Runnable < q.Duration/2 || v.Runnable < v.OnCPU || v.Runnable < v.Blocked {
+		t.Errorf("runnable %v, on CPU %v, blocked %v of %v: want mostly runnable", v.Runnable, v.OnCPU, v.Blocked, q.Duration)
+	}
+	if len(v.RunnableBehind) == 0 || !strings.HasPrefix(v.RunnableBehind[0].Who, "cpuhog[") || v.RunnableCPU != int32(cpu) {
+		t.Errorf("runnable behind %+v on CPU %d, want cpuhog on CPU %d", v.RunnableBehind, v.RunnableCPU, cpu)
+	}
+	if !strings.HasPrefix(v.Verdict, "runnable ") || !strings.Contains(v.Verdict, "behind cpuhog[") {
+		t.Errorf("verdict %q does not name the hog", v.Verdict)
+	}
+}
