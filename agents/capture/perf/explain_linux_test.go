@@ -135,7 +135,6 @@ func TestPerfAnalysisSaysTheStarvedRequestWaitedBehindTheHog(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 
-
 	// The request: its thread pinned to the hog's CPU at nice 0 does 8 ms
 	// of work (its own CPU clock).
 	done := make(chan telemetry.Request)
