@@ -33,7 +33,8 @@ func capturesIndex() Board {
 			{Title: "Index", Panels: []Panel{{
 				Key: "index", Title: "Captures by spike window", Type: "table", W: 24, H: 14,
 				Description: "One line per spike window a capture covers (a capture taken for no detected spike has one line of its own). " +
-					"Click the spike for the host around it, the artifact to open it.",
+					"Click the spike for the host around it, the artifact to open it. The verdict is the agent's analysis of the slowest request in the window, " +
+					"made on its node from the trace (spikehunt captures explain has the rest).",
 				SQL: `
 SELECT
     c.window_start AS window_start,
@@ -51,6 +52,7 @@ SELECT
     if(s.service = '', '${service}', s.service) AS service,
     c.capture_id AS capture_id,
     c.uri AS uri,
+    c.verdict AS verdict,
     toUnixTimestamp64Milli(ifNull(s.window_start, c.window_start)) - 300000 AS link_from,
     toUnixTimestamp64Milli(ifNull(s.window_end, c.window_end)) + 300000 AS link_to
 FROM (
@@ -83,6 +85,7 @@ SETTINGS join_use_nulls = 1`,
 					{Name: "service", Hidden: true},
 					{Name: "capture_id", Title: "Capture"},
 					{Name: "uri", Title: "Artifact", Links: []DataLink{{Title: "Open the artifact", URL: linkArtifact, NewTab: true}}},
+					{Name: "verdict", Title: "Verdict (the node's analysis)"},
 					{Name: "link_from", Hidden: true},
 					{Name: "link_to", Hidden: true},
 				},

@@ -82,12 +82,20 @@ type Recorder interface {
 // Collect and before the artifact is sealed: symbols, kallsyms and build
 // ids exist only there. The engine calls it with the sealed-to-be
 // metadata and the window's requests; it writes its files into the
-// recorder's dir and returns their names. It runs at the recorder's
+// recorder's dir and returns their names, with the summary the captures
+// index keeps (record.Findings). It runs at the recorder's
 // governance (CPUs, nice, IO class) and within the engine's
 // AnalyzeTimeout; a failure is a note in the artifact, never a lost
 // capture.
 type Analyzer interface {
-	Analyze(ctx context.Context, in AnalysisInput) ([]string, error)
+	Analyze(ctx context.Context, in AnalysisInput) (AnalysisOutput, error)
+}
+
+// AnalysisOutput is what an Analyzer leaves: its files in the recorder's
+// dir, and its findings for the metadata.
+type AnalysisOutput struct {
+	Files    []string
+	Findings *record.Findings
 }
 
 // AnalysisInput is what an Analyzer is given.

@@ -157,7 +157,8 @@ func (e *Engine) analyze(c *armed, md *record.Metadata, reqs []record.RequestRec
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.AnalyzeTimeout)
 	defer cancel()
 	start := time.Now()
-	files, err := an.Analyze(ctx, AnalysisInput{Metadata: md, Requests: reqs, Threshold: cause.Latency})
+	out, err := an.Analyze(ctx, AnalysisInput{Metadata: md, Requests: reqs, Threshold: cause.Latency})
+	files := out.Files
 	took := time.Since(start)
 	e.m.analyzeSeconds.Observe(took.Seconds())
 	if err != nil {
@@ -168,6 +169,7 @@ func (e *Engine) analyze(c *armed, md *record.Metadata, reqs []record.RequestRec
 	for _, f := range files {
 		md.Files = append(md.Files, record.File{Name: f})
 	}
+	md.Findings = out.Findings
 	md.Notes = append(md.Notes, fmt.Sprintf("analysis: %s on the node in %s", strings.Join(files, ", "), took.Round(time.Millisecond)))
 }
 

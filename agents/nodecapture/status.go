@@ -77,7 +77,8 @@ func reportStatus(c *capturev1alpha1.Capture, st control.Status, node string, no
 		next = capturev1alpha1.PhaseUploaded
 		if md := st.Metadata; md != nil {
 			s.Artifact = &capturev1alpha1.Artifact{URI: st.Location, Bytes: md.Bytes,
-				LostEvents: clampInt64(md.Lost), OverrunEvents: clampInt64(md.Overruns), Checksum: md.Checksum}
+				LostEvents: clampInt64(md.Lost), OverrunEvents: clampInt64(md.Overruns), Checksum: md.Checksum,
+				Findings: findingsStatus(md.Findings)}
 		}
 		s.Message = uploadedMessage(st)
 		setArmed(&s, metav1.ConditionFalse, ReasonUploaded, s.Message, now)
@@ -208,4 +209,25 @@ func equalStatus(a, b capturev1alpha1.CaptureStatus) bool {
 	ja, errA := json.Marshal(a)
 	jb, errB := json.Marshal(b)
 	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+}
+
+// findingsStatus is the artifact's findings as the Capture's status holds
+// them: the texts cut to the API's bounds, the shares in integers.
+func findingsStatus(f *record.Findings) *capturev1alpha1.Findings {
+	if f == nil {
+		return nil
+	}
+	cut := func(s string) string {
+		if len(s) <= 1024 {
+			return s
+		}
+		s = s[:1021]
+		for len(s) > 0 && !utf8.ValidString(s) {
+			s = s[:len(s)-1]
+		}
+		return s + "…"
+	}
+	return &capturev1alpha1.Findings{Verdict: cut(f.Verdict), BlockingStack: cut(f.BlockingStack),
+		HottestCPU: int32(max(f.HottestCPU, -1)), HottestCPUBusyPercent: int32(math.Round(min(max(f.HottestCPUBusy, 0), 1) * 100)),
+		SoftirqPermille: int32(math.Round(min(max(f.SoftirqShare, 0), 1) * 1000))}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -149,5 +150,23 @@ func TestStatusPatchClearsWhatTheReportDrops(t *testing.T) {
 	want := `{"metadata":{"resourceVersion":"42"},"status":{"message":null,"phase":"Armed"}}`
 	if string(b) != want {
 		t.Errorf("patch %s\nwant  %s", b, want)
+	}
+}
+
+func TestTheArtifactsFindingsReachTheStatusWithinTheAPIsBounds(t *testing.T) {
+	long := strings.Repeat("é", 600) // 1,200 bytes
+	got := findingsStatus(&record.Findings{Verdict: long, BlockingStack: "do_nanosleep ← hrtimer_nanosleep",
+		HottestCPU: 5, HottestCPUBusy: 0.987, SoftirqShare: 0.2504})
+	if len(got.Verdict) > 1024 || !utf8.ValidString(got.Verdict) || !strings.HasSuffix(got.Verdict, "…") {
+		t.Errorf("verdict of %d bytes (valid UTF-8: %v), want at most 1024 ending in …", len(got.Verdict), utf8.ValidString(got.Verdict))
+	}
+	if got.BlockingStack != "do_nanosleep ← hrtimer_nanosleep" || got.HottestCPU != 5 || got.HottestCPUBusyPercent != 99 || got.SoftirqPermille != 250 {
+		t.Errorf("%+v", got)
+	}
+	if findingsStatus(nil) != nil {
+		t.Error("no findings became some")
+	}
+	if got := findingsStatus(&record.Findings{HottestCPU: -1, SoftirqShare: 7}); got.HottestCPU != -1 || got.SoftirqPermille != 1000 {
+		t.Errorf("out-of-range shares are not clamped: %+v", got)
 	}
 }

@@ -426,3 +426,34 @@ func without(list, drop []string) []string {
 	}
 	return out
 }
+
+// A capture's findings (the node's analysis) are written with its row,
+// read back with it, and kept when the capture is indexed again without
+// them; a capture without findings reads back without any.
+func TestTheFindingsOfACaptureAreIndexedWithItAndKept(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	found := &captures.Findings{Verdict: "blocked 998 ms in do_nanosleep (stack …); woken by its timer", BlockingStack: "do_nanosleep ← hrtimer_nanosleep",
+		HottestCPU: 4, SoftirqShare: 0.25}
+	c := captures.Capture{ID: "cap-f", Host: "h1", Backend: "perf", WindowStart: f.at(10), WindowEnd: f.at(14), Findings: found}
+	if _, err := captures.Index(ctx, f.st, c); err != nil {
+		t.Fatal(err)
+	}
+	got, err := captures.Get(ctx, f.st, "cap-f")
+	if err != nil || got.Findings == nil || *got.Findings != *found {
+		t.Fatalf("findings read back %+v (%v), want %+v", got.Findings, err, found)
+	}
+	c.Findings = nil
+	if _, err := captures.Index(ctx, f.st, c); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := captures.Get(ctx, f.st, "cap-f"); err != nil || got.Findings == nil || *got.Findings != *found {
+		t.Errorf("after a re-index without findings: %+v (%v), want them kept", got.Findings, err)
+	}
+	if _, err := captures.Index(ctx, f.st, captures.Capture{ID: "cap-none", Host: "h1", Backend: "ftrace", WindowStart: f.at(20), WindowEnd: f.at(24)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := captures.Get(ctx, f.st, "cap-none"); err != nil || got.Findings != nil {
+		t.Errorf("a capture without findings reads back %+v (%v)", got.Findings, err)
+	}
+}

@@ -91,11 +91,25 @@ type Capture struct {
 	LostEvents uint64
 	Checksum   string
 	Status     string // Index writes StatusIndexed
+	// Findings are the capture's analysis on the node, nil when it has
+	// none (yet).
+	Findings *Findings
 	// CreatedAt is when the row was first written: Index keeps the stored
 	// one, or takes this, or now. UpdatedAt is the row's version; Index
 	// stamps it.
 	CreatedAt time.Time
 	UpdatedAt time.Time
+}
+
+// Findings are the columns of a capture's analysis (0009_capture_
+// findings.sql): the slowest explained request's verdict and its blocking
+// call chain, the window's hottest CPU (-1: no samples) and its share of
+// softirq work.
+type Findings struct {
+	Verdict       string
+	BlockingStack string
+	HottestCPU    int16
+	SoftirqShare  float32
 }
 
 var (
@@ -149,6 +163,9 @@ func Index(ctx context.Context, st store.Store, c Capture) ([]string, error) {
 			prev.Host, prev.WindowStart.Format(time.RFC3339Nano), c.Host, c.WindowStart.Format(time.RFC3339Nano))
 	default:
 		c.CreatedAt = prev.CreatedAt
+		if c.Findings == nil {
+			c.Findings = prev.Findings // a re-index without them keeps them
+		}
 	}
 
 	ids, err := overlappingSpikes(ctx, st, c.Host, c.WindowStart, c.WindowEnd)
@@ -202,6 +219,9 @@ func write(ctx context.Context, st store.Store, c Capture) error {
 		windowStart, windowEnd, created, updated     = dateTime64ms(), dateTime64ms(), dateTime64ms(), dateTime64ms()
 		spikeIDs                                     = proto.NewArray[string](new(proto.ColStr))
 		size, lost                                   proto.ColUInt64
+		verdict, blocking                            proto.ColStr
+		hottest                                      proto.ColInt16
+		softirq                                      proto.ColFloat32
 	)
 	id.Append(c.ID)
 	host.Append(c.Host)
@@ -219,6 +239,14 @@ func write(ctx context.Context, st store.Store, c Capture) error {
 	state.Append(c.Status)
 	created.Append(c.CreatedAt.UTC().Truncate(time.Millisecond))
 	updated.Append(c.UpdatedAt)
+	f := Findings{HottestCPU: -1}
+	if c.Findings != nil {
+		f = *c.Findings
+	}
+	verdict.Append(f.Verdict)
+	blocking.Append(f.BlockingStack)
+	hottest.Append(f.HottestCPU)
+	softirq.Append(f.SoftirqShare)
 	input := proto.Input{
 		{Name: "capture_id", Data: &id}, {Name: "host", Data: host}, {Name: "node", Data: node},
 		{Name: "backend", Data: backend}, {Name: "profile", Data: profile},
@@ -226,6 +254,8 @@ func write(ctx context.Context, st store.Store, c Capture) error {
 		{Name: "trigger", Data: trigger}, {Name: "spike_ids", Data: spikeIDs}, {Name: "uri", Data: &uri},
 		{Name: "bytes", Data: &size}, {Name: "lost_events", Data: &lost}, {Name: "checksum", Data: &checksum},
 		{Name: "status", Data: state}, {Name: "created_at", Data: created}, {Name: "updated_at", Data: updated},
+		{Name: "verdict", Data: &verdict}, {Name: "blocking_stack", Data: &blocking},
+		{Name: "hottest_cpu", Data: &hottest}, {Name: "softirq_share", Data: &softirq},
 	}
 	if err := st.Insert(ctx, "captures", input); err != nil {
 		return fmt.Errorf("write the captures row: %w", err)

@@ -121,7 +121,7 @@ func readCaptures(ctx context.Context, st store.Store, cond string) ([]Capture, 
     toString(profile) AS profile, toString(trigger) AS trigger, uri, checksum, toString(status) AS status,
     toUnixTimestamp64Milli(window_start) AS start_ms, toUnixTimestamp64Milli(window_end) AS end_ms,
     toUnixTimestamp64Milli(created_at) AS created_ms, toUnixTimestamp64Milli(updated_at) AS updated_ms,
-    spike_ids, bytes, lost_events
+    spike_ids, bytes, lost_events, verdict, blocking_stack, hottest_cpu, softirq_share
 FROM captures FINAL
 WHERE ` + cond + `
 ORDER BY window_start, capture_id`
@@ -143,6 +143,18 @@ ORDER BY window_start, capture_id`
 		if err != nil {
 			return err
 		}
+		found, err := store.Columns[string](b, "verdict", "blocking_stack")
+		if err != nil {
+			return err
+		}
+		hottest, err := store.Column[int16](b, "hottest_cpu")
+		if err != nil {
+			return err
+		}
+		softirq, err := store.Column[float32](b, "softirq_share")
+		if err != nil {
+			return err
+		}
 		for i := 0; i < b.Rows; i++ {
 			out = append(out, Capture{
 				ID: strs[0].Row(i), Host: strs[1].Row(i), Node: strs[2].Row(i), Backend: strs[3].Row(i),
@@ -154,6 +166,10 @@ ORDER BY window_start, capture_id`
 				SpikeIDs: append([]string{}, ids.Row(i)...),
 				Bytes:    counts[0].Row(i), LostEvents: counts[1].Row(i),
 			})
+			if f := (Findings{Verdict: found[0].Row(i), BlockingStack: found[1].Row(i), HottestCPU: hottest.Row(i),
+				SoftirqShare: softirq.Row(i)}); f != (Findings{HottestCPU: -1}) {
+				out[len(out)-1].Findings = &f
+			}
 		}
 		return nil
 	})

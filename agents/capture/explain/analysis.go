@@ -36,7 +36,20 @@ type Analysis struct {
 	LostNote string `json:"lost_note,omitempty"`
 	// TopStacks are the hottest on-CPU call chains of the window.
 	TopStacks []StackShare `json:"top_stacks"`
-	Notes     []string     `json:"notes,omitempty"`
+	// CPUs are each CPU's samples: how busy it was, and how much of it
+	// was softirq work.
+	CPUs []CPUUse `json:"cpus"`
+	// Findings are the summary the captures index keeps.
+	Findings record.Findings `json:"findings"`
+	Notes    []string        `json:"notes,omitempty"`
+}
+
+// CPUUse is one CPU's samples over the window.
+type CPUUse struct {
+	CPU     int32 `json:"cpu"`
+	Samples int   `json:"samples"`
+	Idle    int   `json:"idle"`    // in the idle task (swapper)
+	Softirq int   `json:"softirq"` // with softirq work in the chain
 }
 
 // AnalysisVersion is bumped on an incompatible change of Analysis.
@@ -77,7 +90,67 @@ func Analyze(tr *Trace, md *record.Metadata, reqs []record.RequestRecord, thresh
 		folded = folded[:10]
 	}
 	a.TopStacks = folded
+	a.CPUs = tr.CPUUse()
+	a.Findings = findings(a)
 	return a
+}
+
+// findings sums an analysis up for the captures index.
+func findings(a Analysis) record.Findings {
+	f := record.Findings{HottestCPU: -1}
+	if len(a.Requests) > 0 {
+		v := a.Requests[0]
+		f.Verdict = v.Verdict
+		f.BlockingStack = strings.Join(v.BlockedIn, " ← ")
+		if len(f.BlockingStack) > 512 {
+			f.BlockingStack = f.BlockingStack[:512]
+		}
+	}
+	busiest, total, softirq := -1, 0, 0
+	for _, c := range a.CPUs {
+		total += c.Samples
+		softirq += c.Softirq
+		if busy := c.Samples - c.Idle; busy > 0 && busy > busiest {
+			busiest, f.HottestCPU = busy, int(c.CPU)
+			f.HottestCPUBusy = float64(busy) / float64(c.Samples)
+		}
+	}
+	if total > 0 {
+		f.SoftirqShare = float64(softirq) / float64(total)
+	}
+	return f
+}
+
+// softirqFrames mark a sample taken in softirq work, whichever thread's
+// context it borrowed.
+var softirqFrames = []string{"__do_softirq", "handle_softirqs", "do_softirq", "run_ksoftirqd"}
+
+// CPUUse counts each CPU's samples, idle ones and softirq ones, by CPU.
+func (tr *Trace) CPUUse() []CPUUse {
+	by := map[int32]*CPUUse{}
+	for i := range tr.Events {
+		e := &tr.Events[i]
+		if e.Kind != KindSample {
+			continue
+		}
+		u := by[e.CPU]
+		if u == nil {
+			u = &CPUUse{CPU: e.CPU}
+			by[e.CPU] = u
+		}
+		u.Samples++
+		if e.Stack >= 0 && hasAny(tr.Stacks[e.Stack], softirqFrames) {
+			u.Softirq++
+		} else if e.Task.TID == 0 {
+			u.Idle++
+		}
+	}
+	out := make([]CPUUse, 0, len(by))
+	for _, u := range by {
+		out = append(out, *u)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CPU < out[j].CPU })
+	return out
 }
 
 // Folded returns the on-CPU samples as folded stacks, "comm;outer;…;inner",

@@ -25,26 +25,26 @@ const (
 // where the symbols are, at the recorder's governance, and writes the
 // slow requests' verdicts (explain.json) and the window's on-CPU profile
 // as folded stacks (stacks.folded).
-func (r *perfRecorder) Analyze(ctx context.Context, in capture.AnalysisInput) ([]string, error) {
+func (r *perfRecorder) Analyze(ctx context.Context, in capture.AnalysisInput) (capture.AnalysisOutput, error) {
 	tr := explain.NewTrace(explain.DefaultLimits)
 	for _, f := range r.files {
 		if err := r.script(ctx, filepath.Join(r.dir, f), tr); err != nil {
-			return nil, fmt.Errorf("perf script %s: %w", f, err)
+			return capture.AnalysisOutput{}, fmt.Errorf("perf script %s: %w", f, err)
 		}
 	}
 	a := explain.Analyze(tr, in.Metadata, in.Requests, in.Threshold)
 	b, err := json.MarshalIndent(a, "", "  ")
 	if err != nil {
-		return nil, err
+		return capture.AnalysisOutput{}, err
 	}
 	if err := writeNew(filepath.Join(r.dir, ExplainFile), func(f *os.File) error { _, err := f.Write(append(b, '\n')); return err }); err != nil {
-		return nil, err
+		return capture.AnalysisOutput{}, err
 	}
 	folded := tr.Folded()
 	if err := writeNew(filepath.Join(r.dir, FoldedFile), func(f *os.File) error { return explain.WriteFolded(f, folded) }); err != nil {
-		return nil, err
+		return capture.AnalysisOutput{}, err
 	}
-	return []string{ExplainFile, FoldedFile}, nil
+	return capture.AnalysisOutput{Files: []string{ExplainFile, FoldedFile}, Findings: &a.Findings}, nil
 }
 
 // script runs perf script on one dump into tr. Its own process group, as

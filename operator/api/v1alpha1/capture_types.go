@@ -249,6 +249,43 @@ type Artifact struct {
 	// +required
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
 	Checksum string `json:"checksum"`
+
+	// Findings summarize the analysis the agent made of the trace on the
+	// node (the artifact's explain.json), when its recorder makes one.
+	// +optional
+	Findings *Findings `json:"findings,omitempty"`
+}
+
+// Findings are a capture's analysis in a few fields: what the captures
+// index shows next to the spike.
+type Findings struct {
+	// Verdict is the slowest explained request's one-line verdict.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Verdict string `json:"verdict,omitempty"`
+
+	// BlockingStack is that request's longest blocking call chain,
+	// innermost first.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	BlockingStack string `json:"blockingStack,omitempty"`
+
+	// HottestCPU is the CPU with the most non-idle samples (-1: none),
+	// and HottestCPUBusyPercent how busy it was.
+	// +optional
+	// +kubebuilder:validation:Minimum=-1
+	HottestCPU int32 `json:"hottestCPU"`
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	HottestCPUBusyPercent int32 `json:"hottestCPUBusyPercent,omitempty"`
+
+	// SoftirqPermille is the share of the window's samples, over every
+	// CPU, that ran softirq work, in thousandths.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	SoftirqPermille int32 `json:"softirqPermille,omitempty"`
 }
 
 // Condition types of a Capture.

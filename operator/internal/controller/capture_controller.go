@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -231,7 +232,13 @@ func indexRow(c *v1alpha1.Capture) (captures.Capture, error) {
 	if c.Spec.Profile.Script != "" {
 		profile = c.Spec.Profile.Script
 	}
+	var findings *captures.Findings
+	if f := st.Artifact.Findings; f != nil {
+		findings = &captures.Findings{Verdict: f.Verdict, BlockingStack: f.BlockingStack,
+			HottestCPU: int16(min(max(f.HottestCPU, -1), math.MaxInt16)), SoftirqShare: float32(f.SoftirqPermille) / 1000}
+	}
 	return captures.Capture{
+		Findings:    findings,
 		ID:          c.Spec.ArmingID,
 		Host:        c.Spec.NodeName,
 		Node:        c.Spec.NodeName,

@@ -160,7 +160,11 @@ func TestCapturePhases(t *testing.T) {
 			spike{"other-host", b.Spec.NodeName, w0.Add(5 * time.Second), w0.Add(6 * time.Second)},
 		)
 		e.agent(t, a.Name, fire(w0.Add(10*time.Second)))
-		e.agent(t, a.Name, upload(a.Spec.ArmingID, w0, w0.Add(12*time.Second), 3, 4))
+		e.agent(t, a.Name, func(st *v1alpha1.CaptureStatus) {
+			upload(a.Spec.ArmingID, w0, w0.Add(12*time.Second), 3, 4)(st)
+			st.Artifact.Findings = &v1alpha1.Findings{Verdict: "blocked 998 ms in do_nanosleep; woken by its timer",
+				BlockingStack: "do_nanosleep ← hrtimer_nanosleep", HottestCPU: 3, HottestCPUBusyPercent: 97, SoftirqPermille: 125}
+		})
 		got := e.waitPhase(t, a.Name, v1alpha1.PhaseIndexed)
 		if diff := cmp.Diff([]string{"over-start", "inside"}, got.Status.SpikeIDs); diff != "" {
 			t.Errorf("spike ids (-want +got):\n%s", diff)
@@ -178,6 +182,11 @@ func TestCapturePhases(t *testing.T) {
 		if row.LostEvents != 7 || row.Host != host || row.Status != captures.StatusIndexed || row.Backend != "perf" || row.Profile != "cpu" ||
 			row.Trigger != "latency: billy > 1s" {
 			t.Errorf("row %+v, want 7 lost events (3 lost + 4 overrun) on host %s, indexed, perf/cpu, fired by latency", row, host)
+		}
+		want := captures.Findings{Verdict: "blocked 998 ms in do_nanosleep; woken by its timer", BlockingStack: "do_nanosleep ← hrtimer_nanosleep",
+			HottestCPU: 3, SoftirqShare: 0.125}
+		if row.Findings == nil || *row.Findings != want {
+			t.Errorf("the row's findings %+v, want the node's %+v", row.Findings, want)
 		}
 	})
 

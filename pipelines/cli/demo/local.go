@@ -117,6 +117,9 @@ type localCapture struct {
 	FireToDump             time.Duration
 	SpikeIDs               []string
 	Requests               int
+	// Verdict is the analysis's verdict on the slowest request, made by
+	// the agent from perf's trace ("" when the recorder made none).
+	Verdict string
 }
 
 // runLocalCapture arms perf on this host for arming a, runs the workload,
@@ -194,7 +197,13 @@ func runLocalCapture(ctx context.Context, st store.Store, service string, h loca
 	if c.URI == "" && len(done.Files) > 0 {
 		c.URI = done.Files[0]
 	}
-	c.SpikeIDs, err = captures.Index(ctx, st, captures.Capture{ID: c.ID, Host: c.Host, Node: c.Host,
+	var findings *captures.Findings
+	if f := md.Findings; f != nil {
+		findings = &captures.Findings{Verdict: f.Verdict, BlockingStack: f.BlockingStack,
+			HottestCPU: int16(min(max(f.HottestCPU, -1), 1<<15-1)), SoftirqShare: float32(f.SoftirqShare)}
+		c.Verdict = f.Verdict
+	}
+	c.SpikeIDs, err = captures.Index(ctx, st, captures.Capture{ID: c.ID, Host: c.Host, Node: c.Host, Findings: findings,
 		Backend: c.Backend, Profile: c.Profile, WindowStart: c.WindowStart, WindowEnd: c.WindowEnd, Trigger: c.Trigger,
 		URI: c.URI, Bytes: c.Bytes, LostEvents: c.Lost, Checksum: md.Checksum})
 	if err != nil {
@@ -430,6 +439,10 @@ func localCaptureSection(ctx context.Context, st store.Store, service string, h 
 		fmt.Sprintf("   captured on %s: %s, %d bytes, lost %d, window %s–%s UTC, %s.", c.Host, c.Backend, c.Bytes, c.Lost,
 			c.WindowStart.Format("15:04:05.000"), c.WindowEnd.Format("15:04:05.000"), linked),
 		fmt.Sprintf("   Artifact: %s", c.URI),
+	}
+	if c.Verdict != "" {
+		out = append(out, "   The agent's analysis of the stalled request, from perf's trace on this host:",
+			"     "+c.Verdict)
 	}
 	if len(c.SpikeIDs) > 0 {
 		out = append(out, fmt.Sprintf("   spikehunt captures --dsn '%s' --spike %s", dsn, c.SpikeIDs[0]))

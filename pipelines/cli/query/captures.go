@@ -32,6 +32,13 @@ type captureView struct {
 	Checksum    string    `json:"checksum"`
 	Status      string    `json:"status"`
 	UpdatedAt   time.Time `json:"updated_at"`
+	// The findings of the node's analysis of the trace (empty and -1
+	// when it made none): the slowest request's verdict and blocking
+	// chain, the hottest CPU and the share of softirq work.
+	Verdict       string  `json:"verdict"`
+	BlockingStack string  `json:"blocking_stack"`
+	HottestCPU    int16   `json:"hottest_cpu"`
+	SoftirqShare  float32 `json:"softirq_share"`
 }
 
 // Captures is `spikehunt captures`.
@@ -71,6 +78,11 @@ var capturesCommand = command{
 				line := fmt.Sprintf("%s of %s%s", plural(len(list), "capture"), spike, lossNote(list))
 				a := answerOf(list, "no captures of "+spike, func(w io.Writer) error {
 					printCaptures(w, list)
+					for _, c := range list {
+						if c.Verdict != "" {
+							fmt.Fprintf(w, "\n%s: %s", c.CaptureID, c.Verdict)
+						}
+					}
 					_, err := fmt.Fprintf(w, "\n%s\n", line)
 					return err
 				}).withSummary(func() (Summary, error) { return s.summary(len(list), len(list), line), nil })
@@ -121,7 +133,8 @@ const spikeLinkPad = captures.SpikeLookBack
 // loadCaptures reads the captures rows matching cond, newest first.
 func loadCaptures(ctx context.Context, st store.Store, cond Where, limit string) ([]captureView, error) {
 	return readRows(ctx, st, "captures", `SELECT capture_id, host, node, backend, profile, window_start, window_end,
-		trigger, spike_ids, uri, bytes, lost_events, checksum, status, updated_at
+		trigger, spike_ids, uri, bytes, lost_events, checksum, status, updated_at,
+		verdict, blocking_stack, hottest_cpu, softirq_share
 	FROM captures FINAL WHERE `+cond.String()+`
 	ORDER BY window_start DESC, host, capture_id`+limit, func(c *columns) func(int) captureView {
 		id, host, node, backend, profile := col[string](c, "capture_id"), col[string](c, "host"), col[string](c, "node"),
@@ -130,6 +143,8 @@ func loadCaptures(ctx context.Context, st store.Store, cond Where, limit string)
 		start, end, updated := col[time.Time](c, "window_start"), col[time.Time](c, "window_end"), col[time.Time](c, "updated_at")
 		spikeIDs := col[[]string](c, "spike_ids")
 		bytes, lost := col[uint64](c, "bytes"), col[uint64](c, "lost_events")
+		verdict, blocking := col[string](c, "verdict"), col[string](c, "blocking_stack")
+		hottest, softirq := col[int16](c, "hottest_cpu"), col[float32](c, "softirq_share")
 		return func(i int) captureView {
 			v := captureView{
 				CaptureID: id.Row(i), Host: host.Row(i), Node: node.Row(i), Backend: backend.Row(i),
@@ -137,6 +152,7 @@ func loadCaptures(ctx context.Context, st store.Store, cond Where, limit string)
 				Trigger: trigger.Row(i), SpikeIDs: append([]string{}, spikeIDs.Row(i)...), URI: uri.Row(i),
 				Bytes: bytes.Row(i), LostEvents: lost.Row(i), Checksum: checksum.Row(i), Status: status.Row(i),
 				UpdatedAt: updated.Row(i).UTC(),
+				Verdict:   verdict.Row(i), BlockingStack: blocking.Row(i), HottestCPU: hottest.Row(i), SoftirqShare: softirq.Row(i),
 			}
 			v.DurationS = v.WindowEnd.Sub(v.WindowStart).Seconds()
 			return v
@@ -148,17 +164,30 @@ func loadCaptures(ctx context.Context, st store.Store, cond Where, limit string)
 // -o json has them, and --spike says which one was asked about.
 func printCaptures(w io.Writer, captures []captureView) {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "CAPTURE\tHOST\tBACKEND\tWINDOW_START (UTC)\tWINDOW\tSPIKES\tSIZE\tLOST\tSTATUS\tURI")
+	fmt.Fprintln(tw, "CAPTURE\tHOST\tBACKEND\tWINDOW_START (UTC)\tWINDOW\tSPIKES\tSIZE\tLOST\tSTATUS\tURI\tVERDICT")
 	for _, c := range captures {
 		backend := c.Backend
 		if c.Profile != "" {
 			backend += "/" + c.Profile
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", c.CaptureID, c.Host, orDash(backend), utcTime(c.WindowStart),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", c.CaptureID, c.Host, orDash(backend), utcTime(c.WindowStart),
 			windowDuration(c.WindowEnd.Sub(c.WindowStart)), len(c.SpikeIDs), byteSize(c.Bytes), c.LostEvents,
-			orDash(c.Status), orDash(c.URI))
+			orDash(c.Status), orDash(c.URI), orDash(shorten(c.Verdict, verdictWidth)))
 	}
 	tw.Flush()
+}
+
+// verdictWidth is how much of a verdict the table shows; -o json and
+// spikehunt captures explain have all of it.
+const verdictWidth = 72
+
+// shorten cuts s to n runes, marking the cut.
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 // describeSpike names a spike window for the --spike lines: "spike ID

@@ -34,14 +34,23 @@ func seedCaptures(t *testing.T, f queryFleet) store.Store {
 	q := `INSERT INTO captures (capture_id, host, node, backend, profile, window_start, window_end, trigger,
 		spike_ids, uri, bytes, lost_events, checksum, status, created_at, updated_at) VALUES ` + strings.Join([]string{
 		row("c5", "h03", "ftrace", "sched", 17*time.Minute-5*time.Second, 17*time.Minute+5*time.Second, "['s-h03-1']", 2048, 0),
-		row("c2", "h04", "perf", "offcpu", 20*time.Minute-30*time.Second, 20*time.Minute+30*time.Second, "['s-h04-1']", 7<<19, 12),
 		row("c3", "h01", "perf", "cpu", 30*time.Minute, 30*time.Minute+20*time.Second, "[]", 900, 0),
 	}, ", ")
-	if err := st.Exec(ctx, q); err != nil {
-		t.Fatalf("%v\n%s", err, q)
+	// c2 with the findings of the node's analysis.
+	q2 := `INSERT INTO captures (capture_id, host, node, backend, profile, window_start, window_end, trigger,
+		spike_ids, uri, bytes, lost_events, checksum, status, created_at, updated_at, verdict, blocking_stack, hottest_cpu, softirq_share) VALUES ` +
+		strings.TrimSuffix(row("c2", "h04", "perf", "offcpu", 20*time.Minute-30*time.Second, 20*time.Minute+30*time.Second, "['s-h04-1']", 7<<19, 12), ")") +
+		`, '` + c2Verdict + `', 'do_nanosleep ← hrtimer_nanosleep', 4, 0.25)`
+	for _, q := range []string{q, q2} {
+		if err := st.Exec(ctx, q); err != nil {
+			t.Fatalf("%v\n%s", err, q)
+		}
 	}
 	return st
 }
+
+// c2Verdict is the analysis's verdict on c2, longer than the table shows.
+const c2Verdict = "blocked 998 ms in do_nanosleep (stack do_nanosleep ← hrtimer_nanosleep ← __x64_sys_nanosleep); woken by its timer of its 1.00 s on web[4242]"
 
 func TestCapturesCommand(t *testing.T) {
 	f := seedQueryFleet(t)
@@ -67,14 +76,24 @@ func TestCapturesCommand(t *testing.T) {
 		}
 		got := tableRows(out, "c[0-9]")
 		want := [][]string{
-			{"c5", "h03", "ftrace/sched", utcTime(f.t0.Add(17*time.Minute - 5*time.Second)), "10s", "1", "2 KiB", "0", "indexed", "s3://captures/c5"},
-			{"c1", "h03", "perf/cpu", utcTime(f.t0.Add(17*time.Minute - 10*time.Second)), "20s", "1", "1 B", "0", "indexed", "file:///c1"},
+			{"c5", "h03", "ftrace/sched", utcTime(f.t0.Add(17*time.Minute - 5*time.Second)), "10s", "1", "2 KiB", "0", "indexed", "s3://captures/c5", "-"},
+			{"c1", "h03", "perf/cpu", utcTime(f.t0.Add(17*time.Minute - 10*time.Second)), "20s", "1", "1 B", "0", "indexed", "file:///c1", "-"},
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("rows (-want +got):\n%s\n%s", diff, out)
 		}
 		if line := "\n2 captures of spike s-h03-1 (billy on h03 at " + s0301 + ", 2s)\n"; !strings.Contains(out, line) {
 			t.Errorf("want the line %q:\n%s", line, out)
+		}
+	})
+
+	t.Run("captures --spike shows the analysis's verdict whole under the table, and cut in it", func(t *testing.T) {
+		out, _ := cli(t, 0, args(dsn, "--spike", "s-h04-1")...)
+		if !strings.Contains(out, "\nc2: "+c2Verdict+"\n") {
+			t.Errorf("no whole verdict line:\n%s", out)
+		}
+		if row := tableRows(out, "c2"); len(row) != 1 || row[0][len(row[0])-1] != "woken" && !strings.HasSuffix(strings.Join(row[0][10:], " "), "…") {
+			t.Errorf("the VERDICT column is not the verdict cut at %d characters: %q", verdictWidth, row)
 		}
 	})
 
@@ -89,6 +108,7 @@ func TestCapturesCommand(t *testing.T) {
 			WindowStart: f.t0.Add(20*time.Minute - 30*time.Second), WindowEnd: f.t0.Add(20*time.Minute + 30*time.Second),
 			DurationS: 60, Trigger: "fleet alert", SpikeIDs: []string{"s-h04-1"}, URI: "s3://captures/c2",
 			Bytes: 7 << 19, LostEvents: 12, Checksum: "sha256:c2", Status: "indexed",
+			Verdict: c2Verdict, BlockingStack: "do_nanosleep ← hrtimer_nanosleep", HottestCPU: 4, SoftirqShare: 0.25,
 		}}
 		if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(captureView{}, "UpdatedAt")); diff != "" {
 			t.Errorf("(-want +got):\n%s", diff)
@@ -102,8 +122,8 @@ func TestCapturesCommand(t *testing.T) {
 			names = append(names, k)
 		}
 		sort.Strings(names)
-		wantKeys := []string{"backend", "bytes", "capture_id", "checksum", "duration_s", "host", "lost_events", "node",
-			"profile", "spike_ids", "status", "trigger", "updated_at", "uri", "window_end", "window_start"}
+		wantKeys := []string{"backend", "blocking_stack", "bytes", "capture_id", "checksum", "duration_s", "host", "hottest_cpu", "lost_events", "node",
+			"profile", "softirq_share", "spike_ids", "status", "trigger", "updated_at", "uri", "verdict", "window_end", "window_start"}
 		if diff := cmp.Diff(wantKeys, names); diff != "" {
 			t.Errorf("keys (-want +got):\n%s", diff)
 		}

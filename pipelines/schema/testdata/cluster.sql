@@ -308,3 +308,16 @@ ALTER TABLE spikehunt.counters_local ON CLUSTER 'fleet' MODIFY SETTING replicate
 ALTER TABLE spikehunt.latency_1s_local ON CLUSTER 'fleet' MODIFY SETTING replicated_deduplication_window = 20000;
 
 ALTER TABLE spikehunt.latency_1m_local ON CLUSTER 'fleet' MODIFY SETTING replicated_deduplication_window = 20000;
+
+-- migration 9 capture_findings, checksum 0d5418932c37
+ALTER TABLE spikehunt.captures_local ON CLUSTER 'fleet'
+    ADD COLUMN IF NOT EXISTS verdict String DEFAULT '' COMMENT 'the slowest explained request verdict, one line',
+    ADD COLUMN IF NOT EXISTS blocking_stack String DEFAULT '' COMMENT 'its longest blocking call chain, innermost first',
+    ADD COLUMN IF NOT EXISTS hottest_cpu Int16 DEFAULT -1 COMMENT 'the CPU with the most non-idle samples; -1 none',
+    ADD COLUMN IF NOT EXISTS softirq_share Float32 DEFAULT 0 COMMENT 'share of the window samples in softirq work, all CPUs';
+
+ALTER TABLE spikehunt.captures ON CLUSTER 'fleet'
+    ADD COLUMN IF NOT EXISTS verdict String DEFAULT '',
+    ADD COLUMN IF NOT EXISTS blocking_stack String DEFAULT '',
+    ADD COLUMN IF NOT EXISTS hottest_cpu Int16 DEFAULT -1,
+    ADD COLUMN IF NOT EXISTS softirq_share Float32 DEFAULT 0;

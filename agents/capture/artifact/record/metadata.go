@@ -40,6 +40,10 @@ type Metadata struct {
 	// value pins the whole artifact.
 	Checksum string   `json:"checksum"`
 	Notes    []string `json:"notes,omitempty"`
+	// Findings summarize the analysis made on the node (explain.json),
+	// when the recorder makes one: what the captures index keeps next to
+	// the spike.
+	Findings *Findings `json:"findings,omitempty"`
 	// Governance records how the recorder ran: where it was pinned, its
 	// nice level, why it was aborted if it was.
 	Governance Governance `json:"governance"`
@@ -47,6 +51,25 @@ type Metadata struct {
 
 // MetadataVersion is bumped on an incompatible change of Metadata.
 const MetadataVersion = 1
+
+// Findings are an analysis's answer in a few fields.
+type Findings struct {
+	// Verdict is the slowest explained request's one-line verdict
+	// ("blocked 998 ms in do_nanosleep …; woken by its timer …"), empty
+	// when no request at or above the trigger had a thread to follow.
+	Verdict string `json:"verdict"`
+	// BlockingStack is that request's longest blocking call chain,
+	// innermost first, joined with " ← ".
+	BlockingStack string `json:"blocking_stack,omitempty"`
+	// HottestCPU is the CPU with the most non-idle samples in the window
+	// (-1: no samples), and HottestCPUBusy the share of its samples that
+	// were not idle.
+	HottestCPU     int     `json:"hottest_cpu"`
+	HottestCPUBusy float64 `json:"hottest_cpu_busy"`
+	// SoftirqShare is the share of the window's samples, over every CPU,
+	// that ran softirq work (__do_softirq / handle_softirqs in the chain).
+	SoftirqShare float64 `json:"softirq_share"`
+}
 
 // File is one file of an artifact, addressed by its content.
 type File struct {
