@@ -32,7 +32,9 @@ DIR writes the data source the dashboards use, on the address this server
 listens on and the store's database, and the dashboard provider; then start
 Grafana with GF_PATHS_PROVISIONING=DIR and the ClickHouse data source plugin:
 
-  spikehunt serve-clickhouse --dsn 'chdb://$HOME/.cache/spikehunt/demo?database=demo' --grafana-provisioning ./grafana`, stderr)
+  spikehunt serve-clickhouse --dsn "chdb://$HOME/.cache/spikehunt/demo?database=demo" --grafana-provisioning ./grafana
+
+(spikehunt demo prints this line for its own store.)`, stderr)
 	dsn := fs.String("dsn", cli.EnvOr("SPIKEHUNT_DSN", ""), "embedded store, chdb:///path/to/dir (env SPIKEHUNT_DSN)")
 	listen := fs.String("listen", "127.0.0.1:8123", "address to listen on; any but loopback requires --user or --read-only-user with a password")
 	user := fs.String("user", cli.EnvOr("SPIKEHUNT_CLICKHOUSE_USER", ""), "read-write user (env SPIKEHUNT_CLICKHOUSE_USER); with neither user set, every request is read-write, allowed on loopback only")
