@@ -5,12 +5,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -147,6 +150,9 @@ func TestGrafanaProvisionedByTheDemoReadsTheDemosTablesInEveryPanel(t *testing.T
 					if p.Type == "heatmap" {
 						checkHeatmapRows(t, p, res)
 					}
+					if b.File == "fleet-overview" && p.Key == "per-host" {
+						checkSpikiestHostsShown(t, conn, q, res)
+					}
 				})
 			}
 		}
@@ -193,6 +199,37 @@ func checkDashboardProvider(t *testing.T, path string) {
 			t.Errorf("the dashboard provider's folder lacks %s: %v", b.File, err)
 		}
 	}
+}
+
+// checkSpikiestHostsShown: the per-host heatmap draws ${top} hosts, and
+// none it leaves out has more spike windows than one it draws.
+func checkSpikiestHostsShown(t *testing.T, conn clickhouse.Conn, q grafanaQuery, res provisionedResult) {
+	t.Helper()
+	shown := map[string]bool{}
+	for _, h := range res.column(slices.Index(res.names, "host")) {
+		shown[h] = true
+	}
+	counts := queryOverProvisioned(t, conn, q, `SELECT h.host, s.n FROM (SELECT DISTINCT host FROM latency_1m WHERE `+whereService+
+		` AND $__timeFilter(ts)) AS h LEFT JOIN (SELECT host, count() AS n FROM spikes FINAL WHERE `+whereService+
+		` AND is_deleted = 0 AND $__timeFilter(window_start) GROUP BY host) AS s ON s.host = h.host`)
+	top, _ := strconv.Atoi(fmt.Sprint(q.Vars["top"]))
+	if want := min(top, len(counts.rows)); len(shown) != want {
+		t.Errorf("the per-host heatmap draws %d hosts; want %d (Hosts shown %d, %d hosts)", len(shown), want, top, len(counts.rows))
+	}
+	leastShown, mostHidden := math.MaxInt, -1
+	for _, r := range counts.rows {
+		n, _ := strconv.Atoi(r[1])
+		if shown[r[0]] {
+			leastShown = min(leastShown, n)
+		} else {
+			mostHidden = max(mostHidden, n)
+		}
+	}
+	if mostHidden > leastShown {
+		t.Errorf("a host with %d spike windows is left out while one with %d is drawn", mostHidden, leastShown)
+	}
+	t.Logf("the per-host heatmap draws %d of %d hosts, %d+ spike windows each; the others have at most %d",
+		len(shown), len(counts.rows), leastShown, mostHidden)
 }
 
 // minHeatmapRowPx is the least height of a heatmap row that still reads as
