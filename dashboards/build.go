@@ -99,6 +99,7 @@ type Var struct {
 	Default     string
 	Hidden      bool
 	Description string
+	Options     []string // custom variables: the values offered, Default among them
 }
 
 // Annotation is a SQL annotation query: it returns time, timeEnd and text.
@@ -268,6 +269,13 @@ func (v Var) model() map[string]any {
 		m["regex"] = ""
 	case "textbox", "constant":
 		m["query"] = v.Default
+	case "custom":
+		opts := make([]any, len(v.Options))
+		for i, o := range v.Options {
+			opts[i] = map[string]any{"text": o, "value": o, "selected": o == v.Default}
+		}
+		m["options"] = opts
+		m["query"] = strings.Join(v.Options, ",")
 	}
 	return m
 }

@@ -8,7 +8,7 @@ func fleetOverview() Board {
 		UID: "spikehunt-fleet", Title: "spikehunt / Fleet overview", File: "fleet-overview",
 		Description: "Averaged latency next to every host's per-second max, the spike raster, the fleet patterns and the hardware-class skew.",
 		Tags:        []string{"spikehunt"}, From: "now-6h", Refresh: "1m",
-		Vars: []Var{serviceVar, hwClassVar, hostsVar},
+		Vars: []Var{serviceVar, hwClassVar, hostsVar, topVar},
 		Rows: []Row{
 			{Title: "The averaged graph vs. every host", Panels: []Panel{averagedLatency(), perHostMax()}},
 			{Title: "The finding", Panels: fleetStats()},
@@ -19,9 +19,14 @@ func fleetOverview() Board {
 	}
 }
 
+// heatmapH is the height, in grid units, of the host × time heatmaps (and
+// of the panel beside them): about 450 pixels of rows, 11 a host at the
+// default 40 hosts shown.
+const heatmapH = 14
+
 func averagedLatency() Panel {
 	return Panel{
-		Key: "averaged", Title: "Averaged latency: what the usual graph shows", Type: "timeseries", W: 12, H: 9,
+		Key: "averaged", Title: "Averaged latency: what the usual graph shows", Type: "timeseries", W: 12, H: heatmapH,
 		Description: "The fleet's weighted mean latency, and each host's slowest request per interval averaged over the hosts: " +
 			"the averaged graphs most fleets watch. One-second stalls on every host, each at its own moment, come out here as a small, " +
 			"uniform rise that looks like a regression. Compare with the per-host view beside it.",
@@ -47,16 +52,17 @@ ORDER BY time`,
 
 func perHostMax() Panel {
 	return Panel{
-		Key: "per-host", Title: "Every host: the slowest request of each second", Type: "heatmap", W: 12, H: 9,
+		Key: "per-host", Title: "The ${top} spikiest hosts: the slowest request of each second", Type: "heatmap", W: 12, H: heatmapH,
 		Description: "One row per host, the max latency of each interval (a max survives any zoom level, unlike a mean). " +
-			"Bright dots scattered over every row, not lined up in columns: each host stalls on its own schedule.",
+			"Bright dots scattered over every row, not lined up in columns: each host stalls on its own schedule. " +
+			"Drawn for the hosts with the most spike windows in the range (Hosts shown: ${top}); the hosts' table lists every one.",
 		SQL: `
 SELECT
     $__timeInterval(ts) AS time,
     host,
     max(max_us) / 1000 AS max_ms
 FROM ` + latencyTable + `
-WHERE ` + whereService + ` AND $__timeFilter(ts) AND ` + whereHWClass + ` AND ` + whereHosts + `
+WHERE ` + whereService + ` AND $__timeFilter(ts) AND ` + whereHWClass + ` AND ` + whereTopHosts + `
 GROUP BY time, host
 ORDER BY time, host`,
 		Format: TimeSeries, Unit: "ms",
@@ -102,16 +108,17 @@ LIMIT 1`),
 
 func spikeRaster() Panel {
 	return Panel{
-		Key: "raster", Title: "Spike raster: spike windows, host × time", Type: "heatmap", W: 24, H: 10,
+		Key: "raster", Title: "Spike raster: spike windows of the ${top} spikiest hosts, host × time", Type: "heatmap", W: 24, H: heatmapH,
 		Description: "Each detected spike window is a mark on its host's row. Marks in a column are a synchronized event; " +
-			"a regular dotted line on every row is a fleet-recurrent pattern; one busy row is an isolated host.",
+			"a regular dotted line on every row is a fleet-recurrent pattern; one busy row is an isolated host. " +
+			"Drawn for the hosts with the most spike windows in the range (Hosts shown: ${top}).",
 		SQL: `
 SELECT
     $__timeInterval(window_start) AS time,
     host,
     count() AS spikes
 FROM spikes FINAL
-WHERE ` + whereService + ` AND is_deleted = 0 AND $__timeFilter(window_start) AND ` + whereHWClass + ` AND ` + whereHosts + `
+WHERE ` + whereService + ` AND is_deleted = 0 AND $__timeFilter(window_start) AND ` + whereHWClass + ` AND ` + whereTopHosts + `
 GROUP BY time, host
 ORDER BY time, host`,
 		Format: TimeSeries, Unit: "none",

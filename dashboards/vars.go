@@ -31,11 +31,37 @@ var (
 		Description: "Hosts of the service (of the chosen hardware classes)",
 		SQL: `SELECT DISTINCT host FROM latency_1m WHERE ` + whereService + ` AND $__timeFilter(ts) AND ` + whereHWClass +
 			` ORDER BY host`}
+	// topVar bounds the host × time heatmaps to the hosts with the most
+	// spike windows: 300 rows in a panel leave each host under two pixels,
+	// and the hosts' table and the figures above count every host anyway.
+	topVar = Var{Name: "top", Label: "Hosts shown", Type: "custom", Default: "40",
+		Options:     []string{"20", "40", "80", "150", "300", "1000"},
+		Description: "How many hosts the heatmaps draw: those with the most spike windows in the range (then the slowest)"}
 	hostVar = Var{Name: "host", Label: "Host", Type: "query",
 		Description: "The host to drill into",
 		SQL: `SELECT DISTINCT host FROM latency_1m WHERE ` + whereService + ` AND $__timeFilter(ts) AND ` + whereHWClass +
 			` ORDER BY host`}
 )
+
+// whereTopHosts keeps the ${top} hosts (of those the other variables
+// select) with the most spike windows in the range, ties broken by the
+// slowest request, then by name; a host without spikes still has a row
+// when fewer than ${top} spike.
+const whereTopHosts = `host IN (
+    SELECT h.host
+    FROM (
+        SELECT host, max(max_us) AS worst FROM latency_1m
+        WHERE ` + whereService + ` AND $__timeFilter(ts) AND ` + whereHWClass + ` AND ` + whereHosts + `
+        GROUP BY host
+    ) AS h
+    LEFT JOIN (
+        SELECT host, count() AS n FROM spikes FINAL
+        WHERE ` + whereService + ` AND is_deleted = 0 AND $__timeFilter(window_start) AND ` + whereHWClass + ` AND ` + whereHosts + `
+        GROUP BY host
+    ) AS s ON s.host = h.host
+    ORDER BY s.n DESC, h.worst DESC, h.host
+    LIMIT ${top}
+)`
 
 // Links between the dashboards: pattern → hosts → host drill-down →
 // captures. They carry the service, the host and the time range.

@@ -21,7 +21,11 @@ envtest_dir=$cache/envtest/k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION
 kube_node_dir=$cache/kube-node/$KUBERNETES_VERSION
 helm_dir=$cache/helm/$HELM_VERSION
 controller_gen_dir=$cache/controller-gen/$CONTROLLER_TOOLS_VERSION
-otelcol_dir=$cache/otelcol/$OTELCOL_VERSION
+# One folder per manifest: a branch that adds a component builds beside the
+# Collector the others use instead of replacing it under them.
+otelcol_manifest=$root/pipelines/otel/builder-config.yaml
+otelcol_dir=$cache/otelcol/$OTELCOL_VERSION-$(sha256sum "$otelcol_manifest" | cut -c1-12)
+otelcol_builder=$cache/otelcol/builder-$OTELCOL_VERSION
 grafana_schema_dir=$cache/grafana-schema/$GRAFANA_SCHEMA_VERSION-ts$TYPESCRIPT_VERSION
 
 # Temporary folders, removed when the script ends however it ends.
@@ -313,21 +317,20 @@ install_controller_gen() {
 }
 
 install_otelcol() {
-	local manifest=$root/pipelines/otel/builder-config.yaml
+	local manifest=$otelcol_manifest
 	local want
 	want="builder $OTELCOL_VERSION manifest $(sha256sum "$manifest" | cut -d' ' -f1)"
 	stamped "$otelcol_dir" "$want" && return
 	need go "Go 1.24+ (https://go.dev/dl)"
-	mkdir -p "$otelcol_dir/build"
-	if [ ! -x "$otelcol_dir/builder-$OTELCOL_VERSION" ]; then
+	mkdir -p "$otelcol_dir/build" "$otelcol_builder"
+	if [ ! -x "$otelcol_builder/builder" ]; then
 		say "installing the Collector builder $OTELCOL_VERSION"
-		GOBIN=$otelcol_dir GOFLAGS= go install "go.opentelemetry.io/collector/cmd/builder@v$OTELCOL_VERSION" ||
+		GOBIN=$otelcol_builder GOFLAGS= go install "go.opentelemetry.io/collector/cmd/builder@v$OTELCOL_VERSION" ||
 			die "go install go.opentelemetry.io/collector/cmd/builder@v$OTELCOL_VERSION failed"
-		mv "$otelcol_dir/builder" "$otelcol_dir/builder-$OTELCOL_VERSION"
 	fi
-	say "building the gateway Collector from $manifest (~2 min cold)"
+	say "building the gateway Collector from $manifest (~3 min cold)"
 	sed "s#^\([[:space:]]*output_path:\).*#\1 $otelcol_dir/build#" "$manifest" >"$otelcol_dir/manifest.yaml"
-	(cd "$otelcol_dir" && GOFLAGS= "./builder-$OTELCOL_VERSION" --config manifest.yaml >build.log 2>&1) ||
+	(cd "$otelcol_dir" && GOFLAGS= "$otelcol_builder/builder" --config manifest.yaml >build.log 2>&1) ||
 		die "the Collector build failed (log: $otelcol_dir/build.log): $(tail -n 3 "$otelcol_dir/build.log" | tr '\n' ' ')"
 	mv "$otelcol_dir/build/spikehunt-otelcol" "$otelcol_dir/spikehunt-otelcol"
 	stamp "$otelcol_dir" "$want"

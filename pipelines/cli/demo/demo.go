@@ -173,6 +173,13 @@ rewrites the same detections.`, stderr)
 	}
 	fmt.Fprintf(stdout, "\nReport with plots: %s\nExplore: spikehunt patterns|hosts|spikes|suspects --dsn '%s' --from %s --to %s\n",
 		path, *dsn, cfg.Start.Format(time.RFC3339), end.Format(time.RFC3339))
+	if dataDir != "" {
+		// The dashboards read the store's own database, which the static
+		// provisioning files (database spikehunt) do not name: the
+		// server writes a data source that does.
+		fmt.Fprintf(stdout, "Grafana: spikehunt serve-clickhouse --dsn '%s' --grafana-provisioning %s\n",
+			*dsn, filepath.Join(dataDir, "grafana"))
+	}
 	step("done")
 	return nil
 }

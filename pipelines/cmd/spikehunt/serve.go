@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -24,7 +25,16 @@ Statements cannot reach outside the data directory (file(), url(), remote(),
 s3() and their table engines, INTO OUTFILE, FROM INFILE, file-naming
 settings) unless --allow-external-sources. An address other than loopback
 needs a user with a password: --user (read-write, the ingest's) and/or
---read-only-user (Grafana's: SELECT and the like only).`, stderr)
+--read-only-user (Grafana's: SELECT and the like only).
+
+For a Grafana of your own (the demo's store, for one), --grafana-provisioning
+DIR writes the data source the dashboards use, on the address this server
+listens on and the store's database, and the dashboard provider; then start
+Grafana with GF_PATHS_PROVISIONING=DIR and the ClickHouse data source plugin:
+
+  spikehunt serve-clickhouse --dsn "chdb://$HOME/.cache/spikehunt/demo?database=demo" --grafana-provisioning ./grafana
+
+(spikehunt demo prints this line for its own store.)`, stderr)
 	dsn := fs.String("dsn", cli.EnvOr("SPIKEHUNT_DSN", ""), "embedded store, chdb:///path/to/dir (env SPIKEHUNT_DSN)")
 	listen := fs.String("listen", "127.0.0.1:8123", "address to listen on; any but loopback requires --user or --read-only-user with a password")
 	user := fs.String("user", cli.EnvOr("SPIKEHUNT_CLICKHOUSE_USER", ""), "read-write user (env SPIKEHUNT_CLICKHOUSE_USER); with neither user set, every request is read-write, allowed on loopback only")
@@ -33,6 +43,8 @@ needs a user with a password: --user (read-write, the ingest's) and/or
 	roPassword := fs.String("read-only-password-env", "SPIKEHUNT_CLICKHOUSE_READONLY_PASSWORD", "environment variable holding --read-only-user's password")
 	external := fs.Bool("allow-external-sources", false, "let statements read and write outside the data directory as this process (file, url, remote, s3, ... and their table engines, dictionaries, file-naming settings); only where every client may do that")
 	maxExec := fs.Duration("max-execution-time", chhttp.DefaultConfig().MaxExecutionTime, "longest a statement may run (the engine's max_execution_time; a client's larger value is lowered); responses may take this plus 30s to write")
+	grafanaDir := fs.String("grafana-provisioning", "", "write Grafana provisioning for this server into this folder: datasources/spikehunt.yaml (HTTP, the bound address,\nthe store's database, signing in as --read-only-user, else --user, password from the same variable)\nand dashboards/spikehunt.yaml (on --grafana-dashboards); point GF_PATHS_PROVISIONING at it")
+	grafanaDashboards := fs.String("grafana-dashboards", "", "the dashboards' JSON for --grafana-provisioning (default: dashboards/grafana of the checkout around the working directory)")
 	limits := httpLimits{ReadHeader: 10 * time.Second, Idle: time.Minute, MaxConns: 128}
 	limitFlags(fs, &limits)
 	if err := cli.Parse(fs, args); err != nil {
@@ -83,6 +95,16 @@ needs a user with a password: --user (read-write, the ingest's) and/or
 		return err
 	}
 	fmt.Fprintf(stdout, "serving the ClickHouse HTTP interface for %s on http://%s\n", *dsn, ln.Addr())
+	if *grafanaDir != "" {
+		grafanaUser, grafanaPasswordEnv := cfg.ReadOnlyUser, *roPassword
+		if grafanaUser == "" {
+			grafanaUser, grafanaPasswordEnv = cfg.User, *password
+		}
+		if err := writeGrafana(stdout, stderr, *grafanaDir, ln.Addr().String(), st.Database(), grafanaUser, grafanaPasswordEnv, *grafanaDashboards); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -92,6 +114,35 @@ needs a user with a password: --user (read-write, the ingest's) and/or
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	return nil
+}
+
+// writeGrafana writes the provisioning files for a Grafana that reaches
+// this server on addr and says how to start Grafana on them.
+func writeGrafana(stdout, stderr io.Writer, dir, addr, database, user, passwordEnv, dashboardsDir string) error {
+	dashboards := findDashboards(dashboardsDir)
+	p, err := newGrafanaProvisioning(addr, database, user, passwordEnv, dashboards)
+	if err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("--grafana-provisioning %s: %w", dir, err)
+	}
+	paths, err := p.write(abs)
+	if err != nil {
+		return err
+	}
+	signIn := "no user"
+	if p.User != "" {
+		signIn = fmt.Sprintf("user %s, password from $%s in Grafana's environment", p.User, p.PasswordEnv)
+	}
+	fmt.Fprintf(stdout, "Grafana provisioning (data source http://%s:%s, database %s, %s): %s\n",
+		p.Host, p.Port, p.Database, signIn, strings.Join(paths, ", "))
+	if dashboards == "" {
+		fmt.Fprintf(stderr, "no dashboards/grafana/*.json around the working directory: pass --grafana-dashboards (the checkout's dashboards/grafana or the chart's files/dashboards) to provision the dashboards too\n")
+	}
+	fmt.Fprintf(stdout, "Start Grafana with: GF_PATHS_PROVISIONING=%s GF_PLUGINS_PREINSTALL=grafana-clickhouse-datasource grafana server\n", abs)
 	return nil
 }
 
