@@ -120,7 +120,7 @@ func TestDemoCaptureAdviceIsThePolicysDecision(t *testing.T) {
 	if len(alerts) != 1 || cmp.Diff([]string{"gen4", "gen5"}, alerts[0].HWClasses) != "" {
 		t.Fatalf("alert %+v: want the classes spiking more often than the fleet, most skewed first", alerts)
 	}
-	out := strings.Join(captureAdvice([]query.Pattern{p}, nil, nodes, d, alerts), "\n")
+	out := strings.Join(consoleLines([]section{{title: "4. What to capture next", paras: captureAdvice([]query.Pattern{p}, nil, nodes, d, alerts)}}), "\n")
 	t.Logf("\n%s", out)
 
 	for _, c := range sel.Classes {
