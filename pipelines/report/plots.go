@@ -119,6 +119,9 @@ func (r hostRows) axis(d *svgDoc, f *Fleet) {
 
 // note says which hosts the rows show, for the captions.
 func (r hostRows) note(f *Fleet) string {
+	if len(r.hosts) == 0 {
+		return "no host reported requests"
+	}
 	var parts []string
 	for _, b := range r.bands {
 		parts = append(parts, fmt.Sprintf("%s (%d)", classLabel(b.class), b.hosts))

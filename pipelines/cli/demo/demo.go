@@ -53,9 +53,10 @@ pattern, the hardware-class skew, the suspects, and what to capture next: the
 operator's capture policy (operator/policy) over the simulated hosts. As root with
 perf and spikehunt-agent beside this binary, this host then joins the fleet as one
 more node, catches a real stall of a local workload with perf, and indexes the
-capture against its spike. Writes an HTML report with plots. Re-running within the
-same hour loads nothing twice (every batch carries a deduplication token) and
-rewrites the same detections.`, stderr)
+capture against its spike. Writes a self-contained HTML report: the same steps as
+headings, with plots (UTC time axis, hosts by hardware class, colour scale in ms).
+Re-running within the same hour loads nothing twice (every batch carries a
+deduplication token) and rewrites the same detections.`, stderr)
 	dsn := fs.String("dsn", "chdb://"+filepath.Join(cache, "spikehunt", "demo")+"?database=demo", "store to use")
 	hosts := fs.Int("hosts", 300, "hosts in the fleet (2–5000)")
 	hours := fs.Float64("hours", 6, "simulated hours (0.5–48)")
