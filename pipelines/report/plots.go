@@ -148,7 +148,7 @@ func (r hostRows) rowTargets(d *svgDoc, f *Fleet) {
 }
 
 // columnMinutes is how many minutes one heat map column holds: one, unless
-// columns would be narrower than 1.5 px (more than ~7 hours), then a round
+// columns would be narrower than 1.5 px (past 400 minutes), then a round
 // number of minutes.
 func columnMinutes(minutes int) int {
 	for _, m := range []int{1, 2, 5, 10, 15, 30, 60} {
@@ -161,8 +161,8 @@ func columnMinutes(minutes int) int {
 
 // heatmapSVG draws each host's slowest request per minute (or per column
 // of minutes) as a cell coloured on a log scale between the data's fastest
-// and slowest minute. A row is one path per colour, so the file grows with
-// the number of colour changes, not of cells.
+// and slowest cell. The map is one path per colour, so the file grows with
+// the number of colour changes along the rows, not with the cells.
 func heatmapSVG(f *Fleet, rows hostRows) (svg, caption string) {
 	ts := timeScale{from: f.From, to: f.To}
 	minutes := min(len(f.Minutes), int(math.Ceil(f.To.Sub(f.From).Minutes())))
@@ -184,7 +184,10 @@ func heatmapSVG(f *Fleet, rows hostRows) (svg, caption string) {
 			}
 		}
 	})
-	const title = "Per host: the slowest request of each minute"
+	title := "Per host: the slowest request of each minute"
+	if per > 1 {
+		title = fmt.Sprintf("Per host: the slowest request of each %d minutes", per)
+	}
 	height := marginTop + math.Max(rows.area, 160) + axisHeight
 	d := newSVG(plotWidth, height, title)
 	d.rect(marginLeft, marginTop, areaWidth, rows.area, noDataColor, `class="area"`)
@@ -244,7 +247,11 @@ func heatmapSVG(f *Fleet, rows hostRows) (svg, caption string) {
 	if !ok {
 		return d.String(), "No requests in this range: nothing to colour (" + rows.note(f) + ")."
 	}
-	scale.legend(d, marginTop+12, "slowest request\nin the minute (ms)", noData)
+	legend := "slowest request\nin the minute (ms)"
+	if per > 1 {
+		legend = fmt.Sprintf("slowest request\nin %d minutes (ms)", per)
+	}
+	scale.legend(d, marginTop+12, legend, noData)
 	caption = fmt.Sprintf("%s; %s. A cell's colour is the slowest request of its host in %s, on a log scale in %d steps from %s (%s, the fastest cell here) to %s (%s, the slowest)",
 		upperFirst(rows.note(f)), column, cell, len(scale.pal.colors), scale.pal.names[0], formatMS(scale.min), scale.pal.names[len(scale.pal.names)-1], formatMS(scale.max))
 	if scale.max <= scale.min {

@@ -169,8 +169,12 @@ deduplication token) and rewrites the same detections.`, stderr)
 			path = filepath.Join(dataDir, "spikehunt-demo.html")
 		}
 	}
+	wrote := time.Now()
 	if err := writeReport(ctx, st, cfg, sections, path); err != nil {
 		return err
+	}
+	if fi, err := os.Stat(path); err == nil {
+		step("wrote the report (%d kB) in %.1fs", (fi.Size()+512)/1024, time.Since(wrote).Seconds())
 	}
 	fmt.Fprintf(stdout, "\nReport with plots: %s\nExplore: spikehunt patterns|hosts|spikes|suspects --dsn '%s' --from %s --to %s\n",
 		path, *dsn, cfg.Start.Format(time.RFC3339), end.Format(time.RFC3339))
