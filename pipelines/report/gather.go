@@ -39,11 +39,17 @@ type Fleet struct {
 
 // Step is one step of the finding.
 type Step struct {
-	Title string
-	// Paragraphs are whole: a sentence that a console wraps over several
-	// lines is one string here.
-	Paragraphs []string
+	Title      string
+	Paragraphs []Paragraph
 	Figures    []Figure
+}
+
+// Paragraph is whole: a sentence that a console wraps over several lines
+// is one Text here. Items are a list that follows it (lines the console
+// indents under it).
+type Paragraph struct {
+	Text  string
+	Items []string
 }
 
 // Figure names one of the report's plots.

@@ -16,7 +16,7 @@ type figure struct {
 // section is a step as the page shows it.
 type section struct {
 	Title      string
-	Paragraphs []string
+	Paragraphs []Paragraph
 	Figures    []figure
 }
 
@@ -76,8 +76,9 @@ figure{margin:1.2em 0}svg{display:block;overflow:visible}figcaption{color:#555;f
 <p class="note">{{.Range}} · {{len .F.Hosts}} hosts · {{len .F.Spikes}} spike windows</p>
 {{range .Sections}}<section>
 <h2>{{.Title}}</h2>
-{{range .Paragraphs}}<p>{{.}}</p>
-{{end}}{{range .Figures}}<figure id="{{.ID}}">
+{{range .Paragraphs}}<p>{{.Text}}</p>
+{{if .Items}}<ul>{{range .Items}}<li>{{.}}</li>{{end}}</ul>
+{{end}}{{end}}{{range .Figures}}<figure id="{{.ID}}">
 {{.SVG}}
 <figcaption>{{.Caption}}</figcaption>
 </figure>

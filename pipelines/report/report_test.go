@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/spikehunt/spikehunt/pipelines/schema"
 	"github.com/spikehunt/spikehunt/pipelines/sim"
 	"github.com/spikehunt/spikehunt/tests/testenv"
@@ -58,7 +60,7 @@ func simulatedReport(t *testing.T) (*Fleet, string, sim.Truth) {
 			if err != nil {
 				return err
 			}
-			f.Steps = []Step{{Title: "1. The averaged view", Paragraphs: []string{"Every host stalls <1 s>."}, Figures: []Figure{FigureAveraged}}}
+			f.Steps = []Step{{Title: "1. The averaged view", Paragraphs: []Paragraph{{Text: "Every host stalls <1 s>."}}, Figures: []Figure{FigureAveraged}}}
 			var out bytes.Buffer
 			if err := Write(&out, f); err != nil {
 				return err
@@ -466,9 +468,9 @@ func TestReportShowsStepsAsHeadingsWithWholeParagraphsAndTheirPlots(t *testing.T
 	f.HostMax = [][]float64{make([]float64, 61)}
 	long := "Fleet mean latency 5.72 ms and p99 20.1 ms, flat hour after hour: on an averaged dashboard this reads as a uniform regression, and a short profile of any one host will almost never catch the cause."
 	f.Steps = []Step{
-		{Title: "1. The averaged view", Paragraphs: []string{long, "Yet 6% of that mean comes from 939 spike windows."}, Figures: []Figure{FigureAveraged}},
-		{Title: "2. Per host: one machine, or all of them?", Paragraphs: []string{"60 of 60 hosts had spikes."}, Figures: []Figure{FigureHeatmap, FigureRaster}},
-		{Title: "3. Suspects", Paragraphs: []string{"softirq."}},
+		{Title: "1. The averaged view", Paragraphs: []Paragraph{{Text: long}, {Text: "Yet 6% of that mean comes from 939 spike windows."}}, Figures: []Figure{FigureAveraged}},
+		{Title: "2. Per host: one machine, or all of them?", Paragraphs: []Paragraph{{Text: "60 of 60 hosts had spikes."}}, Figures: []Figure{FigureHeatmap, FigureRaster}},
+		{Title: "4. What to capture next", Paragraphs: []Paragraph{{Text: "Bait in every hardware class:", Items: []string{"gen4: 2 of 30", "gen5: 1 of 30"}}, {Text: "Budgets: all 6 admitted."}}},
 	}
 	var out bytes.Buffer
 	if err := Write(&out, f); err != nil {
@@ -483,12 +485,19 @@ func TestReportShowsStepsAsHeadingsWithWholeParagraphsAndTheirPlots(t *testing.T
 		if h := text(find(t, sections[i], "h2")); h != s.Title {
 			t.Errorf("section %d is headed %q, want %q", i, h, s.Title)
 		}
-		var paras []string
-		for _, p := range findAll(sections[i], "p") {
-			paras = append(paras, text(p))
+		var paras []Paragraph
+		for c := sections[i].FirstChild; c != nil; c = c.NextSibling {
+			switch {
+			case c.Data == "p":
+				paras = append(paras, Paragraph{Text: text(c)})
+			case c.Data == "ul" && len(paras) > 0:
+				for _, li := range findAll(c, "li") {
+					paras[len(paras)-1].Items = append(paras[len(paras)-1].Items, text(li))
+				}
+			}
 		}
-		if !slices.Equal(paras, s.Paragraphs) {
-			t.Errorf("step %q: paragraphs %q, want %q", s.Title, paras, s.Paragraphs)
+		if diff := cmp.Diff(s.Paragraphs, paras); diff != "" {
+			t.Errorf("step %q: paragraphs (-want +got):\n%s", s.Title, diff)
 		}
 		var figs []string
 		for _, fig := range findAll(sections[i], "figure") {

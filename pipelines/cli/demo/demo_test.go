@@ -115,7 +115,7 @@ func checkReportFollowsTheConsole(t *testing.T, console, page string) {
 			case "h2":
 				heading = nodeText(n)
 				headings = append(headings, heading)
-			case "p":
+			case "p", "li":
 				paras = append(paras, nodeText(n))
 			case "figure":
 				for _, a := range n.Attr {

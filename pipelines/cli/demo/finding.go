@@ -49,13 +49,13 @@ func consoleLines(sections []section) []string {
 }
 
 // reportSteps is how the HTML report shows sections: whole paragraphs under
-// their heading.
+// their heading, and the indented ones as a list under the paragraph before.
 func reportSteps(sections []section) []report.Step {
 	out := make([]report.Step, 0, len(sections))
 	for _, s := range sections {
 		r := report.Step{Title: s.title, Figures: s.figures}
 		if s.summary != "" {
-			r.Paragraphs = append(r.Paragraphs, strings.ToUpper(s.summary[:1])+s.summary[1:])
+			r.Paragraphs = append(r.Paragraphs, report.Paragraph{Text: strings.ToUpper(s.summary[:1]) + s.summary[1:]})
 		}
 		for _, p := range s.paras {
 			words := make([]string, 0, len(p))
@@ -64,8 +64,14 @@ func reportSteps(sections []section) []report.Step {
 					words = append(words, l)
 				}
 			}
-			if len(words) > 0 {
-				r.Paragraphs = append(r.Paragraphs, strings.Join(words, " "))
+			text := strings.Join(words, " ")
+			switch {
+			case text == "":
+			case len(r.Paragraphs) > 0 && strings.HasPrefix(p[0], " "):
+				last := &r.Paragraphs[len(r.Paragraphs)-1]
+				last.Items = append(last.Items, text)
+			default:
+				r.Paragraphs = append(r.Paragraphs, report.Paragraph{Text: text})
 			}
 		}
 		out = append(out, r)
