@@ -12,11 +12,11 @@ import (
 // The plots are hand-written SVG rather than gonum.org/v1/plot: its heat
 // map draws one path per cell (about 5 MB for 300 hosts × 3 hours) or, in
 // raster mode, one pixel per cell stretched to the plot's size, and its
-// colour bar is a second plot to lay out by hand. Here a heat map row is
-// one path per colour, every plot is drawn at the size it is shown (SVG
-// user units are CSS pixels, and the page never scales it), and the
-// elements carry classes the tests read back: axis, tick, band, scale,
-// swatch, row, cells.
+// colour bar is a second plot to lay out by hand. Here the heat map is one
+// path per colour (a stroke per run of same-coloured cells), every plot is
+// drawn at the size it is shown (SVG user units are CSS pixels, and the
+// page never scales it), and the elements carry classes the tests read
+// back: axis, tick, band, scale, swatch, row, cells, spikes.
 
 // Geometry shared by the three plots, in CSS pixels, so their time axes
 // line up on the page.
