@@ -1,8 +1,11 @@
 // Package report renders the demo's finding as one self-contained HTML
 // file: the fleet-averaged latency (which looks like a uniform regression),
 // per-host latency as a host × minute heatmap (which shows each host's own
-// rare spikes), and the spike raster (host × time). Plots are inline SVG
-// and PNG: the file opens offline, with nothing to fetch.
+// rare spikes), and the spike raster (host × time), each with a UTC time
+// axis, host classes and a colour scale in milliseconds. The plots are
+// inline SVG drawn at the size they are shown (svg.go says why they are
+// written here rather than with a plotting library): the file opens
+// offline, with nothing to fetch.
 package report
 
 import (
@@ -28,8 +31,38 @@ type Fleet struct {
 	HWClass []string    // per host
 	HostMax [][]float64 // [host][minute] ms; 0 = no data
 	Spikes  []Spike
-	Text    []string // the finding, in sentences, printed above the plots
+	// Steps are the finding, in the order it is told; each is a heading,
+	// its paragraphs, and the plots that show it. Plots no step names
+	// follow the steps.
+	Steps []Step
 }
+
+// Step is one step of the finding.
+type Step struct {
+	Title      string
+	Paragraphs []Paragraph
+	Figures    []Figure
+}
+
+// Paragraph is whole: a sentence that a console wraps over several lines
+// is one Text here. Items are a list that follows it (lines the console
+// indents under it).
+type Paragraph struct {
+	Text  string
+	Items []string
+}
+
+// Figure names one of the report's plots.
+type Figure int
+
+const (
+	// FigureAveraged is the fleet's per-minute mean and p99 latency.
+	FigureAveraged Figure = iota
+	// FigureHeatmap is each host's slowest request per minute.
+	FigureHeatmap
+	// FigureRaster is each host's spike windows.
+	FigureRaster
+)
 
 // Spike is one spike window for the raster.
 type Spike struct {

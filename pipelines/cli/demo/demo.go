@@ -53,9 +53,10 @@ pattern, the hardware-class skew, the suspects, and what to capture next: the
 operator's capture policy (operator/policy) over the simulated hosts. As root with
 perf and spikehunt-agent beside this binary, this host then joins the fleet as one
 more node, catches a real stall of a local workload with perf, and indexes the
-capture against its spike. Writes an HTML report with plots. Re-running within the
-same hour loads nothing twice (every batch carries a deduplication token) and
-rewrites the same detections.`, stderr)
+capture against its spike. Writes a self-contained HTML report: the same steps as
+headings, with plots (UTC time axis, hosts by hardware class, colour scale in ms).
+Re-running within the same hour loads nothing twice (every batch carries a
+deduplication token) and rewrites the same detections.`, stderr)
 	dsn := fs.String("dsn", "chdb://"+filepath.Join(cache, "spikehunt", "demo")+"?database=demo", "store to use")
 	hosts := fs.Int("hosts", 300, "hosts in the fleet (2–5000)")
 	hours := fs.Float64("hours", 6, "simulated hours (0.5–48)")
@@ -141,11 +142,11 @@ rewrites the same detections.`, stderr)
 			nodes = append(nodes, policy.Node{Name: local.name, HWClass: localHWClass})
 		}
 	}
-	text, d, trigger, err := demoFinding(ctx, st, cfg, scope, res, nodes)
+	sections, d, trigger, err := demoFinding(ctx, st, cfg, scope, res, nodes)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, strings.Join(text, "\n"))
+	fmt.Fprintln(stdout, strings.Join(consoleLines(sections), "\n"))
 
 	dataDir, _ := strings.CutPrefix(strings.SplitN(*dsn, "?", 2)[0], "chdb://")
 	if !strings.HasPrefix(*dsn, "chdb://") {
@@ -156,9 +157,9 @@ rewrites the same detections.`, stderr)
 		if dataDir != "" {
 			captures = filepath.Join(dataDir, "captures")
 		}
-		lines := localCaptureSection(ctx, st, cfg.Service, local, notLocal, d, trigger, captures, *dsn, step)
-		fmt.Fprintln(stdout, "\n"+strings.Join(lines, "\n"))
-		text = append(append(text, ""), lines...)
+		capture := localCaptureSection(ctx, st, cfg.Service, local, notLocal, d, trigger, captures, *dsn, step)
+		fmt.Fprintln(stdout, "\n"+strings.Join(consoleLines([]section{capture}), "\n"))
+		sections = append(sections, capture)
 	}
 
 	path := *reportPath
@@ -168,8 +169,12 @@ rewrites the same detections.`, stderr)
 			path = filepath.Join(dataDir, "spikehunt-demo.html")
 		}
 	}
-	if err := writeReport(ctx, st, cfg, text, path); err != nil {
+	wrote := time.Now()
+	if err := writeReport(ctx, st, cfg, sections, path); err != nil {
 		return err
+	}
+	if fi, err := os.Stat(path); err == nil {
+		step("wrote the report (%d kB) in %.1fs", (fi.Size()+512)/1024, time.Since(wrote).Seconds())
 	}
 	fmt.Fprintf(stdout, "\nReport with plots: %s\nExplore: spikehunt patterns|hosts|spikes|suspects --dsn '%s' --from %s --to %s\n",
 		path, *dsn, cfg.Start.Format(time.RFC3339), end.Format(time.RFC3339))
@@ -188,51 +193,51 @@ rewrites the same detections.`, stderr)
 // the capture policy's decision over nodes as of the end of the simulated
 // hours, which it also returns, with the request latency that fires the
 // captures.
-func demoFinding(ctx context.Context, st store.Store, cfg sim.Config, scope query.Scope, res detect.Result, nodes []policy.Node) ([]string, policy.Decision, time.Duration, error) {
-	var out []string
-	say := func(format string, a ...any) { out = append(out, fmt.Sprintf(format, a...)) }
+func demoFinding(ctx context.Context, st store.Store, cfg sim.Config, scope query.Scope, res detect.Result, nodes []policy.Node) ([]section, policy.Decision, time.Duration, error) {
 	avg, err := averagedView(ctx, st, cfg.Service, scope, res.Spikes)
 	if err != nil {
 		return nil, policy.Decision{}, 0, err
 	}
-	say("1. The averaged view")
-	say("   Fleet mean latency %.2f ms and p99 %.1f ms, flat hour after hour: on an averaged dashboard this reads", avg.meanMS, avg.p99MS)
-	say("   as a uniform regression, and a short profile of any one host will almost never catch the cause.")
+	averagedStep := section{title: "1. The averaged view", figures: []report.Figure{report.FigureAveraged}, paras: []paragraph{
+		para(fmt.Sprintf("Fleet mean latency %.2f ms and p99 %.1f ms, flat hour after hour: on an averaged dashboard this reads", avg.meanMS, avg.p99MS),
+			"as a uniform regression, and a short profile of any one host will almost never catch the cause."),
+	}}
 	if avg.meanMS > 0 && len(res.Spikes) > 0 {
-		say("   Yet %.0f%% of that mean comes from %d spike windows covering %.2f%% of the fleet's seconds.",
-			100*(1-avg.meanWithoutMS/avg.meanMS), len(res.Spikes), 100*avg.spikeShare)
+		averagedStep.paras = append(averagedStep.paras, para(fmt.Sprintf("Yet %.0f%% of that mean comes from %d spike windows covering %.2f%% of the fleet's seconds.",
+			100*(1-avg.meanWithoutMS/avg.meanMS), len(res.Spikes), 100*avg.spikeShare)))
 	}
-	say("")
-	say("2. Per host: one machine, or all of them?")
+
+	perHost := section{title: "2. Per host: one machine, or all of them?", figures: []report.Figure{report.FigureHeatmap, report.FigureRaster}}
+	say := func(s *section, format string, a ...any) { s.paras = append(s.paras, para(fmt.Sprintf(format, a...))) }
 	hosts, err := query.LoadHosts(ctx, st, scope)
 	if err != nil {
 		return nil, policy.Decision{}, 0, err
 	}
 	for _, l := range query.HostSummaries(hosts, false) {
-		say("   %s.", l)
+		say(&perHost, "%s.", l)
 	}
 	patterns, err := query.LoadPatterns(ctx, st, scope)
 	if err != nil {
 		return nil, policy.Decision{}, 0, err
 	}
 	if len(patterns) == 0 {
-		say("   No fleet pattern: the spikes neither recur per host, nor line up across hosts, nor crowd on a few.")
+		say(&perHost, "No fleet pattern: the spikes neither recur per host, nor line up across hosts, nor crowd on a few.")
 	}
 	for _, p := range patterns {
-		say("   %s", p.Description)
+		say(&perHost, "%s", p.Description)
 		if len(p.HWClassSkew) > 0 {
 			var parts []string
 			for _, c := range sortedKeys(p.HWClassSkew) {
 				parts = append(parts, fmt.Sprintf("%s %.1f×", c, p.HWClassSkew[c]))
 			}
-			say("   Spike rate by hardware class, against the fleet: %s.", strings.Join(parts, ", "))
+			say(&perHost, "Spike rate by hardware class, against the fleet: %s.", strings.Join(parts, ", "))
 		}
 		if p.IllusionShare > 0 {
-			say("   These spike windows explain %.0f%% of the fleet-averaged p99.", 100*p.IllusionShare)
+			say(&perHost, "These spike windows explain %.0f%% of the fleet-averaged p99.", 100*p.IllusionShare)
 		}
 	}
-	say("")
-	say("3. Suspects: what moved in the kernel during the spikes")
+
+	suspectsStep := section{title: "3. Suspects: what moved in the kernel during the spikes"}
 	var suspects []query.PatternSuspect
 	for _, p := range patterns {
 		for _, s := range p.Suspects {
@@ -241,29 +246,26 @@ func demoFinding(ctx context.Context, st store.Store, cfg sim.Config, scope quer
 				if s.Hosts == 1 {
 					hosts = "1 host"
 				}
-				say("   %s; a top suspect on %s.", query.SuspectSentence(s, p.StallLength()), hosts)
+				say(&suspectsStep, "%s; a top suspect on %s.", query.SuspectSentence(s, p.StallLength()), hosts)
 			}
 			suspects = append(suspects, s)
 		}
 	}
 	if len(suspects) == 0 {
-		say("   No kernel counter moved with the spikes: the time is spent inside the process (a sleep, a lock,")
-		say("   a pause). Off-CPU stacks will show where.")
+		suspectsStep.paras = append(suspectsStep.paras, para("No kernel counter moved with the spikes: the time is spent inside the process (a sleep, a lock,",
+			"a pause). Off-CPU stacks will show where."))
 	}
-	say("")
-	say("4. What to capture next")
+
 	d, alerts, err := decideCaptures(cfg.Service, nodes, patterns, cfg.Start.Add(cfg.Duration))
 	if err != nil {
 		return nil, d, 0, err
 	}
-	for _, l := range captureAdvice(patterns, suspects, nodes, d, alerts) {
-		say("   %s", l)
-	}
+	next := section{title: "4. What to capture next", paras: captureAdvice(patterns, suspects, nodes, d, alerts)}
 	trigger := demoLatencyTrigger(0)
 	if len(patterns) > 0 {
 		trigger = demoLatencyTrigger(patterns[0].TypicalPeakMS)
 	}
-	return out, d, trigger, nil
+	return []section{averagedStep, perHost, suspectsStep, next}, d, trigger, nil
 }
 
 // averaged is the fleet's averaged latency over the range, and the mean
@@ -306,17 +308,14 @@ func averagedView(ctx context.Context, st store.Store, service string, scope que
 	return a, nil
 }
 
-// writeReport renders the HTML report.
-func writeReport(ctx context.Context, st store.Store, cfg sim.Config, text []string, path string) error {
+// writeReport renders the HTML report: the steps as headings, each
+// followed by its plots.
+func writeReport(ctx context.Context, st store.Store, cfg sim.Config, sections []section, path string) error {
 	f, err := report.Gather(ctx, st, cfg.Service, cfg.Start, cfg.Start.Add(cfg.Duration))
 	if err != nil {
 		return err
 	}
-	for _, l := range text {
-		if l = strings.TrimSpace(l); l != "" {
-			f.Text = append(f.Text, l)
-		}
-	}
+	f.Steps = reportSteps(sections)
 	out, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("demo: report: %w", err)

@@ -8,11 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	xhtml "golang.org/x/net/html"
 
 	"github.com/spikehunt/spikehunt/operator/policy"
 	"github.com/spikehunt/spikehunt/pipelines/cli"
@@ -48,9 +51,10 @@ func TestDemoFindsTheThousandSpikesAndIsIdempotent(t *testing.T) {
 	st := testenv.ClickHouse(t)
 	dsn := "chdb://" + st.Dir() + "?database=" + st.Database()
 	html := filepath.Join(t.TempDir(), "report.html")
-	var first, rows string
+	var first, last, rows string
 	for run := 1; run <= 2; run++ {
 		code, out, errs := runCLI(t, "demo", "--dsn", dsn, "--hosts", "40", "--hours", "2", "--report", html)
+		last = out
 		if code != 0 {
 			t.Fatalf("run %d: exit %d\n%s", run, code, errs)
 		}
@@ -86,9 +90,105 @@ func TestDemoFindsTheThousandSpikesAndIsIdempotent(t *testing.T) {
 			t.Errorf("a re-run printed another finding:\n%s\n---\n%s", first, out)
 		}
 	}
-	if b, err := os.ReadFile(html); err != nil || !bytes.Contains(b, []byte("data:image/png;base64,")) {
+	b, err := os.ReadFile(html)
+	if err != nil {
 		t.Fatalf("report %s: %v", html, err)
 	}
+	checkReportFollowsTheConsole(t, last, string(b))
+}
+
+// checkReportFollowsTheConsole reads the report as a browser would and
+// checks it against the console's finding: each step a heading, a
+// sentence the console wraps over two lines one paragraph, and the plots
+// under the steps they show.
+func checkReportFollowsTheConsole(t *testing.T, console, page string) {
+	doc, err := xhtml.Parse(strings.NewReader(page))
+	if err != nil {
+		t.Fatalf("the report does not parse: %v", err)
+	}
+	var headings, paras []string
+	figureStep := map[string]string{}
+	var heading string
+	var walk func(*xhtml.Node)
+	walk = func(n *xhtml.Node) {
+		if n.Type == xhtml.ElementNode {
+			switch n.Data {
+			case "h2":
+				heading = nodeText(n)
+				headings = append(headings, heading)
+			case "p", "li":
+				paras = append(paras, nodeText(n))
+			case "figure":
+				for _, a := range n.Attr {
+					if a.Key == "id" {
+						figureStep[a.Val] = heading
+					}
+				}
+				return
+			}
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(doc)
+	finding, _, _ := strings.Cut(console, "\nReport with plots:")
+	lines := strings.Split(finding, "\n")
+	step := regexp.MustCompile(`^\d\. `)
+	t.Run("each step of the console's finding is a heading of the report", func(t *testing.T) {
+		var steps []string
+		for _, l := range lines {
+			if step.MatchString(l) {
+				steps = append(steps, l)
+			}
+		}
+		if len(steps) < 4 || len(headings) != len(steps) {
+			t.Fatalf("console steps %q, report headings %q", steps, headings)
+		}
+		for i, h := range headings {
+			if h == "" || !strings.HasPrefix(steps[i], h) {
+				t.Errorf("heading %d is %q, the console's step %q", i, h, steps[i])
+			}
+		}
+	})
+	t.Run("a sentence the console wraps over two lines is one paragraph of the report", func(t *testing.T) {
+		wrapped := 0
+		for i := 0; i+1 < len(lines); i++ {
+			a, b := strings.TrimSpace(lines[i]), strings.TrimSpace(lines[i+1])
+			if a == "" || b == "" || step.MatchString(lines[i]) || step.MatchString(lines[i+1]) || strings.ContainsAny(a[len(a)-1:], ".:)") {
+				continue
+			}
+			wrapped++
+			joined := a + " " + b
+			if !slices.ContainsFunc(paras, func(p string) bool { return strings.Contains(p, joined) }) {
+				t.Errorf("%q and %q, one sentence on the console, are split in the report", a, b)
+			}
+		}
+		if wrapped < 3 {
+			t.Errorf("only %d wrapped lines in the console's finding: the check checks little", wrapped)
+		}
+	})
+	t.Run("the plots sit under the steps they show", func(t *testing.T) {
+		want := map[string]string{"averaged": "1. The averaged view", "heatmap": "2. Per host: one machine, or all of them?", "raster": "2. Per host: one machine, or all of them?"}
+		if diff := cmp.Diff(want, figureStep); diff != "" {
+			t.Errorf("plot → step (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func nodeText(n *xhtml.Node) string {
+	var b strings.Builder
+	var walk func(*xhtml.Node)
+	walk = func(m *xhtml.Node) {
+		if m.Type == xhtml.TextNode {
+			b.WriteString(m.Data)
+		}
+		for c := m.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(n)
+	return strings.Join(strings.Fields(b.String()), " ")
 }
 
 // Step 4 is the operator's decision, worded: on a fleet of 1,000 nodes in
@@ -120,7 +220,7 @@ func TestDemoCaptureAdviceIsThePolicysDecision(t *testing.T) {
 	if len(alerts) != 1 || cmp.Diff([]string{"gen4", "gen5"}, alerts[0].HWClasses) != "" {
 		t.Fatalf("alert %+v: want the classes spiking more often than the fleet, most skewed first", alerts)
 	}
-	out := strings.Join(captureAdvice([]query.Pattern{p}, nil, nodes, d, alerts), "\n")
+	out := strings.Join(consoleLines([]section{{title: "4. What to capture next", paras: captureAdvice([]query.Pattern{p}, nil, nodes, d, alerts)}}), "\n")
 	t.Logf("\n%s", out)
 
 	for _, c := range sel.Classes {
@@ -225,6 +325,13 @@ func TestDemoCapturesOnThisHostAndIndexesItAgainstItsSpike(t *testing.T) {
 		t.Errorf("step 4 lacks %q", want)
 	}
 	m := regexp.MustCompile(`captured on ` + regexp.QuoteMeta(host) + `: perf, (\d+) bytes, lost (\d+), window \S+–\S+ UTC, linked to spike ([0-9a-f]+)\.`).FindStringSubmatch(out)
+	// The agent's own analysis names the workload's thread, about the
+	// second it blocked and the sleep it blocked in.
+	if v := regexp.MustCompile(`(?m)^\s+(blocked (\d+\.\d+) s in do_nanosleep \(stack [^)]*\); woken by its timer of its \S+ s on \S+\[\d+\].*)$`).FindStringSubmatch(out); v == nil {
+		t.Errorf("no verdict naming the blocked thread and its nanosleep:\n%s", out[strings.Index(out, "5. A real"):])
+	} else if d, _ := strconv.ParseFloat(v[2], 64); d < 0.9 || d > 1.2 {
+		t.Errorf("verdict %q: blocked %v s, want about the workload's 1 s", v[1], d)
+	}
 	if m == nil {
 		t.Fatalf("no local capture linked to a spike:\n%s\n%s", out, errs)
 	}

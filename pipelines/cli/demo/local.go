@@ -406,20 +406,20 @@ func localArming(d policy.Decision, host string) (policy.Arming, error) {
 // (notLocal empty) and h's arming is in d, and words the outcome. A local
 // capture that fails says why and does not fail the demo.
 func localCaptureSection(ctx context.Context, st store.Store, service string, h localHost, notLocal string, d policy.Decision,
-	trigger time.Duration, dir, dsn string, step func(string, ...any)) []string {
+	trigger time.Duration, dir, dsn string, step func(string, ...any)) section {
 	const title = "5. A real capture on this machine"
 	if notLocal != "" {
-		return []string{title + ": skipped, " + notLocal + "."}
+		return section{title: title, summary: "skipped, " + notLocal + "."}
 	}
 	a, err := localArming(d, h.name)
 	if err != nil {
-		return []string{fmt.Sprintf("%s: skipped, %s: %v.", title, h.name, err)}
+		return section{title: title, summary: fmt.Sprintf("skipped, %s: %v.", h.name, err)}
 	}
 	began := time.Now()
 	c, err := runLocalCapture(ctx, st, service, h, a, trigger, dir, step)
 	if err != nil {
 		step("local capture failed after %.1fs: %v", time.Since(began).Seconds(), err)
-		return []string{fmt.Sprintf("%s: failed, %v.", title, err)}
+		return section{title: title, summary: fmt.Sprintf("failed, %v.", err)}
 	}
 	step("local capture done in %.1fs", time.Since(began).Seconds())
 	linked := "linked to no spike (the detector found none in its window)"
@@ -430,24 +430,22 @@ func localCaptureSection(ctx context.Context, st store.Store, service string, h 
 	default:
 		linked = "linked to spikes " + query.AndList(c.SpikeIDs)
 	}
-	out := []string{
-		title,
-		fmt.Sprintf("   %s joined the fleet as the one node of hw class %q, so the sample baited it (Capture %s).", h.name, localHWClass, a.Name),
-		fmt.Sprintf("   spikehunt-agent ran perf; one of %d requests of a local %s workload blocked its thread for %s,", c.Requests, service, query.SpokenDuration(localStall)),
-		fmt.Sprintf("   the agent fired on it (%s; the pre-window on disk %s later), and the detector found the spike", c.Trigger, c.FireToDump.Round(time.Millisecond)),
-		"   in the same requests, ingested as the simulated hosts' are:",
-		fmt.Sprintf("   captured on %s: %s, %d bytes, lost %d, window %s–%s UTC, %s.", c.Host, c.Backend, c.Bytes, c.Lost,
-			c.WindowStart.Format("15:04:05.000"), c.WindowEnd.Format("15:04:05.000"), linked),
-		fmt.Sprintf("   Artifact: %s", c.URI),
-	}
+	out := section{title: title, paras: []paragraph{
+		para(fmt.Sprintf("%s joined the fleet as the one node of hw class %q, so the sample baited it (Capture %s).", h.name, localHWClass, a.Name)),
+		para(fmt.Sprintf("spikehunt-agent ran perf; one of %d requests of a local %s workload blocked its thread for %s,", c.Requests, service, query.SpokenDuration(localStall)),
+			fmt.Sprintf("the agent fired on it (%s; the pre-window on disk %s later), and the detector found the spike", c.Trigger, c.FireToDump.Round(time.Millisecond)),
+			"in the same requests, ingested as the simulated hosts' are:",
+			fmt.Sprintf("captured on %s: %s, %d bytes, lost %d, window %s–%s UTC, %s.", c.Host, c.Backend, c.Bytes, c.Lost,
+				c.WindowStart.Format("15:04:05.000"), c.WindowEnd.Format("15:04:05.000"), linked)),
+		para(fmt.Sprintf("Artifact: %s", c.URI)),
+	}}
 	if c.Verdict != "" {
-		out = append(out, "   The agent's analysis of the stalled request, from perf's trace on this host:",
-			"     "+c.Verdict)
+		out.paras = append(out.paras, para("The agent's analysis of the stalled request, made from perf's trace on this host:", c.Verdict))
 	}
 	if len(c.SpikeIDs) > 0 {
-		out = append(out, fmt.Sprintf("   spikehunt captures --dsn '%s' --spike %s", dsn, c.SpikeIDs[0]))
+		out.paras = append(out.paras, para(fmt.Sprintf("spikehunt captures --dsn '%s' --spike %s", dsn, c.SpikeIDs[0])))
 	}
-	out = append(out, fmt.Sprintf("   spikehunt captures get %s --dsn '%s'   # the files, sha256 checked", c.ID, dsn))
+	out.paras = append(out.paras, para(fmt.Sprintf("spikehunt captures get %s --dsn '%s'   # the files, sha256 checked", c.ID, dsn)))
 	return out
 }
 

@@ -105,18 +105,18 @@ func demoLatencyTrigger(typicalPeakMS float64) time.Duration {
 // captureAdvice says which captures to arm, where, and how soon they
 // should catch a spike: the policy's decision d over nodes, per hardware
 // class.
-func captureAdvice(patterns []query.Pattern, suspects []query.PatternSuspect, nodes []policy.Node, d policy.Decision, alerts []policy.Alert) []string {
+func captureAdvice(patterns []query.Pattern, suspects []query.PatternSuspect, nodes []policy.Node, d policy.Decision, alerts []policy.Alert) []paragraph {
 	if len(patterns) == 0 {
-		return []string{"Nothing recurs: keep the detectors running; arm captures when a pattern appears."}
+		return []paragraph{para("Nothing recurs: keep the detectors running; arm captures when a pattern appears.")}
 	}
 	p := patterns[0]
-	var out []string
-	say := func(format string, a ...any) { out = append(out, fmt.Sprintf(format, a...)) }
-	say("Arm perf flight recorders (cpu-clock at 99 Hz + sched:sched_switch: on- and off-CPU time), fired by the")
-	say("agent when a request passes %d ms. The operator's CapturePolicy decides where (operator/policy, run",
-		demoLatencyTrigger(p.TypicalPeakMS).Milliseconds())
-	say("in-process): bait on %d%% of the hosts in every hardware class, dealt anew %s:",
-		demoSampling.Percent, everyText(demoSampling.RotationPeriod))
+	var out []paragraph
+	say := func(format string, a ...any) { out = append(out, para(fmt.Sprintf(format, a...))) }
+	out = append(out, para("Arm perf flight recorders (cpu-clock at 99 Hz + sched:sched_switch: on- and off-CPU time), fired by the",
+		fmt.Sprintf("agent when a request passes %d ms. The operator's CapturePolicy decides where (operator/policy, run",
+			demoLatencyTrigger(p.TypicalPeakMS).Milliseconds()),
+		fmt.Sprintf("in-process): bait on %d%% of the hosts in every hardware class, dealt anew %s:",
+			demoSampling.Percent, everyText(demoSampling.RotationPeriod))))
 	classOf := make(map[string]string, len(nodes))
 	for _, n := range nodes {
 		classOf[n.Name] = n.HWClass
@@ -152,12 +152,11 @@ func captureAdvice(patterns []query.Pattern, suspects []query.PatternSuspect, no
 		if len(a.HWClasses) > 0 {
 			where = "on " + query.AndList(a.HWClasses) + ", where the spikes are more frequent"
 		}
-		say("The %s pattern's alert asks for %d more %s,", p.Class, len(widened), where)
-		say("its most affected hosts first: %s.", nameSample(widened, 6))
+		out = append(out, para(fmt.Sprintf("The %s pattern's alert asks for %d more %s,", p.Class, len(widened), where),
+			fmt.Sprintf("its most affected hosts first: %s.", nameSample(widened, 6))))
 	}
 	head, outcome := budgetOutcome(d)
-	say("%s", head)
-	say("%s", outcome)
+	out = append(out, para(head, outcome))
 
 	if p.RecurrenceIntervalS > 0 {
 		// Each armed host that is affected spikes once per interval at its
@@ -178,14 +177,14 @@ func captureAdvice(patterns []query.Pattern, suspects []query.PatternSuspect, no
 	for _, s := range suspects {
 		switch {
 		case s.Metric == "system.cpu.time" && s.Mode == "softirq", s.Metric == "spikehunt.softirqs":
-			return append(out, "Add the bpftrace softirq-duration histogram per CPU on the same hosts: how long each NET_RX run",
-				"takes against the 100 µs line (the Linux view of the DPC-duration chart of the DPC flood, docs/field-stories.md).")
+			return append(out, para("Add the bpftrace softirq-duration histogram per CPU on the same hosts: how long each NET_RX run",
+				"takes against the 100 µs line (the Linux view of the DPC-duration chart of the DPC flood, docs/field-stories.md)."))
 		case strings.HasPrefix(s.Metric, "system.network."):
-			return append(out, "Check the interface's state and what feeds it (ip -s link; the switch port): a down interface",
-				"still receiving is traffic the kernel handles and then drops.")
+			return append(out, para("Check the interface's state and what feeds it (ip -s link; the switch port): a down interface",
+				"still receiving is traffic the kernel handles and then drops."))
 		case strings.HasPrefix(s.Metric, "system.disk."):
-			return append(out, "Add ftrace block_rq_issue/block_rq_complete on the same hosts: it tells the device's time from",
-				"time spent above it, in a filter layer.")
+			return append(out, para("Add ftrace block_rq_issue/block_rq_complete on the same hosts: it tells the device's time from",
+				"time spent above it, in a filter layer."))
 		}
 	}
 	return out
