@@ -41,6 +41,9 @@ type Command struct {
 	// so that the pipeline-health dashboard shows the demo's pass too.
 	// A failure is a warning in the progress lines, not the demo's.
 	RecordPass func(ctx context.Context, st store.Store, res detect.Result) error
+	// Now is the clock whose hour the simulated hours end at; nil is
+	// time.Now. A re-run within the same hour loads nothing again.
+	Now func() time.Time
 }
 
 // Run runs the demo with args, the flags after `spikehunt demo`.
@@ -78,7 +81,15 @@ deduplication token) and rewrites the same detections.`, stderr)
 	// as bait on a few hosts: the pipeline-health dashboard shows them.
 	cfg := sim.Config{Scenario: *scenario, Cause: *cause, Hosts: *hosts, Seed: *seed,
 		Duration: time.Duration(*hours * float64(time.Hour)).Truncate(time.Minute), CounterStep: *counterStep,
-		CaptureBudget: 2, CaptureArmed: 0.05}.Defaults()
+		CaptureBudget: 2, CaptureArmed: 0.05}
+	if c.Now != nil {
+		d := cfg.Duration
+		if d == 0 {
+			d = sim.Config{}.Defaults().Duration
+		}
+		cfg.Start = c.Now().UTC().Truncate(time.Hour).Add(-d)
+	}
+	cfg = cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, err)
 		return cli.ErrUsage

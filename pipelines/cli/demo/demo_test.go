@@ -36,11 +36,17 @@ func TestMain(m *testing.M) {
 // which pipelines/cmd/spikehunt's tests check).
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runDemo(t, Command{}, args...)
+}
+
+// runDemo runs the demo command c.
+func runDemo(t *testing.T, c Command, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	if args[0] != "demo" {
 		t.Fatalf("%q is not the demo", args[0])
 	}
 	var out, errb bytes.Buffer
-	code = cli.ExitCode("demo", Command{}.Run(context.Background(), args[1:], &out, &errb), &errb)
+	code = cli.ExitCode("demo", c.Run(context.Background(), args[1:], &out, &errb), &errb)
 	return code, out.String(), errb.String()
 }
 
@@ -52,8 +58,11 @@ func TestDemoFindsTheThousandSpikesAndIsIdempotent(t *testing.T) {
 	dsn := "chdb://" + st.Dir() + "?database=" + st.Database()
 	html := filepath.Join(t.TempDir(), "report.html")
 	var first, last, rows string
+	// Both runs simulate the same hours, even when the clock passes an
+	// hour between them.
+	now := time.Now()
 	for run := 1; run <= 2; run++ {
-		code, out, errs := runCLI(t, "demo", "--dsn", dsn, "--hosts", "40", "--hours", "2", "--report", html)
+		code, out, errs := runDemo(t, Command{Now: func() time.Time { return now }}, "demo", "--dsn", dsn, "--hosts", "40", "--hours", "2", "--report", html)
 		last = out
 		if code != 0 {
 			t.Fatalf("run %d: exit %d\n%s", run, code, errs)

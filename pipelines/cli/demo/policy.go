@@ -112,7 +112,7 @@ func captureAdvice(patterns []query.Pattern, suspects []query.PatternSuspect, no
 	p := patterns[0]
 	var out []paragraph
 	say := func(format string, a ...any) { out = append(out, para(fmt.Sprintf(format, a...))) }
-	out = append(out, para("Arm perf flight recorders (cpu-clock at 99 Hz + sched:sched_switch: on- and off-CPU time), fired by the",
+	out = append(out, para("Arm perf flight recorders (cpu-clock at 99 Hz, sched_switch and sched_wakeup: on- and off-CPU time), fired by the",
 		fmt.Sprintf("agent when a request passes %d ms. The operator's CapturePolicy decides where (operator/policy, run",
 			demoLatencyTrigger(p.TypicalPeakMS).Milliseconds()),
 		fmt.Sprintf("in-process): bait on %d%% of the hosts in every hardware class, dealt anew %s:",
