@@ -118,8 +118,8 @@ var Rules = []Rule{
 		"agents/capture/control", "operator/policy"},
 		Why: "the demo drives the agent as a child process through its control API, never through its recorders; its policy is the operator's public one"},
 	{Pkg: "pipelines/cli/artifacts", Own: []string{"pipelines/cli", "pipelines/cli/query", "pipelines/captures", "pipelines/store",
-		"agents/capture/artifact", "agents/capture/artifact/record"},
-		Why: "captures get reads the artifact store the agents write, never their recorders"},
+		"agents/capture/artifact", "agents/capture/artifact/record", "agents/capture/explain"},
+		Why: "captures get and explain read the artifact store and the analysis the agents write, never their recorders"},
 	{Pkg: "pipelines/cmd/...", Own: []string{"pipelines/...", "kafkasec"},
 		Why: "the binary keeps the command table and the wiring; the demo (pipelines/cli/demo) is what reaches the agent's control API and the operator's policy"},
 

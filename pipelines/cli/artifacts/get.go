@@ -15,9 +15,7 @@ import (
 
 	"github.com/spikehunt/spikehunt/agents/capture/artifact"
 	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
-	"github.com/spikehunt/spikehunt/pipelines/captures"
 	spikehunt "github.com/spikehunt/spikehunt/pipelines/cli"
-	"github.com/spikehunt/spikehunt/pipelines/cli/query"
 )
 
 const getSynopsis = `Arguments: CAPTURE, before or after the flags.
@@ -35,48 +33,14 @@ is overwritten.`
 // Get is `spikehunt captures get`.
 func Get(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := spikehunt.NewFlags("captures get", getSynopsis, stderr)
-	dsn := fs.String("dsn", spikehunt.EnvOr("SPIKEHUNT_DSN", ""), "the store holding the captures index: chdb:///dir, clickhouse://host:9000/db, http(s)://host:8123/db (env SPIKEHUNT_DSN)")
 	out := fs.String("out", "", "folder to write into, new or empty (default: ./CAPTURE)")
-	storeDir := fs.String("store-dir", "", "read a file:// store from this folder instead of the path in the URI (a copy of the node's capture folder)")
-	var s3 S3Flags
-	fs.StringVar(&s3.Endpoint, "s3.endpoint", spikehunt.EnvOr("SPIKEHUNT_S3_ENDPOINT", ""), "S3 server, host[:port], for s3:// captures (env SPIKEHUNT_S3_ENDPOINT)")
-	fs.StringVar(&s3.Region, "s3.region", "", "the bucket's region (empty: ask the server)")
-	fs.StringVar(&s3.Credentials, "s3.credentials", "keys", "keys: from --s3.access-key-env and --s3.secret-key-env; ambient: this machine's AWS identity")
-	fs.StringVar(&s3.AccessEnv, "s3.access-key-env", "AWS_ACCESS_KEY_ID", "environment variable holding the access key")
-	fs.StringVar(&s3.SecretEnv, "s3.secret-key-env", "AWS_SECRET_ACCESS_KEY", "environment variable holding the secret key")
-	fs.BoolVar(&s3.Insecure, "s3.insecure", false, "plain HTTP to the S3 server (a server on this machine only)")
-	fs.StringVar(&s3.CAFile, "s3.ca-file", "", "PEM file of CA certificates to trust for the S3 server")
+	loc := addLocateFlags(fs)
 	id, err := parseWithID(fs, args)
 	if err != nil {
 		return err
 	}
-	st, err := query.OpenStore(ctx, *dsn)
+	c, src, err := loc.locate(ctx, id)
 	if err != nil {
-		return err
-	}
-	defer st.Close()
-	c, err := captures.Resolve(ctx, st, id)
-	if err != nil {
-		return err
-	}
-	if c.URI == "" {
-		return fmt.Errorf("capture %s has no artifact yet (status %s): it is written when the capture is uploaded", c.ID, c.Status)
-	}
-	src, err := sourceOf(c.URI, s3)
-	if err != nil {
-		return err
-	}
-	if *storeDir != "" {
-		if src.cfg.Local == nil {
-			return fmt.Errorf("--store-dir reads a file:// store, and capture %s is at %s", c.ID, c.URI)
-		}
-		abs, err := filepath.Abs(*storeDir)
-		if err != nil {
-			return err
-		}
-		src.cfg.Local.Dir = abs
-	}
-	if err := src.cfg.Validate(); err != nil {
 		return err
 	}
 	dir := *out

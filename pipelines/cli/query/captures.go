@@ -48,7 +48,7 @@ func Captures(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 var capturesCommand = command{
 	name:     "captures",
-	synopsis: "Lists flight-recorder captures from the captures index, newest first: where each\ntrace is, its window, its lost events, and the spike windows it overlaps on its\nhost. --spike answers \"is there a trace of this stall?\"; the other direction is\nspikehunt spikes --without-captures. spikehunt captures get CAPTURE downloads one\ncapture's files and checks their sha256.",
+	synopsis: "Lists flight-recorder captures from the captures index, newest first: where each\ntrace is, its window, its lost events, and the spike windows it overlaps on its\nhost. --spike answers \"is there a trace of this stall?\"; the other direction is\nspikehunt spikes --without-captures. spikehunt captures get CAPTURE downloads one\ncapture's files and checks their sha256; spikehunt captures explain CAPTURE prints\nthe agent's analysis of it (--html FILE: a report).",
 	rows:     "a capture's trace is [window_start, window_end)",
 	columns:  capturesColumns,
 	setup: func(fs *flag.FlagSet) query {

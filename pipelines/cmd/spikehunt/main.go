@@ -30,7 +30,7 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"captures":         {"flight-recorder captures and the spike windows they cover; captures get ID downloads one", runCaptures},
+	"captures":         {"flight-recorder captures and the spike windows they cover; captures get|explain ID", runCaptures},
 	"demo":             {"run the main job on one machine with the embedded ClickHouse engine", demo.Command{RecordPass: recordDemoPass}.Run},
 	"detect":           {"find spike windows, their suspect kernel counters and fleet patterns, on an interval", runDetect},
 	"eval":             {"score the detectors on every simulated scenario (make eval)", runEval},
@@ -97,11 +97,15 @@ func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) error {
 	return nil
 }
 
-// runCaptures is `spikehunt captures`, the query, and its verb `captures
-// get`, which fetches one capture's files.
+// runCaptures is `spikehunt captures`, the query, and its verbs `captures
+// get`, which fetches one capture's files, and `captures explain`, which
+// prints the agent's analysis of one.
 func runCaptures(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "get" {
 		return artifacts.Get(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "explain" {
+		return artifacts.Explain(ctx, args[1:], stdout, stderr)
 	}
 	return query.Captures(ctx, args, stdout, stderr)
 }

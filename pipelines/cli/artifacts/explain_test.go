@@ -1,0 +1,177 @@
+package artifacts
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"html"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/agents/capture/explain"
+	"github.com/spikehunt/spikehunt/pipelines/captures"
+	"github.com/spikehunt/spikehunt/pipelines/schema"
+	"github.com/spikehunt/spikehunt/tests/testenv"
+)
+
+// analysed seals a capture with an analysis as the perf recorder writes
+// one (explain.json and stacks.folded beside the trace), puts it in a
+// folder store and indexes it.
+func analysed(t *testing.T, lost uint64) (dsn string, a explain.Analysis) {
+	t.Helper()
+	ctx := context.Background()
+	start := time.Now().UTC().Truncate(time.Second).Add(-time.Hour)
+	req := record.RequestRecord{Start: start.Add(time.Second), End: start.Add(2 * time.Second), LatencyMS: 1000,
+		Service: "checkout", Endpoint: "/pay", ThreadID: 4242}
+	verdict := "blocked 998 ms in do_nanosleep (stack do_nanosleep ← hrtimer_nanosleep); woken by its timer of its 1.00 s on web[4242] (on CPU 1 ms, runnable 1 ms, blocked 998 ms)"
+	a = explain.Analysis{Version: explain.AnalysisVersion, Events: 1000, Samples: 40, Lost: lost,
+		Requests: []explain.RequestVerdict{{Request: req, Thread: "web[4242]", OnCPU: time.Millisecond, Runnable: time.Millisecond,
+			Blocked: 998 * time.Millisecond, BlockingCall: "do_nanosleep", WokenBy: "its timer", Verdict: verdict,
+			Segments: []explain.SegmentView{
+				{State: "on-cpu", Start: req.Start, End: req.Start.Add(time.Millisecond), CPU: 1},
+				{State: "blocked", Start: req.Start.Add(time.Millisecond), End: req.Start.Add(999 * time.Millisecond), CPU: 1},
+				{State: "runnable", Start: req.Start.Add(999 * time.Millisecond), End: req.End, CPU: 1},
+			}}},
+		TopStacks: []explain.StackShare{{Stack: "web;main;serve;handle", Samples: 30}, {Stack: "swapper;cpu_idle", Samples: 10}},
+		CPUs:      []explain.CPUUse{{CPU: 0, Samples: 20, Idle: 10}, {CPU: 1, Samples: 20, Softirq: 2}},
+		Findings:  record.Findings{Verdict: verdict, HottestCPU: 1, HottestCPUBusy: 1, SoftirqShare: 0.05}}
+	if lost > 0 {
+		a.LostNote = "the trace lost 9 events: a timeline may miss a switch or a wakeup"
+	}
+	dir := t.TempDir()
+	b, _ := json.Marshal(a)
+	write := func(name, content string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("perf.data.1", "trace")
+	write("explain.json", string(b))
+	write("stacks.folded", "web;main;serve;handle 30\nswapper;cpu_idle 10\n")
+	md := &record.Metadata{ID: "cap-x1", Host: "node-1", Backend: "perf", Profile: "default", ArmedAt: start, FiredAt: req.End,
+		WindowStart: start, WindowEnd: start.Add(3 * time.Second), Trigger: record.FireCause{Kind: "latency", Latency: 500 * time.Millisecond},
+		Lost: lost, Findings: &a.Findings,
+		Files: []record.File{{Name: "perf.data.1"}, {Name: "explain.json"}, {Name: "stacks.folded"}}}
+	if err := artifact.Seal(dir, md); err != nil {
+		t.Fatal(err)
+	}
+	s, err := artifact.OpenLocalStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	loc, err := s.Put(ctx, md, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := testenv.ClickHouse(t)
+	if _, err := schema.Apply(ctx, st, schema.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := captures.Index(ctx, st, captures.Capture{ID: md.ID, Host: md.Host, Backend: "perf", WindowStart: md.WindowStart,
+		WindowEnd: md.WindowEnd, URI: loc.Metadata, Checksum: md.Checksum, LostEvents: lost}); err != nil {
+		t.Fatal(err)
+	}
+	return "chdb://" + st.Dir() + "?database=" + st.Database(), a
+}
+
+func explainCLI(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errs strings.Builder
+	err := Explain(context.Background(), args, &out, &errs)
+	return out.String(), errs.String(), err
+}
+
+func TestCapturesExplainPrintsTheVerdictsTheCPUsAndTheHottestStacks(t *testing.T) {
+	dsn, a := analysed(t, 9)
+	out, _, err := explainCLI(t, "cap-x", "--dsn", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"capture cap-x1 on node-1: perf/default",
+		"note: the trace lost 9 events",
+		" 1. checkout /pay 1000 ms",
+		"    " + a.Requests[0].Verdict,
+		"the busiest was CPU 1 (100% of its samples not idle); softirq work was 5.0% of all samples",
+		"   75.0%  web → main → serve → handle",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lacks %q:\n%s", want, out)
+		}
+	}
+	js, _, err := explainCLI(t, "cap-x1", "--dsn", dsn, "-o", "json")
+	var back explain.Analysis
+	if err != nil || json.Unmarshal([]byte(js), &back) != nil || back.Requests[0].Verdict != a.Requests[0].Verdict {
+		t.Errorf("-o json: %v\n%s", err, js)
+	}
+}
+
+func TestCapturesExplainWritesAReportWithTheTimelineAndTheFlameGraph(t *testing.T) {
+	dsn, a := analysed(t, 0)
+	page := filepath.Join(t.TempDir(), "cap.html")
+	if _, _, err := explainCLI(t, "cap-x1", "--dsn", dsn, "--html", page); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := string(b)
+	if strings.Contains(h, "http://") || strings.Contains(h, "https://") || strings.Contains(h, "<script") {
+		t.Error("the report reaches for the network or runs scripts")
+	}
+	// The timeline: one rectangle per segment, in order, with its width
+	// in proportion to its time (the blocked one ~99.8% of the bar).
+	segs := regexp.MustCompile(`<rect class="seg (\S+)" x="([\d.]+)" y="\d+" width="([\d.]+)"`).FindAllStringSubmatch(h, -1)
+	if len(segs) != 3 || segs[0][1] != "on-cpu" || segs[1][1] != "blocked" || segs[2][1] != "runnable" {
+		t.Fatalf("timeline segments %v", segs)
+	}
+	if w := atof(t, segs[1][3]); w < 0.99*(pageWidth-20) || w > pageWidth-20 {
+		t.Errorf("the blocked segment is %v px of the %d px bar, want about 99.8%%", w, pageWidth-20)
+	}
+	if ticks := regexp.MustCompile(`<text class="tick"[^>]*>([^<]+)</text>`).FindAllStringSubmatch(h, -1); len(ticks) < 4 ||
+		ticks[0][1] != "0 µs" || ticks[len(ticks)-1][1] != "1 s" {
+		t.Errorf("the time axis' ticks %v, want 0 µs … 1 s", ticks)
+	}
+	// The flame graph: the root holds every sample, each frame its own.
+	for _, want := range []string{"<title>all: 40 samples, 100.0%</title>", "<title>web: 30 samples, 75.0%</title>",
+		"<title>handle: 30 samples, 75.0%</title>", "<title>swapper: 10 samples, 25.0%</title>"} {
+		if !strings.Contains(h, want) {
+			t.Errorf("the flame graph lacks %q", want)
+		}
+	}
+	if !strings.Contains(h, "<h2>1. The slow requests' threads</h2>") || !strings.Contains(h, htmlEscape(a.Requests[0].Verdict)) {
+		t.Error("the report does not show the verdict under its heading")
+	}
+}
+
+func TestCapturesExplainSaysWhenACaptureHasNoAnalysis(t *testing.T) {
+	s, err := artifact.OpenLocalStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	x := putAndIndex(t, s, "cap-plain")
+	_, _, err = explainCLI(t, "cap-plain", "--dsn", x.dsn)
+	if err == nil || !strings.Contains(err.Error(), "has no explain.json") {
+		t.Errorf("err %v", err)
+	}
+}
+
+func atof(t *testing.T, s string) float64 {
+	t.Helper()
+	var f float64
+	if _, err := fmt.Sscan(s, &f); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func htmlEscape(s string) string { return html.EscapeString(s) }

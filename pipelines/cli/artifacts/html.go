@@ -1,0 +1,240 @@
+package artifacts
+
+import (
+	"fmt"
+	"html"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spikehunt/spikehunt/agents/capture/explain"
+	"github.com/spikehunt/spikehunt/pipelines/captures"
+)
+
+// The report's drawing sizes, in CSS pixels: drawn at the size shown.
+const (
+	pageWidth     = 960
+	timelineRow   = 22
+	flameRow      = 17
+	flameMinWidth = 0.5 // narrower frames are left out (their samples still count in their parents)
+	flameMaxDepth = 64
+)
+
+// stateColours are the timeline's colours, one per thread state, named in
+// its legend.
+var stateColours = []struct{ state, colour, meaning string }{
+	{"on-cpu", "#2b8a3e", "on CPU"},
+	{"runnable", "#e8590c", "runnable, waiting for a CPU"},
+	{"blocked", "#1c7ed6", "blocked (sleeping or waiting)"},
+	{"unknown", "#ced4da", "no event tells"},
+}
+
+// writeHTML writes the capture's explanation as one self-contained page.
+func writeHTML(path string, c captures.Capture, x explanation) error {
+	var b strings.Builder
+	md, a := x.Metadata, x.Analysis
+	esc := html.EscapeString
+	fmt.Fprintf(&b, `<!doctype html><html><head><meta charset="utf-8"><title>capture %s</title><style>
+body{font:14px/1.45 system-ui,sans-serif;max-width:%dpx;margin:2em auto;color:#212529}
+h1{font-size:20px}h2{font-size:16px;margin-top:2em}code,.mono{font:12px ui-monospace,monospace}
+.note{color:#c92a2a}table{border-collapse:collapse}td,th{padding:2px 10px;text-align:right}th{border-bottom:1px solid #adb5bd}
+svg text{font:11px ui-monospace,monospace}
+</style></head><body>
+`, esc(c.ID), pageWidth)
+	fmt.Fprintf(&b, "<h1>Capture %s</h1>\n<p>%s on %s, %s/%s, window %s–%s UTC, %s; %d events lost.</p>\n", esc(c.ID), esc(md.Backend),
+		esc(md.Host), esc(md.Backend), esc(orDefault(md.Profile)), md.WindowStart.UTC().Format("2006-01-02 15:04:05.000"),
+		md.WindowEnd.UTC().Format("15:04:05.000"), byteSize(md.Bytes), a.Lost)
+	if a.LostNote != "" {
+		fmt.Fprintf(&b, "<p class=note>%s</p>\n", esc(a.LostNote))
+	}
+
+	b.WriteString("<h2>1. The slow requests' threads</h2>\n")
+	if len(a.Requests) == 0 {
+		b.WriteString("<p>No request at or above the trigger was seen in the window.</p>\n")
+	}
+	for i, v := range a.Requests {
+		if i == 5 {
+			fmt.Fprintf(&b, "<p>… and %d more in explain.json.</p>\n", len(a.Requests)-i)
+			break
+		}
+		fmt.Fprintf(&b, "<p><b>%s %s</b>, %.0f ms from %s UTC: %s</p>\n", esc(v.Request.Service), esc(v.Request.Endpoint), v.Request.LatencyMS,
+			v.Request.Start.UTC().Format("15:04:05.000"), esc(v.Verdict))
+		b.WriteString(timelineSVG(v))
+	}
+	b.WriteString(legendHTML())
+
+	b.WriteString("<h2>2. On CPU in the window: the flame graph</h2>\n")
+	if len(x.Folded) == 0 {
+		b.WriteString("<p>The artifact holds no on-CPU samples.</p>\n")
+	} else {
+		fmt.Fprintf(&b, "<p>Every on-CPU sample of the window (%d), the task at the bottom and the innermost frame on top; a frame's width is its share of the samples. Hover a frame for its name and count.</p>\n", a.Samples)
+		b.WriteString(flameSVG(x.Folded))
+	}
+
+	if len(a.CPUs) > 0 {
+		b.WriteString("<h2>3. The CPUs</h2>\n<table><tr><th>CPU</th><th>samples</th><th>busy</th><th>softirq</th></tr>\n")
+		for _, u := range a.CPUs {
+			fmt.Fprintf(&b, "<tr><td>%d</td><td>%d</td><td>%.0f%%</td><td>%.1f%%</td></tr>\n", u.CPU, u.Samples,
+				100*float64(u.Samples-u.Idle)/float64(max(u.Samples, 1)), 100*float64(u.Softirq)/float64(max(u.Samples, 1)))
+		}
+		b.WriteString("</table>\n")
+	}
+	b.WriteString("</body></html>\n")
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// timelineSVG draws one request's thread: a bar of its segments over the
+// request's time, coloured by state, with a millisecond axis.
+func timelineSVG(v explain.RequestVerdict) string {
+	const left, right, barTop = 10, 10, 4
+	width := pageWidth - left - right
+	start, end := v.Request.Start, v.Request.End
+	span := end.Sub(start)
+	if span <= 0 {
+		return ""
+	}
+	x := func(t time.Time) float64 { return left + float64(width)*float64(t.Sub(start))/float64(span) }
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg class="timeline" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="thread timeline of %s">`+"\n",
+		pageWidth, timelineRow+24, pageWidth, timelineRow+24, html.EscapeString(v.Thread))
+	for _, s := range v.Segments {
+		x0, x1 := x(s.Start), x(s.End)
+		fmt.Fprintf(&b, `<rect class="seg %s" x="%.2f" y="%d" width="%.2f" height="%d" fill="%s"><title>%s %s, CPU %d</title></rect>`+"\n",
+			s.State, x0, barTop, max(x1-x0, 0.5), timelineRow, stateColour(s.State), s.State, spoken(s.End.Sub(s.Start)), s.CPU)
+	}
+	// The axis: ticks at round milliseconds.
+	step := tickStep(span)
+	for t := time.Duration(0); t <= span; t += step {
+		px := left + float64(width)*float64(t)/float64(span)
+		fmt.Fprintf(&b, `<line x1="%.2f" x2="%.2f" y1="%d" y2="%d" stroke="#495057"/><text class="tick" x="%.2f" y="%d" text-anchor="middle">%s</text>`+"\n",
+			px, px, barTop+timelineRow, barTop+timelineRow+4, px, barTop+timelineRow+16, spoken(t))
+	}
+	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+func stateColour(state string) string {
+	for _, c := range stateColours {
+		if c.state == state {
+			return c.colour
+		}
+	}
+	return "#ced4da"
+}
+
+func legendHTML() string {
+	var b strings.Builder
+	b.WriteString(`<p class="legend">`)
+	for _, c := range stateColours {
+		fmt.Fprintf(&b, `<span style="display:inline-block;width:12px;height:12px;background:%s"></span> %s &nbsp; `, c.colour, c.meaning)
+	}
+	b.WriteString("— the axis is time since the request began.</p>\n")
+	return b.String()
+}
+
+// tickStep is a round step giving 4–10 ticks over span.
+func tickStep(span time.Duration) time.Duration {
+	for _, s := range []time.Duration{time.Microsecond, 2 * time.Microsecond, 5 * time.Microsecond} {
+		for mult := time.Duration(1); mult <= 1e9; mult *= 10 {
+			if span/(s*mult) <= 10 {
+				return s * mult
+			}
+		}
+	}
+	return span
+}
+
+// spoken is a duration for an axis or a tooltip: "250 ms", "1.5 s", "80 µs".
+func spoken(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.3f", d.Seconds()), "0"), ".") + " s"
+	case d >= time.Millisecond:
+		return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.3f", float64(d)/1e6), "0"), ".") + " ms"
+	default:
+		return fmt.Sprintf("%d µs", d/time.Microsecond)
+	}
+}
+
+// flameNode is one frame in the merged call tree.
+type flameNode struct {
+	name     string
+	samples  int
+	children map[string]*flameNode
+}
+
+// flameSVG draws the folded stacks as a flame graph: the root (all
+// samples) at the bottom, each frame's width its share.
+func flameSVG(stacks []explain.StackShare) string {
+	root := &flameNode{name: "all", children: map[string]*flameNode{}}
+	depth := 0
+	for _, s := range stacks {
+		root.samples += s.Samples
+		n := root
+		frames := strings.Split(s.Stack, ";")
+		if len(frames) > flameMaxDepth {
+			frames = frames[:flameMaxDepth]
+		}
+		depth = max(depth, len(frames))
+		for _, f := range frames {
+			c := n.children[f]
+			if c == nil {
+				c = &flameNode{name: f, children: map[string]*flameNode{}}
+				n.children[f] = c
+			}
+			c.samples += s.Samples
+			n = c
+		}
+	}
+	height := (depth + 1) * flameRow
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg class="flame" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="flame graph of %d samples">`+"\n",
+		pageWidth, height, pageWidth, height, root.samples)
+	var draw func(n *flameNode, x float64, level int)
+	draw = func(n *flameNode, x float64, level int) {
+		w := float64(pageWidth) * float64(n.samples) / float64(root.samples)
+		if w < flameMinWidth {
+			return
+		}
+		y := height - (level+1)*flameRow
+		share := 100 * float64(n.samples) / float64(root.samples)
+		fmt.Fprintf(&b, `<g class="frame"><title>%s: %d samples, %.1f%%</title><rect x="%.2f" y="%d" width="%.2f" height="%d" fill="%s" stroke="#fff" stroke-width="0.5"/>`,
+			html.EscapeString(n.name), n.samples, share, x, y, w, flameRow-1, flameColour(n.name))
+		if w > 30 {
+			label := n.name
+			if max := int((w - 6) / 6.6); len(label) > max {
+				label = label[:max-1] + "…"
+			}
+			fmt.Fprintf(&b, `<text x="%.2f" y="%d">%s</text>`, x+3, y+flameRow-5, html.EscapeString(label))
+		}
+		b.WriteString("</g>\n")
+		kids := make([]*flameNode, 0, len(n.children))
+		for _, c := range n.children {
+			kids = append(kids, c)
+		}
+		sort.Slice(kids, func(i, j int) bool { return kids[i].name < kids[j].name })
+		cx := x
+		for _, c := range kids {
+			draw(c, cx, level+1)
+			cx += float64(pageWidth) * float64(c.samples) / float64(root.samples)
+		}
+	}
+	draw(root, 0, 0)
+	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+// flameColour is a warm colour that stays the same for the same name, so
+// that one function reads as one colour across the graph; kernel frames
+// are a cooler hue.
+func flameColour(name string) string {
+	h := uint32(2166136261)
+	for i := 0; i < len(name); i++ {
+		h = (h ^ uint32(name[i])) * 16777619
+	}
+	if strings.HasPrefix(name, "__") || strings.Contains(name, "_sys_") || strings.HasPrefix(name, "do_") || strings.HasPrefix(name, "entry_") {
+		return fmt.Sprintf("hsl(%d,55%%,70%%)", 200+h%30)
+	}
+	return fmt.Sprintf("hsl(%d,80%%,%d%%)", 10+h%40, 55+h%15)
+}
