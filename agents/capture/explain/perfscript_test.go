@@ -2,6 +2,10 @@ package explain
 
 import (
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -165,5 +169,43 @@ func TestAnalysisStatesLostEventsNextToEveryVerdict(t *testing.T) {
 		if strings.Contains(v.Verdict, "lost") {
 			t.Errorf("verdict %q speaks of losses in a capture without any", v.Verdict)
 		}
+	}
+}
+
+// The profile opens in go tool pprof, and its total is the trace's
+// sample count.
+func TestProfileOpensInGoToolPprofWithEverySample(t *testing.T) {
+	tr := parsed(t)
+	// A second sample of web, a stack of its own.
+	more, err := Parse(strings.NewReader("web 4242 [000] 100.1: cpu-clock/freq=99/: \n\t 1 handle (/app)\n\t 2 main (/app)\n\nweb 4242 [000] 100.2: cpu-clock/freq=99/: \n\t 1 handle (/app)\n\t 2 main (/app)\n"), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range more.Events {
+		e.Stack = tr.intern(more.Stacks[e.Stack])
+		tr.Events = append(tr.Events, e)
+	}
+	tr.SortEvents()
+	path := filepath.Join(t.TempDir(), "profile.pb.gz")
+	if err := os.WriteFile(path, tr.Profile(0, 0, 10_101_010), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "tool", "pprof", "-top", "-sample_index=samples", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "of 3 total") || !regexp.MustCompile(`(?m)^\s+2\s+66\.67%.*handle$`).Match(out) {
+		t.Errorf("pprof -top:\n%s", out)
+	}
+	out, err = exec.Command("go", "tool", "pprof", "-top", "-sample_index=cpu", path).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "of 30.30ms total") {
+		t.Errorf("cpu time (3 × 10.1 ms): %v\n%s", err, out)
+	}
+	// The stall alone: the samples in [100.05 s, 100.15 s).
+	if err := os.WriteFile(path, tr.Profile(100.05e9, 100.15e9, 10_101_010), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("go", "tool", "pprof", "-top", "-sample_index=samples", path).CombinedOutput(); err != nil || !strings.Contains(string(out), "of 1 total") {
+		t.Errorf("the window's profile: %v\n%s", err, out)
 	}
 }

@@ -17,14 +17,17 @@ import (
 
 // Files an analysis adds to the artifact.
 const (
-	ExplainFile = "explain.json"
-	FoldedFile  = "stacks.folded"
+	ExplainFile      = "explain.json"
+	FoldedFile       = "stacks.folded"
+	ProfileFile      = "profile.pb.gz"       // the window's on-CPU profile, pprof
+	StallProfileFile = "profile-stall.pb.gz" // the slowest explained request's own time
 )
 
 // Analyze reads the capture's dumps back with perf script, on this node
 // where the symbols are, at the recorder's governance, and writes the
 // slow requests' verdicts (explain.json) and the window's on-CPU profile
-// as folded stacks (stacks.folded).
+// as folded stacks (stacks.folded) and as pprof (profile.pb.gz), with the
+// slowest request's own time as a second pprof (profile-stall.pb.gz).
 func (r *perfRecorder) Analyze(ctx context.Context, in capture.AnalysisInput) (capture.AnalysisOutput, error) {
 	tr := explain.NewTrace(explain.DefaultLimits)
 	for _, f := range r.files {
@@ -44,7 +47,25 @@ func (r *perfRecorder) Analyze(ctx context.Context, in capture.AnalysisInput) (c
 	if err := writeNew(filepath.Join(r.dir, FoldedFile), func(f *os.File) error { return explain.WriteFolded(f, folded) }); err != nil {
 		return capture.AnalysisOutput{}, err
 	}
-	return capture.AnalysisOutput{Files: []string{ExplainFile, FoldedFile}, Findings: &a.Findings}, nil
+	files := []string{ExplainFile, FoldedFile}
+	period := int64(1e9 / max(r.freqHz, 1))
+	profiles := map[string][]byte{ProfileFile: tr.Profile(0, 0, period)}
+	if len(a.Requests) > 0 {
+		q := a.Requests[0].Request
+		off := int64(in.Metadata.Clock.Offset)
+		profiles[StallProfileFile] = tr.Profile(q.Start.UnixNano()-off, q.End.UnixNano()-off, period)
+	}
+	for _, name := range []string{ProfileFile, StallProfileFile} {
+		b, ok := profiles[name]
+		if !ok {
+			continue
+		}
+		if err := writeNew(filepath.Join(r.dir, name), func(f *os.File) error { _, err := f.Write(b); return err }); err != nil {
+			return capture.AnalysisOutput{}, err
+		}
+		files = append(files, name)
+	}
+	return capture.AnalysisOutput{Files: files, Findings: &a.Findings}, nil
 }
 
 // script runs perf script on one dump into tr. Its own process group, as

@@ -3,6 +3,7 @@ package perf
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,11 +93,20 @@ func TestPerfAnalysisSaysTheSlowRequestsThreadBlockedInNanosleep(t *testing.T) {
 	if err != nil || len(folded) == 0 {
 		t.Errorf("%s: %d bytes, %v", FoldedFile, len(folded), err)
 	}
+	// The pprof profile opens in go tool pprof and holds every sample
+	// perf took in the window.
+	out, err := exec.Command("go", "tool", "pprof", "-top", "-sample_index=samples", filepath.Join(st.Location, ProfileFile)).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), fmt.Sprintf("of %d total", a.Samples)) {
+		t.Errorf("go tool pprof -top %s: %v, want %d samples in all:\n%s", ProfileFile, err, a.Samples, out)
+	}
+	if _, ok := st.Metadata.FileNamed(StallProfileFile); !ok {
+		t.Errorf("no %s in %v", StallProfileFile, st.Metadata.Files)
+	}
 }
 
 // A request whose thread is runnable but starved: a CPU hog at nice -20
-// pinned to the same CPU takes ~99% of it, so the request's 8 ms of work
-// take most of a second of waiting. The verdict is "runnable, behind" the
+// pinned to the same CPU takes ~99% of it, so the request's few ms of work
+// take over a second of waiting. The verdict is "runnable, behind" the
 // hog, named.
 func TestPerfAnalysisSaysTheStarvedRequestWaitedBehindTheHog(t *testing.T) {
 	e, _ := perfEngine(t)
@@ -106,7 +116,7 @@ func TestPerfAnalysisSaysTheStarvedRequestWaitedBehindTheHog(t *testing.T) {
 
 	// Armed first: perf, at the engine's nice 10, enables its events by
 	// running on each CPU in turn, and would wait behind the hog.
-	spec := capture.Spec{ID: "explain-hog", Backend: capture.Perf, Pre: 3 * time.Second, Post: 500 * time.Millisecond, RingKB: 32 << 10,
+	spec := capture.Spec{ID: "explain-hog", Backend: capture.Perf, Pre: 5 * time.Second, Post: 500 * time.Millisecond, RingKB: 32 << 10,
 		Trigger: capture.Trigger{Service: "web", Latency: 300 * time.Millisecond, Cooldown: time.Minute}}
 	if _, err := e.Arm(ctx, spec); err != nil {
 		t.Fatal(err)
@@ -135,25 +145,29 @@ func TestPerfAnalysisSaysTheStarvedRequestWaitedBehindTheHog(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 
-	// The request: its thread pinned to the hog's CPU at nice 0 does 8 ms
-	// of work (its own CPU clock).
+	// The request: a single-threaded process (its thread is the whole
+	// request, as an app's handler thread would be, and no language
+	// runtime parks it), started on the hog's CPU at nice 0, counting to
+	// 8,000 in shell arithmetic (some 6 ms of CPU alone).
 	done := make(chan telemetry.Request)
 	go func() {
-		runtime.LockOSThread()
+		runtime.LockOSThread() // the child inherits this thread's CPU mask
 		defer runtime.UnlockOSThread()
-		tid := unix.Gettid()
+		var all unix.CPUSet
+		unix.SchedGetaffinity(0, &all)
 		unix.SchedSetaffinity(0, &set)
+		work := exec.Command("/bin/sh", "-c", "i=0; while [ $i -lt 8000 ]; do i=$((i+1)); done")
 		start := time.Now()
-		var t0, now unix.Timespec
-		unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &t0)
-		for {
-			unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &now)
-			if now.Nano()-t0.Nano() >= int64(8*time.Millisecond) || time.Since(start) > 5*time.Second {
-				break
-			}
+		err := work.Start()
+		unix.SchedSetaffinity(0, &all)
+		if err != nil {
+			t.Error(err)
+			close(done)
+			return
 		}
+		work.Wait()
 		done <- telemetry.Request{Service: "web", Endpoint: "/starved", Start: start, Duration: time.Since(start),
-			Status: "200", ThreadID: uint32(tid), Weight: 1}
+			Status: "200", ThreadID: uint32(work.Process.Pid), Weight: 1}
 	}()
 	q := <-done
 	// The hog has done its part: the dump and the analysis that follow

@@ -70,7 +70,7 @@ func (b *perfBackend) New(spec capture.Spec, dir string) (capture.Recorder, erro
 	if len(prof.Events) == 0 {
 		return nil, fmt.Errorf("%w: perf profile %q has no events", capture.ErrInvalid, prof.Name)
 	}
-	return &perfRecorder{cfg: b.cfg, spec: spec, dir: dir, args: perfArgs(prof, ring, filepath.Join(dir, "perf.data"))}, nil
+	return &perfRecorder{cfg: b.cfg, spec: spec, dir: dir, args: perfArgs(prof, ring, filepath.Join(dir, "perf.data")), freqHz: prof.FrequencyHz}, nil
 }
 
 // perfArgs builds the command line. The timer event gets the profile's
@@ -123,10 +123,11 @@ func ringPages(kb int) int {
 }
 
 type perfRecorder struct {
-	cfg  Config
-	spec capture.Spec
-	dir  string
-	args []string
+	cfg    Config
+	freqHz int // the timer event's rate: a sample is 1/freqHz of CPU time
+	spec   capture.Spec
+	dir    string
+	args   []string
 
 	cmd    *exec.Cmd
 	exited chan struct{}
