@@ -57,12 +57,14 @@ type zstdCloser struct{ *zstd.Decoder }
 func (z zstdCloser) Close() error { z.Decoder.Close(); return nil }
 
 // responseEncoding picks the response's Content-Encoding from
-// Accept-Encoding when the client asked with enable_http_compression=1,
-// in the engine's HTTP server's order of preference (gzip over deflate
-// over zstd over lz4; it would pick br first, which this server does not
-// write).
+// Accept-Encoding, in the engine's HTTP server's order of preference
+// (gzip over deflate over zstd over lz4; it would pick br first, which
+// this server does not write). The embedded engine's
+// enable_http_compression is 1, and system.settings says so: clients
+// (clickhouse-connect) that read it then send Accept-Encoding alone, so
+// only enable_http_compression=0 turns it off.
 func responseEncoding(r *http.Request) string {
-	if r.URL.Query().Get("enable_http_compression") != "1" {
+	if r.URL.Query().Get("enable_http_compression") == "0" {
 		return ""
 	}
 	accept := map[string]bool{}
@@ -96,10 +98,17 @@ func encodeResponse(w io.Writer, encoding string) io.WriteCloser {
 		}
 		return zw
 	case "lz4":
-		return lz4.NewWriter(w)
+		// Write and Close only: io.Copy would call the lz4 writer's
+		// ReadFrom, which fails ("unhandled state") on a new writer.
+		return writeCloser{lz4.NewWriter(w)}
 	}
 	return nopWriteCloser{w}
 }
+
+type writeCloser struct{ wc io.WriteCloser }
+
+func (w writeCloser) Write(p []byte) (int, error) { return w.wc.Write(p) }
+func (w writeCloser) Close() error                { return w.wc.Close() }
 
 type nopWriteCloser struct{ io.Writer }
 

@@ -57,9 +57,10 @@ type Engine interface {
 
 // Handler is an http.Handler speaking the ClickHouse HTTP interface.
 type Handler struct {
-	eng     Engine
-	cfg     Config
-	refused *prometheus.CounterVec
+	eng        Engine
+	cfg        Config
+	refused    *prometheus.CounterVec
+	compressed *prometheus.CounterVec
 }
 
 // New returns a handler over eng; zero fields of cfg take DefaultConfig's
@@ -68,12 +69,18 @@ func New(eng Engine, cfg Config) *Handler {
 	return &Handler{eng: eng, cfg: cfg.withDefaults(), refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "spikehunt_chhttp_refused_total",
 		Help: "Statements the gate refused, by reason: into_outfile, from_infile, file_function, session_statement, read_only_write, read_only_statement, insert_with_semicolon, unparsable (several statements or a syntax error).",
-	}, []string{"reason"})}
+	}, []string{"reason"}), compressed: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "spikehunt_chhttp_compressed_bodies_total",
+		Help: "Compressed request and response bodies, by direction (request, response) and format: an HTTP Content-Encoding (gzip, deflate, zstd, lz4) or ClickHouse's compressed blocks (clickhouse_blocks: decompress=1 requests, compress=1 responses).",
+	}, []string{"direction", "format"})}
 }
 
 // Register adds the handler's metrics to reg.
 func (h *Handler) Register(reg prometheus.Registerer) error {
-	return reg.Register(h.refused)
+	if err := reg.Register(h.refused); err != nil {
+		return err
+	}
+	return reg.Register(h.compressed)
 }
 
 // refuse answers a statement the gate turned away and counts it.
@@ -127,8 +134,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer decoded.Close()
 	body := io.Reader(bodyReader{decoded, r.Header.Get("Content-Encoding")})
+	if e := strings.ToLower(r.Header.Get("Content-Encoding")); e != "" && e != "identity" {
+		h.compressed.WithLabelValues("request", e).Inc()
+	}
 	if p.Get("decompress") == "1" {
 		body = newBlockReader(body, h.cfg.MaxCompressedBlockBytes)
+		h.compressed.WithLabelValues("request", "clickhouse_blocks").Inc()
 	}
 	params, err := urlParams(p)
 	if err != nil {
@@ -274,6 +285,12 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, st store.RawSt
 	w.Header().Set("X-ClickHouse-Format", format)
 	out, closeOut := rf.wrap(w)
 	defer closeOut()
+	if rf.encoding != "" {
+		h.compressed.WithLabelValues("response", rf.encoding).Inc()
+	}
+	if rf.blocks {
+		h.compressed.WithLabelValues("response", "clickhouse_blocks").Inc()
+	}
 	if _, err := io.Copy(out, br); err != nil {
 		// Headers are gone: report in-band, as ClickHouse does, and log.
 		fmt.Fprintf(out, "\n%s\n", errorText(err))

@@ -33,6 +33,7 @@ needs a user with a password: --user (read-write, the ingest's) and/or
 	roPassword := fs.String("read-only-password-env", "SPIKEHUNT_CLICKHOUSE_READONLY_PASSWORD", "environment variable holding --read-only-user's password")
 	external := fs.Bool("allow-external-sources", false, "let statements read and write outside the data directory as this process (file, url, remote, s3, ... and their table engines, dictionaries, file-naming settings); only where every client may do that")
 	maxExec := fs.Duration("max-execution-time", chhttp.DefaultConfig().MaxExecutionTime, "longest a statement may run (the engine's max_execution_time; a client's larger value is lowered); responses may take this plus 30s to write")
+	maxBlock := fs.Int64("max-compressed-block-bytes", chhttp.DefaultConfig().MaxCompressedBlockBytes, "largest ClickHouse compressed block (decompress=1 request bodies) and zstd window a request may use, compressed or not; clients write 1 MiB blocks (64 KiB to 1 GiB)")
 	limits := httpLimits{ReadHeader: 10 * time.Second, Idle: time.Minute, MaxConns: 128}
 	limitFlags(fs, &limits)
 	if err := cli.Parse(fs, args); err != nil {
@@ -43,7 +44,7 @@ needs a user with a password: --user (read-write, the ingest's) and/or
 		return cli.ErrUsage
 	}
 	cfg := chhttp.Config{User: *user, Password: cli.EnvOr(*password, ""), ReadOnlyUser: *roUser, ReadOnlyPassword: cli.EnvOr(*roPassword, ""),
-		MaxExecutionTime: *maxExec, ExternalSources: *external}
+		MaxExecutionTime: *maxExec, ExternalSources: *external, MaxCompressedBlockBytes: *maxBlock}
 	if err := checkServeAuth(*listen, cfg, *password, *roPassword); err != nil {
 		fmt.Fprintln(stderr, err)
 		return cli.ErrUsage
