@@ -63,6 +63,8 @@ func clientSteps(quote string, compressed ...string) map[string]step {
 		"params_quote":        {"echoed": true, "length": quote},
 		"error_unknown_table": {"code": "60"},
 		"error_bad_param":     {"code": "457"},
+		// A statement that needs a session.
+		"error_not_implemented": {"code": "48"},
 	}
 	for _, c := range compressed {
 		// 200,000 rows is more than one compressed block (1 MiB) and more

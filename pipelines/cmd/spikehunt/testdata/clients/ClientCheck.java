@@ -113,6 +113,8 @@ public class ClientCheck {
 
             say("error_unknown_table", codeOf(() -> c.queryAll("SELECT * FROM no_such_table")));
             say("error_bad_param", codeOf(() -> c.queryAll("SELECT {n:UInt32}", Map.of("n", "abc"))));
+            // serve-clickhouse has no sessions: a statement that needs one is NOT_IMPLEMENTED.
+            say("error_not_implemented", codeOf(() -> c.execute("CREATE TEMPORARY TABLE tmp (x UInt8)").get(30, TimeUnit.SECONDS)));
         }
     }
 }

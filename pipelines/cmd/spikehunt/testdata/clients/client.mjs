@@ -62,5 +62,7 @@ say('compressed_gzip', { rows: String(n), sum: String(sum), inserted: String(r[0
 
 say('error_unknown_table', await codeOf(() => all(c, 'SELECT * FROM no_such_table')))
 say('error_bad_param', await codeOf(() => all(c, 'SELECT {n:UInt32}', { n: 'abc' })))
+// serve-clickhouse has no sessions: a statement that needs one is NOT_IMPLEMENTED.
+say('error_not_implemented', await codeOf(() => c.command({ query: 'CREATE TEMPORARY TABLE tmp (x UInt8)' })))
 await c.close()
 await cc.close()

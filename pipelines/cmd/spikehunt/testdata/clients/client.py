@@ -64,3 +64,5 @@ for method in ["lz4", "zstd"]:
 
 say("error_unknown_table", **code_of(lambda: c.query("SELECT * FROM no_such_table")))
 say("error_bad_param", **code_of(lambda: c.query("SELECT {n:UInt32}", parameters={"n": "abc"})))
+# serve-clickhouse has no sessions: a statement that needs one is NOT_IMPLEMENTED.
+say("error_not_implemented", **code_of(lambda: c.command("CREATE TEMPORARY TABLE tmp (x UInt8)")))
