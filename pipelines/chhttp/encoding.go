@@ -22,10 +22,10 @@ import (
 // snappy) are NOT_IMPLEMENTED, never read as the body. maxWindow bounds
 // the memory a zstd frame may ask for.
 func requestDecoder(body io.Reader, encoding string, maxWindow int64) (io.ReadCloser, error) {
-	switch strings.ToLower(strings.TrimSpace(encoding)) {
-	case "", "identity", "none":
+	switch canonicalEncoding(encoding) {
+	case "":
 		return io.NopCloser(body), nil
-	case "gzip", "x-gzip":
+	case "gzip":
 		zr, err := gzip.NewReader(body)
 		if err != nil {
 			return nil, exception(27, "request body is not valid gzip: "+err.Error(), "CANNOT_PARSE_INPUT")
@@ -50,6 +50,18 @@ func requestDecoder(body io.Reader, encoding string, maxWindow int64) (io.ReadCl
 		return io.NopCloser(lz4.NewReader(body)), nil
 	}
 	return nil, exception(48, fmt.Sprintf("Content-Encoding %q is not implemented by serve-clickhouse: send gzip, deflate, zstd, lz4 or no encoding", encoding), "NOT_IMPLEMENTED")
+}
+
+// canonicalEncoding is a Content-Encoding's name as this file knows it:
+// lower case, x-gzip as gzip, "" for none.
+func canonicalEncoding(e string) string {
+	switch e = strings.ToLower(strings.TrimSpace(e)); e {
+	case "identity", "none":
+		return ""
+	case "x-gzip":
+		return "gzip"
+	}
+	return e
 }
 
 type zstdCloser struct{ *zstd.Decoder }

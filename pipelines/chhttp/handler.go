@@ -134,7 +134,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer decoded.Close()
 	body := io.Reader(bodyReader{decoded, r.Header.Get("Content-Encoding")})
-	if e := strings.ToLower(r.Header.Get("Content-Encoding")); e != "" && e != "identity" {
+	if e := canonicalEncoding(r.Header.Get("Content-Encoding")); e != "" {
 		h.compressed.WithLabelValues("request", e).Inc()
 	}
 	if p.Get("decompress") == "1" {

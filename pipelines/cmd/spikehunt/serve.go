@@ -19,6 +19,11 @@ import (
 func runServeClickHouse(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlags("serve-clickhouse", `Serves the ClickHouse HTTP interface over an embedded store, for Grafana
 and any ClickHouse client. /metrics and /healthz are served beside it.
+The official clients work at their defaults (clickhouse-connect,
+@clickhouse/client, client-v2, clickhouse-go): query parameters, HTTP
+compression and ClickHouse's compressed blocks; sessions and external
+tables are answered NOT_IMPLEMENTED (README: "ClickHouse clients on
+serve-clickhouse").
 
 Statements cannot reach outside the data directory (file(), url(), remote(),
 s3() and their table engines, INTO OUTFILE, FROM INFILE, file-naming
