@@ -105,7 +105,7 @@ func TestOfficialClickHouseClientsWorkAtTheirDefaults(t *testing.T) {
 		{
 			name:       "clickhouse-connect",
 			command:    []string{filepath.Join(dir, "py", "bin", "python"), filepath.Join(scripts, "client.py")},
-			want:       clientSteps("37", "lz4", "zstd"),
+			want:       withStep(clientSteps("37", "lz4", "zstd"), "params_form", step{"count": "50", "sum": "37400"}),
 			compressed: []string{"request/lz4", "request/zstd", "response/gzip", "response/lz4", "response/zstd"},
 		},
 		{
@@ -166,6 +166,11 @@ func TestOfficialClickHouseClientsWorkAtTheirDefaults(t *testing.T) {
 			}
 		})
 	}
+}
+
+func withStep(steps map[string]step, name string, s step) map[string]step {
+	steps[name] = s
+	return steps
 }
 
 var compressedSeries = regexp.MustCompile(`(?m)^spikehunt_chhttp_compressed_bodies_total\{direction="([a-z]+)",format="([a-z0-9_]+)"\} ([0-9.e+]+)$`)

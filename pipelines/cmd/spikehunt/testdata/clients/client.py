@@ -50,6 +50,13 @@ tricky = "it's a \"quote\"\\ and\ttab; DROP TABLE x"
 r = c.query("SELECT {s:String} AS s, length({s:String}) AS n", parameters={"s": tricky}).result_rows[0]
 say("params_quote", echoed=r[0] == tricky, length=str(r[1]))
 
+# Long queries, or this option, send the query and its parameters as a
+# multipart form.
+r = client(form_encode_query_params=True).query(
+    f"SELECT count(), sum(v) FROM {table} WHERE host = {{h:String}} AND v >= {{min:UInt32}}",
+    parameters={"h": "h3", "min": 500}).result_rows[0]
+say("params_form", count=str(r[0]), sum=str(r[1]))
+
 # The defaults compress both ways; zstd is the other method the client offers.
 for method in ["lz4", "zstd"]:
     cc = client(compress=method)
