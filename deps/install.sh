@@ -3,7 +3,7 @@
 # folder. Idempotent: each component leaves a stamp naming its pinned version,
 # and a second run with every stamp present only checks the stamps.
 #
-#   deps/install.sh [all|chdb|kafka|s3proxy|envtest|kube-node|helm|controller-gen|otelcol|grafana-schema|debian|tracefs ...]
+#   deps/install.sh [all|chdb|kafka|s3proxy|envtest|kube-node|helm|controller-gen|otelcol|grafana-schema|chclients|debian|tracefs ...]
 #   deps/install.sh env      # print the install locations as shell variables
 #
 # Versions live in deps/versions.env and nowhere else.
@@ -27,6 +27,7 @@ otelcol_manifest=$root/pipelines/otel/builder-config.yaml
 otelcol_dir=$cache/otelcol/$OTELCOL_VERSION-$(sha256sum "$otelcol_manifest" | cut -c1-12)
 otelcol_builder=$cache/otelcol/builder-$OTELCOL_VERSION
 grafana_schema_dir=$cache/grafana-schema/$GRAFANA_SCHEMA_VERSION-ts$TYPESCRIPT_VERSION
+chclients_dir=$cache/chclients/py$CLICKHOUSE_CONNECT_VERSION-js$CLICKHOUSE_JS_VERSION-java$CLICKHOUSE_JAVA_VERSION
 
 # Temporary folders, removed when the script ends however it ends.
 scratch=()
@@ -51,6 +52,7 @@ SPIKEHUNT_HELM=$helm_dir/helm
 SPIKEHUNT_CONTROLLER_GEN=$controller_gen_dir/controller-gen
 SPIKEHUNT_OTELCOL=$otelcol_dir/spikehunt-otelcol
 SPIKEHUNT_GRAFANA_SCHEMA=$grafana_schema_dir
+SPIKEHUNT_CHCLIENTS=$chclients_dir
 EOF
 }
 
@@ -381,11 +383,54 @@ install_grafana_schema() {
 	say "@grafana/schema, tsc -> $grafana_schema_dir"
 }
 
+# The official ClickHouse clients that pipelines/chhttp's conformance test
+# runs against serve-clickhouse: clickhouse-connect in a virtualenv (py/),
+# @clickhouse/client in node_modules (js/), client-v2 and its dependencies as
+# jars (java/libs). The test's client scripts live in
+# pipelines/chhttp/testdata/clients.
+install_chclients() {
+	local want="clickhouse-connect==$CLICKHOUSE_CONNECT_VERSION $CLICKHOUSE_CONNECT_DEPS @clickhouse/client@$CLICKHOUSE_JS_VERSION com.clickhouse:client-v2:$CLICKHOUSE_JAVA_VERSION"
+	stamped "$chclients_dir" "$want" && return
+	need python3 "Python 3.9+ with venv (Debian: apt-get install python3-venv)"
+	need npm "Node.js 18+ with npm (Debian: apt-get install npm)"
+	need java "a Java 17+ JDK (Debian: apt-get install openjdk-17-jdk-headless)"
+	need mvn "Maven (Debian: apt-get install maven)"
+	say "fetching clickhouse-connect $CLICKHOUSE_CONNECT_VERSION (PyPI), @clickhouse/client $CLICKHOUSE_JS_VERSION (npm), client-v2 $CLICKHOUSE_JAVA_VERSION (Maven Central)"
+	# Built in place (a venv's scripts name their folder), under a name
+	# that only the stamp makes valid.
+	rm -rf "$chclients_dir"
+	mkdir -p "$chclients_dir/js" "$chclients_dir/java"
+	python3 -m venv "$chclients_dir/py" >"$chclients_dir/pip.log" 2>&1 ||
+		die "python3 -m venv $chclients_dir/py failed: $(tail -n 2 "$chclients_dir/pip.log" | tr '\n' ' ')"
+	# --no-deps with every dependency pinned: the venv holds exactly these.
+	# shellcheck disable=SC2086
+	"$chclients_dir/py/bin/pip" install -q --no-deps --only-binary=:all: "clickhouse-connect==$CLICKHOUSE_CONNECT_VERSION" $CLICKHOUSE_CONNECT_DEPS >>"$chclients_dir/pip.log" 2>&1 ||
+		die "pip install clickhouse-connect==$CLICKHOUSE_CONNECT_VERSION failed: $(tail -n 3 "$chclients_dir/pip.log" | tr '\n' ' ')"
+	printf '{"name":"spikehunt-chclients","private":true,"dependencies":{"@clickhouse/client":"%s"}}\n' "$CLICKHOUSE_JS_VERSION" >"$chclients_dir/js/package.json"
+	(cd "$chclients_dir/js" && npm install --silent --no-audit --no-fund --ignore-scripts >"$chclients_dir/npm.log" 2>&1) ||
+		die "npm install @clickhouse/client@$CLICKHOUSE_JS_VERSION failed: $(tail -n 3 "$chclients_dir/npm.log" | tr '\n' ' ')"
+	cat >"$chclients_dir/java/pom.xml" <<EOF
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>dev.spikehunt.deps</groupId>
+  <artifactId>chclients</artifactId>
+  <version>1</version>
+  <dependencies>
+    <dependency><groupId>com.clickhouse</groupId><artifactId>client-v2</artifactId><version>$CLICKHOUSE_JAVA_VERSION</version></dependency>
+  </dependencies>
+</project>
+EOF
+	(cd "$chclients_dir/java" && mvn -q -B -C dependency:copy-dependencies -DoutputDirectory="$chclients_dir/java/libs" >"$chclients_dir/mvn.log" 2>&1) ||
+		die "mvn could not fetch com.clickhouse:client-v2:$CLICKHOUSE_JAVA_VERSION: $(grep -m1 ERROR "$chclients_dir/mvn.log" || tail -n 1 "$chclients_dir/mvn.log")"
+	stamp "$chclients_dir" "$want"
+	say "clickhouse-connect, @clickhouse/client, client-v2 -> $chclients_dir"
+}
+
 mkdir -p "$cache"
 [ $# -eq 0 ] && set -- all
 for what in "$@"; do
 	case $what in
-	all) install_chdb; install_kafka; install_s3proxy; install_envtest; install_kube_node; install_helm; install_controller_gen; install_otelcol; install_grafana_schema; install_debian; mount_tracefs ;;
+	all) install_chdb; install_kafka; install_s3proxy; install_envtest; install_kube_node; install_helm; install_controller_gen; install_otelcol; install_grafana_schema; install_chclients; install_debian; mount_tracefs ;;
 	chdb) install_chdb ;;
 	kafka) install_kafka ;;
 	s3proxy) install_s3proxy ;;
@@ -395,9 +440,10 @@ for what in "$@"; do
 	controller-gen) install_controller_gen ;;
 	otelcol) install_otelcol ;;
 	grafana-schema) install_grafana_schema ;;
+	chclients) install_chclients ;;
 	debian) install_debian ;;
 	tracefs) mount_tracefs ;;
 	env) print_env ;;
-	*) die "unknown component '$what' (want: all chdb kafka s3proxy envtest kube-node helm controller-gen otelcol grafana-schema debian tracefs env)" ;;
+	*) die "unknown component '$what' (want: all chdb kafka s3proxy envtest kube-node helm controller-gen otelcol grafana-schema chclients debian tracefs env)" ;;
 	esac
 done

@@ -26,6 +26,13 @@ type Config struct {
 	ExternalSources bool
 	// MaxQueryBytes bounds the query text read from the body. Default 1 MiB.
 	MaxQueryBytes int64
+	// MaxCompressedBlockBytes bounds one of ClickHouse's compressed blocks
+	// in a decompress=1 body, compressed and decompressed, and the window
+	// of a zstd request body: what a block declares is checked against it
+	// before anything is allocated for it, so a small body cannot make the
+	// server allocate more. Clients write blocks of 1 MiB (the engine's
+	// max_compress_block_size). Default 16 MiB; 64 KiB to 1 GiB.
+	MaxCompressedBlockBytes int64
 	// MaxExecutionTime bounds every statement (the engine's
 	// max_execution_time): a client's larger value, or none, becomes this.
 	// It is also what a server should allow for writing a response.
@@ -36,7 +43,7 @@ type Config struct {
 
 // DefaultConfig is the configuration New completes a zero Config from.
 func DefaultConfig() Config {
-	return Config{MaxQueryBytes: 1 << 20, MaxExecutionTime: 5 * time.Minute}
+	return Config{MaxQueryBytes: 1 << 20, MaxCompressedBlockBytes: 16 << 20, MaxExecutionTime: 5 * time.Minute}
 }
 
 // Validate checks cfg without changing it.
@@ -46,6 +53,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxQueryBytes < 0 {
 		return errors.New("chhttp: MaxQueryBytes must not be negative")
+	}
+	if c.MaxCompressedBlockBytes != 0 && (c.MaxCompressedBlockBytes < 64<<10 || c.MaxCompressedBlockBytes > 1<<30) {
+		return fmt.Errorf("chhttp: MaxCompressedBlockBytes = %d, want 64 KiB to 1 GiB (clients write 1 MiB blocks; the engine refuses blocks over 1 GiB)", c.MaxCompressedBlockBytes)
 	}
 	if c.MaxExecutionTime != 0 && c.MaxExecutionTime < time.Second {
 		return fmt.Errorf("chhttp: MaxExecutionTime = %v, want at least 1s (the engine counts whole seconds)", c.MaxExecutionTime)
@@ -60,6 +70,9 @@ func (c Config) withDefaults() Config {
 	d := DefaultConfig()
 	if c.MaxQueryBytes == 0 {
 		c.MaxQueryBytes = d.MaxQueryBytes
+	}
+	if c.MaxCompressedBlockBytes == 0 {
+		c.MaxCompressedBlockBytes = d.MaxCompressedBlockBytes
 	}
 	if c.MaxExecutionTime == 0 {
 		c.MaxExecutionTime = d.MaxExecutionTime

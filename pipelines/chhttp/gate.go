@@ -81,7 +81,12 @@ func (h *Handler) admit(ctx context.Context, query string, readOnly bool) *refus
 		// The engine's connections are pooled and shared by every client:
 		// a SET, USE or temporary table would outlive the request and reach
 		// the next statement on that connection, someone else's.
-		verb, _, _ := strings.Cut(canon, " ")
+		verb := ""
+		for _, p := range sessionStatements {
+			if strings.HasPrefix(canon, p) {
+				verb = strings.TrimSpace(p)
+			}
+		}
 		return &refusal{"session_statement", http.StatusBadRequest, exception(48, "serve-clickhouse has no sessions, so "+verb+" would have no effect: pass settings as URL parameters (?max_threads=2), the database as ?database=, and use a subquery or WITH for a temporary table", "NOT_IMPLEMENTED")}
 	case strings.HasPrefix(canon, "INSERT "):
 		if readOnly {

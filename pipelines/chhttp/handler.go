@@ -3,18 +3,25 @@
 // open a store that lives inside a spikehunt process.
 //
 // What it implements of the interface: the query in the `query` parameter or
-// the body (or both, concatenated), `default_format` and a FORMAT clause,
-// `database`, `query_id`, settings as URL parameters, INSERT with its data in
-// the body in any input format (Native included), gzip response and request
-// bodies, errors the way ClickHouse reports them (HTTP 500 with
-// X-ClickHouse-Exception-Code and the message in the body), `/ping`, and
-// basic, header and URL-parameter authentication of a read-write and a
-// read-only user. Every statement is bounded by max_execution_time and
-// passes the gate (gate.go) first.
+// the body (or both, concatenated), or in a multipart/form-data body's
+// `query` field, `default_format` and a FORMAT clause, `database`,
+// `query_id`, settings as URL parameters, query parameters ({name:Type}
+// placeholders bound from `param_name` URL parameters or form fields, by
+// the engine: params.go), INSERT with its data in the body in any input
+// format (Native included), HTTP compression of request and response
+// bodies (gzip, deflate, zstd, lz4: encoding.go), ClickHouse's compressed
+// blocks (`decompress=1` request bodies, `compress=1` responses:
+// blocks.go), errors the way ClickHouse reports them (X-ClickHouse-Exception-Code
+// and the message in the body), `/ping`, and basic, header and
+// URL-parameter authentication of a read-write and a read-only user. Every
+// statement is bounded by max_execution_time and passes the gate (gate.go)
+// first.
 //
-// What it does not: ClickHouse block compression (`compress=1`,
-// `decompress=1`), sessions (`session_id` is accepted and ignored: every
-// statement starts from the store's defaults), external tables.
+// What it does not: sessions (`session_id` is accepted and ignored: every
+// statement starts from the store's defaults, and SET, USE and temporary
+// tables are refused), external tables (form file parts), brotli, xz,
+// bzip2 and snappy bodies. Each of those is answered NOT_IMPLEMENTED
+// (code 48), never read as something else.
 //
 // Native output and client_protocol_version: the engine writes Native at
 // protocol revision 0. A client that sends client_protocol_version (as
@@ -24,7 +31,6 @@ package chhttp
 
 import (
 	"bufio"
-	"compress/gzip"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -37,6 +43,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/ch-go/compress"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spikehunt/spikehunt/pipelines/store"
@@ -50,9 +57,10 @@ type Engine interface {
 
 // Handler is an http.Handler speaking the ClickHouse HTTP interface.
 type Handler struct {
-	eng     Engine
-	cfg     Config
-	refused *prometheus.CounterVec
+	eng        Engine
+	cfg        Config
+	refused    *prometheus.CounterVec
+	compressed *prometheus.CounterVec
 }
 
 // New returns a handler over eng; zero fields of cfg take DefaultConfig's
@@ -61,12 +69,18 @@ func New(eng Engine, cfg Config) *Handler {
 	return &Handler{eng: eng, cfg: cfg.withDefaults(), refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "spikehunt_chhttp_refused_total",
 		Help: "Statements the gate refused, by reason: into_outfile, from_infile, file_function, session_statement, read_only_write, read_only_statement, insert_with_semicolon, unparsable (several statements or a syntax error).",
-	}, []string{"reason"})}
+	}, []string{"reason"}), compressed: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "spikehunt_chhttp_compressed_bodies_total",
+		Help: "Compressed request and response bodies, by direction (request, response) and format: an HTTP Content-Encoding (gzip, deflate, zstd, lz4) or ClickHouse's compressed blocks (clickhouse_blocks: decompress=1 requests, compress=1 responses).",
+	}, []string{"direction", "format"})}
 }
 
 // Register adds the handler's metrics to reg.
 func (h *Handler) Register(reg prometheus.Registerer) error {
-	return reg.Register(h.refused)
+	if err := reg.Register(h.refused); err != nil {
+		return err
+	}
+	return reg.Register(h.compressed)
 }
 
 // refuse answers a statement the gate turned away and counts it.
@@ -108,28 +122,52 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := r.URL.Query()
-	if p.Get("compress") == "1" || p.Get("decompress") == "1" {
-		writeError(w, http.StatusBadRequest, &store.Exception{Code: 48, Message: "Code: 48. DB::Exception: serve-clickhouse does not implement ClickHouse block compression (compress=1/decompress=1); use HTTP gzip or no compression. (NOT_IMPLEMENTED)"})
+	rf, err := h.responseFormat(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	body := io.Reader(r.Body)
-	if strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip") {
-		zr, err := gzip.NewReader(r.Body)
+	decoded, err := requestDecoder(r.Body, r.Header.Get("Content-Encoding"), h.cfg.MaxCompressedBlockBytes)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	defer decoded.Close()
+	body := io.Reader(bodyReader{decoded, r.Header.Get("Content-Encoding")})
+	if e := canonicalEncoding(r.Header.Get("Content-Encoding")); e != "" {
+		h.compressed.WithLabelValues("request", e).Inc()
+	}
+	if p.Get("decompress") == "1" {
+		body = newBlockReader(body, h.cfg.MaxCompressedBlockBytes)
+		h.compressed.WithLabelValues("request", "clickhouse_blocks").Inc()
+	}
+	params, err := urlParams(p)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	// The database and the default format may come as headers too
+	// (client-v2 sends them so); a URL parameter wins.
+	database := p.Get("database")
+	if database == "" {
+		database = r.Header.Get("X-ClickHouse-Database")
+	}
+	st := store.RawStatement{Query: p.Get("query"), Database: database, Params: params}
+	if boundary, ok := isMultipart(r.Header.Get("Content-Type")); ok {
+		f, err := readForm(body, boundary, h.cfg.MaxQueryBytes)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, exception(27, "request body is not valid gzip: "+err.Error(), "CANNOT_PARSE_INPUT"))
+			writeError(w, statusOf(err), err)
 			return
 		}
-		defer zr.Close()
-		body = zr
+		if f.query != "" {
+			st.Query = joinQuery(st.Query, f.query)
+		}
+		st.Params = mergeParams(st.Params, f.params)
+		body = http.NoBody
 	}
-	st := store.RawStatement{Query: p.Get("query"), Database: p.Get("database")}
 	maxExec := h.cfg.MaxExecutionTime
 	for k, vs := range p {
-		if strings.HasPrefix(k, "param_") {
-			writeError(w, http.StatusBadRequest, exception(48, "query parameters ("+k+") are not supported by serve-clickhouse; inline the values", "NOT_IMPLEMENTED"))
-			return
-		}
-		if notSettings[k] || len(vs) == 0 {
+		if strings.HasPrefix(k, "param_") || notSettings[k] || len(vs) == 0 {
 			continue
 		}
 		if readOnly && k == "readonly" {
@@ -159,6 +197,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("X-ClickHouse-Server-Display-Name", "spikehunt-embedded")
 
+	// An INSERT at the head of the body takes the rest as its data, as
+	// clickhouse-connect sends it (statement, newline, Native blocks).
+	if st.Query == "" {
+		br := bufio.NewReaderSize(body, insertHeadBytes)
+		head, skip, err := bodyInsertHead(br)
+		if err != nil {
+			writeError(w, statusOf(err), err)
+			return
+		}
+		if head != "" {
+			br.Discard(skip)
+			st.Query = head
+		}
+		body = br
+	}
 	// An INSERT named in the URL takes the body as its data.
 	if st.Query != "" {
 		if ins, format, ok := splitInsert(st.Query); ok {
@@ -168,7 +221,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			st.Query = ins
 			if err := h.eng.InsertRaw(r.Context(), st, format, body); err != nil {
-				writeError(w, http.StatusInternalServerError, err)
+				writeError(w, statusOf(err), err)
 				return
 			}
 			w.Header().Set("X-ClickHouse-Summary", "{}")
@@ -177,19 +230,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rest, err := io.ReadAll(io.LimitReader(body, h.cfg.MaxQueryBytes+1))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, exception(27, "read request body: "+err.Error(), "CANNOT_READ_FROM_ISTREAM"))
+		writeError(w, http.StatusBadRequest, err)
 		return
 	}
 	if int64(len(rest)) > h.cfg.MaxQueryBytes {
 		writeError(w, http.StatusRequestEntityTooLarge, exception(62, fmt.Sprintf("query is longer than %d bytes: send data with the INSERT in the query parameter and the data in the body", h.cfg.MaxQueryBytes), "SYNTAX_ERROR"))
 		return
 	}
-	switch {
-	case st.Query == "":
-		st.Query = string(rest)
-	case len(rest) > 0:
-		st.Query += "\n" + string(rest)
-	}
+	st.Query = joinQuery(st.Query, string(rest))
 	if strings.TrimSpace(st.Query) == "" {
 		writeError(w, http.StatusBadRequest, exception(62, "empty query", "SYNTAX_ERROR"))
 		return
@@ -200,18 +248,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	format := p.Get("default_format")
 	if format == "" {
+		format = r.Header.Get("X-ClickHouse-Format")
+	}
+	if format == "" {
 		format = "TabSeparated"
 	}
 	if f := trailingFormat(st.Query); f != "" {
 		format = f
 	}
 	revision, _ := strconv.Atoi(p.Get("client_protocol_version"))
-	h.respond(w, r, st, format, revision)
+	h.respond(w, r, st, format, revision, rf)
 }
 
 // respond runs st and streams its output. The status line waits for the
 // first bytes, so that an error the engine reports up front gets a 500.
-func (h *Handler) respond(w http.ResponseWriter, r *http.Request, st store.RawStatement, format string, revision int) {
+func (h *Handler) respond(w http.ResponseWriter, r *http.Request, st store.RawStatement, format string, revision int, rf responseFormat) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
@@ -232,12 +283,13 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, st store.RawSt
 	}
 	w.Header().Set("Content-Type", contentType(format))
 	w.Header().Set("X-ClickHouse-Format", format)
-	out := io.Writer(w)
-	if p := r.URL.Query().Get("enable_http_compression"); p == "1" && strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
-		w.Header().Set("Content-Encoding", "gzip")
-		zw := gzip.NewWriter(w)
-		defer zw.Close()
-		out = zw
+	out, closeOut := rf.wrap(w)
+	defer closeOut()
+	if rf.encoding != "" {
+		h.compressed.WithLabelValues("response", rf.encoding).Inc()
+	}
+	if rf.blocks {
+		h.compressed.WithLabelValues("response", "clickhouse_blocks").Inc()
 	}
 	if _, err := io.Copy(out, br); err != nil {
 		// Headers are gone: report in-band, as ClickHouse does, and log.
@@ -276,6 +328,44 @@ var (
 	insertFormat = regexp.MustCompile(`(?is)^\s*(INSERT\s+INTO\s+.*?)\s+FORMAT\s+([A-Za-z0-9_]+)\s*;?\s*$`)
 	formatClause = regexp.MustCompile(`(?i)\bFORMAT\s+([A-Za-z0-9_]+)(\s+SETTINGS\s+.*)?\s*;?\s*$`)
 )
+
+// insertHeadBytes bounds the INSERT … FORMAT statement at the head of a
+// body that carries its data after it.
+const insertHeadBytes = 64 << 10
+
+var (
+	identifier = "(?:[A-Za-z_][A-Za-z0-9_]*|`(?:[^`\\\\]|\\\\.)*`|\"(?:[^\"\\\\]|\\\\.)*\")"
+	// bodyInsert is the INSERT statement a body may begin with, followed
+	// by its data: INSERT INTO [TABLE] [db.]table [(columns)] FORMAT name.
+	// Only this shape is split off; anything else in the body is query
+	// text, as before.
+	bodyInsert = regexp.MustCompile(`(?is)^\s*INSERT\s+INTO\s+(?:TABLE\s+)?` + identifier + `(?:\s*\.\s*` + identifier + `)?\s*` +
+		`(?:\(\s*` + identifier + `(?:\s*,\s*` + identifier + `)*\s*\))?\s*FORMAT\s+[A-Za-z0-9_]+`)
+)
+
+// bodyInsertHead finds an INSERT … FORMAT statement at the head of br
+// without consuming it: the statement, and how many bytes to discard to
+// reach its data. The data starts after the whitespace that follows the
+// format's name, up to and including the first newline (the engine's own
+// rule for data after a statement). "" when the body does not begin so.
+func bodyInsertHead(br *bufio.Reader) (string, int, error) {
+	buf, err := br.Peek(insertHeadBytes)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
+		return "", 0, err
+	}
+	loc := bodyInsert.FindIndex(buf)
+	if loc == nil {
+		return "", 0, nil
+	}
+	i := loc[1]
+	for i < len(buf) && strings.IndexByte(" \t\r\n\f\v", buf[i]) >= 0 {
+		i++
+		if buf[i-1] == '\n' {
+			break
+		}
+	}
+	return string(buf[:loc[1]]), i, nil
+}
 
 // splitInsert splits "INSERT INTO t (a, b) FORMAT Native" into the statement
 // and its input format.
@@ -333,4 +423,99 @@ func writeError(w http.ResponseWriter, status int, err error) {
 	w.Header().Set("Content-Type", "text/plain; charset=UTF-8")
 	w.WriteHeader(status)
 	io.WriteString(w, errorText(err)+"\n")
+}
+
+// joinQuery appends more query text, on a line of its own, as the engine's
+// HTTP server joins the query parameter and the body.
+func joinQuery(q, more string) string {
+	switch {
+	case q == "":
+		return more
+	case more == "":
+		return q
+	}
+	return q + "\n" + more
+}
+
+// clientError is a request the client got wrong (its body, its form):
+// answered 400, never counted as the engine's failure.
+type clientError struct{ ex *store.Exception }
+
+func (e *clientError) Error() string { return e.ex.Message }
+func (e *clientError) Unwrap() error { return e.ex }
+
+// statusOf is the HTTP status for err: 400 for the client's own bytes or
+// a NOT_IMPLEMENTED, 500 for what the engine said.
+func statusOf(err error) int {
+	var ce *clientError
+	var be *blockError
+	var ex *store.Exception
+	switch {
+	case errors.As(err, &ce), errors.As(err, &be):
+		return http.StatusBadRequest
+	case errors.As(err, &ex) && ex.Code == 48:
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
+}
+
+// bodyReader turns a failure to read or decode the request body into the
+// client's error, so that it is not reported as the engine's.
+type bodyReader struct {
+	r        io.Reader
+	encoding string
+}
+
+func (b bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err == nil || errors.Is(err, io.EOF) {
+		return n, err
+	}
+	var ex *store.Exception
+	if errors.As(err, &ex) {
+		return n, &clientError{ex}
+	}
+	if b.encoding != "" {
+		return n, &clientError{exception(codeCannotDecompress, fmt.Sprintf("cannot decode the request body's Content-Encoding %s: %v", b.encoding, err), "CANNOT_DECOMPRESS")}
+	}
+	return n, &clientError{exception(27, "read request body: "+err.Error(), "CANNOT_READ_FROM_ISTREAM")}
+}
+
+// responseFormat is how a response body is written: ClickHouse's
+// compressed blocks (compress=1) inside an HTTP Content-Encoding.
+type responseFormat struct {
+	blocks   bool
+	method   compress.Method
+	encoding string
+}
+
+func (h *Handler) responseFormat(r *http.Request) (responseFormat, error) {
+	p := r.URL.Query()
+	rf := responseFormat{blocks: p.Get("compress") == "1", encoding: responseEncoding(r)}
+	if rf.blocks {
+		m, err := responseBlockMethod(p.Get("network_compression_method"))
+		if err != nil {
+			return rf, err
+		}
+		rf.method = m
+	}
+	return rf, nil
+}
+
+// wrap sets the response's Content-Encoding and returns the writer for
+// its body and the function that ends it (before the handler returns).
+func (rf responseFormat) wrap(w http.ResponseWriter) (io.Writer, func()) {
+	var enc io.WriteCloser = nopWriteCloser{w}
+	if rf.encoding != "" {
+		w.Header().Set("Content-Encoding", rf.encoding)
+		enc = encodeResponse(w, rf.encoding)
+	}
+	if !rf.blocks {
+		return enc, func() { enc.Close() }
+	}
+	bw := newBlockWriter(enc, rf.method)
+	return bw, func() {
+		bw.Close()
+		enc.Close()
+	}
 }

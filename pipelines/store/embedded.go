@@ -324,8 +324,12 @@ func (e *Embedded) querySync(c *chdbConn, query string, w io.Writer) error {
 }
 
 func (e *Embedded) querySyncFormat(c *chdbConn, query, format string, w io.Writer) error {
+	return e.querySyncParams(c, query, format, nil, w)
+}
+
+func (e *Embedded) querySyncParams(c *chdbConn, query, format string, params []QueryParam, w io.Writer) error {
 	q := []byte(query)
-	res := e.lib.queryN(c.h, bytesPtr(q), uintptr(len(q)), format, uintptr(len(format)))
+	res := e.lib.query(c.h, q, format, params)
 	runtime.KeepAlive(q)
 	defer func() {
 		if res != 0 {
@@ -388,6 +392,9 @@ type RawStatement struct {
 	Query    string
 	Database string // "" = the store's database
 	Settings []setting
+	// Params bind the query's {name:Type} placeholders (the HTTP
+	// interface's param_name parameters).
+	Params []QueryParam
 }
 
 // Setting adds a per-statement setting.
@@ -404,7 +411,7 @@ func (e *Embedded) InsertRaw(ctx context.Context, st RawStatement, format string
 	}
 	return e.background(ctx, c, func() error {
 		q := []byte(st.Query)
-		s := e.lib.insertN(c.h, bytesPtr(q), uintptr(len(q)), format, uintptr(len(format)))
+		s := e.lib.insert(c.h, q, format, st.Params)
 		runtime.KeepAlive(q)
 		if s == 0 {
 			return errors.New("chdb_stream_insert returned no stream")

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"runtime"
@@ -23,7 +24,7 @@ func (e *Embedded) stream(ctx context.Context, st RawStatement, format string) (
 	}
 	r := &chunkReader{ctx: ctx, chunks: make(chan []byte, 4), stop: make(chan struct{}), started: make(chan error, 1)}
 	e.wg.Add(1)
-	go e.produce(c, query, format, r)
+	go e.produce(c, query, format, st.Params, r)
 	select {
 	case err := <-r.started:
 		if err != nil {
@@ -36,25 +37,33 @@ func (e *Embedded) stream(ctx context.Context, st RawStatement, format string) (
 	return r, nil
 }
 
-func (e *Embedded) produce(c *chdbConn, query, format string, r *chunkReader) {
+func (e *Embedded) produce(c *chdbConn, query, format string, params []QueryParam, r *chunkReader) {
 	defer e.wg.Done()
 	defer close(r.chunks)
-	q := []byte(query)
-	h := e.lib.streamQueryN(c.h, bytesPtr(q), uintptr(len(q)), format, uintptr(len(format)))
-	runtime.KeepAlive(q)
-	if err := e.lib.resultErr(h); err != nil {
+	framing := chunkFramingOf(format)
+	var h uintptr
+	var err error
+	if !framing.whole {
+		q := []byte(query)
+		h = e.lib.streamQuery(c.h, q, format, params)
+		runtime.KeepAlive(q)
+		err = e.lib.resultErr(h)
+	}
+	if framing.whole || err != nil {
 		if h != 0 {
 			e.lib.destroyResult(h)
 		}
-		if !notStreamable(err) {
+		if !framing.whole && !notStreamable(err) {
 			e.release(c)
 			r.started <- err
 			return
 		}
 		// DDL, SET, INSERT … VALUES and the like run only as a whole
-		// statement: run it so and hand its output over as one chunk.
+		// statement, and a format with a prefix and a suffix (JSON,
+		// Parquet, ...) is whole only if written in one piece: run it so
+		// and hand its output over as one chunk.
 		var out bytes.Buffer
-		err = e.querySyncFormat(c, query, format, &out)
+		err = e.querySyncParams(c, query, format, params, &out)
 		e.release(c)
 		r.started <- err
 		if err == nil && out.Len() > 0 {
@@ -67,6 +76,7 @@ func (e *Embedded) produce(c *chdbConn, query, format string, r *chunkReader) {
 	}
 	r.started <- nil
 	cancelled := false
+	var header []byte // the first chunk's header, cut from the later ones
 	for !cancelled {
 		res := e.lib.streamFetch(c.h, h)
 		if err := e.lib.resultErr(res); err != nil {
@@ -81,7 +91,7 @@ func (e *Embedded) produce(c *chdbConn, query, format string, r *chunkReader) {
 			e.lib.destroyResult(res)
 			break
 		}
-		chunk := append([]byte(nil), b...)
+		chunk := framing.join(append([]byte(nil), b...), &header)
 		e.lib.destroyResult(res)
 		select {
 		case r.chunks <- chunk:
@@ -154,4 +164,87 @@ func (r *chunkReader) Close() error {
 	r.closed = true
 	close(r.stop)
 	return nil
+}
+
+// chunkFraming is how the engine's streamed chunks of one output format
+// join into one output: each chunk is that format written afresh, so a
+// format that begins with a header repeats it in every chunk, and one with
+// a prefix and a suffix (JSON's meta and statistics, Parquet's footer)
+// cannot be joined at all.
+type chunkFraming struct {
+	whole bool // not streamed: written in one piece
+	// header is the length of the header a chunk begins with (nil: none).
+	header func(chunk []byte) int
+}
+
+// chunkFramingOf classifies an output format by name.
+func chunkFramingOf(format string) chunkFraming {
+	f := strings.ToLower(format)
+	switch f {
+	case "native", "rowbinary", "tabseparated", "tsv", "tabseparatedraw", "tsvraw", "raw", "csv",
+		"jsoneachrow", "jsonlines", "ndjson", "jsoncompacteachrow", "jsonstringseachrow", "jsoncompactstringseachrow",
+		"jsoneachrowwithprogress", "jsonstringseachrowwithprogress", "values", "rawblob", "null":
+		return chunkFraming{}
+	case "rowbinarywithnames":
+		return chunkFraming{header: func(b []byte) int { return rowBinaryHeader(b, 1) }}
+	case "rowbinarywithnamesandtypes":
+		return chunkFraming{header: func(b []byte) int { return rowBinaryHeader(b, 2) }}
+	}
+	// The text formats' header is a line of names, and one of types.
+	for _, family := range []string{"tabseparated", "tsv", "tabseparatedraw", "tsvraw", "csv", "jsoncompacteachrow", "jsoncompactstringseachrow"} {
+		switch strings.TrimPrefix(f, family) {
+		case "withnames":
+			return chunkFraming{header: func(b []byte) int { return lines(b, 1) }}
+		case "withnamesandtypes":
+			return chunkFraming{header: func(b []byte) int { return lines(b, 2) }}
+		}
+	}
+	return chunkFraming{whole: true}
+}
+
+// join returns chunk as it continues the output: the first chunk's header
+// is remembered in *header and cut from every later chunk that repeats it.
+func (f chunkFraming) join(chunk []byte, header *[]byte) []byte {
+	if f.header == nil {
+		return chunk
+	}
+	if *header == nil {
+		*header = chunk[:f.header(chunk)]
+		return chunk
+	}
+	if bytes.HasPrefix(chunk, *header) {
+		return chunk[len(*header):]
+	}
+	return chunk
+}
+
+// rowBinaryHeader is the length of RowBinaryWithNames(AndTypes)'s header:
+// a column count, then per column its name (and its type) as
+// length-prefixed strings.
+func rowBinaryHeader(b []byte, stringsPerColumn int) int {
+	n, off := binary.Uvarint(b)
+	if off <= 0 {
+		return 0
+	}
+	for i := uint64(0); i < n*uint64(stringsPerColumn); i++ {
+		l, k := binary.Uvarint(b[off:])
+		if k <= 0 || uint64(len(b)-off-k) < l {
+			return 0
+		}
+		off += k + int(l)
+	}
+	return off
+}
+
+// lines is the length of b's first n lines.
+func lines(b []byte, n int) int {
+	off := 0
+	for range n {
+		i := bytes.IndexByte(b[off:], '\n')
+		if i < 0 {
+			return 0
+		}
+		off += i + 1
+	}
+	return off
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -44,6 +45,12 @@ type libchdb struct {
 	insertCancel  func(stream uintptr)
 	insertError   func(stream uintptr) unsafe.Pointer
 	insertDestroy func(stream uintptr)
+
+	// The _with_params_n variants bind {name:Type} placeholders, which
+	// the engine parses as it would a ClickHouse server's param_name.
+	queryParamsN       func(conn uintptr, q unsafe.Pointer, qlen uintptr, f string, flen uintptr, names, nameLens, values, valueLens unsafe.Pointer, n uintptr) uintptr
+	streamQueryParamsN func(conn uintptr, q unsafe.Pointer, qlen uintptr, f string, flen uintptr, names, nameLens, values, valueLens unsafe.Pointer, n uintptr) uintptr
+	insertParamsN      func(conn uintptr, q unsafe.Pointer, qlen uintptr, f string, flen uintptr, names, nameLens, values, valueLens unsafe.Pointer, n uintptr) uintptr
 }
 
 var (
@@ -144,6 +151,9 @@ func bindLibchdb(path string) (l *libchdb, err error) {
 	reg(&l.resultError, "chdb_result_error")
 	reg(&l.destroyResult, "chdb_destroy_query_result")
 	reg(&l.insertN, "chdb_stream_insert_n")
+	reg(&l.queryParamsN, "chdb_query_with_params_n")
+	reg(&l.streamQueryParamsN, "chdb_stream_query_with_params_n")
+	reg(&l.insertParamsN, "chdb_stream_insert_with_params_n")
 	reg(&l.insertAppend, "chdb_stream_append")
 	reg(&l.insertDone, "chdb_stream_done")
 	reg(&l.insertCancel, "chdb_stream_cancel_insert")
@@ -192,4 +202,86 @@ func bytesPtr(b []byte) unsafe.Pointer {
 		return nil
 	}
 	return unsafe.Pointer(&b[0])
+}
+
+// QueryParam is a value for a {Name:Type} placeholder of a statement, in
+// the text form a ClickHouse server takes as the URL parameter
+// param_Name: the type's escaped text (TabSeparated) form, parsed by the
+// engine as that type, never spliced into the statement.
+type QueryParam struct {
+	Name, Value string
+}
+
+// paramArrays lays params out as the engine's _with_params_n entry points
+// take them: four C arrays (name pointers, name lengths, value pointers,
+// value lengths) over one pinned buffer. The caller calls unpin after the
+// call; the engine copies what it keeps.
+type paramArrays struct {
+	names, nameLens, values, valueLens unsafe.Pointer
+	n                                  uintptr
+	pin                                runtime.Pinner
+}
+
+func packParams(params []QueryParam) *paramArrays {
+	a := &paramArrays{n: uintptr(len(params))}
+	if len(params) == 0 {
+		return a
+	}
+	size := 1 // never empty, so that every pointer below is into it
+	for _, p := range params {
+		size += len(p.Name) + len(p.Value)
+	}
+	buf := make([]byte, 0, size)
+	names := make([]uintptr, len(params))
+	values := make([]uintptr, len(params))
+	nameLens := make([]uintptr, len(params))
+	valueLens := make([]uintptr, len(params))
+	base := unsafe.Pointer(unsafe.SliceData(buf[:1]))
+	for i, p := range params {
+		names[i], nameLens[i] = uintptr(base)+uintptr(len(buf)), uintptr(len(p.Name))
+		buf = append(buf, p.Name...)
+		values[i], valueLens[i] = uintptr(base)+uintptr(len(buf)), uintptr(len(p.Value))
+		buf = append(buf, p.Value...)
+	}
+	a.pin.Pin(&buf[:1][0])
+	a.pin.Pin(&names[0])
+	a.pin.Pin(&values[0])
+	a.pin.Pin(&nameLens[0])
+	a.pin.Pin(&valueLens[0])
+	a.names, a.values = unsafe.Pointer(&names[0]), unsafe.Pointer(&values[0])
+	a.nameLens, a.valueLens = unsafe.Pointer(&nameLens[0]), unsafe.Pointer(&valueLens[0])
+	return a
+}
+
+// unpin releases the arrays once the engine has returned.
+func (a *paramArrays) unpin() { a.pin.Unpin() }
+
+// query, streamQuery and insert run q through the plain entry point, or
+// through its _with_params_n variant when there are params. q must stay
+// alive across the call (the caller's runtime.KeepAlive).
+func (l *libchdb) query(conn uintptr, q []byte, format string, params []QueryParam) uintptr {
+	if len(params) == 0 {
+		return l.queryN(conn, bytesPtr(q), uintptr(len(q)), format, uintptr(len(format)))
+	}
+	a := packParams(params)
+	defer a.unpin()
+	return l.queryParamsN(conn, bytesPtr(q), uintptr(len(q)), format, uintptr(len(format)), a.names, a.nameLens, a.values, a.valueLens, a.n)
+}
+
+func (l *libchdb) streamQuery(conn uintptr, q []byte, format string, params []QueryParam) uintptr {
+	if len(params) == 0 {
+		return l.streamQueryN(conn, bytesPtr(q), uintptr(len(q)), format, uintptr(len(format)))
+	}
+	a := packParams(params)
+	defer a.unpin()
+	return l.streamQueryParamsN(conn, bytesPtr(q), uintptr(len(q)), format, uintptr(len(format)), a.names, a.nameLens, a.values, a.valueLens, a.n)
+}
+
+func (l *libchdb) insert(conn uintptr, q []byte, format string, params []QueryParam) uintptr {
+	if len(params) == 0 {
+		return l.insertN(conn, bytesPtr(q), uintptr(len(q)), format, uintptr(len(format)))
+	}
+	a := packParams(params)
+	defer a.unpin()
+	return l.insertParamsN(conn, bytesPtr(q), uintptr(len(q)), format, uintptr(len(format)), a.names, a.nameLens, a.values, a.valueLens, a.n)
 }

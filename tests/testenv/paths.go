@@ -23,10 +23,11 @@ type DepPaths struct {
 	Helm              string // SPIKEHUNT_HELM: the helm binary.
 	Otelcol           string // SPIKEHUNT_OTELCOL: the gateway Collector built from pipelines/otel.
 	ControllerGen     string // SPIKEHUNT_CONTROLLER_GEN: controller-gen, for operator/api's generated files.
+	ChClients         string // SPIKEHUNT_CHCLIENTS: the official ClickHouse clients (py/, js/, java/libs) serve-clickhouse is tested with.
 }
 
 // depVars lists the variables of DepPaths in the order install.sh prints them.
-var depVars = []string{"SPIKEHUNT_LIBCHDB", "SPIKEHUNT_KAFKA_LIBS", "SPIKEHUNT_S3PROXY_LIBS", "KUBEBUILDER_ASSETS", "SPIKEHUNT_KUBE_NODE", "SPIKEHUNT_HELM", "SPIKEHUNT_CONTROLLER_GEN", "SPIKEHUNT_OTELCOL"}
+var depVars = []string{"SPIKEHUNT_LIBCHDB", "SPIKEHUNT_KAFKA_LIBS", "SPIKEHUNT_S3PROXY_LIBS", "KUBEBUILDER_ASSETS", "SPIKEHUNT_KUBE_NODE", "SPIKEHUNT_HELM", "SPIKEHUNT_CONTROLLER_GEN", "SPIKEHUNT_OTELCOL", "SPIKEHUNT_CHCLIENTS"}
 
 // Paths returns each install location from the environment variable of the
 // same name when it is set, else from `<repo root>/deps/install.sh env`. The
@@ -67,6 +68,7 @@ func resolvePaths(getenv func(string) string, scriptEnv func() ([]byte, error)) 
 		Helm:              values["SPIKEHUNT_HELM"],
 		Otelcol:           values["SPIKEHUNT_OTELCOL"],
 		ControllerGen:     values["SPIKEHUNT_CONTROLLER_GEN"],
+		ChClients:         values["SPIKEHUNT_CHCLIENTS"],
 	}, nil
 }
 
@@ -173,6 +175,18 @@ func (p DepPaths) OtelcolBinary() (string, error) {
 // how to install it.
 func (p DepPaths) ControllerGenBinary() (string, error) {
 	return requirePath("controller-gen", "SPIKEHUNT_CONTROLLER_GEN", p.ControllerGen, "")
+}
+
+// ChClientsDir returns the folder of the official ClickHouse clients
+// (clickhouse-connect in py/, @clickhouse/client in js/node_modules,
+// client-v2's jars in java/libs), or an error saying how to install them.
+func (p DepPaths) ChClientsDir() (string, error) {
+	for _, inside := range []string{"py/bin/python", "js/node_modules/@clickhouse/client/package.json", "java/libs/client-v2-*.jar", ".installed"} {
+		if _, err := requirePath("the ClickHouse clients", "SPIKEHUNT_CHCLIENTS", p.ChClients, inside); err != nil {
+			return "", fmt.Errorf("%w (deps/install.sh chclients)", err)
+		}
+	}
+	return p.ChClients, nil
 }
 
 // requirePath checks that path exists and, when inside is not empty, that

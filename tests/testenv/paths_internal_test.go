@@ -37,10 +37,11 @@ func TestResolvePaths(t *testing.T) {
 		{
 			name: "the script is not run when every variable is set",
 			env: map[string]string{"SPIKEHUNT_LIBCHDB": "/e/l", "SPIKEHUNT_KAFKA_LIBS": "/e/k", "SPIKEHUNT_S3PROXY_LIBS": "/e/s",
-				"KUBEBUILDER_ASSETS": "/e/a", "SPIKEHUNT_KUBE_NODE": "/e/n", "SPIKEHUNT_HELM": "/e/h", "SPIKEHUNT_OTELCOL": "/e/o", "SPIKEHUNT_CONTROLLER_GEN": "/e/c"},
+				"KUBEBUILDER_ASSETS": "/e/a", "SPIKEHUNT_KUBE_NODE": "/e/n", "SPIKEHUNT_HELM": "/e/h", "SPIKEHUNT_OTELCOL": "/e/o", "SPIKEHUNT_CONTROLLER_GEN": "/e/c",
+				"SPIKEHUNT_CHCLIENTS": "/e/ch"},
 			scriptErr: errors.New("must not run"),
 			want: DepPaths{LibCHDB: "/e/l", KafkaLibs: "/e/k", S3ProxyLibs: "/e/s", KubebuilderAssets: "/e/a", KubeNode: "/e/n", Helm: "/e/h", Otelcol: "/e/o",
-				ControllerGen: "/e/c"},
+				ControllerGen: "/e/c", ChClients: "/e/ch"},
 		},
 		{
 			name:     "a variable the script does not print stays empty",
@@ -51,7 +52,7 @@ func TestResolvePaths(t *testing.T) {
 		{
 			name: "a failing script names the unset variables",
 			env: map[string]string{"SPIKEHUNT_LIBCHDB": "/e/l", "SPIKEHUNT_S3PROXY_LIBS": "/e/s", "SPIKEHUNT_HELM": "/e/h", "SPIKEHUNT_OTELCOL": "/e/o",
-				"SPIKEHUNT_CONTROLLER_GEN": "/e/c", "SPIKEHUNT_KUBE_NODE": "/e/n"},
+				"SPIKEHUNT_CONTROLLER_GEN": "/e/c", "SPIKEHUNT_KUBE_NODE": "/e/n", "SPIKEHUNT_CHCLIENTS": "/e/ch"},
 			scriptErr:  errors.New("deps/install.sh env failed: exit status 1"),
 			wantRuns:   1,
 			wantErrHas: "SPIKEHUNT_KAFKA_LIBS, KUBEBUILDER_ASSETS unset and deps/install.sh env failed",

@@ -20,6 +20,11 @@ import (
 func runServeClickHouse(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlags("serve-clickhouse", `Serves the ClickHouse HTTP interface over an embedded store, for Grafana
 and any ClickHouse client. /metrics and /healthz are served beside it.
+The official clients work at their defaults (clickhouse-connect,
+@clickhouse/client, client-v2, clickhouse-go): query parameters, HTTP
+compression and ClickHouse's compressed blocks; sessions and external
+tables are answered NOT_IMPLEMENTED (README: "ClickHouse clients on
+serve-clickhouse").
 
 Statements cannot reach outside the data directory (file(), url(), remote(),
 s3() and their table engines, INTO OUTFILE, FROM INFILE, file-naming
@@ -45,6 +50,7 @@ Grafana with GF_PATHS_PROVISIONING=DIR and the ClickHouse data source plugin:
 	maxExec := fs.Duration("max-execution-time", chhttp.DefaultConfig().MaxExecutionTime, "longest a statement may run (the engine's max_execution_time; a client's larger value is lowered); responses may take this plus 30s to write")
 	grafanaDir := fs.String("grafana-provisioning", "", "write Grafana provisioning for this server into this folder: datasources/spikehunt.yaml (HTTP, the bound address,\nthe store's database, signing in as --read-only-user, else --user, password from the same variable)\nand dashboards/spikehunt.yaml (on --grafana-dashboards); point GF_PATHS_PROVISIONING at it")
 	grafanaDashboards := fs.String("grafana-dashboards", "", "the dashboards' JSON for --grafana-provisioning (default: dashboards/grafana of the checkout around the working directory)")
+	maxBlock := fs.Int64("max-compressed-block-bytes", chhttp.DefaultConfig().MaxCompressedBlockBytes, "largest ClickHouse compressed block (decompress=1 request bodies) and zstd window a request may use, compressed or not; clients write 1 MiB blocks (64 KiB to 1 GiB)")
 	limits := httpLimits{ReadHeader: 10 * time.Second, Idle: time.Minute, MaxConns: 128}
 	limitFlags(fs, &limits)
 	if err := cli.Parse(fs, args); err != nil {
@@ -55,7 +61,7 @@ Grafana with GF_PATHS_PROVISIONING=DIR and the ClickHouse data source plugin:
 		return cli.ErrUsage
 	}
 	cfg := chhttp.Config{User: *user, Password: cli.EnvOr(*password, ""), ReadOnlyUser: *roUser, ReadOnlyPassword: cli.EnvOr(*roPassword, ""),
-		MaxExecutionTime: *maxExec, ExternalSources: *external}
+		MaxExecutionTime: *maxExec, ExternalSources: *external, MaxCompressedBlockBytes: *maxBlock}
 	if err := checkServeAuth(*listen, cfg, *password, *roPassword); err != nil {
 		fmt.Fprintln(stderr, err)
 		return cli.ErrUsage
