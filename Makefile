@@ -170,9 +170,10 @@ bench-agent: deps
 	BENCHTIME=300x tests/bench.sh agent-sample ./agents/collect -- -bench '^BenchmarkSample$$'
 
 # An armed perf flight recorder (default profile) under the test server's
-# load, fired five times on a slow request (root; perf from `make deps`).
+# load, fired five times on a slow request, and the node-side analysis of a
+# capture with 30 s of pre-window (root; perf from `make deps`).
 bench-capture: deps
-	BENCHTIME=1x tests/bench.sh capture ./agents/capture/perf -- -bench PerfFlightRecorder
+	BENCHTIME=1x tests/bench.sh capture ./agents/capture/perf -- -bench 'PerfFlightRecorder|PerfCaptureExplain'
 
 # One `spikehunt ingest` into the embedded engine over 5,000,000 agent spans
 # from 300 hosts (SPIKEHUNT_BENCH_SPANS to change), from a real broker.

@@ -2,18 +2,25 @@ package perf
 
 import (
 	"context"
+	"encoding/json"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/agents/capture/control"
+	"github.com/spikehunt/spikehunt/agents/capture/explain"
 	"github.com/spikehunt/spikehunt/agents/capture/internal/capturetest"
+	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
 // BenchmarkPerfFlightRecorder arms the default perf profile (99 Hz
@@ -144,4 +151,100 @@ func cpuTimes(t testing.TB) (busy, total uint64) {
 		}
 	}
 	return busy, total
+}
+
+// BenchmarkPerfCaptureExplain is the node-side analysis of a default-profile
+// capture with 30 s of pre-window, taken while the test server takes about
+// 500 requests/s (the load of BenchmarkPerfFlightRecorder), which goes on
+// during the analysis:
+//
+//	capture.explain_s        Analyze's wall time: perf script over the dumps,
+//	                         the verdicts, the folded stacks and pprof files
+//	capture.explain_cpu_pct  % of one core while it runs: its perf script
+//	                         children plus this process's CPU above what the
+//	                         load alone costs it
+//	capture.explain_events   scheduler events and samples the analysis read
+func BenchmarkPerfCaptureExplain(b *testing.B) {
+	profiles, err := capture.NewProfiles()
+	if err != nil {
+		b.Fatal(err)
+	}
+	be := New(Config{Profiles: profiles})
+	if err := be.Check(); err != nil || os.Geteuid() != 0 {
+		testenv.RequirePrivileged(b, "perf as root", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var reqs []record.RequestRecord
+	var mu sync.Mutex
+	srv := capturetest.StartSlowServer(b, func(q *telemetry.Request) {
+		if q.Duration > 100*time.Millisecond {
+			mu.Lock()
+			reqs = append(reqs, record.RequestRecord{Start: q.Start, End: q.Start.Add(q.Duration), LatencyMS: float64(q.Duration) / 1e6,
+				Service: q.Service, Endpoint: q.Endpoint, ThreadID: q.ThreadID, Weight: 1})
+			mu.Unlock()
+		}
+	})
+	lctx, lcancel := context.WithCancel(ctx)
+	defer lcancel()
+	go srv.Load(lctx, 500)
+
+	var took, cpuPct, events []float64
+	for i := range max(b.N, 3) {
+		dir := b.TempDir()
+		spec := capture.Spec{ID: "explain-" + strconv.Itoa(i), Backend: capture.Perf, Pre: 30 * time.Second, Post: time.Second}
+		rec, err := be.New(spec, dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := rec.Arm(ctx); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(29 * time.Second)
+		srv.Get(b, "/slow")
+		if err := rec.Fire(ctx); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(spec.Post)
+		res, err := rec.Collect(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		md := &record.Metadata{ID: spec.ID, Clock: res.Clock, Lost: res.Lost}
+		// What the load alone costs this process, just before.
+		s0, w0 := selfCPU(), time.Now()
+		time.Sleep(2 * time.Second)
+		loadRate := float64(selfCPU()-s0) / float64(time.Since(w0))
+
+		mu.Lock()
+		in := capture.AnalysisInput{Metadata: md, Requests: append([]record.RequestRecord(nil), reqs...), Threshold: 500 * time.Millisecond}
+		mu.Unlock()
+		c0, s1, start := childCPU(), selfCPU(), time.Now()
+		out, err := rec.(capture.Analyzer).Analyze(ctx, in)
+		wall := time.Since(start)
+		if err != nil {
+			b.Fatal(err)
+		}
+		used := float64(childCPU()-c0) + max(float64(selfCPU()-s1)-loadRate*float64(wall), 0)
+		took = append(took, wall.Seconds())
+		cpuPct = append(cpuPct, 100*used/float64(wall))
+		var a explain.Analysis
+		if raw, err := os.ReadFile(filepath.Join(dir, ExplainFile)); err == nil && json.Unmarshal(raw, &a) == nil {
+			events = append(events, float64(a.Events))
+			if len(a.Requests) > 0 {
+				b.Logf("run %d: %d events, %d samples, verdict: %s", i, a.Events, a.Samples, a.Requests[0].Verdict)
+			}
+		}
+		b.Logf("run %d: analysis %v, %.0f%% of a core, files %v", i, wall.Round(time.Millisecond), cpuPct[len(cpuPct)-1], out.Files)
+	}
+	b.ReportMetric(median(took), "capture.explain_s:s")
+	b.ReportMetric(median(cpuPct), "capture.explain_cpu_pct:%")
+	b.ReportMetric(median(events), "capture.explain_events:events")
+}
+
+// childCPU is the user+system time of this process's waited-for children.
+func childCPU() time.Duration {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_CHILDREN, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -42,6 +42,11 @@ type CaptureConfig struct {
 	// fire at all is intake.trigger.
 	FireEvery time.Duration `yaml:"fire_every"`
 	FireBurst int           `yaml:"fire_burst"`
+	// AnalyzeTimeout bounds the analysis a recorder makes of its trace
+	// on the node after collection (perf: explain.json, stacks.folded,
+	// pprof); past it the capture is kept without one. Default 60s;
+	// negative turns the analysis off.
+	AnalyzeTimeout time.Duration `yaml:"analyze_timeout"`
 	// Backends to enable, of perf, ftrace, bpftrace (Linux) and wpr
 	// (Windows).
 	Backends []string `yaml:"backends"`
@@ -129,7 +134,8 @@ func startCapture(ctx context.Context, cfg CaptureConfig, tracefs string, res te
 		Dir:   cfg.Dir, Resource: capture.HostIdentity{Host: res.HostName, Node: res.NodeName, HWClass: res.HWClass},
 		Backends: backends, MaxConcurrent: cfg.MaxConcurrent, MaxRingKB: cfg.MaxRingKB,
 		MemoryStallAbort: cfg.MemoryStallAbort, RequestRing: cfg.RequestRing, FireEvery: cfg.FireEvery, FireBurst: cfg.FireBurst,
-		Govern: capture.GovernConfig{CPUs: cfg.CPUs, Nice: cfg.Nice, IOClass: cfg.IOClass}, Log: log,
+		AnalyzeTimeout: cfg.AnalyzeTimeout,
+		Govern:         capture.GovernConfig{CPUs: cfg.CPUs, Nice: cfg.Nice, IOClass: cfg.IOClass}, Log: log,
 	})
 	if errors.Is(err, capture.ErrInvalid) {
 		store.Close()
@@ -204,6 +210,9 @@ func (c CaptureConfig) validate() error {
 	}
 	if c.Dir == "" {
 		return errors.New("capture.dir is empty")
+	}
+	if c.AnalyzeTimeout > time.Hour {
+		return fmt.Errorf("capture.analyze_timeout = %v, want at most 1h (negative: no analysis)", c.AnalyzeTimeout)
 	}
 	if c.FireEvery != 0 && (c.FireEvery < time.Second || c.FireEvery > 24*time.Hour) {
 		return fmt.Errorf("capture.fire_every = %v, want 1s–24h", c.FireEvery)
