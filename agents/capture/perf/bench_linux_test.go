@@ -200,6 +200,7 @@ func BenchmarkPerfCaptureExplain(b *testing.B) {
 		if err := rec.Arm(ctx); err != nil {
 			b.Fatal(err)
 		}
+		armed := time.Now()
 		time.Sleep(29 * time.Second)
 		srv.Get(b, "/slow")
 		if err := rec.Fire(ctx); err != nil {
@@ -216,9 +217,16 @@ func BenchmarkPerfCaptureExplain(b *testing.B) {
 		time.Sleep(2 * time.Second)
 		loadRate := float64(selfCPU()-s0) / float64(time.Since(w0))
 
+		// The requests of this capture's window, as the engine would give.
+		var window []record.RequestRecord
 		mu.Lock()
-		in := capture.AnalysisInput{Metadata: md, Requests: append([]record.RequestRecord(nil), reqs...), Threshold: 500 * time.Millisecond}
+		for _, q := range reqs {
+			if q.Start.After(armed) {
+				window = append(window, q)
+			}
+		}
 		mu.Unlock()
+		in := capture.AnalysisInput{Metadata: md, Requests: window, Threshold: 500 * time.Millisecond}
 		c0, s1, start := childCPU(), selfCPU(), time.Now()
 		out, err := rec.(capture.Analyzer).Analyze(ctx, in)
 		wall := time.Since(start)
