@@ -39,6 +39,9 @@ type Analysis struct {
 	// CPUs are each CPU's samples: how busy it was, and how much of it
 	// was softirq work.
 	CPUs []CPUUse `json:"cpus"`
+	// Interrupts is the interrupt work of the window, from the bpftrace
+	// irq_duration script's histograms (nil for other recorders).
+	Interrupts *Interrupts `json:"interrupts,omitempty"`
 	// Findings are the summary the captures index keeps.
 	Findings record.Findings `json:"findings"`
 	Notes    []string        `json:"notes,omitempty"`
@@ -203,4 +206,22 @@ func WriteFolded(w io.Writer, stacks []StackShare) error {
 		fmt.Fprintf(bw, "%s %d\n", s.Stack, s.Samples)
 	}
 	return bw.Flush()
+}
+
+// AnalyzeInterrupts is the analysis of a bpftrace irq_duration capture:
+// its interrupt work over the window, on a node of cpus CPUs.
+func AnalyzeInterrupts(in *Interrupts, md *record.Metadata, cpus int) Analysis {
+	a := Analysis{Version: AnalysisVersion, Lost: md.Lost + md.Overruns, Interrupts: in, Events: in.Intervals}
+	if a.Lost > 0 {
+		a.LostNote = fmt.Sprintf("bpftrace lost %d output events: some interval blocks are incomplete, so the times and counts are low", a.Lost)
+	}
+	if in.Truncated > 0 {
+		a.Notes = append(a.Notes, fmt.Sprintf("%d interval blocks lost lines: their maps are partial", in.Truncated))
+	}
+	f := in.Findings(cpus)
+	a.Findings = record.Findings{Verdict: in.Verdict(), HottestCPU: f.HottestCPU, HottestCPUBusy: f.HottestShare, SoftirqShare: f.SoftirqShare}
+	if a.LostNote != "" {
+		a.Findings.Verdict += fmt.Sprintf(" [%d events lost in this capture]", a.Lost)
+	}
+	return a
 }

@@ -181,6 +181,21 @@ func printExplanation(w io.Writer, c captures.Capture, x explanation) error {
 				v.Request.Start.UTC().Format("15:04:05.000"), v.Verdict)
 		}
 	}
+	if in := a.Interrupts; in != nil {
+		fmt.Fprintf(bw, "\nInterrupt work over %.0f s (bpftrace irq_duration): %s\n", in.Seconds, in.Verdict())
+		for _, c := range in.CPUs {
+			fmt.Fprintf(bw, "  CPU %-3d softirq %5.1f%% of the CPU, %d runs, %d over 100 µs; hardirq %d runs, %d over 100 µs\n",
+				c.CPU, 100*c.Share(in.Seconds), c.SoftirqRuns, c.SoftirqOver100, c.HardirqRuns, c.HardirqOver100)
+		}
+		for i, v := range in.Vectors {
+			if i == 5 {
+				break
+			}
+			fmt.Fprintf(bw, "  %-8s on CPU %-3d %5.1f%% of the CPU, %d runs, %d over 100 µs\n", v.Name, v.CPU,
+				100*float64(v.NS)/(in.Seconds*1e9), v.Runs, v.Over100)
+		}
+		return bw.Flush()
+	}
 	if f := a.Findings; f.HottestCPU >= 0 {
 		fmt.Fprintf(bw, "\nCPUs: the busiest was CPU %d (%.0f%% of its samples not idle); softirq work was %.1f%% of all samples.\n",
 			f.HottestCPU, f.HottestCPUBusy*100, f.SoftirqShare*100)
