@@ -121,11 +121,22 @@ func (tr *Trace) ExplainRequest(q record.RequestRecord, clock record.Clock) Requ
 		}
 	}
 	if longestRunnable != nil && longestRunnable.CPU >= 0 {
+		// Who held the CPU the thread waited for longest, summed over
+		// every runnable stretch on it: a stretch the trace holds little
+		// of (a ring that wrapped) is made up by the others.
 		v.RunnableCPU = longestRunnable.CPU
-		for _, s := range tr.Occupants(longestRunnable.CPU, longestRunnable.Start, longestRunnable.End) {
-			if s.Task.TID == tid {
+		by := map[Task]int64{}
+		for _, seg := range segs {
+			if seg.State != StateRunnable || seg.CPU != v.RunnableCPU {
 				continue
 			}
+			for _, s := range tr.Occupants(seg.CPU, seg.Start, seg.End) {
+				if s.Task.TID != tid {
+					by[s.Task] += s.NS
+				}
+			}
+		}
+		for _, s := range sortShares(by) {
 			v.RunnableBehind = append(v.RunnableBehind, ShareView{Who: s.Task.String(), NS: time.Duration(s.NS)})
 			if len(v.RunnableBehind) == 3 {
 				break

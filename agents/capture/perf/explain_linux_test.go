@@ -44,29 +44,46 @@ func readAnalysis(t *testing.T, st control.Status) explain.Analysis {
 // finds it blocked about a second with a chain through the sleep, woken
 // by its timer.
 func TestPerfAnalysisSaysTheSlowRequestsThreadBlockedInNanosleep(t *testing.T) {
-	e, _ := perfEngine(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	e, _ := perfEngineGoverned(t, capture.GovernConfig{Nice: 10})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	srv := capturetest.StartSlowServer(t, e.Observe)
-	spec := capture.Spec{ID: "explain-sleep", Backend: capture.Perf, Pre: 2 * time.Second, Post: 500 * time.Millisecond, RingKB: 32 << 10,
-		Trigger: capture.Trigger{Service: "web", Latency: 500 * time.Millisecond, Cooldown: time.Minute}}
-	if _, err := e.Arm(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	lctx, lcancel := context.WithCancel(ctx)
-	defer lcancel()
-	go srv.Load(lctx, 100)
-	time.Sleep(300 * time.Millisecond)
-	srv.Get(t, "/slow")
-	st, err := e.Wait(ctx, spec.ID)
-	lcancel()
-	if err != nil || st.State != control.Collected {
-		t.Fatalf("capture %v: %s %v", st.State, st.Error, err)
-	}
-	slow := srv.Slow()[0]
-	a := readAnalysis(t, st)
-	if len(a.Requests) == 0 {
-		t.Fatalf("no request explained; analysis %+v", a)
+	// A trace that lost events may lack the blocking switch's chain, and
+	// the verdict then says so; on a machine loaded by the rest of make
+	// test that happens, so a capture with losses and no chain is taken
+	// again, up to three times. Without losses, a missing chain fails.
+	var (
+		st   control.Status
+		slow telemetry.Request
+		a    explain.Analysis
+	)
+	for attempt := 1; ; attempt++ {
+		spec := capture.Spec{ID: fmt.Sprintf("explain-sleep-%d", attempt), Backend: capture.Perf, Pre: 2 * time.Second, Post: 500 * time.Millisecond, RingKB: 32 << 10,
+			Trigger: capture.Trigger{Service: "web", Latency: 500 * time.Millisecond, Cooldown: time.Minute}}
+		if _, err := e.Arm(ctx, spec); err != nil {
+			t.Fatal(err)
+		}
+		lctx, lcancel := context.WithCancel(ctx)
+		go srv.Load(lctx, 100)
+		time.Sleep(300 * time.Millisecond)
+		srv.Get(t, "/slow")
+		var err error
+		st, err = e.Wait(ctx, spec.ID)
+		lcancel()
+		if err != nil || st.State != control.Collected {
+			t.Fatalf("capture %v: %s %v", st.State, st.Error, err)
+		}
+		all := srv.Slow()
+		slow = all[len(all)-1]
+		a = readAnalysis(t, st)
+		if len(a.Requests) == 0 {
+			t.Fatalf("no request explained; analysis %+v", a)
+		}
+		if a.Requests[0].BlockingCall != "" || a.Lost == 0 || attempt == 3 {
+			break
+		}
+		t.Logf("attempt %d: the trace lost %d events and the blocking chain with them (%s); again", attempt, a.Lost, a.Requests[0].Verdict)
+		e.Forget(spec.ID)
 	}
 	v := a.Requests[0]
 	t.Logf("verdict: %s", v.Verdict)
@@ -104,26 +121,31 @@ func TestPerfAnalysisSaysTheSlowRequestsThreadBlockedInNanosleep(t *testing.T) {
 	}
 }
 
-// A request whose thread is runnable but starved: a CPU hog at nice -20
-// pinned to the same CPU takes ~99% of it, so the request's few ms of work
-// take over a second of waiting. The verdict is "runnable, behind" the
-// hog, named.
+// A request whose thread is runnable but starved: a real-time CPU hog
+// (SCHED_FIFO) pinned to the same CPU takes all of it the kernel lets
+// real-time tasks take (95% of each second), so the request's few ms of
+// work wait most of a second, whatever else the machine runs. The verdict
+// is "runnable, behind" the hog, named. The recorders run at nice 10
+// without the idle IO class here: a dump at the idle class waits for a
+// disk the rest of make test keeps busy.
 func TestPerfAnalysisSaysTheStarvedRequestWaitedBehindTheHog(t *testing.T) {
-	e, _ := perfEngine(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	e, _ := perfEngineGoverned(t, capture.GovernConfig{Nice: 10})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cpu := runtime.NumCPU() - 1
 
 	// Armed first: perf, at the engine's nice 10, enables its events by
-	// running on each CPU in turn, and would wait behind the hog.
-	spec := capture.Spec{ID: "explain-hog", Backend: capture.Perf, Pre: 5 * time.Second, Post: 500 * time.Millisecond, RingKB: 32 << 10,
+	// running on each CPU in turn, and would wait behind the hog. A ring
+	// of 16 MiB per CPU holds the second or so of the request; perf at
+	// nice 10 on a loaded machine takes seconds to write a bigger one.
+	spec := capture.Spec{ID: "explain-hog", Backend: capture.Perf, Pre: 8 * time.Second, Post: 500 * time.Millisecond, RingKB: 16 << 10,
 		Trigger: capture.Trigger{Service: "web", Latency: 300 * time.Millisecond, Cooldown: time.Minute}}
 	if _, err := e.Arm(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
 
 	// The hog: a shell loop whose command name is cpuhog (the name of
-	// the link it runs through), pinned and at the highest priority.
+	// the link it runs through), pinned and real-time.
 	dir := t.TempDir()
 	hogPath := filepath.Join(dir, "cpuhog")
 	if err := os.Symlink("/bin/sh", hogPath); err != nil {
@@ -140,7 +162,7 @@ func TestPerfAnalysisSaysTheStarvedRequestWaitedBehindTheHog(t *testing.T) {
 	if err := unix.SchedSetaffinity(hog.Process.Pid, &set); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Setpriority(unix.PRIO_PROCESS, hog.Process.Pid, -20); err != nil {
+	if err := unix.SchedSetAttr(hog.Process.Pid, &unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: 1}, 0); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond)
@@ -148,7 +170,9 @@ func TestPerfAnalysisSaysTheStarvedRequestWaitedBehindTheHog(t *testing.T) {
 	// The request: a single-threaded process (its thread is the whole
 	// request, as an app's handler thread would be, and no language
 	// runtime parks it), started on the hog's CPU at nice 0, counting to
-	// 8,000 in shell arithmetic (some 6 ms of CPU alone).
+	// 150,000 in shell arithmetic (some 120 ms of CPU alone: more than the
+	// 5% of each second the kernel keeps for other tasks beside a
+	// real-time one).
 	done := make(chan telemetry.Request)
 	go func() {
 		runtime.LockOSThread() // the child inherits this thread's CPU mask
@@ -156,7 +180,7 @@ func TestPerfAnalysisSaysTheStarvedRequestWaitedBehindTheHog(t *testing.T) {
 		var all unix.CPUSet
 		unix.SchedGetaffinity(0, &all)
 		unix.SchedSetaffinity(0, &set)
-		work := exec.Command("/bin/sh", "-c", "i=0; while [ $i -lt 8000 ]; do i=$((i+1)); done")
+		work := exec.Command("/bin/sh", "-c", "i=0; while [ $i -lt 150000 ]; do i=$((i+1)); done")
 		start := time.Now()
 		err := work.Start()
 		unix.SchedSetaffinity(0, &all)
@@ -193,6 +217,33 @@ func TestPerfAnalysisSaysTheStarvedRequestWaitedBehindTheHog(t *testing.T) {
 	}
 	if v.Runnable < q.Duration/2 || v.Runnable < v.OnCPU || v.Runnable < v.Blocked {
 		t.Errorf("runnable %v, on CPU %v, blocked %v of %v: want mostly runnable", v.Runnable, v.OnCPU, v.Blocked, q.Duration)
+	}
+	if len(v.RunnableBehind) == 0 {
+		t.Logf("segments %+v; request %v … %v, clock offset %v", v.Segments, q.Start, q.Start.Add(q.Duration), st.Metadata.Clock.Offset)
+		// What the trace holds on that CPU during the request.
+		for _, f := range st.Metadata.Files {
+			if !strings.HasPrefix(f.Name, "perf.data") {
+				continue
+			}
+			out, _ := exec.Command("perf", "script", "-i", filepath.Join(st.Location, f.Name), "--ns", "-F", "comm,tid,cpu,time,event").Output()
+			from, to := q.Start.Add(-st.Metadata.Clock.Offset), q.Start.Add(q.Duration).Add(-st.Metadata.Clock.Offset)
+			counts := map[string]int{}
+			for line := range strings.Lines(string(out)) {
+				fields := strings.Fields(line)
+				for i, fld := range fields {
+					if strings.HasPrefix(fld, "[") && i+2 < len(fields) {
+						ts, ok := perfScriptTime(fields[i+1])
+						at := time.Unix(0, int64(ts))
+						counts["all "+fld]++
+						if ok && !at.Before(time.Unix(0, from.UnixNano())) && at.Before(time.Unix(0, to.UnixNano())) {
+							counts[fld+" "+fields[i+2]]++
+						}
+						break
+					}
+				}
+			}
+			t.Logf("%s: events in the request's time by CPU, task and event: %v", f.Name, counts)
+		}
 	}
 	if len(v.RunnableBehind) == 0 || !strings.HasPrefix(v.RunnableBehind[0].Who, "cpuhog[") || v.RunnableCPU != int32(cpu) {
 		t.Errorf("runnable behind %+v on CPU %d, want cpuhog on CPU %d", v.RunnableBehind, v.RunnableCPU, cpu)

@@ -73,6 +73,12 @@ func threads(pid int) ([]int, error) {
 
 func perfEngine(t testing.TB) (*capture.Engine, *recorders) {
 	t.Helper()
+	return perfEngineGoverned(t, capture.GovernConfig{Nice: 10, IOClass: "idle"})
+}
+
+// perfEngineGoverned is perfEngine with the recorders' governance g.
+func perfEngineGoverned(t testing.TB, g capture.GovernConfig) (*capture.Engine, *recorders) {
+	t.Helper()
 	profiles, err := capture.NewProfiles()
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +92,11 @@ func perfEngine(t testing.TB) (*capture.Engine, *recorders) {
 	}
 	rs := spy(b)
 	e, err := capture.NewEngine(capture.EngineConfig{Dir: t.TempDir(), Backends: []capture.Backend{rs},
-		Resource: capture.HostIdentity{Host: "test-host"}, Govern: capture.GovernConfig{Nice: 10, IOClass: "idle"}})
+		Resource: capture.HostIdentity{Host: "test-host"}, Govern: g,
+		// perf at nice 10 and the idle IO class writes a dump slowly on a
+		// machine loaded by the rest of make test: give it minutes, not
+		// the default 30 s.
+		CollectTimeout: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
