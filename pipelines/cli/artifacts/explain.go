@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/spikehunt/spikehunt/agents/capture/artifact"
 	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/agents/capture/explain"
 	"github.com/spikehunt/spikehunt/pipelines/captures"
@@ -88,18 +87,11 @@ const (
 var errNoAnalysis = errors.New("no analysis")
 
 func readExplanation(ctx context.Context, src source, checksum string) (explanation, error) {
-	store, err := artifact.OpenStore(ctx, src.cfg)
+	store, md, err := openRecord(ctx, src, checksum)
 	if err != nil {
 		return explanation{}, err
 	}
 	defer store.Close()
-	md, err := store.Get(ctx, src.id)
-	if err != nil {
-		return explanation{}, err
-	}
-	if checksum != "" && md.Checksum != checksum {
-		return explanation{}, fmt.Errorf("the stored record's checksum %s is not the index's %s: the store holds another artifact under this id", md.Checksum, checksum)
-	}
 	x := explanation{Metadata: md}
 	f, ok := md.FileNamed("explain.json")
 	if !ok {

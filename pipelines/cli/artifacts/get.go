@@ -98,18 +98,11 @@ type fetched struct {
 // carry the checksum the index holds (the same artifact), and each file is
 // written under a temporary name and renamed only once its sha256 matched.
 func fetch(ctx context.Context, src source, checksum, dir string, progress io.Writer) (fetched, error) {
-	store, err := artifact.OpenStore(ctx, src.cfg)
+	store, md, err := openRecord(ctx, src, checksum)
 	if err != nil {
 		return fetched{}, err
 	}
 	defer store.Close()
-	md, err := store.Get(ctx, src.id)
-	if err != nil {
-		return fetched{}, err
-	}
-	if checksum != "" && md.Checksum != checksum {
-		return fetched{}, fmt.Errorf("the stored record's checksum %s is not the index's %s: the store holds another artifact under this id", md.Checksum, checksum)
-	}
 	if err := emptyDir(dir); err != nil {
 		return fetched{}, err
 	}

@@ -2,9 +2,13 @@ package artifacts
 
 import (
 	"context"
+
 	"flag"
 	"fmt"
 	"path/filepath"
+
+	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 
 	"github.com/spikehunt/spikehunt/pipelines/captures"
 	spikehunt "github.com/spikehunt/spikehunt/pipelines/cli"
@@ -63,4 +67,23 @@ func (l *locateFlags) locate(ctx context.Context, id string) (captures.Capture, 
 		src.cfg.Local.Dir = abs
 	}
 	return c, src, src.cfg.Validate()
+}
+
+// openRecord opens the store that holds src and reads the capture's
+// record, which must carry the checksum the index holds (empty: any): the
+// same artifact the index describes. The caller closes the store.
+func openRecord(ctx context.Context, src source, checksum string) (artifact.Store, *record.Metadata, error) {
+	store, err := artifact.OpenStore(ctx, src.cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	md, err := store.Get(ctx, src.id)
+	if err == nil && checksum != "" && md.Checksum != checksum {
+		err = fmt.Errorf("the stored record's checksum %s is not the index's %s: the store holds another artifact under this id", md.Checksum, checksum)
+	}
+	if err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	return store, md, nil
 }
