@@ -11,6 +11,7 @@ package report
 import (
 	"context"
 	"fmt"
+	"html/template"
 	"sort"
 	"strconv"
 	"time"
@@ -42,6 +43,17 @@ type Step struct {
 	Title      string
 	Paragraphs []Paragraph
 	Figures    []Figure
+	// Drawings are plots the step brings along, drawn by the caller.
+	Drawings []Drawing
+}
+
+// Drawing is a plot made elsewhere (a capture's thread timeline or flame
+// graph, pipelines/cli/artifacts): SVG markup the caller drew itself, at
+// the width it is shown (at most 900 px), and its caption.
+type Drawing struct {
+	ID      string
+	SVG     template.HTML
+	Caption string
 }
 
 // Paragraph is whole: a sentence that a console wraps over several lines

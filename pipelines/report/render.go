@@ -42,6 +42,9 @@ func Write(w io.Writer, f *Fleet) error {
 			placed[k] = true
 			sec.Figures = append(sec.Figures, figs[k])
 		}
+		for _, d := range s.Drawings {
+			sec.Figures = append(sec.Figures, figure{ID: d.ID, SVG: d.SVG, Caption: d.Caption})
+		}
 		sections = append(sections, sec)
 	}
 	rest := section{Title: "Plots"}

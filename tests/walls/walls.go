@@ -113,7 +113,7 @@ var Rules = []Rule{
 		Why: "the flag plumbing every spikehunt command shares: the standard library only"},
 	{Pkg: "pipelines/cli/query", Own: []string{"pipelines/cli", "pipelines/captures", "pipelines/store"}, Third: []string{"github.com/ClickHouse/ch-go/..."},
 		Why: "the query commands read the tables through store, the captures index's conditions through captures, and nothing that writes them"},
-	{Pkg: "pipelines/cli/demo", Own: []string{"pipelines/cli", "pipelines/cli/query", "pipelines/captures", "pipelines/detect", "pipelines/ingest",
+	{Pkg: "pipelines/cli/demo", Own: []string{"pipelines/cli", "pipelines/cli/query", "pipelines/cli/artifacts", "pipelines/captures", "pipelines/detect", "pipelines/ingest",
 		"pipelines/report", "pipelines/schema", "pipelines/sim", "pipelines/store", "agents/client", "agents/export", "agents/telemetry",
 		"agents/capture/control", "operator/policy"},
 		Why: "the demo drives the agent as a child process through its control API, never through its recorders; its policy is the operator's public one"},

@@ -216,3 +216,15 @@ func orDefault(s string) string {
 	}
 	return s
 }
+
+// ReadAnalysis reads the analysis (explain.json) and the window's folded
+// stacks of the capture whose record is at uri, a file:// URL as the
+// agent reports it, checking them against their sha256 as it reads.
+func ReadAnalysis(ctx context.Context, uri string) (explain.Analysis, []explain.StackShare, error) {
+	src, err := sourceOf(uri, S3Flags{})
+	if err != nil {
+		return explain.Analysis{}, nil, err
+	}
+	x, err := readExplanation(ctx, src, "")
+	return x.Analysis, x.Folded, err
+}

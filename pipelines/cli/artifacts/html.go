@@ -14,7 +14,7 @@ import (
 
 // The report's drawing sizes, in CSS pixels: drawn at the size shown.
 const (
-	pageWidth     = 960
+	pageWidth     = 900
 	timelineRow   = 22
 	flameRow      = 17
 	flameMinWidth = 0.5 // narrower frames are left out (their samples still count in their parents)
@@ -60,7 +60,7 @@ svg text{font:11px ui-monospace,monospace}
 		}
 		fmt.Fprintf(&b, "<p><b>%s %s</b>, %.0f ms from %s UTC: %s</p>\n", esc(v.Request.Service), esc(v.Request.Endpoint), v.Request.LatencyMS,
 			v.Request.Start.UTC().Format("15:04:05.000"), esc(v.Verdict))
-		b.WriteString(timelineSVG(v))
+		b.WriteString(TimelineSVG(v, pageWidth))
 	}
 	b.WriteString(legendHTML())
 
@@ -69,7 +69,7 @@ svg text{font:11px ui-monospace,monospace}
 		b.WriteString("<p>The artifact holds no on-CPU samples.</p>\n")
 	} else {
 		fmt.Fprintf(&b, "<p>Every on-CPU sample of the window (%d), the task at the bottom and the innermost frame on top; a frame's width is its share of the samples. Hover a frame for its name and count.</p>\n", a.Samples)
-		b.WriteString(flameSVG(x.Folded))
+		b.WriteString(FlameSVG(x.Folded, pageWidth))
 	}
 
 	if len(a.CPUs) > 0 {
@@ -84,9 +84,9 @@ svg text{font:11px ui-monospace,monospace}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
-// timelineSVG draws one request's thread: a bar of its segments over the
+// TimelineSVG draws one request's thread: a bar of its segments over the
 // request's time, coloured by state, with a millisecond axis.
-func timelineSVG(v explain.RequestVerdict) string {
+func TimelineSVG(v explain.RequestVerdict, pageWidth int) string {
 	const left, right, barTop = 10, 10, 4
 	width := pageWidth - left - right
 	start, end := v.Request.Start, v.Request.End
@@ -164,9 +164,9 @@ type flameNode struct {
 	children map[string]*flameNode
 }
 
-// flameSVG draws the folded stacks as a flame graph: the root (all
+// FlameSVG draws the folded stacks as a flame graph: the root (all
 // samples) at the bottom, each frame's width its share.
-func flameSVG(stacks []explain.StackShare) string {
+func FlameSVG(stacks []explain.StackShare, pageWidth int) string {
 	root := &flameNode{name: "all", children: map[string]*flameNode{}}
 	depth := 0
 	for _, s := range stacks {

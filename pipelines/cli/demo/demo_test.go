@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -324,10 +323,21 @@ func TestDemoCapturesOnThisHostAndIndexesItAgainstItsSpike(t *testing.T) {
 	}
 	st := testenv.ClickHouse(t)
 	dsn := "chdb://" + st.Dir() + "?database=" + st.Database()
-	code, out, errs := runCLI(t, "demo", "--dsn", dsn, "--hosts", "40", "--hours", "0.5", "--agent", agent,
-		"--report", filepath.Join(t.TempDir(), "report.html"))
+	page := filepath.Join(t.TempDir(), "report.html")
+	code, out, errs := runCLI(t, "demo", "--dsn", dsn, "--hosts", "40", "--hours", "0.5", "--agent", agent, "--report", page)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, errs)
+	}
+	// The report shows the stalled request's thread timeline, mostly
+	// blocked, and the window's flame graph under step 5.
+	html, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step5 := string(html)[max(strings.Index(string(html), "<h2>5. A real capture"), 0):]
+	if !strings.Contains(step5, `<figure id="capture-timeline">`) || !strings.Contains(step5, `<rect class="seg blocked"`) ||
+		!strings.Contains(step5, `<figure id="capture-flame">`) || !strings.Contains(step5, `<title>all: `) {
+		t.Errorf("step 5 of the report lacks the capture's timeline or flame graph:\n%.2000s", step5)
 	}
 	t.Logf("\n%s", out[strings.Index(out, "4. What"):])
 	if want := fmt.Sprintf("  local: 1 of 1 (%s)", host); !strings.Contains(out, want) {
@@ -336,10 +346,10 @@ func TestDemoCapturesOnThisHostAndIndexesItAgainstItsSpike(t *testing.T) {
 	m := regexp.MustCompile(`captured on ` + regexp.QuoteMeta(host) + `: perf, (\d+) bytes, lost (\d+), window \S+–\S+ UTC, linked to spike ([0-9a-f]+)\.`).FindStringSubmatch(out)
 	// The agent's own analysis names the workload's thread, about the
 	// second it blocked and the sleep it blocked in.
-	if v := regexp.MustCompile(`(?m)^\s+(blocked (\d+\.\d+) s in do_nanosleep \(stack [^)]*\); woken by its timer of its \S+ s on \S+\[\d+\].*)$`).FindStringSubmatch(out); v == nil {
+	if v := regexp.MustCompile(`(?m)^\s+(blocked (\d+ ms|\d+\.\d+ s) in do_nanosleep \(stack [^)]*\); woken by its timer of its \S+ m?s on \S+\[\d+\].*)$`).FindStringSubmatch(out); v == nil {
 		t.Errorf("no verdict naming the blocked thread and its nanosleep:\n%s", out[strings.Index(out, "5. A real"):])
-	} else if d, _ := strconv.ParseFloat(v[2], 64); d < 0.9 || d > 1.2 {
-		t.Errorf("verdict %q: blocked %v s, want about the workload's 1 s", v[1], d)
+	} else if d, err := time.ParseDuration(strings.ReplaceAll(v[2], " ", "")); err != nil || d < 900*time.Millisecond || d > 1200*time.Millisecond {
+		t.Errorf("verdict %q: blocked %v (%v), want about the workload's 1 s", v[1], d, err)
 	}
 	if m == nil {
 		t.Fatalf("no local capture linked to a spike:\n%s\n%s", out, errs)

@@ -17,6 +17,9 @@ type section struct {
 	summary string
 	paras   []paragraph
 	figures []report.Figure
+	// drawings are plots the step brings to the report only (the local
+	// capture's thread timeline and flame graph).
+	drawings []report.Drawing
 }
 
 // paragraph is one paragraph's console lines. Extra leading spaces indent
@@ -53,7 +56,7 @@ func consoleLines(sections []section) []string {
 func reportSteps(sections []section) []report.Step {
 	out := make([]report.Step, 0, len(sections))
 	for _, s := range sections {
-		r := report.Step{Title: s.title, Figures: s.figures}
+		r := report.Step{Title: s.title, Figures: s.figures, Drawings: s.drawings}
 		if s.summary != "" {
 			r.Paragraphs = append(r.Paragraphs, report.Paragraph{Text: strings.ToUpper(s.summary[:1]) + s.summary[1:]})
 		}

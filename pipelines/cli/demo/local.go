@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"html/template"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -22,9 +23,11 @@ import (
 	"github.com/spikehunt/spikehunt/agents/telemetry"
 	"github.com/spikehunt/spikehunt/operator/policy"
 	"github.com/spikehunt/spikehunt/pipelines/captures"
+	"github.com/spikehunt/spikehunt/pipelines/cli/artifacts"
 	"github.com/spikehunt/spikehunt/pipelines/cli/query"
 	"github.com/spikehunt/spikehunt/pipelines/detect"
 	"github.com/spikehunt/spikehunt/pipelines/ingest"
+	"github.com/spikehunt/spikehunt/pipelines/report"
 	"github.com/spikehunt/spikehunt/pipelines/sim"
 	"github.com/spikehunt/spikehunt/pipelines/store"
 )
@@ -441,6 +444,7 @@ func localCaptureSection(ctx context.Context, st store.Store, service string, h 
 	}}
 	if c.Verdict != "" {
 		out.paras = append(out.paras, para("The agent's analysis of the stalled request, made from perf's trace on this host:", c.Verdict))
+		out.drawings = captureDrawings(ctx, c.URI, step)
 	}
 	if len(c.SpikeIDs) > 0 {
 		out.paras = append(out.paras, para(fmt.Sprintf("spikehunt captures --dsn '%s' --spike %s", dsn, c.SpikeIDs[0])))
@@ -491,3 +495,29 @@ func retractPatternsAt(ctx context.Context, st store.Store, service string, end,
 	}
 	return nil
 }
+
+// captureDrawings are the report's plots of the local capture's analysis:
+// the stalled request's thread timeline and the window's flame graph,
+// read back from the artifact as spikehunt captures explain reads it.
+func captureDrawings(ctx context.Context, uri string, step func(string, ...any)) []report.Drawing {
+	a, folded, err := artifacts.ReadAnalysis(ctx, uri)
+	if err != nil {
+		step("local capture: the analysis does not read back: %v", err)
+		return nil
+	}
+	var out []report.Drawing
+	if len(a.Requests) > 0 {
+		v := a.Requests[0]
+		out = append(out, report.Drawing{ID: "capture-timeline", SVG: template.HTML(artifacts.TimelineSVG(v, reportWidth)),
+			Caption: fmt.Sprintf("The stalled request's thread, %s, over the request's %.0f ms: green on CPU, orange runnable (waiting for a CPU), blue blocked, grey no event; the axis is time since the request began.",
+				v.Thread, v.Request.LatencyMS)})
+	}
+	if len(folded) > 0 {
+		out = append(out, report.Drawing{ID: "capture-flame", SVG: template.HTML(artifacts.FlameSVG(folded, reportWidth)),
+			Caption: fmt.Sprintf("On CPU on this host during the capture's window: every perf sample (%d), the task at the bottom and the innermost frame on top; a frame's width is its share of the samples.", a.Samples)})
+	}
+	return out
+}
+
+// reportWidth is the width the report draws at.
+const reportWidth = 900
