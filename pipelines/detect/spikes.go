@@ -131,7 +131,12 @@ func spikeWindowsSQL(service string, r spikeRange, c SpikeConfig, materialized b
 		BucketS:          int64(c.Bucket / time.Second),
 		SplitGapS:        int64(c.MergeGap/time.Second) + 1,
 		MinSpreadSeconds: minSpreadSeconds,
+		MinTailSeconds:   minTailSeconds,
 		NoSpread:         noSpread,
+		PairZ:            pairZ,
+		LoneZ:            loneZ,
+		LoneOverPair:     loneOverPair,
+		ThinKept:         thinKept,
 		BaseFrom:         r.baseFrom,
 		ReadFrom:         r.readFrom,
 		WriteFromMS:      r.writeFrom.UnixMilli(),
@@ -155,6 +160,11 @@ type spikeWindowsParams struct {
 	SplitGapS        int64
 	MinSpreadSeconds int64
 	NoSpread         float64
+	// The lone-request rule's constants (see spikeWindowsSQL).
+	MinTailSeconds int64
+	PairZ, LoneZ   float64
+	LoneOverPair   float64
+	ThinKept       int64
 	// The seconds of spikeRange: the scan reads [BaseFrom, To), candidate
 	// slow seconds from ReadFrom on, and keeps windows starting at or
 	// after WriteFromMS (ms).
@@ -170,7 +180,7 @@ type spikeWindowsParams struct {
 
 var spikeWindowsTmpl = sqlTemplate("spike windows", `
 WITH buckets AS {{if .Materialized}}MATERIALIZED {{end}}(
-    SELECT host, hw, b, first, typical, thr, base,
+    SELECT host, hw, b, first, typical, thr, base, bar_pair, bar_lone,
         -- Rows of one second merged (in if(), evaluated only where there
         -- can be two: most buckets have no candidate or one).
         if(length(cand) < 2, cand, arrayZip(
@@ -183,18 +193,26 @@ WITH buckets AS {{if .Materialized}}MATERIALIZED {{end}}(
         -- request over thr at least, and kept requests enough to hold a
         -- tenth of the second's (the slow ones are all kept).
         arrayMap(x -> x.1, arrayFilter(x -> NOT has(by_mean, x.1) AND x.2 > thr
-            AND x.5 >= 3 AND x.5 >= 0.1 * greatest(toFloat64(x.4), 2 * typical), merged)) AS maybe
+            AND x.5 >= 3 AND x.5 >= 0.1 * greatest(toFloat64(x.4), 2 * typical), merged)) AS maybe,
+        -- Slow by their mean on the strength of a request or two: they
+        -- need company or a request beyond the host's tail.
+        arrayMap(x -> x.1, arrayFilter(x -> has(by_mean, x.1) AND x.5 < {{.ThinKept}}, merged)) AS thin,
+        arrayMap(x -> x.1, arrayFilter(x -> has(thin, x.1) AND x.2 >= bar_lone, merged)) AS lone_far
     FROM (
         SELECT host, hw, b, first, cand, n / secs / 2 AS typical,
             greatest(host_base, quantileExactWeighted(0.5)(host_base, n) OVER (PARTITION BY b)) AS base,
-            greatest({{.FloorUS}}, greatest({{float .K}}, exp({{float .Z}} * ifNotFinite(quantileExactWeightedIf(0.5)(spread, n, spread < {{float .NoSpread}}) OVER (PARTITION BY b), 0))) * base) AS thr
+            greatest({{.FloorUS}}, greatest({{float .K}}, exp({{float .Z}} * ifNotFinite(quantileExactWeightedIf(0.5)(spread, n, spread < {{float .NoSpread}}) OVER (PARTITION BY b), 0))) * base) AS thr,
+            ifNotFinite(quantileExactWeightedIf(0.5)(tail, n, tail < {{float .NoSpread}}) OVER (PARTITION BY b), 0) AS fleet_tail,
+            greatest(thr, exp({{float .PairZ}} * fleet_tail) * base) AS bar_pair,
+            greatest({{float .LoneOverPair}} * bar_pair, exp({{float .LoneZ}} * fleet_tail) * base) AS bar_lone
         FROM (
             SELECT host, hw, b, first, n, secs, cand,
                 if(lagInFrame(b) OVER w = b - 1 AND n * 2 < lagInFrame(n) OVER w,
                    lagInFrame(geo) OVER w, geo) AS host_base,
                 -- The lesser of this bucket's and the previous one's: a
                 -- fleet-wide 30 s stall widens one or two buckets' spread.
-                if(lagInFrame(b) OVER w = b - 1, least(sd, lagInFrame(sd) OVER w), sd) AS spread
+                if(lagInFrame(b) OVER w = b - 1, least(sd, lagInFrame(sd) OVER w), sd) AS spread,
+                if(lagInFrame(b) OVER w = b - 1, least(sd_tail, lagInFrame(sd_tail) OVER w), sd_tail) AS tail
             FROM (
                 SELECT host, hw_class AS hw,
                     -- The bucket's number, not its start: intDiv(ts, n) is
@@ -204,7 +222,13 @@ WITH buckets AS {{if .Materialized}}MATERIALIZED {{end}}(
                     exp(avg(log(greatest(1, weighted_sum_us / weighted_count)))) AS geo,
                     -- A spread needs two minutes of seconds: over ten, one
                     -- stalled second is the spread.
-                    if(count() >= {{.MinSpreadSeconds}}, stddevPop(log(greatest(1, weighted_sum_us / weighted_count))), {{float .NoSpread}}) AS sd,
+                    stddevPop(log(greatest(1, weighted_sum_us / weighted_count))) AS sd_any,
+                    if(count() >= {{.MinSpreadSeconds}}, sd_any, {{float .NoSpread}}) AS sd,
+                    -- The tail's spread, for the lone-request rule: a host
+                    -- serving a few requests a second keeps fewer rows than
+                    -- the spread wants, and it is those hosts whose quiet
+                    -- seconds hold a lone request.
+                    if(count() >= {{.MinTailSeconds}}, sd_any, {{float .NoSpread}}) AS sd_tail,
                     sum(weighted_count) AS n,
                     max(toUInt32(ts)) - min(toUInt32(ts)) + 1 AS secs,
                     {{if .FleetFrom.IsZero}}toUInt32(0){{else}}minIf(toUInt32(ts), ts >= {{sec .FleetFrom}}){{end}} AS first,
@@ -239,12 +263,20 @@ FROM (
             -- the requests, and three or more, took longer than thr: those
             -- over it by latency_hist's bins wholly above it, out of the
             -- second's requests (at least the bucket's mean per second).
-            arrayMap(y -> y.1, arrayFilter(y ->
+            arrayMap(y -> y.1, arrayFilter(y -> has(maybe, y.1) AND
                 arraySum((k, v) -> if(k >= ceil(8 * log2(thr)), v, 0), y.3.1, y.3.2) >= greatest(3, 0.1 * greatest(toFloat64(y.2), 2 * typical)),
                 hists)) AS by_share,
+            -- Of the thin seconds, those with company: in the second and
+            -- the ones either side, two requests or more over bar_pair, or
+            -- one over bar_lone.
+            arrayFilter(t -> has(lone_far, t) OR arrayExists(c -> c[1] >= 2 OR c[2] >= 1,
+                [arrayReduce('sumForEach', arrayMap(y -> [
+                    arraySum((k, v) -> if(k >= ceil(8 * log2(bar_pair)), v, 0), y.3.1, y.3.2),
+                    arraySum((k, v) -> if(k >= ceil(8 * log2(bar_lone)), v, 0), y.3.1, y.3.2)],
+                    arrayFilter(y -> y.1 + 1 >= t AND y.1 <= t + 1, hists)))]), thin) AS accompanied,
             -- (second, max, threshold, base) of the slow seconds.
             arrayMap(x -> (x.1, x.2, thr, base),
-                arrayFilter(x -> has(by_mean, x.1) OR has(by_share, x.1), merged)) AS slow
+                arrayFilter(x -> (has(by_mean, x.1) AND (NOT has(thin, x.1) OR has(accompanied, x.1))) OR has(by_share, x.1), merged)) AS slow
         FROM buckets
         LEFT JOIN (
             -- The latency histograms of the seconds that may be slow by
@@ -254,13 +286,17 @@ FROM (
             -- parts).
             SELECT host, b, groupArray((s, w, hist)) AS hists
             FROM (
-                SELECT host, toUInt32(ts) AS s, intDiv(s, {{.BucketS}}) AS b, sum(weighted_count) AS w,
+                SELECT host, toUInt32(ts) AS s, sum(weighted_count) AS w,
                     sumMap(latency_hist) AS hist
                 FROM latency_1s
                 WHERE service = {{str .Service}} AND ts >= {{sec .ReadFrom}} AND ts < {{sec .To}}
-                    AND (host, hw_class, ts) GLOBAL IN (SELECT host, hw, toDateTime(arrayJoin(maybe), 'UTC') FROM buckets)
+                    AND (host, hw_class, ts) GLOBAL IN (SELECT host, hw, toDateTime(arrayJoin(arrayConcat(maybe,
+                        arrayFlatten(arrayMap(t -> [toUInt32(t - 1), t, toUInt32(t + 1)], arrayFilter(t -> NOT has(lone_far, t), thin))))), 'UTC') FROM buckets)
                 GROUP BY host, ts
             )
+            -- A thin second's neighbour may lie in the next or the
+            -- previous bucket: its histogram goes to both.
+            ARRAY JOIN arrayDistinct([intDiv(toUInt32(s - 1), {{.BucketS}}), intDiv(s, {{.BucketS}}), intDiv(toUInt32(s + 1), {{.BucketS}})]) AS b
             GROUP BY host, b
         ) AS q USING (host, b)
     )
@@ -273,6 +309,21 @@ ORDER BY host`)
 const (
 	minSpreadSeconds = 120
 	noSpread         = 1e9
+)
+
+// The lone-request rule (spikeWindowsSQL). A second slow by its mean whose
+// kept requests are fewer than thinKept is a stall only with company or a
+// request beyond the host's tail: two requests or more over bar_pair =
+// max(thr, e^(pairZ × tail) × base) in it and the seconds either side, or
+// one over bar_lone = max(loneOverPair × bar_pair, e^(loneZ × tail) × base),
+// where tail is the fleet's median spread of log per-second mean latency
+// over buckets of minTailSeconds rows or more.
+const (
+	minTailSeconds = 30
+	thinKept       = 3
+	pairZ          = 2.3
+	loneZ          = 3.3
+	loneOverPair   = 3
 )
 
 // lookbackFleet is the fleet of a pattern look-back: the hardware class of
