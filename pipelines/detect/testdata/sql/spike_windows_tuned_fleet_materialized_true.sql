@@ -14,11 +14,7 @@ WITH buckets AS MATERIALIZED (
         -- request over thr at least, and kept requests enough to hold a
         -- tenth of the second's (the slow ones are all kept).
         arrayMap(x -> x.1, arrayFilter(x -> NOT has(by_mean, x.1) AND x.2 > thr
-            AND x.5 >= 3 AND x.5 >= 0.1 * greatest(toFloat64(x.4), 2 * typical), merged)) AS maybe,
-        -- Slow by their mean on the strength of a request or two: they
-        -- need company or a request beyond the host's tail.
-        arrayMap(x -> x.1, arrayFilter(x -> has(by_mean, x.1) AND x.5 < 3, merged)) AS thin,
-        arrayMap(x -> x.1, arrayFilter(x -> has(thin, x.1) AND x.2 >= bar_lone, merged)) AS lone_far
+            AND x.5 >= 3 AND x.5 >= 0.1 * greatest(toFloat64(x.4), 2 * typical), merged)) AS maybe
     FROM (
         SELECT host, hw, b, first, cand, n / secs / 2 AS typical,
             greatest(host_base, quantileExactWeighted(0.5)(host_base, n) OVER (PARTITION BY b)) AS base,
@@ -79,7 +75,30 @@ FROM (
         arraySort(x -> x.1, arrayFlatten(groupArray(slow))) AS secs,
         arraySplit((x, gap) -> gap > 1, secs, arrayDifference(arrayMap(x -> toInt64(x.1), secs))) AS wins
     FROM (
+        -- (second, max, threshold, base) of the slow seconds: by mean
+        -- (thin ones with company), or by share.
         SELECT host, hw, b, first,
+            arrayMap(x -> (x.1, x.2, thr, base),
+                arrayFilter(x -> (has(by_mean, x.1) AND (NOT has(thin, x.1) OR has(accompanied, x.1))) OR has(by_share, x.1), merged)) AS slow
+        FROM (
+        -- Each step its own SELECT, and no lambda inside a lambda: the
+        -- statement's analysis, a fixed cost of every pass (as much as the
+        -- scan of a small fleet), grows with each.
+        SELECT host, hw, b, first, thr, base, merged, by_mean, thin, by_share,
+            -- Of the thin seconds, those with company: in the second and
+            -- the ones either side, two requests or more over bar_pair, or
+            -- one over bar_lone.
+            arrayFilter(t -> has(lone_far, t)
+                OR over.2[indexOf(over.1, t - 1)] + over.2[indexOf(over.1, t)] + over.2[indexOf(over.1, t + 1)] >= 2
+                OR over.3[indexOf(over.1, t - 1)] + over.3[indexOf(over.1, t)] + over.3[indexOf(over.1, t + 1)] >= 1,
+                thin) AS accompanied
+        FROM (
+        SELECT host, hw, b, first, thr, base, merged, by_mean,
+            -- Slow by their mean on the strength of a request or two
+            -- (thin): they need company, or a request beyond the host's
+            -- tail (lone_far).
+            arrayMap(x -> x.1, arrayFilter(x -> x.5 < 3 AND has(by_mean, x.1), merged)) AS thin,
+            arrayMap(x -> x.1, arrayFilter(x -> x.5 < 3 AND has(by_mean, x.1) AND x.2 >= bar_lone, merged)) AS lone_far,
             -- Of the seconds that may be, those of which a tenth or more of
             -- the requests, and three or more, took longer than thr: those
             -- over it by latency_hist's bins wholly above it, out of the
@@ -87,17 +106,13 @@ FROM (
             arrayMap(y -> y.1, arrayFilter(y -> has(maybe, y.1) AND
                 arraySum((k, v) -> if(k >= ceil(8 * log2(thr)), v, 0), y.3.1, y.3.2) >= greatest(3, 0.1 * greatest(toFloat64(y.2), 2 * typical)),
                 hists)) AS by_share,
-            -- Of the thin seconds, those with company: in the second and
-            -- the ones either side, two requests or more over bar_pair, or
-            -- one over bar_lone.
-            arrayFilter(t -> has(lone_far, t) OR arrayExists(c -> c[1] >= 2 OR c[2] >= 1,
-                [arrayReduce('sumForEach', arrayMap(y -> [
-                    arraySum((k, v) -> if(k >= ceil(8 * log2(bar_pair)), v, 0), y.3.1, y.3.2),
-                    arraySum((k, v) -> if(k >= ceil(8 * log2(bar_lone)), v, 0), y.3.1, y.3.2)],
-                    arrayFilter(y -> y.1 + 1 >= t AND y.1 <= t + 1, hists)))]), thin) AS accompanied,
-            -- (second, max, threshold, base) of the slow seconds.
-            arrayMap(x -> (x.1, x.2, thr, base),
-                arrayFilter(x -> (has(by_mean, x.1) AND (NOT has(thin, x.1) OR has(accompanied, x.1))) OR has(by_share, x.1), merged)) AS slow
+            -- The seconds read, and of each its requests over bar_pair and
+            -- over bar_lone (bins wholly above them): arrays a thin second
+            -- looks its neighbours up in by indexOf (0, an element's
+            -- default, where one was not read).
+            (arrayMap(y -> y.1, hists),
+                arrayMap(y -> arraySum((k, v) -> if(k >= ceil(8 * log2(bar_pair)), v, 0), y.3.1, y.3.2), hists),
+                arrayMap(y -> arraySum((k, v) -> if(k >= ceil(8 * log2(bar_lone)), v, 0), y.3.1, y.3.2), hists)) AS over
         FROM buckets
         LEFT JOIN (
             -- The latency histograms of the seconds that may be slow by
@@ -112,7 +127,8 @@ FROM (
                 FROM latency_1s
                 WHERE service = 'o\'neil\\svc' AND ts >= toDateTime(1773478680, 'UTC') AND ts < toDateTime(1773500400, 'UTC')
                     AND (host, hw_class, ts) GLOBAL IN (SELECT host, hw, toDateTime(arrayJoin(arrayConcat(maybe,
-                        arrayFlatten(arrayMap(t -> [toUInt32(t - 1), t, toUInt32(t + 1)], arrayFilter(t -> NOT has(lone_far, t), thin))))), 'UTC') FROM buckets)
+                        arrayFlatten(arrayMap(x -> [toUInt32(x.1 - 1), x.1, toUInt32(x.1 + 1)],
+                            arrayFilter(x -> x.5 < 3 AND has(by_mean, x.1) AND x.2 < bar_lone, merged))))), 'UTC') FROM buckets)
                 GROUP BY host, ts
             )
             -- A thin second's neighbour may lie in the next or the
@@ -120,6 +136,8 @@ FROM (
             ARRAY JOIN arrayDistinct([intDiv(toUInt32(s - 1), 90), intDiv(s, 90), intDiv(toUInt32(s + 1), 90)]) AS b
             GROUP BY host, b
         ) AS q USING (host, b)
+        )
+        )
     )
     GROUP BY host
 )
