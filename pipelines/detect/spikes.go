@@ -122,6 +122,27 @@ func newSpikeRange(cfg *Config) spikeRange {
 // σ = 0.9 peaks near 25× its geometric mean every ten minutes) must not
 // report its own body as spikes. Stalls barely move the spread: a 1 s
 // stall at 100× in a 10-minute bucket adds 0.03 to its variance.
+//
+// Lone requests. A host serving a few requests a second keeps one or two
+// rows a second and fewer than two minutes of them a bucket, so it has no
+// spread, and a second holding one tail request has that request for its
+// mean: on a lognormal body with σ = 0.9 at 3 requests a second, 9 windows
+// per host-hour. What tells a stall from the body's tail is company: a
+// stall delays every request in flight, and they finish together at its
+// end, so the second and its neighbours hold two slow requests or more.
+// A second slow by its mean on fewer than thinKept kept requests (thin) is
+// a stall when the second and the ones either side hold two requests or
+// more over bar_pair, or one over bar_lone: latencies the host's body
+// yields two at a time, or at all, about once in hundreds of host-hours,
+// taken from its base and the lognormal tail of the fleet's spread (the
+// tail: the spread over buckets of minTailSeconds rows or more, which the
+// few-requests hosts have). A lone request under bar_lone is the body's;
+// a stall that catches one request only, and holds it less than bar_lone,
+// is lost with it (about one 1 s stall in ten at 3 requests a second).
+// Company is counted in latency_hist, read in the histograms' scan for the
+// thin seconds and their neighbours (few: a stall at tens of requests a
+// second keeps dozens); a thin second whose own max passes bar_lone needs
+// no read.
 func spikeWindowsSQL(service string, r spikeRange, c SpikeConfig, materialized bool) string {
 	return render(spikeWindowsTmpl, spikeWindowsParams{
 		Service:          service,
