@@ -87,6 +87,8 @@ func Variants(seed uint64) []Variant {
 			Sigma: 0.9, RPS: 3}, 0},
 		{"thousand-spikes/heavy-tail-few-rps", sim.Config{Scenario: sim.ThousandSpikes, Hosts: 100, Duration: 3 * time.Hour,
 			Sigma: 0.9, RPS: 3}, heavyTailRecall},
+		{"thousand-spikes/few-rps", sim.Config{Scenario: sim.ThousandSpikes, Hosts: 100, Duration: 2 * time.Hour,
+			RPS: 3}, 0},
 	}
 	for i := range v {
 		v[i].Config.Seed = seed + 100 + uint64(i)
