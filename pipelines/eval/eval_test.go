@@ -47,7 +47,8 @@ func TestEvalEveryScenario(t *testing.T) {
 
 // TestEvalVariants holds the detectors to the same bar on scenarios away
 // from their defaults (Variants): other periods, fractions, fleet sizes,
-// spike lengths, noise levels and latency bodies.
+// spike lengths, noise levels, request rates and latency bodies (a few
+// variants have bars of their own: Variant.MinRecall, falsePerHostHour).
 //
 // SPIKEHUNT_EVAL_VARIANTS=a,b runs only those (for tuning).
 func TestEvalVariants(t *testing.T) {

@@ -7,9 +7,9 @@ import (
 )
 
 // Variant is a scenario away from its defaults: another period, fraction
-// of hosts, fleet size, spike length, noise level or latency body. The
-// defaults are what the detectors were tuned on; the variants are how we
-// know they found the phenomenon and not the parameters.
+// of hosts, fleet size, spike length, noise level, request rate or latency
+// body. The defaults are what the detectors were tuned on; the variants
+// are how we know they found the phenomenon and not the parameters.
 type Variant struct {
 	Name   string // scenario/what-differs
 	Config sim.Config
