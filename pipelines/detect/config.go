@@ -11,7 +11,7 @@ import (
 // DetectorVersion is written into every row the detectors produce
 // (spikes, spike_suspects, patterns). Bump it when a change to the rules
 // or the defaults makes old rows incomparable with new ones.
-const DetectorVersion = "detect/2"
+const DetectorVersion = "detect/3"
 
 // Config is one detection pass: which service, which time range, and the
 // knobs of the three stages. The zero value of every knob means its
@@ -44,9 +44,12 @@ type Config struct {
 //	max(Floor, max(K, e^(Z × spread)) × base), base = max(fleet's, host's typical latency) in its bucket,
 //
 // where a bucket is a Bucket-long slice of time aligned to the epoch (see
-// spikeWindowsSQL for what "typical" is and why the mean). Slow seconds at
-// most MergeGap apart merge into one window. Zero fields take the defaults,
-// so MergeGap cannot be set to 0.
+// spikeWindowsSQL for what "typical" is and why the mean), or when a tenth
+// of its requests do. A second slow by its mean on one or two kept
+// requests needs company or a request beyond the host's tail (the
+// lone-request rule, spikeWindowsSQL). Slow seconds at most MergeGap apart
+// merge into one window. Zero fields take the defaults, so MergeGap cannot
+// be set to 0.
 type SpikeConfig struct {
 	// K multiplies the base. Default 8: a second whose requests took eight
 	// times the typical ones. 1–1000.

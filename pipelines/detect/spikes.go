@@ -122,6 +122,27 @@ func newSpikeRange(cfg *Config) spikeRange {
 // σ = 0.9 peaks near 25× its geometric mean every ten minutes) must not
 // report its own body as spikes. Stalls barely move the spread: a 1 s
 // stall at 100× in a 10-minute bucket adds 0.03 to its variance.
+//
+// Lone requests. A host serving a few requests a second keeps one or two
+// rows a second and fewer than two minutes of them a bucket, so it has no
+// spread, and a second holding one tail request has that request for its
+// mean: on a lognormal body with σ = 0.9 at 3 requests a second, 9 windows
+// per host-hour. What tells a stall from the body's tail is company: a
+// stall delays every request in flight, and they finish together at its
+// end, so the second and its neighbours hold two slow requests or more.
+// A second slow by its mean on fewer than thinKept kept requests (thin) is
+// a stall when the second and the ones either side hold two requests or
+// more over bar_pair, or one over bar_lone: latencies the host's body
+// yields two at a time, or at all, about once in hundreds of host-hours,
+// taken from its base and the lognormal tail of the fleet's spread (the
+// tail: the spread over buckets of minTailSeconds rows or more, which the
+// few-requests hosts have). A lone request under bar_lone is the body's;
+// a stall that catches one request only, and holds it less than bar_lone,
+// is lost with it (about one 1 s stall in ten at 3 requests a second).
+// Company is counted in latency_hist, read in the histograms' scan for the
+// thin seconds and their neighbours (few: a stall at tens of requests a
+// second keeps dozens); a thin second whose own max passes bar_lone needs
+// no read.
 func spikeWindowsSQL(service string, r spikeRange, c SpikeConfig, materialized bool) string {
 	return render(spikeWindowsTmpl, spikeWindowsParams{
 		Service:          service,
@@ -131,7 +152,12 @@ func spikeWindowsSQL(service string, r spikeRange, c SpikeConfig, materialized b
 		BucketS:          int64(c.Bucket / time.Second),
 		SplitGapS:        int64(c.MergeGap/time.Second) + 1,
 		MinSpreadSeconds: minSpreadSeconds,
+		MinTailSeconds:   minTailSeconds,
 		NoSpread:         noSpread,
+		PairZ:            pairZ,
+		LoneZ:            loneZ,
+		LoneOverPair:     loneOverPair,
+		ThinKept:         thinKept,
 		BaseFrom:         r.baseFrom,
 		ReadFrom:         r.readFrom,
 		WriteFromMS:      r.writeFrom.UnixMilli(),
@@ -155,6 +181,11 @@ type spikeWindowsParams struct {
 	SplitGapS        int64
 	MinSpreadSeconds int64
 	NoSpread         float64
+	// The lone-request rule's constants (see spikeWindowsSQL).
+	MinTailSeconds int64
+	PairZ, LoneZ   float64
+	LoneOverPair   float64
+	ThinKept       int64
 	// The seconds of spikeRange: the scan reads [BaseFrom, To), candidate
 	// slow seconds from ReadFrom on, and keeps windows starting at or
 	// after WriteFromMS (ms).
@@ -170,7 +201,7 @@ type spikeWindowsParams struct {
 
 var spikeWindowsTmpl = sqlTemplate("spike windows", `
 WITH buckets AS {{if .Materialized}}MATERIALIZED {{end}}(
-    SELECT host, hw, b, first, typical, thr, base,
+    SELECT host, hw, b, first, typical, thr, base, bar_pair, bar_lone,
         -- Rows of one second merged (in if(), evaluated only where there
         -- can be two: most buckets have no candidate or one).
         if(length(cand) < 2, cand, arrayZip(
@@ -187,14 +218,18 @@ WITH buckets AS {{if .Materialized}}MATERIALIZED {{end}}(
     FROM (
         SELECT host, hw, b, first, cand, n / secs / 2 AS typical,
             greatest(host_base, quantileExactWeighted(0.5)(host_base, n) OVER (PARTITION BY b)) AS base,
-            greatest({{.FloorUS}}, greatest({{float .K}}, exp({{float .Z}} * ifNotFinite(quantileExactWeightedIf(0.5)(spread, n, spread < {{float .NoSpread}}) OVER (PARTITION BY b), 0))) * base) AS thr
+            greatest({{.FloorUS}}, greatest({{float .K}}, exp({{float .Z}} * ifNotFinite(quantileExactWeightedIf(0.5)(spread, n, spread < {{float .NoSpread}}) OVER (PARTITION BY b), 0))) * base) AS thr,
+            ifNotFinite(quantileExactWeightedIf(0.5)(tail, n, tail < {{float .NoSpread}}) OVER (PARTITION BY b), 0) AS fleet_tail,
+            greatest(thr, exp({{float .PairZ}} * fleet_tail) * base) AS bar_pair,
+            greatest({{float .LoneOverPair}} * bar_pair, exp({{float .LoneZ}} * fleet_tail) * base) AS bar_lone
         FROM (
             SELECT host, hw, b, first, n, secs, cand,
                 if(lagInFrame(b) OVER w = b - 1 AND n * 2 < lagInFrame(n) OVER w,
                    lagInFrame(geo) OVER w, geo) AS host_base,
                 -- The lesser of this bucket's and the previous one's: a
                 -- fleet-wide 30 s stall widens one or two buckets' spread.
-                if(lagInFrame(b) OVER w = b - 1, least(sd, lagInFrame(sd) OVER w), sd) AS spread
+                if(lagInFrame(b) OVER w = b - 1, least(sd, lagInFrame(sd) OVER w), sd) AS spread,
+                if(lagInFrame(b) OVER w = b - 1, least(sd_tail, lagInFrame(sd_tail) OVER w), sd_tail) AS tail
             FROM (
                 SELECT host, hw_class AS hw,
                     -- The bucket's number, not its start: intDiv(ts, n) is
@@ -204,7 +239,13 @@ WITH buckets AS {{if .Materialized}}MATERIALIZED {{end}}(
                     exp(avg(log(greatest(1, weighted_sum_us / weighted_count)))) AS geo,
                     -- A spread needs two minutes of seconds: over ten, one
                     -- stalled second is the spread.
-                    if(count() >= {{.MinSpreadSeconds}}, stddevPop(log(greatest(1, weighted_sum_us / weighted_count))), {{float .NoSpread}}) AS sd,
+                    stddevPop(log(greatest(1, weighted_sum_us / weighted_count))) AS sd_any,
+                    if(count() >= {{.MinSpreadSeconds}}, sd_any, {{float .NoSpread}}) AS sd,
+                    -- The tail's spread, for the lone-request rule: a host
+                    -- serving a few requests a second keeps fewer rows than
+                    -- the spread wants, and it is those hosts whose quiet
+                    -- seconds hold a lone request.
+                    if(count() >= {{.MinTailSeconds}}, sd_any, {{float .NoSpread}}) AS sd_tail,
                     sum(weighted_count) AS n,
                     max(toUInt32(ts)) - min(toUInt32(ts)) + 1 AS secs,
                     {{if .FleetFrom.IsZero}}toUInt32(0){{else}}minIf(toUInt32(ts), ts >= {{sec .FleetFrom}}){{end}} AS first,
@@ -234,17 +275,44 @@ FROM (
         arraySort(x -> x.1, arrayFlatten(groupArray(slow))) AS secs,
         arraySplit((x, gap) -> gap > {{.SplitGapS}}, secs, arrayDifference(arrayMap(x -> toInt64(x.1), secs))) AS wins
     FROM (
+        -- (second, max, threshold, base) of the slow seconds: by mean
+        -- (thin ones with company), or by share.
         SELECT host, hw, b, first,
+            arrayMap(x -> (x.1, x.2, thr, base),
+                arrayFilter(x -> (has(by_mean, x.1) AND (NOT has(thin, x.1) OR has(accompanied, x.1))) OR has(by_share, x.1), merged)) AS slow
+        FROM (
+        -- Each step its own SELECT, and no lambda inside a lambda: the
+        -- statement's analysis, a fixed cost of every pass (as much as the
+        -- scan of a small fleet), grows with each.
+        SELECT host, hw, b, first, thr, base, merged, by_mean, thin, by_share,
+            -- Of the thin seconds, those with company: in the second and
+            -- the ones either side, two requests or more over bar_pair, or
+            -- one over bar_lone.
+            arrayFilter(t -> has(lone_far, t)
+                OR over.2[indexOf(over.1, t - 1)] + over.2[indexOf(over.1, t)] + over.2[indexOf(over.1, t + 1)] >= 2
+                OR over.3[indexOf(over.1, t - 1)] + over.3[indexOf(over.1, t)] + over.3[indexOf(over.1, t + 1)] >= 1,
+                thin) AS accompanied
+        FROM (
+        SELECT host, hw, b, first, thr, base, merged, by_mean,
+            -- Slow by their mean on the strength of a request or two
+            -- (thin): they need company, or a request beyond the host's
+            -- tail (lone_far).
+            arrayMap(x -> x.1, arrayFilter(x -> x.5 < {{.ThinKept}} AND has(by_mean, x.1), merged)) AS thin,
+            arrayMap(x -> x.1, arrayFilter(x -> x.5 < {{.ThinKept}} AND has(by_mean, x.1) AND x.2 >= bar_lone, merged)) AS lone_far,
             -- Of the seconds that may be, those of which a tenth or more of
             -- the requests, and three or more, took longer than thr: those
             -- over it by latency_hist's bins wholly above it, out of the
             -- second's requests (at least the bucket's mean per second).
-            arrayMap(y -> y.1, arrayFilter(y ->
+            arrayMap(y -> y.1, arrayFilter(y -> has(maybe, y.1) AND
                 arraySum((k, v) -> if(k >= ceil(8 * log2(thr)), v, 0), y.3.1, y.3.2) >= greatest(3, 0.1 * greatest(toFloat64(y.2), 2 * typical)),
                 hists)) AS by_share,
-            -- (second, max, threshold, base) of the slow seconds.
-            arrayMap(x -> (x.1, x.2, thr, base),
-                arrayFilter(x -> has(by_mean, x.1) OR has(by_share, x.1), merged)) AS slow
+            -- The seconds read, and of each its requests over bar_pair and
+            -- over bar_lone (bins wholly above them): arrays a thin second
+            -- looks its neighbours up in by indexOf (0, an element's
+            -- default, where one was not read).
+            (arrayMap(y -> y.1, hists),
+                arrayMap(y -> arraySum((k, v) -> if(k >= ceil(8 * log2(bar_pair)), v, 0), y.3.1, y.3.2), hists),
+                arrayMap(y -> arraySum((k, v) -> if(k >= ceil(8 * log2(bar_lone)), v, 0), y.3.1, y.3.2), hists)) AS over
         FROM buckets
         LEFT JOIN (
             -- The latency histograms of the seconds that may be slow by
@@ -254,15 +322,22 @@ FROM (
             -- parts).
             SELECT host, b, groupArray((s, w, hist)) AS hists
             FROM (
-                SELECT host, toUInt32(ts) AS s, intDiv(s, {{.BucketS}}) AS b, sum(weighted_count) AS w,
+                SELECT host, toUInt32(ts) AS s, sum(weighted_count) AS w,
                     sumMap(latency_hist) AS hist
                 FROM latency_1s
                 WHERE service = {{str .Service}} AND ts >= {{sec .ReadFrom}} AND ts < {{sec .To}}
-                    AND (host, hw_class, ts) GLOBAL IN (SELECT host, hw, toDateTime(arrayJoin(maybe), 'UTC') FROM buckets)
+                    AND (host, hw_class, ts) GLOBAL IN (SELECT host, hw, toDateTime(arrayJoin(arrayConcat(maybe,
+                        arrayFlatten(arrayMap(x -> [toUInt32(x.1 - 1), x.1, toUInt32(x.1 + 1)],
+                            arrayFilter(x -> x.5 < {{.ThinKept}} AND has(by_mean, x.1) AND x.2 < bar_lone, merged))))), 'UTC') FROM buckets)
                 GROUP BY host, ts
             )
+            -- A thin second's neighbour may lie in the next or the
+            -- previous bucket: its histogram goes to both.
+            ARRAY JOIN arrayDistinct([intDiv(toUInt32(s - 1), {{.BucketS}}), intDiv(s, {{.BucketS}}), intDiv(toUInt32(s + 1), {{.BucketS}})]) AS b
             GROUP BY host, b
         ) AS q USING (host, b)
+        )
+        )
     )
     GROUP BY host
 )
@@ -273,6 +348,21 @@ ORDER BY host`)
 const (
 	minSpreadSeconds = 120
 	noSpread         = 1e9
+)
+
+// The lone-request rule (spikeWindowsSQL). A second slow by its mean whose
+// kept requests are fewer than thinKept is a stall only with company or a
+// request beyond the host's tail: two requests or more over bar_pair =
+// max(thr, e^(pairZ × tail) × base) in it and the seconds either side, or
+// one over bar_lone = max(loneOverPair × bar_pair, e^(loneZ × tail) × base),
+// where tail is the fleet's median spread of log per-second mean latency
+// over buckets of minTailSeconds rows or more.
+const (
+	minTailSeconds = 30
+	thinKept       = 3
+	pairZ          = 2.3
+	loneZ          = 3.3
+	loneOverPair   = 3
 )
 
 // lookbackFleet is the fleet of a pattern look-back: the hardware class of

@@ -331,3 +331,59 @@ func TestDetectSpikeOnALoneHostWithSecondsOfData(t *testing.T) {
 		t.Errorf("want the one stalled second, got %+v", res.Spikes)
 	}
 }
+
+// TestALoneTailRequestIsNoStallOnAHeavyTailedHost: on a fleet whose body is
+// heavy-tailed (lognormal σ = 0.9) at one request a second, a request 30×
+// the typical latency alone in a quiet second is the body's own tail, not
+// a spike window, though it lifts its second's mean far over the bar; a
+// stall of one second holding two or three requests in flight, which all
+// finish together at its end, still is one. The same lone request on a
+// narrow-bodied fleet is beyond anything its body yields: a window.
+func TestALoneTailRequestIsNoStallOnAHeavyTailedHost(t *testing.T) {
+	// at is a request on host h starting ms milliseconds after second 1805.
+	at := func(h, ms, us int) string {
+		return fmt.Sprintf("(fromUnixTimestamp64Micro(%d, 'UTC'), 'billy', %s, %s, '/get', %d, 'OK', '', '', %d, 1)",
+			sec(1805).UnixMicro()+int64(ms)*1000, store.QuoteString(host(h)), store.QuoteString([]string{"gen4", "gen5"}[h%2]), us, 1000+h)
+	}
+	for _, tc := range []struct {
+		name  string
+		sigma float64
+		want  []window
+	}{
+		{"heavy-tailed body: the lone request is its tail", 0.9, []window{{host(5), 1805, 1807}, {host(7), 1805, 1807}}},
+		{"narrow body: the lone request is a spike", 0.25, []window{{host(3), 1805, 1806}, {host(5), 1805, 1807}, {host(7), 1805, 1807}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			st := migrated(t)
+			// Host 3's request of second 1805 takes 120 ms, 30× the typical
+			// 4 ms, and nothing else on the host is slow around it.
+			fleetLoad{hosts: 20, seconds: 3600, sigma: tc.sigma, stall: "h = 3 AND s = 1805", stallUS: 120_000}.insert(t, st)
+			rows := []string{
+				// Host 5: a stall from 1805.55 to 1806.5 holds three requests;
+				// each second also has the fleet's own request, which began
+				// before the stall or after it.
+				at(5, 600, 900_000), at(5, 900, 600_000), at(5, 1200, 300_000),
+				// Host 7: a stall from 1805.7 to 1806.3 holds two.
+				at(7, 700, 600_000), at(7, 1100, 200_000),
+			}
+			if err := st.Exec(ctx, `INSERT INTO requests (ts, service, host, hw_class, endpoint, latency_us, status, trace_id, span_id, thread_id, weight) VALUES `+strings.Join(rows, ", ")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Pass(ctx, st, Config{Service: "billy", From: dataStart, To: sec(3600)}); err != nil {
+				t.Fatal(err)
+			}
+			// Only the windows around second 1805 are judged: the heavy
+			// body has tail requests of its own elsewhere.
+			var got []window
+			for _, w := range windowsOf(readSpikes(t, st, "billy")) {
+				if w.End > 1800 && w.Start < 1810 {
+					got = append(got, w)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("windows around second 1805 (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -36,7 +36,7 @@ func TestEvalEveryScenario(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("%s: %d rows loaded in %v; %d passes in %v", cfg.Scenario, r.Rows, r.Load.Round(1e6), r.Passes, r.Detect.Round(1e6))
-			checkScores(t, r, 0.95)
+			checkScores(t, r, 0.95, 0)
 			if r.Truth.Class != "" {
 				delays = append(delays, r.Delay)
 			}
@@ -47,7 +47,8 @@ func TestEvalEveryScenario(t *testing.T) {
 
 // TestEvalVariants holds the detectors to the same bar on scenarios away
 // from their defaults (Variants): other periods, fractions, fleet sizes,
-// spike lengths, noise levels and latency bodies.
+// spike lengths, noise levels, request rates and latency bodies (a few
+// variants have bars of their own: Variant.MinRecall, falsePerHostHour).
 //
 // SPIKEHUNT_EVAL_VARIANTS=a,b runs only those (for tuning).
 func TestEvalVariants(t *testing.T) {
@@ -64,7 +65,8 @@ func TestEvalVariants(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("%s: %d rows loaded in %v; %d passes in %v", v.Name, r.Rows, r.Load.Round(1e6), r.Passes, r.Detect.Round(1e6))
-			checkScores(t, r, v.MinRecall)
+			hostHours := float64(r.Truth.HostsTotal) * v.Config.Defaults().Duration.Hours()
+			checkScores(t, r, v.MinRecall, falsePerHostHour[v.Name]*hostHours)
 			if r.Truth.Class != "" {
 				delays = append(delays, r.Delay)
 			}
@@ -86,12 +88,15 @@ func namesFrom(key string) map[string]bool {
 }
 
 // checkScores is the bar of one run: recall ≥ minRecall and precision ≥
-// 0.95 where there are spike windows, the right class (and no pattern in any pass
+// 0.95 where there are spike windows (where the truth has none, at most
+// maxFalse windows), the right class (and no pattern in any pass
 // where the truth has none), ≥ 90% top-1 suspects where the truth names a
 // cause, and a pattern found at all where there is one.
-func checkScores(t *testing.T, r Result, minRecall float64) {
+func checkScores(t *testing.T, r Result, minRecall, maxFalse float64) {
 	t.Helper()
-	if r.Truth.Windows != nil || r.Windows.Detected > 0 {
+	if r.Truth.Windows == nil && r.Windows.Detected > 0 && float64(r.Windows.Detected) <= maxFalse {
+		t.Logf("%d windows where the truth has none, at most %.1f allowed", r.Windows.Detected, maxFalse)
+	} else if r.Truth.Windows != nil || r.Windows.Detected > 0 {
 		if r.Windows.Recall() < minRecall || r.Windows.Precision() < 0.95 {
 			t.Errorf("recall %.3f, precision %.3f (%+v); want ≥ %.2f and ≥ 0.95", r.Windows.Recall(), r.Windows.Precision(), r.Windows, minRecall)
 		}

@@ -7,15 +7,23 @@ import (
 )
 
 // Variant is a scenario away from its defaults: another period, fraction
-// of hosts, fleet size, spike length, noise level or latency body. The
-// defaults are what the detectors were tuned on; the variants are how we
-// know they found the phenomenon and not the parameters.
+// of hosts, fleet size, spike length, noise level, request rate or latency
+// body. The defaults are what the detectors were tuned on; the variants
+// are how we know they found the phenomenon and not the parameters.
 type Variant struct {
 	Name   string // scenario/what-differs
 	Config sim.Config
 	// MinRecall is the spike-window recall the variant is held to, when
 	// not the 0.95 of the defaults (see subSecondRecall).
 	MinRecall float64
+}
+
+// falsePerHostHour: where the truth has no spike window, how many windows
+// per host-hour a variant is allowed, by name (default none, precision
+// being then 0 or 1). A long run of a heavy-tailed fleet meets, now and
+// then, a lone request as slow as a stall's (heavyTailFalse).
+var falsePerHostHour = map[string]float64{
+	"healthy/heavy-tail-few-rps": heavyTailFalse,
 }
 
 // Recall bars below 0.95, for the variants whose stalls hold up only a
@@ -28,6 +36,21 @@ type Variant struct {
 const (
 	subSecondRecall = 0.9
 	ioShareRecall   = 0.85
+)
+
+// The heavy-tailed fleets at a few requests per second (lognormal σ =
+// 0.9, 3 requests/s per host): a 1 s stall holds two or three requests,
+// and about one in eight holds a single one over 150 ms, which is then
+// judged against the host's tail alone (spikeWindowsSQL's lone-request
+// rule). Measured on the truth of a 100-host, 3-hour fleet: 93% of the
+// stalls hold two requests over 150 ms or one over 500 ms, while the
+// body alone gave 480 requests over 150 ms, 4 over 400 ms and one of
+// 946 ms in 300 host-hours. The detector found 0.88–0.90 of the stalls
+// at precision 1.0, and 1 to 4 windows in the healthy fleet's 300
+// host-hours (2,816 before the rule).
+const (
+	heavyTailRecall = 0.85
+	heavyTailFalse  = 0.02
 )
 
 // Variants are the off-default runs of `spikehunt eval --variants` and of
@@ -60,6 +83,12 @@ func Variants(seed uint64) []Variant {
 		{"healthy/wide-body", sim.Config{Scenario: sim.Healthy, Hosts: 100, Duration: 90 * time.Minute, Sigma: 0.9}, 0},
 		{"slow-creep/steep", sim.Config{Scenario: sim.SlowCreep, Hosts: 100, Duration: 2 * time.Hour, Creep: 20}, 0},
 		{"noisy/dense", sim.Config{Scenario: sim.Noisy, Hosts: 200, Duration: 2 * time.Hour, Noise: 1}, 0},
+		{"healthy/heavy-tail-few-rps", sim.Config{Scenario: sim.Healthy, Hosts: 100, Duration: 3 * time.Hour,
+			Sigma: 0.9, RPS: 3}, 0},
+		{"thousand-spikes/heavy-tail-few-rps", sim.Config{Scenario: sim.ThousandSpikes, Hosts: 100, Duration: 3 * time.Hour,
+			Sigma: 0.9, RPS: 3}, heavyTailRecall},
+		{"thousand-spikes/few-rps", sim.Config{Scenario: sim.ThousandSpikes, Hosts: 100, Duration: 2 * time.Hour,
+			RPS: 3}, 0},
 	}
 	for i := range v {
 		v[i].Config.Seed = seed + 100 + uint64(i)

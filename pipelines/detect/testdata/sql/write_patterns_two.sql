@@ -7,11 +7,11 @@ VALUES ('p1', 'billy', 'isolated-host', [],
     map(),
     toFloat64(0),
     [],
-    'detect/2', fromUnixTimestamp64Milli(toInt64(1773500401234), 'UTC'), 0),
+    'detect/3', fromUnixTimestamp64Milli(toInt64(1773500401234), 'UTC'), 0),
 ('p2', 'o\'neil\\svc', 'fleet-recurrent', ['hw-class-skewed'],
     fromUnixTimestamp64Milli(toInt64(1773478800000), 'UTC'), fromUnixTimestamp64Milli(toInt64(1773500400000), 'UTC'), 120, 300,
     toFloat64(907.5), toFloat64(0.875), toFloat64(0),
     map('gen4', toFloat64(0.25), 'gen5', toFloat64(1.7976931348623157e+308)),
     toFloat64(0.5),
     [('system.cpu.time', 'softirq', '', toUInt32(118), toFloat64(41.5)), ('system.network.packet.count', 'receive', 'eth\'0', toUInt32(100), toFloat64(-1.7976931348623157e+308))],
-    'detect/2', fromUnixTimestamp64Milli(toInt64(1773500401234), 'UTC'), 0)
+    'detect/3', fromUnixTimestamp64Milli(toInt64(1773500401234), 'UTC'), 0)
