@@ -112,7 +112,7 @@ SELECT host, endpoint, hw_class, starts_ms, ends_ms, peaks_us, baselines_us, sco
 FROM (
 SELECT toString(host) AS host, toString(endpoint) AS endpoint, toString(any(hw)) AS hw_class,
     arraySort(x -> x.2, arrayFlatten(groupArray(slow))) AS by_end,
-    -- (arrival µs, end µs, latency µs, lone bar, base) of the slow
+    -- (arrival µs, end µs, latency µs, lone bar, base, threshold) of the slow
     -- requests, cut where their ends are more than TogetherUS apart.
     arraySplit((x, gap) -> gap > {{.TogetherUS}}, by_end, arrayDifference(arrayMap(x -> x.2, by_end))) AS groups,
     arrayFilter(g -> length(g) >= 2 OR g[1].3 > g[1].4, groups) AS stalls,
