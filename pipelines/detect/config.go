@@ -98,10 +98,14 @@ type EndpointConfig struct {
 	// latency over the fleet. Default 4: a lognormal body with σ = 0.5
 	// keeps K = 8; σ = 0.9 gets 36×. 0–10.
 	PairZ float64
-	// LoneZ: a lone slow request is a stall only past e^(LoneZ × σ) × base
-	// (and the pair bar): a lognormal body yields such a request once in
-	// 10⁹ at the default 6. 0–10.
+	// LoneZ and LoneK: a lone slow request is a stall only past
+	// max(LoneK, e^(LoneZ × σ)) × base (and the pair bar): a lognormal body
+	// yields such a request once in 10⁹ at the default LoneZ 6, and LoneK
+	// (default 32) keeps a body with a fatter tail than its bulk's σ says
+	// (GC pauses, cache misses) from being taken for stalls. LoneZ 0–10,
+	// LoneK 1–1000.
 	LoneZ float64
+	LoneK float64
 	// Together: slow requests whose ends are at most this far apart
 	// finished together (a stall releases its requests at once; each then
 	// takes its own few milliseconds). Default 100 ms; 1 ms–1 s.
@@ -347,6 +351,7 @@ func (c EndpointConfig) withDefaults() EndpointConfig {
 	defaults.Fill(&c.MaxEndpoints, DefaultMaxEndpoints)
 	defaults.Fill(&c.PairZ, 4)
 	defaults.Fill(&c.LoneZ, 6)
+	defaults.Fill(&c.LoneK, 32)
 	defaults.Fill(&c.Together, 100*time.Millisecond)
 	defaults.Fill(&c.MinHostRequests, 300)
 	return c
@@ -359,6 +364,8 @@ func (c EndpointConfig) validate() error {
 		return configErr("endpoints: MaxEndpoints = %d, want 1–10000", c.MaxEndpoints)
 	case c.PairZ < 0 || c.PairZ > 10 || c.LoneZ < 0 || c.LoneZ > 10:
 		return configErr("endpoints: PairZ = %g, LoneZ = %g, want 0–10", c.PairZ, c.LoneZ)
+	case c.LoneK < 1 || c.LoneK > 1000:
+		return configErr("endpoints: LoneK = %g, want 1–1000", c.LoneK)
 	case c.Together < time.Millisecond || c.Together > time.Second:
 		return configErr("endpoints: Together = %v, want 1ms–1s", c.Together)
 	case c.MinHostRequests < 1:

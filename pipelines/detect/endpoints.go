@@ -30,13 +30,18 @@ import (
 //   - a request is slow past max(Floor, max(K, e^(PairZ·σ)) × base).
 //
 // A stall delays every request of the endpoint in flight on the host, and
-// they all finish together at its end; a lone tail request has no
-// company. So slow requests of one host and endpoint whose ends fall
-// within Together of one another are one stall when there are two or more,
-// and a lone one only past base × e^(LoneZ·σ), a latency the body yields
-// about once in 10⁹ requests (LoneZ 6) where a stall's wait is common. The
-// stall's window is the arrival seconds of its requests, as latency_1s
-// files them.
+// they all finish together at its end, however far apart they arrived; a
+// lone tail request has no company. So slow requests of one host and
+// endpoint whose ends fall within Together of one another are one stall
+// when there are two or more and their ends are closer together than
+// their arrivals (requests that arrived together and took different
+// times are the body's tail, not a stall's release). A lone one is a
+// stall only past max(LoneK, e^(LoneZ·σ)) × base: a latency a lognormal
+// body yields about once in 10⁹ requests (LoneZ 6), and at least LoneK
+// (32) times the typical one, since real bodies have fatter tails than a
+// lognormal fit of their bulk says (GC pauses, cache misses). The stall's
+// window is the arrival seconds of its requests, as latency_1s files
+// them.
 //
 // Endpoint windows that overlap a host window (or come within MergeGap of
 // one) are that window: a host-wide stall is found on every endpoint and
@@ -80,6 +85,7 @@ func endpointWindowsSQL(service string, endpoints []string, r spikeRange, sc Spi
 		K:               sc.K,
 		PairZ:           ec.PairZ,
 		LoneZ:           ec.LoneZ,
+		LoneK:           ec.LoneK,
 		TogetherUS:      ec.Together.Microseconds(),
 		MinHostRequests: ec.MinHostRequests,
 		BucketS:         int64(sc.Bucket / time.Second),
@@ -96,7 +102,7 @@ type endpointWindowsParams struct {
 	K         float64
 	// PairZ and LoneZ widen the bar by the body's spread: see
 	// EndpointConfig.
-	PairZ, LoneZ float64
+	PairZ, LoneZ, LoneK float64
 	// TogetherUS: slow requests whose ends are at most this far apart
 	// finished together.
 	TogetherUS      int64
@@ -115,7 +121,10 @@ SELECT toString(host) AS host, toString(endpoint) AS endpoint, toString(any(hw))
     -- (arrival µs, end µs, latency µs, lone bar, base, threshold) of the slow
     -- requests, cut where their ends are more than TogetherUS apart.
     arraySplit((x, gap) -> gap > {{.TogetherUS}}, by_end, arrayDifference(arrayMap(x -> x.2, by_end))) AS groups,
-    arrayFilter(g -> length(g) >= 2 OR g[1].3 > g[1].4, groups) AS stalls,
+    -- Two or more that finished closer together than they arrived are
+    -- one stall; otherwise the slowest must pass the lone bar.
+    arrayFilter(g -> (length(g) >= 2 AND 2 * (g[-1].2 - g[1].2) < arrayMax(x -> x.1, g) - arrayMin(x -> x.1, g))
+        OR arrayMax(x -> x.3, g) > g[1].4, groups) AS stalls,
     arrayMap(g -> toInt64(intDiv(arrayMin(x -> x.1, g), 1000000)) * 1000, stalls) AS starts_ms,
     arrayMap(g -> (toInt64(intDiv(arrayMax(x -> x.1, g), 1000000)) + 1) * 1000, stalls) AS ends_ms,
     arrayMap(g -> toUInt32(arrayMax(x -> x.3, g)), stalls) AS peaks_us,
@@ -125,7 +134,7 @@ SELECT toString(host) AS host, toString(endpoint) AS endpoint, toString(any(hw))
 FROM (
     SELECT host, endpoint, hw,
         greatest({{.FloorUS}}, greatest({{float .K}}, exp({{float .PairZ}} * sigma)) * base) AS thr,
-        base * exp({{float .LoneZ}} * sigma) AS lone,
+        greatest({{float .LoneK}}, exp({{float .LoneZ}} * sigma)) * base AS lone,
         arrayMap(x -> (x.1, x.1 + x.2, x.2, greatest(lone, thr), base, thr), arrayFilter(x -> x.2 > thr, cand)) AS slow
     FROM (
         SELECT host, endpoint, hw, cand,

@@ -101,10 +101,10 @@ func sqlCases() []sqlCase {
 	for _, sc := range spikeConfigs {
 		cfg := Config{Service: "billy", From: from, To: to, Spikes: sc.c}
 		r := newSpikeRange(&cfg)
-		ec := EndpointConfig{MaxEndpoints: DefaultMaxEndpoints, PairZ: 4, LoneZ: 6, Together: 100 * time.Millisecond, MinHostRequests: 300}
+		ec := EndpointConfig{MaxEndpoints: DefaultMaxEndpoints, PairZ: 4, LoneZ: 6, LoneK: 32, Together: 100 * time.Millisecond, MinHostRequests: 300}
 		svc, eps := "billy", []string{"/checkout", "/search"}
 		if sc.name == "tuned" {
-			ec = EndpointConfig{MaxEndpoints: 7, PairZ: 0.5, LoneZ: 9.25, Together: 1500 * time.Microsecond, MinHostRequests: 1}
+			ec = EndpointConfig{MaxEndpoints: 7, PairZ: 0.5, LoneZ: 9.25, LoneK: 2.5, Together: 1500 * time.Microsecond, MinHostRequests: 1}
 			svc, eps = `o'neil\svc`, []string{`/o'neil\x`}
 		}
 		out = append(out,

@@ -33,9 +33,9 @@ func Scenarios(hosts int, duration time.Duration, seed uint64) []sim.Config {
 // defaults: 0.95, but for endpoint-stall. Its stalls hold up /checkout
 // only, which gets 2 requests per second per host (±30% over the day): a
 // 1 s stall catches no request at all in e^-2 ≈ 13% of stalls (more at
-// the day's low), and leaves nothing to detect. Measured 0.85 with
-// precision 1.0 (per-endpoint detection, detect.EndpointConfig); the
-// service-wide per-second figures alone found 0.XX.
+// the day's low), and leaves nothing to detect: about 0.86 can be found.
+// Measured 0.827 with precision 1.0; the host's per-second figures alone
+// (detect.EndpointConfig.Off) find 0.730.
 func MinRecall(scenario string) float64 {
 	if scenario == sim.EndpointStall {
 		return endpointStallRecall

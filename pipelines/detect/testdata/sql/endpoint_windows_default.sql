@@ -7,7 +7,10 @@ SELECT toString(host) AS host, toString(endpoint) AS endpoint, toString(any(hw))
     -- (arrival µs, end µs, latency µs, lone bar, base, threshold) of the slow
     -- requests, cut where their ends are more than TogetherUS apart.
     arraySplit((x, gap) -> gap > 100000, by_end, arrayDifference(arrayMap(x -> x.2, by_end))) AS groups,
-    arrayFilter(g -> length(g) >= 2 OR g[1].3 > g[1].4, groups) AS stalls,
+    -- Two or more that finished closer together than they arrived are
+    -- one stall; otherwise the slowest must pass the lone bar.
+    arrayFilter(g -> (length(g) >= 2 AND 2 * (g[-1].2 - g[1].2) < arrayMax(x -> x.1, g) - arrayMin(x -> x.1, g))
+        OR arrayMax(x -> x.3, g) > g[1].4, groups) AS stalls,
     arrayMap(g -> toInt64(intDiv(arrayMin(x -> x.1, g), 1000000)) * 1000, stalls) AS starts_ms,
     arrayMap(g -> (toInt64(intDiv(arrayMax(x -> x.1, g), 1000000)) + 1) * 1000, stalls) AS ends_ms,
     arrayMap(g -> toUInt32(arrayMax(x -> x.3, g)), stalls) AS peaks_us,
@@ -17,7 +20,7 @@ SELECT toString(host) AS host, toString(endpoint) AS endpoint, toString(any(hw))
 FROM (
     SELECT host, endpoint, hw,
         greatest(25000, greatest(toFloat64(8), exp(toFloat64(4) * sigma)) * base) AS thr,
-        base * exp(toFloat64(6) * sigma) AS lone,
+        greatest(toFloat64(32), exp(toFloat64(6) * sigma)) * base AS lone,
         arrayMap(x -> (x.1, x.1 + x.2, x.2, greatest(lone, thr), base, thr), arrayFilter(x -> x.2 > thr, cand)) AS slow
     FROM (
         SELECT host, endpoint, hw, cand,
