@@ -6,7 +6,10 @@
 //     the larger of the host's and the fleet's typical latency in the
 //     second's 10-minute bucket, or the share of the second's requests
 //     over that bar (a tenth, three or more, counted in latency_hist);
-//     slow seconds merge across short gaps. Rows go to spikes.
+//     slow seconds merge across short gaps. Per endpoint too (endpoints.go),
+//     from requests: slow requests of one endpoint that finished together
+//     (or a lone one far past the body's tail) are a window of their host
+//     unless a host window holds them. Rows go to spikes.
 //  2. Suspects (suspects.go): for each window, every kernel counter series
 //     of its host compared with the same series over the half hour before,
 //     as a robust deviation; the most deviating go to spike_suspects.
