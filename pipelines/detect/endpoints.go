@@ -49,14 +49,14 @@ import (
 // windows of their host (SpikeWindow.Endpoint names the endpoint).
 //
 // Endpoints are user input (an app may put ids into its routes): only the
-// MaxEndpoints with the most requests in the pass's read range are judged,
+// MaxEndpoints with the most requests in the range the scan reads are judged,
 // and the others are counted in Result.EndpointsDropped, so a service with
 // 100,000 routes costs the pass one count per route, not a window
 // function over all of them.
 
-// endpointWindowsSQL ranks the service's endpoints by requests over the
-// pass's read range: the first max rows, each with how many endpoints the
-// service has in all.
+// endpointRanksSQL ranks the service's endpoints by requests over the
+// range the endpoint scan reads (from the bases' first bucket): the first
+// max rows, each with how many endpoints the service has in all.
 func endpointRanksSQL(service string, r spikeRange, max int) string {
 	return render(endpointRanksTmpl, endpointRanksParams{Service: service, From: r.baseFrom, To: r.to, Max: max})
 }
