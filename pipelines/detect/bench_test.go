@@ -21,7 +21,10 @@ import (
 // hours (default 6), one request per host-second at ~4 ms, every host
 // stalling 1 s every 15–20 min at its own phase (thirty requests held up,
 // all kept, as the agent keeps every request over its p99: the share
-// scan reads their histograms). The target is 24 h ×
+// scan reads their histograms). The requests table holds the same
+// requests over four endpoints (fillBenchRequests), which the
+// per-endpoint stage reads; SPIKEHUNT_BENCH_ENDPOINTS=off leaves that
+// stage out, for its cost. The target is 24 h ×
 // 1,000 hosts in ≤ 5 s on two cores: run it with SPIKEHUNT_BENCH_HOSTS=1000
 // SPIKEHUNT_BENCH_HOURS=24 (loading takes minutes). latency_1s is filled
 // directly, one t-digest state and histogram per row, as the materialized
@@ -56,6 +59,9 @@ FROM (
 			b.Fatal(err)
 		}
 	}
+	if !loaded {
+		fillBenchRequests(b, st, start, hosts, hours, period)
+	}
 	settleMerges(b, st)
 	if os.Getenv("SPIKEHUNT_BENCH_TRACE") != "" {
 		tab, err := store.Select(ctx, st, "SELECT count(), sum(rows_read), max(elapsed) FROM system.merges")
@@ -69,6 +75,7 @@ FROM (
 		st = tracedStore{st}
 	}
 	cfg := Config{Service: "billy", From: start, To: start.Add(time.Duration(hours) * time.Hour)}
+	cfg.Endpoints.Off = os.Getenv("SPIKEHUNT_BENCH_ENDPOINTS") == "off"
 	var spikes, suspects, patterns, total time.Duration
 	windows := 0
 	b.ResetTimer()
@@ -106,6 +113,39 @@ FROM (
 	b.ReportMetric(cpu/float64(b.N), "cpu-s/op")
 }
 
+// fillBenchRequests puts BenchmarkDetectFullPass's requests into the
+// requests table, with the view that rolls requests up into latency_1s
+// detached (latency_1s is filled directly): one kept request per
+// host-second over four endpoints, weighing 30, and in a stalled second
+// thirty kept ones that all end at the stall's end.
+func fillBenchRequests(b *testing.B, st store.Store, start time.Time, hosts, hours int, period string) {
+	ctx := context.Background()
+	if err := st.Exec(ctx, "DETACH TABLE latency_1s_mv"); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		if err := st.Exec(ctx, "ATTACH TABLE latency_1s_mv"); err != nil {
+			b.Fatal(err)
+		}
+	}()
+	for hour := 0; hour < hours; hour++ {
+		q := fmt.Sprintf(`INSERT INTO requests (ts, service, host, hw_class, endpoint, latency_us, status, thread_id, weight)
+SELECT fromUnixTimestamp64Micro(toInt64(%[1]d + s) * 1000000 + if(stalled, j * 1000, cityHash64(number, 14) %% 1000000), 'UTC'),
+    'billy', concat('host-', leftPad(toString(h), 4, '0')), if(h %% 2 = 0, 'gen4', 'gen5'),
+    ['/a', '/b', '/c', '/d'][1 + (cityHash64(number, 13) + j) %% 4],
+    toUInt32(if(stalled, 1000000 - j * 1000, 3500 + cityHash64(number, %[3]d) %% 1000)), '200', 1000, toUInt32(if(stalled, 1, 30))
+FROM (
+    SELECT number, intDiv(number, %[2]d) + %[3]d AS s, number %% %[2]d AS h,
+        (s + %[4]s - cityHash64(h, 12) %% %[4]s) %% %[4]s = 0 AS stalled
+    FROM numbers(%[5]d)
+)
+ARRAY JOIN range(if(stalled, 30, 1)) AS j`, start.Unix(), hosts, hour*3600, period, hosts*3600)
+		if err := st.Exec(ctx, q); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // benchStore is the store the benchmark passes over and the start of its
 // data: a fresh one, or with SPIKEHUNT_BENCH_DIR the kept one (loaded
 // reports whether it holds the fleet already).
@@ -124,15 +164,19 @@ func benchStore(b *testing.B, hosts, hours int) (st store.Store, start time.Time
 	if _, err := schema.Apply(ctx, e, schema.Options{}); err != nil {
 		b.Fatal(err)
 	}
-	tab, err := store.Select(ctx, e, "SELECT count(), toUnixTimestamp(min(ts)) FROM latency_1s")
+	tab, err := store.Select(ctx, e, "SELECT count(), toUnixTimestamp(min(ts)), (SELECT count() > 0 FROM requests) FROM latency_1s")
 	if err != nil {
 		b.Fatal(err)
 	}
-	if tab.Rows[0][0] == strconv.Itoa(hosts*hours*3600) {
+	if tab.Rows[0][0] == strconv.Itoa(hosts*hours*3600) && tab.Rows[0][2] == "1" {
 		first, _ := strconv.ParseInt(tab.Rows[0][1], 10, 64)
 		start, loaded = time.Unix(first, 0).UTC(), true
-	} else if err := e.Exec(ctx, "TRUNCATE TABLE latency_1s"); err != nil {
-		b.Fatal(err)
+	} else {
+		for _, t := range []string{"latency_1s", "requests"} {
+			if err := e.Exec(ctx, "TRUNCATE TABLE "+t); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 	for _, t := range []string{"spikes", "spike_suspects", "patterns"} {
 		if err := e.Exec(ctx, "TRUNCATE TABLE "+t); err != nil {

@@ -26,9 +26,10 @@ type Config struct {
 	// To sees what a live pass at To would have seen.
 	From, To time.Time
 
-	Spikes   SpikeConfig
-	Suspects SuspectConfig
-	Patterns PatternConfig
+	Spikes    SpikeConfig
+	Endpoints EndpointConfig
+	Suspects  SuspectConfig
+	Patterns  PatternConfig
 
 	// Now stamps detected_at, the version of every row written. It must not
 	// go backwards between passes over the same rows: a retraction only wins
@@ -80,6 +81,42 @@ type SpikeConfig struct {
 	// longest window plus MergeGap. Default 15 min (a stall of a large part
 	// of a bucket raises the host's own typical latency and ends its window).
 	Pad time.Duration
+}
+
+// EndpointConfig is the per-endpoint spike detector (endpoints.go): the
+// stalls of one endpoint's dependency, which the host's per-second figures
+// dilute with its other endpoints' requests. It shares K, Floor, Bucket
+// and MergeGap with SpikeConfig.
+type EndpointConfig struct {
+	// Off leaves the stage out: spike windows come from the host's
+	// per-second figures only.
+	Off bool
+	// MaxEndpoints is how many endpoints of a service a pass judges, those
+	// with the most requests; the others are counted as dropped
+	// (Result.EndpointsDropped), so an app that puts ids into its routes
+	// costs a count per route. Default 100; 1–10,000.
+	MaxEndpoints int
+	// PairZ: two or more slow requests that finished together are a stall
+	// past max(K, e^(PairZ × σ)) × base, σ the endpoint's spread of log
+	// latency over the fleet. Default 4: a lognormal body with σ = 0.5
+	// keeps K = 8; σ = 0.9 gets 36×. 0–10.
+	PairZ float64
+	// LoneZ and LoneK: a lone slow request is a stall only past
+	// max(LoneK, e^(LoneZ × σ)) × base (and the pair bar): a lognormal body
+	// yields such a request once in 10⁹ at the default LoneZ 6, and LoneK
+	// (default 32) keeps a body with a fatter tail than its bulk's σ says
+	// (GC pauses, cache misses) from being taken for stalls. LoneZ 0–10,
+	// LoneK 1–1000.
+	LoneZ float64
+	LoneK float64
+	// Together: slow requests whose ends are at most this far apart
+	// finished together (a stall releases its requests at once; each then
+	// takes its own few milliseconds). Default 100 ms; 1 ms–1 s.
+	Together time.Duration
+	// MinHostRequests: the host's own typical latency of an endpoint counts
+	// (beside the fleet's) from this many requests in the bucket. Default
+	// 300.
+	MinHostRequests int
 }
 
 // SuspectConfig ranks the kernel counters of a spike's host.
@@ -217,6 +254,8 @@ const (
 	DefaultMergeGap = 5 * time.Second
 	DefaultPad      = 15 * time.Minute
 
+	DefaultMaxEndpoints = 100
+
 	DefaultMinDeviation = 6.0
 	DefaultMaxSuspects  = 10
 
@@ -253,6 +292,7 @@ func (c Config) WithDefaults() Config {
 	}
 	c.From, c.To = c.From.UTC().Truncate(time.Second), c.To.UTC().Truncate(time.Second)
 	c.Spikes = c.Spikes.withDefaults()
+	c.Endpoints = c.Endpoints.withDefaults()
 	c.Suspects = c.Suspects.withDefaults()
 	c.Patterns = c.Patterns.withDefaults()
 	return c
@@ -270,6 +310,9 @@ func (c Config) Validate() error {
 		return configErr("From %s is not before To %s", c.From.Format(time.RFC3339), c.To.Format(time.RFC3339))
 	}
 	if err := c.Spikes.validate(); err != nil {
+		return err
+	}
+	if err := c.Endpoints.validate(); err != nil {
 		return err
 	}
 	if err := c.Suspects.validate(); err != nil {
@@ -303,6 +346,33 @@ func (c SpikeConfig) validate() error {
 		return configErr("spikes: MergeGap = %v, want 0–10m in whole seconds", c.MergeGap)
 	case c.Pad%time.Second != 0 || c.Pad <= c.MergeGap+time.Second || c.Pad > 24*time.Hour:
 		return configErr("spikes: Pad = %v, want more than MergeGap + 1s (%v), at most 24h, in whole seconds", c.Pad, c.MergeGap+time.Second)
+	}
+	return nil
+}
+
+func (c EndpointConfig) withDefaults() EndpointConfig {
+	defaults.Fill(&c.MaxEndpoints, DefaultMaxEndpoints)
+	defaults.Fill(&c.PairZ, 4)
+	defaults.Fill(&c.LoneZ, 6)
+	defaults.Fill(&c.LoneK, 32)
+	defaults.Fill(&c.Together, 100*time.Millisecond)
+	defaults.Fill(&c.MinHostRequests, 300)
+	return c
+}
+
+// validate checks c, its defaults filled in.
+func (c EndpointConfig) validate() error {
+	switch {
+	case c.MaxEndpoints < 1 || c.MaxEndpoints > 10_000:
+		return configErr("endpoints: MaxEndpoints = %d, want 1–10000", c.MaxEndpoints)
+	case c.PairZ < 0 || c.PairZ > 10 || c.LoneZ < 0 || c.LoneZ > 10:
+		return configErr("endpoints: PairZ = %g, LoneZ = %g, want 0–10", c.PairZ, c.LoneZ)
+	case c.LoneK < 1 || c.LoneK > 1000:
+		return configErr("endpoints: LoneK = %g, want 1–1000", c.LoneK)
+	case c.Together < time.Millisecond || c.Together > time.Second:
+		return configErr("endpoints: Together = %v, want 1ms–1s", c.Together)
+	case c.MinHostRequests < 1:
+		return configErr("endpoints: MinHostRequests = %d, want at least 1", c.MinHostRequests)
 	}
 	return nil
 }

@@ -8,8 +8,11 @@
 //     over that bar (a tenth, three or more, counted in latency_hist);
 //     a second slow by its mean on one or two requests needs company (two
 //     over a higher bar in it and the seconds either side) or one request
-//     beyond the host's tail; slow seconds merge across short gaps. Rows
-//     go to spikes.
+//     beyond the host's tail; slow seconds merge across short gaps. Per
+//     endpoint too (endpoints.go), from requests: slow requests of one
+//     endpoint that finished together (or a lone one far past the body's
+//     tail) are a window of their host unless a host window holds them.
+//     Rows go to spikes.
 //  2. Suspects (suspects.go): for each window, every kernel counter series
 //     of its host compared with the same series over the half hour before,
 //     as a robust deviation; the most deviating go to spike_suspects.

@@ -20,6 +20,10 @@ type Result struct {
 	// Retracted are the spike ids of rows in the range the pass no longer
 	// produces, now marked is_deleted.
 	Retracted []string
+	// EndpointsJudged and EndpointsDropped count, over the services, the
+	// endpoints the per-endpoint stage judged and those beyond
+	// EndpointConfig.MaxEndpoints it left out.
+	EndpointsJudged, EndpointsDropped int
 	// SuspectRows is how many spike_suspects rows the pass wrote (windows
 	// that did not change keep the rows of an earlier pass).
 	SuspectRows int
@@ -85,6 +89,13 @@ func passService(ctx context.Context, st store.Store, cfg *Config, service strin
 	if err != nil {
 		return err
 	}
+	eps, err := findEndpointWindows(ctx, st, service, r, cfg.Spikes, cfg.Endpoints)
+	if err != nil {
+		return err
+	}
+	windows = withEndpointWindows(windows, eps.windows, cfg.Spikes.MergeGap, r.writeFrom)
+	res.EndpointsJudged += eps.judged
+	res.EndpointsDropped += eps.dropped
 	// The rows of the range as stored: a window is new or changed against
 	// them, and those the pass no longer produces are retracted.
 	stored, err := storedWindows(ctx, st, service, r.writeFrom, r.to)

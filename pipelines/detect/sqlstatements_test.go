@@ -98,6 +98,19 @@ func sqlCases() []sqlCase {
 			}
 		}
 	}
+	for _, sc := range spikeConfigs {
+		cfg := Config{Service: "billy", From: from, To: to, Spikes: sc.c}
+		r := newSpikeRange(&cfg)
+		ec := EndpointConfig{MaxEndpoints: DefaultMaxEndpoints, PairZ: 4, LoneZ: 6, LoneK: 32, Together: 100 * time.Millisecond, MinHostRequests: 300}
+		svc, eps := "billy", []string{"/checkout", "/search"}
+		if sc.name == "tuned" {
+			ec = EndpointConfig{MaxEndpoints: 7, PairZ: 0.5, LoneZ: 9.25, LoneK: 2.5, Together: 1500 * time.Microsecond, MinHostRequests: 1}
+			svc, eps = `o'neil\svc`, []string{`/o'neil\x`}
+		}
+		out = append(out,
+			sqlCase{"endpoint_ranks_" + sc.name, endpointRanksSQL(svc, r, ec.MaxEndpoints)},
+			sqlCase{"endpoint_windows_" + sc.name, endpointWindowsSQL(svc, eps, r, sc.c, ec)})
+	}
 	chunks := []suspectChunk{
 		{where: "service = 'billy' AND is_deleted = 0", windows: 2, hosts: []string{"host-0001", "host-0002"},
 			from: from.Add(-31 * time.Minute), to: to.Add(1001 * time.Millisecond)},

@@ -27,6 +27,10 @@ type SpikeWindow struct {
 	// Changed: the window is new, or its end or peak differ from the row
 	// stored before, in the pass that returned it (not stored).
 	Changed bool
+	// Endpoint names the endpoint(s) whose requests alone showed the window
+	// (comma-separated), "" when the host's per-second figures did (not
+	// stored; a pass's own windows only).
+	Endpoint string
 }
 
 // Suspect is one kernel counter series on a spike's host that moved with

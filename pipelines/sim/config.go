@@ -56,6 +56,12 @@ const (
 	IOStall         = "io-stall"
 	SlowCreep       = "slow-creep"
 	Noisy           = "noisy"
+	// EndpointStall: a dependency of one endpoint in four stalls (a
+	// payment gateway behind /checkout), not the host: only that
+	// endpoint's requests wait, at a few requests per second per host, so
+	// most seconds of a stall hold one or two slow requests among the
+	// host's others.
+	EndpointStall = "endpoint-stall"
 )
 
 // Causes: what, in the kernel, goes with a spike.
@@ -68,7 +74,7 @@ const (
 
 // Scenarios lists the scenario names in a stable order.
 func Scenarios() []string {
-	return []string{Healthy, ThousandSpikes, BadHost, Synchronized, NICSoftirqStorm, DownInterface, IOStall, SlowCreep, Noisy}
+	return []string{Healthy, ThousandSpikes, BadHost, Synchronized, NICSoftirqStorm, DownInterface, IOStall, SlowCreep, Noisy, EndpointStall}
 }
 
 // Causes lists the cause names.
@@ -102,6 +108,11 @@ func (c Config) Defaults() Config {
 		d.Creep = 5
 	case Noisy:
 		d.Noise = 1.0 / 5 // one spike per host per 5 h
+	case EndpointStall:
+		// A storefront of four equally used endpoints at 8 requests per
+		// second per host: 2 per second reach /checkout, whose dependency
+		// stalls 1 s every 15–20 min on every host.
+		d.Service, d.RPS = "storefront", 8
 	}
 	if c.Service == "" {
 		c.Service = d.Service

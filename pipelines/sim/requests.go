@@ -33,18 +33,36 @@ var endpoints = []endpoint{
 	{"/v1/orders/save", 1, 2, true},
 }
 
-func pickEndpoint(u float64) *endpoint {
-	for i := range endpoints {
-		if u < endpoints[i].share {
-			return &endpoints[i]
+// storefront is endpoint-stall's service: four routes, a quarter of the
+// requests each; the first is the one whose dependency stalls.
+var storefront = []endpoint{
+	{"/checkout", 0.25, 1.5, false},
+	{"/search", 0.50, 1, false},
+	{"/feed", 0.75, 0.8, false},
+	{"/profile", 1, 1, false},
+}
+
+// endpointsOf is the routes of a scenario's service.
+func endpointsOf(scenario string) []endpoint {
+	if scenario == EndpointStall {
+		return storefront
+	}
+	return endpoints
+}
+
+func pickEndpoint(eps []endpoint, u float64) *endpoint {
+	for i := range eps {
+		if u < eps[i].share {
+			return &eps[i]
 		}
 	}
-	return &endpoints[len(endpoints)-1]
+	return &eps[len(eps)-1]
 }
 
 // requestGen draws one host's requests second by second.
 type requestGen struct {
 	cfg     Config
+	eps     []endpoint // the service's routes (endpointsOf)
 	host    *Host
 	rng     *rand.Rand
 	next    int // index of the first stall not yet over
@@ -100,7 +118,7 @@ func (g *requestGen) second(sec time.Time, out []telemetry.Request) []telemetry.
 		)
 		if stall != nil {
 			at = sec.Add(time.Duration(g.rng.Float64() * float64(time.Second)))
-			ep = pickEndpoint(g.rng.Float64())
+			ep = pickEndpoint(g.eps, g.rng.Float64())
 			if wait, hit := stallWait(stall, at, ep, g.rng); hit {
 				us = med*ep.median*math.Exp(g.cfg.Sigma*bodyNormal(g.rng)) + float64(wait/time.Microsecond)
 				weight, decided = 1, true
@@ -125,7 +143,7 @@ func (g *requestGen) second(sec time.Time, out []telemetry.Request) []telemetry.
 				continue // served, not kept
 			}
 			if ep == nil {
-				ep = pickEndpoint(g.rng.Float64())
+				ep = pickEndpoint(g.eps, g.rng.Float64())
 				at = sec.Add(time.Duration(g.rng.Float64() * float64(time.Second)))
 			}
 			us *= ep.median
@@ -153,11 +171,15 @@ func (g *requestGen) second(sec time.Time, out []telemetry.Request) []telemetry.
 
 // stallWait is how long a request arriving at at waits because of s:
 //   - none (a library sleeps holding a lock) and disk (for IO-doing
-//     requests): until the stall ends;
+//     requests): until the stall ends; a stall of one endpoint's
+//     dependency holds only that endpoint's requests;
 //   - NIC softirq or a down interface's burst: softirq work starves the
 //     request's CPU for a part of the remaining stall.
 func stallWait(s *Stall, at time.Time, ep *endpoint, rng *rand.Rand) (time.Duration, bool) {
 	if at.Before(s.Start.Add(-10*time.Millisecond)) || !at.Before(s.End()) {
+		return 0, false
+	}
+	if s.Endpoint != "" && s.Endpoint != ep.name {
 		return 0, false
 	}
 	left := s.End().Sub(at)

@@ -91,7 +91,7 @@ func Run(ctx context.Context, cfg Config, sink Sink, progress func(done, total i
 // simulateHost emits one host's whole time range, a flushEvery at a time.
 func simulateHost(ctx context.Context, cfg Config, h *Host, sink Sink, stats *Stats) error {
 	res := telemetry.Resource{HostName: h.Name, NodeName: h.Name, HWClass: h.HWClass}
-	reqs := &requestGen{cfg: cfg, host: h, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(h.Index)<<1))}
+	reqs := &requestGen{cfg: cfg, eps: endpointsOf(cfg.Scenario), host: h, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(h.Index)<<1))}
 	ctrRNG := rand.New(rand.NewPCG(cfg.Seed, uint64(h.Index)<<1|1))
 	ctrs := newCounterGen(cfg, h, ctrRNG)
 	self := newSelfGen(cfg, h)

@@ -22,6 +22,9 @@ type Stall struct {
 	Start  time.Time
 	Length time.Duration
 	Cause  string
+	// Endpoint, when not "", is the only endpoint whose requests wait: the
+	// stall is in a dependency of that endpoint, not in the host.
+	Endpoint string
 }
 
 // End is when the stall is over.
@@ -46,6 +49,10 @@ type Truth struct {
 	// rank first for spikes of this cause (any of them counts).
 	Cause       string
 	TopSuspects []SuspectKey
+	// StalledEndpoints are the endpoints the pattern's stalls hold up, when
+	// not every endpoint (endpoint-stall); UnaffectedEndpoints the service's
+	// others.
+	StalledEndpoints, UnaffectedEndpoints []string
 	// Windows: every stall on every host, the spike windows a detector
 	// should find, in host then time order.
 	Windows       []Window
@@ -90,7 +97,7 @@ func Plan(cfg Config) ([]Host, Truth) {
 	truth := Truth{Scenario: cfg.Scenario, Cause: cfg.Cause, HostsTotal: cfg.Hosts, AffectedHosts: len(affected)}
 
 	switch cfg.Scenario {
-	case ThousandSpikes, NICSoftirqStorm, DownInterface, IOStall:
+	case ThousandSpikes, NICSoftirqStorm, DownInterface, IOStall, EndpointStall:
 		// Each affected host recurs on its own period and phase.
 		for _, i := range affected {
 			p := period()
@@ -99,7 +106,7 @@ func Plan(cfg Config) ([]Host, Truth) {
 			}
 			t := cfg.Start.Add(time.Duration(rng.Float64() * float64(p)))
 			for t.Before(end) {
-				hosts[i].Stalls = append(hosts[i].Stalls, Stall{Start: t, Length: cfg.SpikeLength, Cause: cfg.Cause})
+				hosts[i].Stalls = append(hosts[i].Stalls, Stall{Start: t, Length: cfg.SpikeLength, Cause: cfg.Cause, Endpoint: stalledEndpoint(cfg.Scenario)})
 				t = t.Add(time.Duration(float64(p) * (1 + cfg.Jitter*(2*rng.Float64()-1))))
 			}
 		}
@@ -161,7 +168,24 @@ func Plan(cfg Config) ([]Host, Truth) {
 		truth.Period, truth.SecondOccurrence = 0, time.Time{}
 	}
 	truth.TopSuspects = topSuspects(cfg.Cause)
+	if ep := stalledEndpoint(cfg.Scenario); ep != "" {
+		truth.StalledEndpoints = []string{ep}
+		for _, e := range endpointsOf(cfg.Scenario) {
+			if e.name != ep {
+				truth.UnaffectedEndpoints = append(truth.UnaffectedEndpoints, e.name)
+			}
+		}
+	}
 	return hosts, truth
+}
+
+// stalledEndpoint is the one endpoint a scenario's stalls hold up, "" when
+// they hold up the host.
+func stalledEndpoint(scenario string) string {
+	if scenario == EndpointStall {
+		return storefront[0].name
+	}
+	return ""
 }
 
 // Pattern classes, as the detectors name them (pipelines/detect).

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spikehunt/spikehunt/agents/telemetry"
 	"github.com/spikehunt/spikehunt/pipelines/schema"
 	"github.com/spikehunt/spikehunt/pipelines/store"
 	"github.com/spikehunt/spikehunt/tests/testenv"
@@ -346,5 +349,45 @@ func TestLoadIsIdempotent(t *testing.T) {
 	cfg.Seed = 5
 	if _, s, err := Load(ctx, st, cfg, nil, nil); err != nil || s.Skipped {
 		t.Fatalf("another seed: %+v, %v", s, err)
+	}
+}
+
+// endpoint-stall: every host's stalls hold up /checkout's requests and no
+// other endpoint's, at 8 requests per second over four endpoints; the
+// truth names /checkout as stalled and the other three as unaffected.
+func TestEndpointStallHoldsUpOnlyCheckout(t *testing.T) {
+	cfg := Config{Scenario: EndpointStall, Hosts: 20, Duration: time.Hour, Start: epoch, Seed: 5}.Defaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	hosts, truth := Plan(cfg)
+	if cfg.Service != "storefront" || cfg.RPS != 8 || truth.Class != ClassFleetRecurrent ||
+		!slices.Equal(truth.StalledEndpoints, []string{"/checkout"}) || !slices.Equal(truth.UnaffectedEndpoints, []string{"/search", "/feed", "/profile"}) {
+		t.Fatalf("config %s at %g req/s, truth %q, stalled %v, unaffected %v", cfg.Service, cfg.RPS, truth.Class, truth.StalledEndpoints, truth.UnaffectedEndpoints)
+	}
+	slow := map[string]int{}
+	served := map[string]int{}
+	for i := range hosts {
+		g := &requestGen{cfg: cfg, eps: endpointsOf(cfg.Scenario), host: &hosts[i], rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i)))}
+		var buf []telemetry.Request
+		for sec := cfg.Start; sec.Before(cfg.Start.Add(cfg.Duration)); sec = sec.Add(time.Second) {
+			buf = g.second(sec, buf[:0])
+			for _, r := range buf {
+				served[r.Endpoint] += int(r.Weight)
+				if r.Duration > 200*time.Millisecond {
+					slow[r.Endpoint]++
+				}
+			}
+		}
+	}
+	// Four stalls per host-hour, two /checkout requests caught in each.
+	if slow["/checkout"] < 20*3*2/2 || slow["/search"]+slow["/feed"]+slow["/profile"] != 0 {
+		t.Errorf("requests over 200 ms by endpoint %v; want many on /checkout, none elsewhere", slow)
+	}
+	for _, e := range []string{"/checkout", "/search", "/feed", "/profile"} {
+		// A quarter of 20 hosts × 3600 s × 8 req/s × the diurnal swing.
+		if n := served[e]; n < 100_000 || n > 200_000 {
+			t.Errorf("%s served %d requests, want about a quarter of the fleet's", e, n)
+		}
 	}
 }

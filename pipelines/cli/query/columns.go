@@ -70,9 +70,14 @@ const patternsColumns = `Columns:
 The sentence under the table: with a hardware-class skew, each class's interval
 (median gap between one host's spikes, median over the class's hosts); the
 slowest request of a stall (latency_1s's max over the window and the second
-before it; the median over the pattern's stalls, and the slowest of all); the
-top suspect in units (CPU time as a share of each CPU, counts per second), put
-back into the stall where the counters' step is coarser, which it says.`
+before it; the median over the pattern's stalls, and the slowest of all); when
+the stalls hold up some endpoints only, which ("stalls on /checkout only; /feed
+and /search unaffected": the requests of the stalls' seconds, an endpoint
+stalling when its share of requests over the window's threshold is near the
+highest one's, unaffected when it had requests enough and almost none were
+slow); the top suspect in units (CPU time as a share of each CPU, counts per
+second), put back into the stall where the counters' step is coarser, which it
+says.`
 
 const hostsColumns = `Columns:
   REQUESTS     requests served in the range (the sum of the agents' sampling weights)

@@ -71,6 +71,9 @@ type Pattern struct {
 	Description     string             `json:"description"`
 	DetectorVersion string             `json:"detector_version"`
 	DetectedAt      time.Time          `json:"detected_at"`
+	// Endpoints are the service's endpoints during the pattern's stalls
+	// (endpoints.go), most slow requests first.
+	Endpoints []PatternEndpoint `json:"endpoints"`
 }
 
 // PatternSuspect is one entry of patterns.suspects, with the CPUs its
@@ -331,6 +334,9 @@ func enrichPattern(ctx context.Context, st store.Store, p *Pattern) error {
 	if err := readClassIntervals(ctx, st, p, cond); err != nil {
 		return err
 	}
+	if err := readEndpoints(ctx, st, p, cond); err != nil {
+		return err
+	}
 	return readSuspectRates(ctx, st, p, cond)
 }
 
@@ -531,6 +537,7 @@ func describePattern(p Pattern) string {
 		b.WriteString(stallClause(p))
 		fmt.Fprintf(&b, "; %s of hosts", pct(hostShare))
 	}
+	b.WriteString(endpointClause(p))
 	if skewed {
 		if class, ratio := topSkew(p.HWClassSkew); class != "" {
 			fmt.Fprintf(&b, "; %s× as often on hw class %s", strconv.FormatFloat(ratio, 'f', 1, 64), class)

@@ -36,6 +36,8 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	gap := fs.Duration("gap", detect.DefaultMergeGap, "slow seconds at most this far apart are one window")
 	bucket := fs.Duration("bucket", detect.DefaultBucket, "time slice the medians are taken over")
 	pad := fs.Duration("pad", detect.DefaultPad, "read this much before a pass so windows straddling its start are seen whole")
+	perEndpoint := fs.Bool("per-endpoint", true, "also find spike windows per endpoint, from the requests table: a stall of one endpoint's dependency that the host's per-second figures dilute with its other endpoints' requests")
+	maxEndpoints := fs.Int("max-endpoints", detect.DefaultMaxEndpoints, "endpoints of a service judged on their own per pass, those with the most requests; the others are counted (spikehunt_detect_endpoints_dropped_total), so routes with ids in them cost a count each")
 	minDeviation := fs.Float64("min-deviation", detect.DefaultMinDeviation, "robust deviation a counter needs to be a suspect")
 	maxSuspects := fs.Int("max-suspects", detect.DefaultMaxSuspects, "suspects kept per spike window")
 	migrate := fs.Bool("migrate", false, "apply the schema migrations first (single node)")
@@ -78,10 +80,11 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 		return cli.ErrUsage
 	}
 	cfg := detect.Config{
-		Service:  *service,
-		Spikes:   detect.SpikeConfig{K: *k, Floor: *floor, MergeGap: *gap, Bucket: *bucket, Pad: *pad},
-		Suspects: detect.SuspectConfig{MinDeviation: *minDeviation, Max: *maxSuspects},
-		Patterns: detect.PatternConfig{Lookback: *lookback},
+		Service:   *service,
+		Spikes:    detect.SpikeConfig{K: *k, Floor: *floor, MergeGap: *gap, Bucket: *bucket, Pad: *pad},
+		Endpoints: detect.EndpointConfig{Off: !*perEndpoint, MaxEndpoints: *maxEndpoints},
+		Suspects:  detect.SuspectConfig{MinDeviation: *minDeviation, Max: *maxSuspects},
+		Patterns:  detect.PatternConfig{Lookback: *lookback},
 	}
 	var err error
 	if cfg.From, cfg.To, _, err = rng.Resolve(time.Now().UTC().Truncate(time.Second)); err != nil {
@@ -202,6 +205,9 @@ func summary(r detect.Result) string {
 	}
 	if len(r.RetractedPatterns) > 0 {
 		fmt.Fprintf(&b, ", %d pattern(s) retracted", len(r.RetractedPatterns))
+	}
+	if r.EndpointsDropped > 0 {
+		fmt.Fprintf(&b, ", %d endpoint(s) beyond --max-endpoints not judged on their own", r.EndpointsDropped)
 	}
 	t := r.Timing
 	fmt.Fprintf(&b, "; pass %v (spikes %v, suspects %v, patterns %v)", t.Total.Round(time.Millisecond),

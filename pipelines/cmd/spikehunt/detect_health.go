@@ -25,6 +25,7 @@ type detectHealth struct {
 	passes   prometheus.Counter
 	duration prometheus.Histogram
 	last     prometheus.Gauge
+	dropped  prometheus.Counter
 }
 
 func newDetectHealth(reg *prometheus.Registry, every time.Duration, now time.Time) *detectHealth {
@@ -36,8 +37,10 @@ func newDetectHealth(reg *prometheus.Registry, every time.Duration, now time.Tim
 			Help: "Wall time of a detector pass.", Buckets: prometheus.ExponentialBuckets(0.05, 2, 12)}),
 		last: prometheus.NewGauge(prometheus.GaugeOpts{Name: "spikehunt_detect_last_pass_timestamp_seconds",
 			Help: "When the last detector pass finished (unix seconds)."}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "spikehunt_detect_endpoints_dropped_total",
+			Help: "Endpoints a pass did not judge on their own because their service had more than --max-endpoints (summed over passes); their requests still count in the host's figures."}),
 	}
-	reg.MustRegister(h.passes, h.duration, h.last)
+	reg.MustRegister(h.passes, h.duration, h.last, h.dropped)
 	return h
 }
 
@@ -47,6 +50,7 @@ func (h *detectHealth) observe(r detect.Result, now time.Time) {
 	h.passes.Inc()
 	h.duration.Observe(r.Timing.Total.Seconds())
 	h.last.Set(float64(now.UnixNano()) / 1e9)
+	h.dropped.Add(float64(r.EndpointsDropped))
 }
 
 // stale says why the detector is unhealthy at now, or "". A pass is due
