@@ -1,0 +1,215 @@
+package explain
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/bits"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// BlockIO is what the ftrace profile's block events (block_rq_issue and
+// block_rq_complete) say over a capture's window: each device's requests
+// from issue to completion.
+type BlockIO struct {
+	Devices []DeviceIO `json:"devices"`
+	// Unmatched counts completions whose issue the window did not hold
+	// (issued before it), and issues still in flight at its end.
+	UnmatchedCompletions uint64 `json:"unmatched_completions"`
+	InFlightAtEnd        uint64 `json:"in_flight_at_end"`
+	// Slow are the requests over SlowIO, longest first, at most MaxSlowIOs:
+	// what a stalled request's wait can be held against.
+	Slow []IOSpan `json:"slow"`
+}
+
+// DeviceIO is one device's requests, issue → complete.
+type DeviceIO struct {
+	Dev     string   `json:"dev"` // "major,minor" as the kernel prints it
+	IOs     uint64   `json:"ios"`
+	TotalNS uint64   `json:"total_ns"`
+	MaxNS   uint64   `json:"max_ns"`
+	Hist    []Bucket `json:"hist_us"` // log2 buckets of microseconds
+}
+
+// Quantile is the latency below which q of the device's requests
+// completed, in µs, to its histogram bucket's upper bound.
+func (d DeviceIO) Quantile(q float64) uint64 {
+	var n uint64
+	for _, b := range d.Hist {
+		n += b.Count
+	}
+	want := uint64(math.Ceil(q * float64(n)))
+	var seen uint64
+	for _, b := range d.Hist {
+		seen += b.Count
+		if seen >= want && seen > 0 {
+			return b.Hi
+		}
+	}
+	return 0
+}
+
+// IOSpan is one block request: its device, direction, issue and
+// completion in the trace's nanoseconds.
+type IOSpan struct {
+	Dev        string `json:"dev"`
+	RWBS       string `json:"rwbs"`
+	Sector     uint64 `json:"sector"`
+	Issue, End int64
+}
+
+// Bounds on what ReadBlockIO keeps.
+const (
+	SlowIO      = 1_000_000 // ns: a request this long is kept in Slow
+	MaxSlowIOs  = 10_000
+	maxInFlight = 1 << 20
+)
+
+// ErrFtraceSyntax marks text that is not an ftrace trace.
+var ErrFtraceSyntax = errors.New("explain: not ftrace trace text")
+
+// ReadBlockIO reads the block events of ftrace trace text (a recorder's
+// ftrace-pre.txt then ftrace-post.txt, in that order) into b. Lines of
+// other events are skipped.
+func (b *BlockIO) ReadBlockIO(r io.Reader) error {
+	devs := map[string]*DeviceIO{}
+	for i := range b.Devices {
+		devs[b.Devices[i].Dev] = &b.Devices[i]
+	}
+	type key struct {
+		dev    string
+		sector uint64
+	}
+	inflight := map[key]IOSpan{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), 64<<10)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		issue := strings.Contains(line, ": block_rq_issue: ")
+		if !issue && !strings.Contains(line, ": block_rq_complete: ") {
+			continue
+		}
+		t, fields, err := ftraceTimeAndFields(line)
+		if err != nil {
+			return fmt.Errorf("%w: line %d: %v", ErrFtraceSyntax, n, err)
+		}
+		// issue:    254,0 RM 4096 () 21706864 + 8 [be,0,4] [bash]
+		// complete: 254,0 RM () 21706864 + 8 [be,0,4] [0]
+		f := strings.Fields(fields)
+		plus := -1
+		for i, x := range f {
+			if x == "+" {
+				plus = i
+				break
+			}
+		}
+		if len(f) < 4 || plus < 2 {
+			return fmt.Errorf("%w: line %d: block fields %.80q", ErrFtraceSyntax, n, fields)
+		}
+		sector, err := strconv.ParseUint(f[plus-1], 10, 64)
+		if err != nil {
+			return fmt.Errorf("%w: line %d: sector %.20q", ErrFtraceSyntax, n, f[plus-1])
+		}
+		k := key{f[0], sector}
+		if issue {
+			if len(inflight) < maxInFlight {
+				inflight[k] = IOSpan{Dev: f[0], RWBS: f[1], Sector: sector, Issue: t}
+			}
+			continue
+		}
+		s, ok := inflight[k]
+		if !ok {
+			b.UnmatchedCompletions++
+			continue
+		}
+		delete(inflight, k)
+		s.End = max(t, s.Issue)
+		d := devs[s.Dev]
+		if d == nil {
+			d = &DeviceIO{Dev: s.Dev}
+			devs[s.Dev] = d
+		}
+		ns := uint64(s.End - s.Issue)
+		d.IOs++
+		d.TotalNS += ns
+		d.MaxNS = max(d.MaxNS, ns)
+		d.Hist = addBucket(d.Hist, log2Bucket(ns/1000))
+		if ns >= SlowIO {
+			b.Slow = append(b.Slow, s)
+			if len(b.Slow) > 2*MaxSlowIOs {
+				b.trimSlow()
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%w: %v", ErrFtraceSyntax, err)
+	}
+	b.InFlightAtEnd = uint64(len(inflight))
+	b.trimSlow()
+	b.Devices = make([]DeviceIO, 0, len(devs))
+	for _, d := range devs {
+		b.Devices = append(b.Devices, *d)
+	}
+	sort.Slice(b.Devices, func(i, j int) bool { return b.Devices[i].Dev < b.Devices[j].Dev })
+	return nil
+}
+
+func (b *BlockIO) trimSlow() {
+	sort.Slice(b.Slow, func(i, j int) bool { return b.Slow[i].End-b.Slow[i].Issue > b.Slow[j].End-b.Slow[j].Issue })
+	if len(b.Slow) > MaxSlowIOs {
+		b.Slow = b.Slow[:MaxSlowIOs]
+	}
+}
+
+// log2Bucket is bpftrace's hist bucket of us: [0], [1], [2, 4), [4, 8) ...
+func log2Bucket(us uint64) Bucket {
+	if us < 2 {
+		return Bucket{Lo: us, Hi: us + 1, Count: 1}
+	}
+	lo := uint64(1) << (bits.Len64(us) - 1)
+	return Bucket{Lo: lo, Hi: lo * 2, Count: 1}
+}
+
+// DeviceTimeDuring is how much of [from, to) some request of the slow
+// ones was in flight on a device: the part of a wait the disk explains.
+func (b *BlockIO) DeviceTimeDuring(from, to int64) int64 {
+	type span struct{ a, z int64 }
+	var spans []span
+	for _, s := range b.Slow {
+		a, z := max(s.Issue, from), min(s.End, to)
+		if z > a {
+			spans = append(spans, span{a, z})
+		}
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].a < spans[j].a })
+	var total, end int64
+	for _, s := range spans {
+		if s.z <= end {
+			continue
+		}
+		total += s.z - max(s.a, end)
+		end = s.z
+	}
+	return total
+}
+
+// ftraceTimeAndFields reads "<comm>-<pid> [cpu] flags <sec>.<usec>: event:
+// fields" and returns the time in ns and the fields after the event name.
+func ftraceTimeAndFields(line string) (int64, string, error) {
+	ev := strings.Index(line, ": block_rq_")
+	if ev < 0 {
+		return 0, "", errors.New("no block event")
+	}
+	head := line[:ev]
+	sp := strings.LastIndexByte(head, ' ')
+	t, err := parseTime(head[sp+1:])
+	if err != nil {
+		return 0, "", err
+	}
+	_, fields, _ := strings.Cut(line[ev+2:], ": ")
+	return t, fields, nil
+}
