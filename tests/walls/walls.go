@@ -78,7 +78,7 @@ var Rules = []Rule{
 	{Pkg: "agents/capture/explain", Own: []string{"agents/capture/artifact/record"}, Third: []string{"google.golang.org/protobuf/encoding/protowire"},
 		Why: "the analysis of a trace on the node: text in, verdicts and profiles out (protowire for pprof); the recorders import it, never the reverse"},
 	{Pkg: "agents/capture/perf", Own: []string{"agents/capture", "agents/capture/artifact/record", "agents/capture/explain"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
-	{Pkg: "agents/capture/ftrace", Own: []string{"agents/capture", "agents/capture/artifact/record"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
+	{Pkg: "agents/capture/ftrace", Own: []string{"agents/capture", "agents/capture/artifact/record", "agents/capture/explain"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
 	{Pkg: "agents/capture/bpftrace", Own: []string{"agents/capture", "agents/capture/artifact/record", "agents/capture/explain"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
 	{Pkg: "agents/capture/wpr", Own: []string{"agents/capture", "agents/capture/artifact/record"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
 	{Pkg: "agents/capture/internal/capturetest", Own: []string{"agents/telemetry"}, Why: "the recorders' test fixture"},

@@ -42,6 +42,9 @@ type Analysis struct {
 	// Interrupts is the interrupt work of the window, from the bpftrace
 	// irq_duration script's histograms (nil for other recorders).
 	Interrupts *Interrupts `json:"interrupts,omitempty"`
+	// BlockIO is the window's block requests, issue → complete per device,
+	// from the ftrace profile (nil for other recorders).
+	BlockIO *BlockIO `json:"block_io,omitempty"`
 	// Findings are the summary the captures index keeps.
 	Findings record.Findings `json:"findings"`
 	Notes    []string        `json:"notes,omitempty"`
