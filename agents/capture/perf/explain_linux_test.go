@@ -39,10 +39,12 @@ func readAnalysis(t *testing.T, st control.Status) explain.Analysis {
 	return a
 }
 
-// A request whose handler thread sleeps 1 s in nanosleep: the capture's
-// analysis, made on this node from perf's own trace, names that thread,
-// finds it blocked about a second with a chain through the sleep, woken
-// by its timer.
+// A request whose thread sleeps 1 s in nanosleep: the capture's analysis,
+// made on this node from perf's own trace, names that thread, finds it
+// blocked about a second with a chain through the sleep, woken by its
+// timer. The request is sleep(1), a process of its own beside the test
+// server's load: a Go thread can be parked by the runtime in futex around
+// its syscall, which the trace would rightly show instead.
 func TestPerfAnalysisSaysTheSlowRequestsThreadBlockedInNanosleep(t *testing.T) {
 	e, _ := perfEngineGoverned(t, capture.GovernConfig{Nice: 10})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -66,15 +68,21 @@ func TestPerfAnalysisSaysTheSlowRequestsThreadBlockedInNanosleep(t *testing.T) {
 		lctx, lcancel := context.WithCancel(ctx)
 		go srv.Load(lctx, 100)
 		time.Sleep(300 * time.Millisecond)
-		srv.Get(t, "/slow")
+		sleeper := exec.Command("/bin/sleep", "1")
+		start := time.Now()
+		if err := sleeper.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sleeper.Wait()
+		slow = telemetry.Request{Service: "web", Endpoint: "/slow", Start: start, Duration: time.Since(start),
+			Status: "200", ThreadID: uint32(sleeper.Process.Pid), Weight: 1}
+		e.Observe(&slow)
 		var err error
 		st, err = e.Wait(ctx, spec.ID)
 		lcancel()
 		if err != nil || st.State != control.Collected {
 			t.Fatalf("capture %v: %s %v", st.State, st.Error, err)
 		}
-		all := srv.Slow()
-		slow = all[len(all)-1]
 		a = readAnalysis(t, st)
 		if len(a.Requests) == 0 {
 			t.Fatalf("no request explained; analysis %+v", a)
