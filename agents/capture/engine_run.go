@@ -157,7 +157,10 @@ func (e *Engine) analyze(c *armed, md *record.Metadata, reqs []record.RequestRec
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.AnalyzeTimeout)
 	defer cancel()
 	start := time.Now()
-	out, err := an.Analyze(ctx, AnalysisInput{Metadata: md, Requests: reqs, Threshold: cause.Latency})
+	// The requests to explain are those past the trigger's threshold,
+	// not past the one that fired (0 for a fire without a threshold:
+	// the slowest of all).
+	out, err := an.Analyze(ctx, AnalysisInput{Metadata: md, Requests: reqs, Threshold: c.spec.Trigger.Latency})
 	files := out.Files
 	took := time.Since(start)
 	e.m.analyzeSeconds.Observe(took.Seconds())

@@ -273,7 +273,9 @@ func ms(d time.Duration) string {
 func SlowRequests(reqs []record.RequestRecord, threshold time.Duration, n int) []record.RequestRecord {
 	var out []record.RequestRecord
 	for _, q := range reqs {
-		if threshold == 0 || time.Duration(q.LatencyMS*float64(time.Millisecond)) >= threshold {
+		// LatencyMS went through a float: a µs of slack keeps a request
+		// exactly at the threshold.
+		if threshold == 0 || time.Duration(q.LatencyMS*float64(time.Millisecond))+time.Microsecond >= threshold {
 			out = append(out, q)
 		}
 	}
