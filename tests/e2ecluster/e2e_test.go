@@ -106,7 +106,9 @@ func TestTheChartOnARealNodeCatchesAStallWithPerfAndIndexesIt(t *testing.T) {
 	time.Sleep(pre + 2*time.Second)
 	stall2From, stall2To := shop.stall(t)
 	t.Logf("stall 2 [%s, %s]", stamp(stall2From), stamp(stall2To))
-	eventually(t, 2*time.Minute, "the capture is fired and uploaded to S3", e.reached(t, key, v1alpha1.PhaseUploaded, &c))
+	// Fired, dumped at the idle IO class, analysed on the node (up to
+	// capture.analyze_timeout) and uploaded: minutes on a loaded machine.
+	eventually(t, 4*time.Minute, "the capture is fired and uploaded to S3", e.reached(t, key, v1alpha1.PhaseUploaded, &c))
 	st := c.Status
 	if st.FiredBy != v1alpha1.FiredByLatency || st.FiredAt == nil || st.Artifact == nil {
 		t.Fatalf("uploaded capture: firedBy %q, firedAt %v, artifact %+v", st.FiredBy, st.FiredAt, st.Artifact)
