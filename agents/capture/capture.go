@@ -25,7 +25,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"time"
 
 	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
@@ -89,6 +92,31 @@ type Recorder interface {
 // capture.
 type Analyzer interface {
 	Analyze(ctx context.Context, in AnalysisInput) (AnalysisOutput, error)
+}
+
+// ReadWindowFiles hands each of names in dir that exists to read, in
+// order (a recorder's pre-window file, then its post-window file): what an
+// Analyzer reads its trace from. A missing file is skipped; ctx's end
+// stops between files.
+func ReadWindowFiles(ctx context.Context, dir string, names []string, read func(io.Reader) error) error {
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		f, err := os.Open(filepath.Join(dir, name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		err = read(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // AnalysisOutput is what an Analyzer leaves: its files in the recorder's

@@ -3,9 +3,6 @@ package bpftrace
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"os"
 	"path/filepath"
 	"runtime"
 
@@ -28,22 +25,8 @@ func (r *bpftraceRecorder) Analyze(ctx context.Context, in capture.AnalysisInput
 		return capture.AnalysisOutput{}, nil
 	}
 	var irq explain.Interrupts
-	for _, name := range []string{BpftracePreFile, BpftracePostFile} {
-		if err := ctx.Err(); err != nil {
-			return capture.AnalysisOutput{}, err
-		}
-		f, err := os.Open(filepath.Join(r.dir, name))
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return capture.AnalysisOutput{}, err
-		}
-		err = irq.ReadIrqBlocks(f)
-		f.Close()
-		if err != nil {
-			return capture.AnalysisOutput{}, fmt.Errorf("%s: %w", name, err)
-		}
+	if err := capture.ReadWindowFiles(ctx, r.dir, []string{BpftracePreFile, BpftracePostFile}, irq.ReadIrqBlocks); err != nil {
+		return capture.AnalysisOutput{}, err
 	}
 	a := explain.AnalyzeInterrupts(&irq, in.Metadata, runtime.NumCPU())
 	b, err := json.MarshalIndent(a, "", "  ")

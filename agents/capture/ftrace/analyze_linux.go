@@ -3,7 +3,6 @@ package ftrace
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,22 +19,8 @@ const ExplainFile = "explain.json"
 // (explain.BlockIO), the slow requests among them kept.
 func (r *ftraceRecorder) Analyze(ctx context.Context, in capture.AnalysisInput) (capture.AnalysisOutput, error) {
 	var b explain.BlockIO
-	for _, name := range []string{FtracePreFile, FtracePostFile} {
-		if err := ctx.Err(); err != nil {
-			return capture.AnalysisOutput{}, err
-		}
-		f, err := os.Open(filepath.Join(r.dir, name))
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return capture.AnalysisOutput{}, err
-		}
-		err = b.ReadBlockIO(f)
-		f.Close()
-		if err != nil {
-			return capture.AnalysisOutput{}, fmt.Errorf("%s: %w", name, err)
-		}
+	if err := capture.ReadWindowFiles(ctx, r.dir, []string{FtracePreFile, FtracePostFile}, b.ReadBlockIO); err != nil {
+		return capture.AnalysisOutput{}, err
 	}
 	a := explain.Analysis{Version: explain.AnalysisVersion, Lost: in.Metadata.Lost + in.Metadata.Overruns, BlockIO: &b}
 	a.Findings.HottestCPU = -1
