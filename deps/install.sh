@@ -3,7 +3,7 @@
 # folder. Idempotent: each component leaves a stamp naming its pinned version,
 # and a second run with every stamp present only checks the stamps.
 #
-#   deps/install.sh [all|chdb|kafka|s3proxy|envtest|kube-node|helm|controller-gen|otelcol|grafana-schema|chclients|debian|tracefs ...]
+#   deps/install.sh [all|chdb|kafka|s3proxy|envtest|kube-node|helm|controller-gen|otelcol|otelcol-peers|grafana-schema|chclients|debian|tracefs ...]
 #   deps/install.sh env      # print the install locations as shell variables
 #
 # Versions live in deps/versions.env and nowhere else.
@@ -26,6 +26,10 @@ controller_gen_dir=$cache/controller-gen/$CONTROLLER_TOOLS_VERSION
 otelcol_manifest=$root/pipelines/otel/builder-config.yaml
 otelcol_dir=$cache/otelcol/$OTELCOL_VERSION-$(sha256sum "$otelcol_manifest" | cut -c1-12)
 otelcol_builder=$cache/otelcol/builder-$OTELCOL_VERSION
+# The stock Collector spikehunt's peer benchmarks measure against (not shipped).
+peers_otelcol_manifest=$root/pipelines/otel/peers-builder-config.yaml
+peers_otelcol_dir=$cache/otelcol/peers-$PEERS_OTELCOL_VERSION-$(sha256sum "$peers_otelcol_manifest" | cut -c1-12)
+peers_otelcol_builder=$cache/otelcol/builder-$PEERS_OTELCOL_VERSION
 grafana_schema_dir=$cache/grafana-schema/$GRAFANA_SCHEMA_VERSION-ts$TYPESCRIPT_VERSION
 chclients_dir=$cache/chclients/py$CLICKHOUSE_CONNECT_VERSION-js$CLICKHOUSE_JS_VERSION-java$CLICKHOUSE_JAVA_VERSION
 
@@ -51,6 +55,7 @@ SPIKEHUNT_KUBE_NODE=$kube_node_dir
 SPIKEHUNT_HELM=$helm_dir/helm
 SPIKEHUNT_CONTROLLER_GEN=$controller_gen_dir/controller-gen
 SPIKEHUNT_OTELCOL=$otelcol_dir/spikehunt-otelcol
+SPIKEHUNT_PEERS_OTELCOL=$peers_otelcol_dir/peers-otelcol
 SPIKEHUNT_GRAFANA_SCHEMA=$grafana_schema_dir
 SPIKEHUNT_CHCLIENTS=$chclients_dir
 EOF
@@ -339,6 +344,28 @@ install_otelcol() {
 	say "spikehunt-otelcol -> $otelcol_dir"
 }
 
+# The peers' Collector: only `make bench-peers` needs it, so `all` leaves it out.
+install_otelcol_peers() {
+	local manifest=$peers_otelcol_manifest
+	local want
+	want="builder $PEERS_OTELCOL_VERSION manifest $(sha256sum "$manifest" | cut -d' ' -f1)"
+	stamped "$peers_otelcol_dir" "$want" && return
+	need go "Go 1.24+ (https://go.dev/dl)"
+	mkdir -p "$peers_otelcol_dir/build" "$peers_otelcol_builder"
+	if [ ! -x "$peers_otelcol_builder/builder" ]; then
+		say "installing the Collector builder $PEERS_OTELCOL_VERSION"
+		GOBIN=$peers_otelcol_builder GOFLAGS= go install "go.opentelemetry.io/collector/cmd/builder@v$PEERS_OTELCOL_VERSION" ||
+			die "go install go.opentelemetry.io/collector/cmd/builder@v$PEERS_OTELCOL_VERSION failed"
+	fi
+	say "building the peers' Collector from $manifest (~5 min cold)"
+	sed "s#^\([[:space:]]*output_path:\).*#\1 $peers_otelcol_dir/build#" "$manifest" >"$peers_otelcol_dir/manifest.yaml"
+	(cd "$peers_otelcol_dir" && GOFLAGS= "$peers_otelcol_builder/builder" --config manifest.yaml >build.log 2>&1) ||
+		die "the peers' Collector build failed (log: $peers_otelcol_dir/build.log): $(tail -n 3 "$peers_otelcol_dir/build.log" | tr '\n' ' ')"
+	mv "$peers_otelcol_dir/build/peers-otelcol" "$peers_otelcol_dir/peers-otelcol"
+	stamp "$peers_otelcol_dir" "$want"
+	say "peers-otelcol -> $peers_otelcol_dir"
+}
+
 install_debian() {
 	install_apt_packages "$DEBIAN_PACKAGES" "privileged tests need them"
 }
@@ -439,11 +466,12 @@ for what in "$@"; do
 	helm) install_helm ;;
 	controller-gen) install_controller_gen ;;
 	otelcol) install_otelcol ;;
+	otelcol-peers) install_otelcol_peers ;;
 	grafana-schema) install_grafana_schema ;;
 	chclients) install_chclients ;;
 	debian) install_debian ;;
 	tracefs) mount_tracefs ;;
 	env) print_env ;;
-	*) die "unknown component '$what' (want: all chdb kafka s3proxy envtest kube-node helm controller-gen otelcol grafana-schema chclients debian tracefs env)" ;;
+	*) die "unknown component '$what' (want: all chdb kafka s3proxy envtest kube-node helm controller-gen otelcol otelcol-peers grafana-schema chclients debian tracefs env)" ;;
 	esac
 done
