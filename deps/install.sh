@@ -3,7 +3,7 @@
 # folder. Idempotent: each component leaves a stamp naming its pinned version,
 # and a second run with every stamp present only checks the stamps.
 #
-#   deps/install.sh [all|chdb|kafka|s3proxy|envtest|kube-node|helm|controller-gen|otelcol|otelcol-peers|grafana-schema|chclients|debian|tracefs ...]
+#   deps/install.sh [all|chdb|kafka|s3proxy|envtest|kube-node|helm|controller-gen|otelcol|otelcol-peers|node-exporter|grafana-schema|chclients|debian|tracefs ...]
 #   deps/install.sh env      # print the install locations as shell variables
 #
 # Versions live in deps/versions.env and nowhere else.
@@ -30,6 +30,7 @@ otelcol_builder=$cache/otelcol/builder-$OTELCOL_VERSION
 peers_otelcol_manifest=$root/pipelines/otel/peers-builder-config.yaml
 peers_otelcol_dir=$cache/otelcol/peers-$PEERS_OTELCOL_VERSION-$(sha256sum "$peers_otelcol_manifest" | cut -c1-12)
 peers_otelcol_builder=$cache/otelcol/builder-$PEERS_OTELCOL_VERSION
+node_exporter_dir=$cache/node-exporter/$NODE_EXPORTER_VERSION
 grafana_schema_dir=$cache/grafana-schema/$GRAFANA_SCHEMA_VERSION-ts$TYPESCRIPT_VERSION
 chclients_dir=$cache/chclients/py$CLICKHOUSE_CONNECT_VERSION-js$CLICKHOUSE_JS_VERSION-java$CLICKHOUSE_JAVA_VERSION
 
@@ -56,6 +57,7 @@ SPIKEHUNT_HELM=$helm_dir/helm
 SPIKEHUNT_CONTROLLER_GEN=$controller_gen_dir/controller-gen
 SPIKEHUNT_OTELCOL=$otelcol_dir/spikehunt-otelcol
 SPIKEHUNT_PEERS_OTELCOL=$peers_otelcol_dir/peers-otelcol
+SPIKEHUNT_NODE_EXPORTER=$node_exporter_dir/node_exporter
 SPIKEHUNT_GRAFANA_SCHEMA=$grafana_schema_dir
 SPIKEHUNT_CHCLIENTS=$chclients_dir
 EOF
@@ -386,6 +388,20 @@ install_otelcol_peers() {
 	say "peers-otelcol -> $peers_otelcol_dir"
 }
 
+# node_exporter, the scrape `make bench-peers` compares one spikehunt
+# sampling pass with (tests/peers). Benchmarks only: `all` leaves it out.
+install_node_exporter() {
+	local want="node_exporter $NODE_EXPORTER_VERSION"
+	stamped "$node_exporter_dir" "$want" && return
+	need go "Go 1.24+ (https://go.dev/dl)"
+	say "building node_exporter $NODE_EXPORTER_VERSION (~1 min cold)"
+	mkdir -p "$node_exporter_dir"
+	GOBIN=$node_exporter_dir GOFLAGS= go install "github.com/prometheus/node_exporter@v$NODE_EXPORTER_VERSION" ||
+		die "go install github.com/prometheus/node_exporter@v$NODE_EXPORTER_VERSION failed"
+	stamp "$node_exporter_dir" "$want"
+	say "node_exporter -> $node_exporter_dir"
+}
+
 install_debian() {
 	install_apt_packages "$DEBIAN_PACKAGES" "privileged tests need them"
 }
@@ -487,11 +503,12 @@ for what in "$@"; do
 	controller-gen) install_controller_gen ;;
 	otelcol) install_otelcol ;;
 	otelcol-peers) install_otelcol_peers ;;
+	node-exporter) install_node_exporter ;;
 	grafana-schema) install_grafana_schema ;;
 	chclients) install_chclients ;;
 	debian) install_debian ;;
 	tracefs) mount_tracefs ;;
 	env) print_env ;;
-	*) die "unknown component '$what' (want: all chdb kafka s3proxy envtest kube-node helm controller-gen otelcol otelcol-peers grafana-schema chclients debian tracefs env)" ;;
+	*) die "unknown component '$what' (want: all chdb kafka s3proxy envtest kube-node helm controller-gen otelcol otelcol-peers node-exporter grafana-schema chclients debian tracefs env)" ;;
 	esac
 done

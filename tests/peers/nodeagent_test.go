@@ -1,0 +1,379 @@
+package peers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/spikehunt/spikehunt/tests/testenv"
+)
+
+// The load of the issue's goal: 20,000 OTLP spans/s on one node.
+var nodeLoad = spanLoad{Apps: 4, Rate: 20000, BatchSize: 512}
+
+// BenchmarkNodeAgent gives spikehunt-agent and the OpenTelemetry Collector
+// used as a node agent (testdata/collector-node-agent.yaml) the same
+// OTLP/gRPC load from one generator, one after the other, both exporting
+// to one real Kafka broker on topics of their own, and compares what each
+// process costs over the same measured seconds: CPU as a share of one
+// core, peak and final RSS, and the bytes each adds to Kafka's log per
+// span it accepted. spikehunt-agent forwards the requests it samples (the
+// slow ones and a rate-bounded sample of the rest) and the Collector every
+// span: that is the difference a user buys.
+//
+// SPIKEHUNT_BENCH_SECONDS (default 30) is the measured time of each,
+// after SPIKEHUNT_BENCH_WARMUP_SECONDS (default 5). It measures once,
+// whatever b.N is. It needs the Collector of `deps/install.sh
+// otelcol-peers` (make bench-peers-agent installs it).
+func BenchmarkNodeAgent(b *testing.B) {
+	nodeAgentBench.Do(func() { nodeAgentBench.r, nodeAgentBench.err = measureNodeAgents(b) })
+	if nodeAgentBench.err != nil {
+		b.Fatal(nodeAgentBench.err)
+	}
+	a, c := nodeAgentBench.r.agent, nodeAgentBench.r.collector
+	b.ReportMetric(a.cpuPct, "peers.agent_cpu_pct:%")
+	b.ReportMetric(c.cpuPct, "peers.collector_cpu_pct:%")
+	b.ReportMetric(a.cpuPct/c.cpuPct, "peers.agent_cpu_ratio:x")
+	b.ReportMetric(a.peakMiB, "peers.agent_rss_peak_mib:MiB")
+	b.ReportMetric(c.peakMiB, "peers.collector_rss_peak_mib:MiB")
+	b.ReportMetric(a.endMiB, "peers.agent_rss_end_mib:MiB")
+	b.ReportMetric(c.endMiB, "peers.collector_rss_end_mib:MiB")
+	b.ReportMetric(a.peakMiB/c.peakMiB, "peers.agent_rss_ratio:x")
+	b.ReportMetric(a.kafkaBytesPerSpan(), "peers.agent_kafka_bytes_per_req:B")
+	b.ReportMetric(c.kafkaBytesPerSpan(), "peers.collector_kafka_bytes_per_req:B")
+	b.ReportMetric(a.kafkaBytesPerSpan()/c.kafkaBytesPerSpan(), "peers.agent_kafka_bytes_ratio:x")
+	b.ReportMetric(a.spansPerS(), "peers.agent_load_spans_per_s:spans/s")
+	b.ReportMetric(c.spansPerS(), "peers.collector_load_spans_per_s:spans/s")
+}
+
+var nodeAgentBench struct {
+	sync.Once
+	r   nodeAgentFigures
+	err error
+}
+
+type nodeAgentFigures struct{ agent, collector phaseFigures }
+
+// phaseFigures are one node agent's measured seconds.
+type phaseFigures struct {
+	name            string
+	wall            float64 // measured seconds
+	cpuPct          float64 // user+system CPU over wall, % of one core
+	peakMiB, endMiB float64 // VmHWM (the whole run) and VmRSS at the end
+	accepted        int64   // spans the receiver accepted during wall
+	kafkaBytes      int64   // growth of the node agent's topics' logs during wall
+	// For the checks and the notes, over the whole run: what the generator
+	// sent and saw accepted, and what the node agent says it received and
+	// wrote to Kafka.
+	sentTotal, acceptedTotal, failedTotal int64
+	receivedTotal, exportedTotal          float64
+	keptTotal                             float64 // spikehunt-agent: requests kept for export
+	log                                   string  // the end of its output
+	exportedWhat                          string
+}
+
+func (p phaseFigures) spansPerS() float64 { return float64(p.accepted) / p.wall }
+
+func (p phaseFigures) kafkaBytesPerSpan() float64 {
+	return float64(p.kafkaBytes) / float64(p.accepted)
+}
+
+func benchSeconds(env string, def int) time.Duration {
+	if v, err := strconv.Atoi(os.Getenv(env)); err == nil && v > 0 {
+		return time.Duration(v) * time.Second
+	}
+	return time.Duration(def) * time.Second
+}
+
+// peersCollectorBinary is the Collector `deps/install.sh otelcol-peers`
+// builds, or an error that says how to build it.
+func peersCollectorBinary() (string, error) {
+	bin := os.Getenv("SPIKEHUNT_PEERS_OTELCOL")
+	if bin == "" {
+		return "", errors.New("SPIKEHUNT_PEERS_OTELCOL is not set: run `deps/install.sh otelcol-peers` and export what `deps/install.sh env` prints (make bench-peers does both)")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return "", fmt.Errorf("the peers' Collector is not built (SPIKEHUNT_PEERS_OTELCOL=%s): run `deps/install.sh otelcol-peers`: %w", bin, err)
+	}
+	return bin, nil
+}
+
+// buildAgent builds spikehunt-agent from this tree into dir.
+func buildAgent(dir string) (string, error) {
+	bin := filepath.Join(dir, "spikehunt-agent")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/spikehunt/spikehunt/agents/cmd/spikehunt-agent").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("build spikehunt-agent: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// nodeAgentProc is a node agent running as a child process.
+type nodeAgentProc struct {
+	cmd     *exec.Cmd
+	out     *tailBuffer
+	grpc    string // its OTLP/gRPC intake
+	metrics string // its Prometheus metrics URL
+	topics  []string
+}
+
+func (p *nodeAgentProc) stop() {
+	p.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func startNodeAgent(bin, config, brokers, dir string) (*nodeAgentProc, error) {
+	grpcAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	listen, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "--config", config, "--kafka.brokers", brokers,
+		"--intake.otlp-grpc", grpcAddr, "--intake.otlp-http", "127.0.0.1:0",
+		"--intake.line-udp", "127.0.0.1:0", "--intake.line-unix", filepath.Join(dir, "agent.sock"),
+		"--listen", listen, "--spool.dir", filepath.Join(dir, "spool"), "--host-name", "bench-node",
+		"--capture.dir", filepath.Join(dir, "captures"), "--capture.socket", filepath.Join(dir, "capture.sock"))
+	return startProc(cmd, grpcAddr, "http://"+listen+"/metrics", []string{"peers-agent-spans", "peers-agent-metrics"})
+}
+
+func startCollector(bin, config, brokers string) (*nodeAgentProc, error) {
+	grpcAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	telemetry, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	_, port, _ := strings.Cut(telemetry, ":")
+	topics := []string{"peers-collector-spans", "peers-collector-metrics"}
+	cmd := exec.Command(bin, "--config", "file:"+config)
+	cmd.Env = append(os.Environ(), "OTLP_GRPC_ENDPOINT="+grpcAddr, "KAFKA_BROKERS="+brokers,
+		"TRACES_TOPIC="+topics[0], "METRICS_TOPIC="+topics[1], "TELEMETRY_PORT="+port)
+	return startProc(cmd, grpcAddr, "http://"+telemetry+"/metrics", topics)
+}
+
+func startProc(cmd *exec.Cmd, grpcAddr, metrics string, topics []string) (*nodeAgentProc, error) {
+	p := &nodeAgentProc{cmd: cmd, out: &tailBuffer{max: 16 << 10}, grpc: grpcAddr, metrics: metrics, topics: topics}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	if err := waitListening(grpcAddr, 30*time.Second); err != nil {
+		p.stop()
+		return nil, fmt.Errorf("%s: %w; its output:\n%s", filepath.Base(cmd.Path), err, p.out.String())
+	}
+	if err := waitListening(strings.TrimSuffix(strings.TrimPrefix(metrics, "http://"), "/metrics"), 10*time.Second); err != nil {
+		p.stop()
+		return nil, fmt.Errorf("%s: metrics: %w; its output:\n%s", filepath.Base(cmd.Path), err, p.out.String())
+	}
+	return p, nil
+}
+
+func measureNodeAgents(b *testing.B) (nodeAgentFigures, error) {
+	var r nodeAgentFigures
+	collectorBin, err := peersCollectorBinary()
+	if err != nil {
+		return r, err
+	}
+	agentBin, err := buildAgent(b.TempDir())
+	if err != nil {
+		return r, err
+	}
+	warm, secs := benchSeconds("SPIKEHUNT_BENCH_WARMUP_SECONDS", 5), benchSeconds("SPIKEHUNT_BENCH_SECONDS", 30)
+	k := testenv.SharedKafka(b)
+	brokers := strings.Join(k.Brokers(), ",")
+	ctx := context.Background()
+	for _, t := range []string{"peers-agent-spans", "peers-agent-metrics", "peers-collector-spans", "peers-collector-metrics"} {
+		if err := k.CreateTopic(ctx, t, 1); err != nil {
+			return r, fmt.Errorf("create topic %s: %w", t, err)
+		}
+	}
+	cl, err := k.Client()
+	if err != nil {
+		return r, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+
+	config, err := filepath.Abs("testdata/agent.yaml")
+	if err != nil {
+		return r, err
+	}
+	agent, err := startNodeAgent(agentBin, config, brokers, b.TempDir())
+	if err != nil {
+		return r, err
+	}
+	r.agent, err = measurePhase(adm, agent, warm, secs)
+	agent.stop()
+	r.agent.log = lastLines(agent.out.String(), 20)
+	if err != nil {
+		return r, fmt.Errorf("spikehunt-agent: %w; its output:\n%s", err, agent.out.String())
+	}
+	r.agent.name = "spikehunt-agent"
+
+	config, err = filepath.Abs("testdata/collector-node-agent.yaml")
+	if err != nil {
+		return r, err
+	}
+	collector, err := startCollector(collectorBin, config, brokers)
+	if err != nil {
+		return r, err
+	}
+	r.collector, err = measurePhase(adm, collector, warm, secs)
+	collector.stop()
+	r.collector.log = lastLines(collector.out.String(), 20)
+	if err != nil {
+		return r, fmt.Errorf("the Collector: %w; its output:\n%s", err, collector.out.String())
+	}
+	r.collector.name = "Collector (node agent)"
+
+	printNodeAgentNotes(r)
+	for _, p := range []phaseFigures{r.agent, r.collector} {
+		if err := p.check(); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// measurePhase sends the load to p for warm + secs and measures the secs.
+func measurePhase(adm *kadm.Client, p *nodeAgentProc, warm, secs time.Duration) (phaseFigures, error) {
+	var f phaseFigures
+	pid := p.cmd.Process.Pid
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var counts loadCounts
+	loadDone := make(chan error, 1)
+	go func() { loadDone <- nodeLoad.run(ctx, p.grpc, &counts) }()
+	time.Sleep(warm)
+
+	size0, err := logSize(adm, p.topics)
+	if err != nil {
+		return f, err
+	}
+	acc0, cpu0, t0 := counts.accepted.Load(), procCPUSeconds(pid), time.Now()
+	time.Sleep(secs)
+	cpu1, acc1, wall := procCPUSeconds(pid), counts.accepted.Load(), time.Since(t0).Seconds()
+	size1, err := logSize(adm, p.topics)
+	if err != nil {
+		return f, err
+	}
+	cancel()
+	if err := <-loadDone; err != nil {
+		return f, err
+	}
+	f.wall, f.cpuPct = wall, 100*(cpu1-cpu0)/wall
+	f.accepted, f.kafkaBytes = acc1-acc0, size1-size0
+	if f.peakMiB, f.endMiB, err = procMemMiB(pid); err != nil {
+		return f, err
+	}
+	f.sentTotal, f.acceptedTotal, f.failedTotal = counts.sent.Load(), counts.accepted.Load(), counts.failed.Load()
+	if s, ok := counts.lastErr.Load().(string); ok {
+		fmt.Printf("peers: last export error: %s\n", s)
+	}
+	// What the node agent itself counted, once its batches went out.
+	time.Sleep(2 * time.Second)
+	if strings.Contains(p.cmd.Path, "spikehunt-agent") {
+		f.receivedTotal, err = scrapeSum(p.metrics, "spikehunt_intake_requests_total", `source="otlp_grpc"`)
+		if err == nil {
+			f.exportedTotal, err = scrapeSum(p.metrics, "spikehunt_export_records_total", `outcome="delivered"`)
+			f.exportedWhat = "Kafka records delivered"
+		}
+		for _, o := range []string{"kept_slow", "kept_sampled"} {
+			if err == nil {
+				var n float64
+				n, err = scrapeSum(p.metrics, "spikehunt_intake_requests_total", `source="otlp_grpc"`, `outcome="`+o+`"`)
+				f.keptTotal += n
+			}
+		}
+	} else {
+		f.receivedTotal, err = scrapeSum(p.metrics, "otelcol_receiver_accepted_spans", `receiver="otlp"`)
+		if err == nil {
+			f.exportedTotal, err = scrapeSum(p.metrics, "otelcol_exporter_sent_spans", `exporter="kafka"`)
+			f.exportedWhat = "spans sent to Kafka"
+		}
+	}
+	return f, err
+}
+
+// check fails a run whose comparison would not hold: the load not
+// delivered at 90% of its rate, or the receiver counting fewer spans than
+// the generator saw accepted.
+func (p phaseFigures) check() error {
+	if got, want := p.spansPerS(), 0.9*float64(nodeLoad.Rate); got < want {
+		return fmt.Errorf("%s accepted %.0f spans/s of the %d sent: below 90%%, the figures do not compare (is the machine saturated?)", p.name, got, nodeLoad.Rate)
+	}
+	if p.failedTotal > 0 {
+		return fmt.Errorf("%s refused %d of %d spans", p.name, p.failedTotal, p.sentTotal)
+	}
+	if p.receivedTotal < 0.99*float64(p.acceptedTotal) {
+		return fmt.Errorf("%s counted %.0f spans received, the generator %d accepted", p.name, p.receivedTotal, p.acceptedTotal)
+	}
+	if p.exportedTotal == 0 || p.keptTotal == 0 && p.exportedTotal < 0.99*p.receivedTotal {
+		return fmt.Errorf("%s received %.0f spans and %.0f %s: its export to Kafka failed; its last lines of output:\n%s", p.name, p.receivedTotal, p.exportedTotal, p.exportedWhat, p.log)
+	}
+	return nil
+}
+
+// logSize is the bytes of the topics' logs on the broker (their segments,
+// as written: compressed record batches with their headers).
+func logSize(adm *kadm.Client, topics []string) (int64, error) {
+	set := kadm.TopicsSet{}
+	for _, t := range topics {
+		set[t] = map[int32]struct{}{0: {}}
+	}
+	dirs, err := adm.DescribeAllLogDirs(context.Background(), set)
+	if err != nil {
+		return 0, fmt.Errorf("describe the log dirs of %s: %w", strings.Join(topics, ", "), err)
+	}
+	var n int64
+	dirs.Each(func(d kadm.DescribedLogDir) {
+		for _, t := range topics {
+			for _, p := range d.Topics[t] {
+				n += p.Size
+			}
+		}
+	})
+	return n, nil
+}
+
+func printNodeAgentNotes(r nodeAgentFigures) {
+	fmt.Printf("peers: one OTLP/gRPC generator, %d apps × %d-span requests, %d spans/s, to each node agent in turn; both export to one Kafka broker (lz4)\n",
+		nodeLoad.Apps, nodeLoad.BatchSize, nodeLoad.Rate)
+	for _, p := range []phaseFigures{r.agent, r.collector} {
+		fmt.Printf("peers: %-24s %5.1f%% of a core, RSS peak %.1f MiB end %.1f MiB, %.0f spans/s accepted over %.0f s, %.1f Kafka bytes per span (%d bytes)\n",
+			p.name, p.cpuPct, p.peakMiB, p.endMiB, p.spansPerS(), p.wall, p.kafkaBytesPerSpan(), p.kafkaBytes)
+		fmt.Printf("peers: %-24s generator sent %d spans, %d accepted, %d refused; the node agent counted %.0f received, %.0f %s\n",
+			"", p.sentTotal, p.acceptedTotal, p.failedTotal, p.receivedTotal, p.exportedTotal, p.exportedWhat)
+		if p.keptTotal > 0 {
+			fmt.Printf("peers: %-24s kept %.0f requests for export (%.2f%% of those received)\n", "", p.keptTotal, 100*p.keptTotal/p.receivedTotal)
+		}
+	}
+	fmt.Println("peers: spikehunt-agent forwards only the requests it keeps (the slow ones and a rate-bounded sample of the rest, each with its weight) plus its kernel samples;")
+	fmt.Println("peers: the Collector forwards every span plus hostmetrics. The bytes per request compare what each puts on Kafka for the same traffic.")
+	load, err := os.ReadFile("/proc/loadavg")
+	if err == nil {
+		fmt.Printf("peers: machine load average after the run: %s", load)
+	}
+}
