@@ -6,7 +6,7 @@ GO ?= go
 # Install locations of the pinned components (SPIKEHUNT_LIBCHDB, KUBEBUILDER_ASSETS, …).
 $(foreach kv,$(shell deps/install.sh env 2>/dev/null),$(eval export $(kv)))
 
-.PHONY: all deps deps-demo build install demo eval eval-variants test e2e e2e-cluster cluster-test vet fmt-check cross manifests bench bench-store bench-store-mode bench-agent bench-ingest bench-detect bench-operator bench-dashboards bench-hardening dashboards fuzz clean
+.PHONY: all deps deps-demo build install demo eval eval-variants test e2e e2e-cluster cluster-test vet fmt-check cross manifests bench bench-store bench-store-mode bench-agent bench-ingest bench-detect bench-operator bench-dashboards bench-hardening bench-peers bench-peers-agent dashboards fuzz clean
 .PHONY: chart-sync helm-lint images deps-images
 
 all: build
@@ -208,6 +208,20 @@ bench-hardening: deps
 	BENCHTIME=20x tests/bench.sh hardening-gate ./pipelines/chhttp -- -bench '^BenchmarkGate$$'
 	BENCHTIME=1x tests/bench.sh hardening-offenders ./pipelines/ingest -- -bench '^BenchmarkAHundredOffenders$$'
 	BENCHTIME=2s tests/bench.sh hardening-kafka-tls ./agents/export -- -bench '^BenchmarkKafkaSinkPlaintextVsSASLSSL$$'
+
+# spikehunt against what a user would run instead, same load, same machine,
+# same Kafka (docs/benchmarks.md); not part of `make bench` or `make test`.
+bench-peers: bench-peers-agent ## every peers benchmark (docs/benchmarks.md)
+
+# The node agent: spikehunt-agent and the stock Collector as a node agent
+# (tests/peers/testdata/collector-node-agent.yaml) in turn under one
+# 20,000 spans/s OTLP/gRPC load, SPIKEHUNT_BENCH_SECONDS (default 30) each
+# after a warm-up, both to one Kafka broker; then one spikehunt sampling
+# pass against one node_exporter scrape of the same kernel sources.
+bench-peers-agent: ## spikehunt-agent vs the Collector node agent, and a sampling pass vs node_exporter
+	deps/install.sh kafka otelcol-peers node-exporter
+	BENCHTIME=1x tests/bench.sh peers-agent ./tests/peers -- -bench '^BenchmarkNodeAgent$$' -timeout 20m
+	BENCHTIME=1x tests/bench.sh peers-sample ./tests/peers -- -bench '^BenchmarkSamplingPass$$'
 
 # One detector pass over 24 h × 1,000 hosts of 1 s rollups (loading them
 # takes minutes), and the median detection delay over the eval scenarios.

@@ -143,6 +143,7 @@ var Rules = []Rule{
 	{Pkg: "tests/fakeclock", Own: nil, Third: []string{}, Why: "the tests' one fake clock: the standard library only"},
 	{Pkg: "tests/e2ecluster", Own: nil, Why: "tests only: the chart on a real node, through its images"},
 	{Pkg: "tests/shopapp", Own: nil, Why: "the end-to-end tests' app: none of spikehunt's code"},
+	{Pkg: "tests/peers", Own: nil, Why: "benchmarks only: spikehunt's binaries and packages against their peers, from _test.go files"},
 	{Pkg: "tests/e2ecluster/shop", Own: []string{"tests/shopapp"}, Why: "the cluster e2e's app: an OTel-instrumented service, none of spikehunt's code"},
 
 	// internal/: leaves every room may import (everyRoom).
