@@ -32,6 +32,7 @@ type loadCounts struct {
 	accepted atomic.Int64 // spans in answered requests, less partial_success.rejected_spans
 	failed   atomic.Int64 // spans in requests answered with an error
 	requests atomic.Int64
+	missed   atomic.Int64 // spans not sent because an app fell more than a period behind
 	lastErr  atomic.Value // string
 }
 
@@ -64,7 +65,16 @@ func (l spanLoad) run(ctx context.Context, addr string, c *loadCounts) error {
 				case <-time.After(time.Until(next)):
 				}
 				next = next.Add(every)
-				req := app.next(time.Now())
+				// An app that fell behind (a slow answer, a busy machine)
+				// skips the batches it missed instead of sending them in a
+				// burst: the measured seconds see the load's rate, not a
+				// catch-up from before them.
+				now := time.Now()
+				if behind := now.Sub(next); behind > every {
+					c.missed.Add(int64(behind/every) * int64(l.BatchSize))
+					next = now.Add(every)
+				}
+				req := app.next(now)
 				c.sent.Add(int64(l.BatchSize))
 				c.requests.Add(1)
 				resp, err := client.Export(ctx, req)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,6 +37,8 @@ var nodeLoad = spanLoad{Apps: 4, Rate: 20000, BatchSize: 512}
 // after SPIKEHUNT_BENCH_WARMUP_SECONDS (default 5). It measures once,
 // whatever b.N is. It needs the Collector of `deps/install.sh
 // otelcol-peers` (make bench-peers-agent installs it).
+// SPIKEHUNT_BENCH_CPUPROFILE=file also saves spikehunt-agent's CPU
+// profile over its measured seconds (go tool pprof file).
 func BenchmarkNodeAgent(b *testing.B) {
 	nodeAgentBench.Do(func() { nodeAgentBench.r, nodeAgentBench.err = measureNodeAgents(b) })
 	if nodeAgentBench.err != nil {
@@ -52,6 +56,8 @@ func BenchmarkNodeAgent(b *testing.B) {
 	b.ReportMetric(a.kafkaBytesPerSpan(), "peers.agent_kafka_bytes_per_req:B")
 	b.ReportMetric(c.kafkaBytesPerSpan(), "peers.collector_kafka_bytes_per_req:B")
 	b.ReportMetric(a.kafkaBytesPerSpan()/c.kafkaBytesPerSpan(), "peers.agent_kafka_bytes_ratio:x")
+	b.ReportMetric(a.cpuUSPerSpan(), "peers.agent_cpu_us_per_span:us")
+	b.ReportMetric(c.cpuUSPerSpan(), "peers.collector_cpu_us_per_span:us")
 	b.ReportMetric(a.spansPerS(), "peers.agent_load_spans_per_s:spans/s")
 	b.ReportMetric(c.spansPerS(), "peers.collector_load_spans_per_s:spans/s")
 }
@@ -76,6 +82,7 @@ type phaseFigures struct {
 	// sent and saw accepted, and what the node agent says it received and
 	// wrote to Kafka.
 	sentTotal, acceptedTotal, failedTotal int64
+	missedTotal                           int64
 	receivedTotal, exportedTotal          float64
 	keptTotal                             float64 // spikehunt-agent: requests kept for export
 	log                                   string  // the end of its output
@@ -83,6 +90,11 @@ type phaseFigures struct {
 }
 
 func (p phaseFigures) spansPerS() float64 { return float64(p.accepted) / p.wall }
+
+// cpuUSPerSpan is the node agent's CPU per span accepted, all its work
+// (sampling, export, runtime) included: the figure that does not depend
+// on the rate the generator reached.
+func (p phaseFigures) cpuUSPerSpan() float64 { return p.cpuPct / 100 * 1e6 / p.spansPerS() }
 
 func (p phaseFigures) kafkaBytesPerSpan() float64 {
 	return float64(p.kafkaBytes) / float64(p.accepted)
@@ -153,6 +165,9 @@ func startNodeAgent(bin, config, brokers, dir string) (*nodeAgentProc, error) {
 		"--intake.line-udp", "127.0.0.1:0", "--intake.line-unix", filepath.Join(dir, "agent.sock"),
 		"--listen", listen, "--spool.dir", filepath.Join(dir, "spool"), "--host-name", "bench-node",
 		"--capture.dir", filepath.Join(dir, "captures"), "--capture.socket", filepath.Join(dir, "capture.sock"))
+	if os.Getenv("SPIKEHUNT_BENCH_CPUPROFILE") != "" {
+		cmd.Args = append(cmd.Args, "--debug.pprof")
+	}
 	return startProc(cmd, grpcAddr, "http://"+listen+"/metrics", []string{"peers-agent-spans", "peers-agent-metrics"})
 }
 
@@ -273,6 +288,12 @@ func measurePhase(adm *kadm.Client, p *nodeAgentProc, warm, secs time.Duration) 
 		return f, err
 	}
 	acc0, cpu0, t0 := counts.accepted.Load(), procCPUSeconds(pid), time.Now()
+	profiled := make(chan error, 1)
+	if path := os.Getenv("SPIKEHUNT_BENCH_CPUPROFILE"); path != "" && strings.HasSuffix(p.cmd.Path, "spikehunt-agent") {
+		go func() { profiled <- saveCPUProfile(strings.TrimSuffix(p.metrics, "/metrics"), secs, path) }()
+	} else {
+		profiled <- nil
+	}
 	time.Sleep(secs)
 	cpu1, acc1, wall := procCPUSeconds(pid), counts.accepted.Load(), time.Since(t0).Seconds()
 	size1, err := logSize(adm, p.topics)
@@ -283,18 +304,22 @@ func measurePhase(adm *kadm.Client, p *nodeAgentProc, warm, secs time.Duration) 
 	if err := <-loadDone; err != nil {
 		return f, err
 	}
+	if err := <-profiled; err != nil {
+		return f, err
+	}
 	f.wall, f.cpuPct = wall, 100*(cpu1-cpu0)/wall
 	f.accepted, f.kafkaBytes = acc1-acc0, size1-size0
 	if f.peakMiB, f.endMiB, err = procMemMiB(pid); err != nil {
 		return f, err
 	}
 	f.sentTotal, f.acceptedTotal, f.failedTotal = counts.sent.Load(), counts.accepted.Load(), counts.failed.Load()
+	f.missedTotal = counts.missed.Load()
 	if s, ok := counts.lastErr.Load().(string); ok {
 		fmt.Printf("peers: last export error: %s\n", s)
 	}
 	// What the node agent itself counted, once its batches went out.
 	time.Sleep(2 * time.Second)
-	if strings.Contains(p.cmd.Path, "spikehunt-agent") {
+	if strings.HasSuffix(p.cmd.Path, "spikehunt-agent") {
 		f.receivedTotal, err = scrapeSum(p.metrics, "spikehunt_intake_requests_total", `source="otlp_grpc"`)
 		if err == nil {
 			f.exportedTotal, err = scrapeSum(p.metrics, "spikehunt_export_records_total", `outcome="delivered"`)
@@ -364,8 +389,8 @@ func printNodeAgentNotes(r nodeAgentFigures) {
 	for _, p := range []phaseFigures{r.agent, r.collector} {
 		fmt.Printf("peers: %-24s %5.1f%% of a core, RSS peak %.1f MiB end %.1f MiB, %.0f spans/s accepted over %.0f s, %.1f Kafka bytes per span (%d bytes)\n",
 			p.name, p.cpuPct, p.peakMiB, p.endMiB, p.spansPerS(), p.wall, p.kafkaBytesPerSpan(), p.kafkaBytes)
-		fmt.Printf("peers: %-24s generator sent %d spans, %d accepted, %d refused; the node agent counted %.0f received, %.0f %s\n",
-			"", p.sentTotal, p.acceptedTotal, p.failedTotal, p.receivedTotal, p.exportedTotal, p.exportedWhat)
+		fmt.Printf("peers: %-24s generator sent %d spans (%d skipped, behind), %d accepted, %d refused; the node agent counted %.0f received, %.0f %s\n",
+			"", p.sentTotal, p.missedTotal, p.acceptedTotal, p.failedTotal, p.receivedTotal, p.exportedTotal, p.exportedWhat)
 		if p.keptTotal > 0 {
 			fmt.Printf("peers: %-24s kept %.0f requests for export (%.2f%% of those received)\n", "", p.keptTotal, 100*p.keptTotal/p.receivedTotal)
 		}
@@ -376,4 +401,26 @@ func printNodeAgentNotes(r nodeAgentFigures) {
 	if err == nil {
 		fmt.Printf("peers: machine load average after the run: %s", load)
 	}
+}
+
+// saveCPUProfile saves the CPU profile a Go program serves at
+// base/debug/pprof/profile over d to path.
+func saveCPUProfile(base string, d time.Duration, path string) error {
+	resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, int(d.Seconds())))
+	if err != nil {
+		return fmt.Errorf("cpu profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("cpu profile: %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("save the cpu profile to %s: %w", path, err)
+	}
+	return f.Close()
 }
