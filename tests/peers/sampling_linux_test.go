@@ -177,6 +177,7 @@ func nodeExporterScrapeCPU(b *testing.B, bin string, passes int) (float64, int, 
 	cmd := exec.Command(bin, args...)
 	out := &tailBuffer{max: 8 << 10}
 	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return 0, 0, fmt.Errorf("start node_exporter: %w", err)
 	}

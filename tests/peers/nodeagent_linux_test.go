@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,6 +81,7 @@ type phaseFigures struct {
 	peakMiB, endMiB float64 // VmHWM (the whole run) and VmRSS at the end
 	accepted        int64   // spans the receiver accepted during wall
 	kafkaBytes      int64   // growth of the node agent's topics' logs during wall
+	topicBytes      map[string]int64
 	// For the checks and the notes, over the whole run: what the generator
 	// sent and saw accepted, and what the node agent says it received and
 	// wrote to Kafka.
@@ -191,6 +195,7 @@ func startCollector(bin, config, brokers string) (*nodeAgentProc, error) {
 func startProc(cmd *exec.Cmd, grpcAddr, metrics string, topics []string) (*nodeAgentProc, error) {
 	p := &nodeAgentProc{cmd: cmd, out: &tailBuffer{max: 16 << 10}, grpc: grpcAddr, metrics: metrics, topics: topics}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // none outlives a killed benchmark
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
 	}
@@ -283,7 +288,7 @@ func measurePhase(adm *kadm.Client, p *nodeAgentProc, warm, secs time.Duration) 
 	go func() { loadDone <- nodeLoad.run(ctx, p.grpc, &counts) }()
 	time.Sleep(warm)
 
-	size0, err := logSize(adm, p.topics)
+	size0, err := logSizes(adm, p.topics)
 	if err != nil {
 		return f, err
 	}
@@ -296,7 +301,7 @@ func measurePhase(adm *kadm.Client, p *nodeAgentProc, warm, secs time.Duration) 
 	}
 	time.Sleep(secs)
 	cpu1, acc1, wall := procCPUSeconds(pid), counts.accepted.Load(), time.Since(t0).Seconds()
-	size1, err := logSize(adm, p.topics)
+	size1, err := logSizes(adm, p.topics)
 	if err != nil {
 		return f, err
 	}
@@ -308,7 +313,12 @@ func measurePhase(adm *kadm.Client, p *nodeAgentProc, warm, secs time.Duration) 
 		return f, err
 	}
 	f.wall, f.cpuPct = wall, 100*(cpu1-cpu0)/wall
-	f.accepted, f.kafkaBytes = acc1-acc0, size1-size0
+	f.accepted = acc1 - acc0
+	f.topicBytes = map[string]int64{}
+	for _, t := range p.topics {
+		f.topicBytes[t] = size1[t] - size0[t]
+		f.kafkaBytes += f.topicBytes[t]
+	}
 	if f.peakMiB, f.endMiB, err = procMemMiB(pid); err != nil {
 		return f, err
 	}
@@ -361,22 +371,22 @@ func (p phaseFigures) check() error {
 	return nil
 }
 
-// logSize is the bytes of the topics' logs on the broker (their segments,
+// logSizes is the bytes of each topic's log on the broker (its segments,
 // as written: compressed record batches with their headers).
-func logSize(adm *kadm.Client, topics []string) (int64, error) {
+func logSizes(adm *kadm.Client, topics []string) (map[string]int64, error) {
 	set := kadm.TopicsSet{}
 	for _, t := range topics {
 		set[t] = map[int32]struct{}{0: {}}
 	}
 	dirs, err := adm.DescribeAllLogDirs(context.Background(), set)
 	if err != nil {
-		return 0, fmt.Errorf("describe the log dirs of %s: %w", strings.Join(topics, ", "), err)
+		return nil, fmt.Errorf("describe the log dirs of %s: %w", strings.Join(topics, ", "), err)
 	}
-	var n int64
+	n := map[string]int64{}
 	dirs.Each(func(d kadm.DescribedLogDir) {
 		for _, t := range topics {
 			for _, p := range d.Topics[t] {
-				n += p.Size
+				n[t] += p.Size
 			}
 		}
 	})
@@ -391,6 +401,11 @@ func printNodeAgentNotes(r nodeAgentFigures) {
 			p.name, p.cpuPct, p.peakMiB, p.endMiB, p.spansPerS(), p.wall, p.kafkaBytesPerSpan(), p.kafkaBytes)
 		fmt.Printf("peers: %-24s generator sent %d spans (%d skipped, behind), %d accepted, %d refused; the node agent counted %.0f received, %.0f %s\n",
 			"", p.sentTotal, p.missedTotal, p.acceptedTotal, p.failedTotal, p.receivedTotal, p.exportedTotal, p.exportedWhat)
+		var parts []string
+		for _, t := range slices.Sorted(maps.Keys(p.topicBytes)) {
+			parts = append(parts, fmt.Sprintf("%s %.2f", t, float64(p.topicBytes[t])/float64(p.accepted)))
+		}
+		fmt.Printf("peers: %-24s Kafka bytes per span by topic: %s\n", "", strings.Join(parts, ", "))
 		if p.keptTotal > 0 {
 			fmt.Printf("peers: %-24s kept %.0f requests for export (%.2f%% of those received)\n", "", p.keptTotal, 100*p.keptTotal/p.receivedTotal)
 		}
