@@ -141,6 +141,9 @@ type nodeAgentProc struct {
 	grpc    string // its OTLP/gRPC intake
 	metrics string // its Prometheus metrics URL
 	topics  []string
+	// spikehunt: spikehunt-agent rather than the Collector (their metrics
+	// differ, and only the agent serves a CPU profile).
+	spikehunt bool
 }
 
 func (p *nodeAgentProc) stop() {
@@ -172,7 +175,11 @@ func startNodeAgent(bin, config, brokers, dir string) (*nodeAgentProc, error) {
 	if os.Getenv("SPIKEHUNT_BENCH_CPUPROFILE") != "" {
 		cmd.Args = append(cmd.Args, "--debug.pprof")
 	}
-	return startProc(cmd, grpcAddr, "http://"+listen+"/metrics", []string{"peers-agent-spans", "peers-agent-metrics"})
+	p, err := startProc(cmd, grpcAddr, "http://"+listen+"/metrics", []string{"peers-agent-spans", "peers-agent-metrics"})
+	if p != nil {
+		p.spikehunt = true
+	}
+	return p, err
 }
 
 func startCollector(bin, config, brokers string) (*nodeAgentProc, error) {
@@ -294,7 +301,7 @@ func measurePhase(adm *kadm.Client, p *nodeAgentProc, warm, secs time.Duration) 
 	}
 	acc0, cpu0, t0 := counts.accepted.Load(), procCPUSeconds(pid), time.Now()
 	profiled := make(chan error, 1)
-	if path := os.Getenv("SPIKEHUNT_BENCH_CPUPROFILE"); path != "" && strings.HasSuffix(p.cmd.Path, "spikehunt-agent") {
+	if path := os.Getenv("SPIKEHUNT_BENCH_CPUPROFILE"); path != "" && p.spikehunt {
 		go func() { profiled <- saveCPUProfile(strings.TrimSuffix(p.metrics, "/metrics"), secs, path) }()
 	} else {
 		profiled <- nil
@@ -329,7 +336,7 @@ func measurePhase(adm *kadm.Client, p *nodeAgentProc, warm, secs time.Duration) 
 	}
 	// What the node agent itself counted, once its batches went out.
 	time.Sleep(2 * time.Second)
-	if strings.HasSuffix(p.cmd.Path, "spikehunt-agent") {
+	if p.spikehunt {
 		f.receivedTotal, err = scrapeSum(p.metrics, "spikehunt_intake_requests_total", `source="otlp_grpc"`)
 		if err == nil {
 			f.exportedTotal, err = scrapeSum(p.metrics, "spikehunt_export_records_total", `outcome="delivered"`)
