@@ -148,7 +148,10 @@ func runSpikehuntIngest(b *testing.B, k *testenv.Kafka, topic string, spans int)
 func runCollectorIngest(b *testing.B, k *testenv.Kafka, otelcol, topic string, spans int) (ingestRun, error) {
 	var r ingestRun
 	const database = "otel"
-	srv, err := startServeProc(b, "chdb://"+b.TempDir()+"?database="+database)
+	// clickhouse-go sends a whole batch over HTTP as one compressed block
+	// (its default lz4): 100,000 spans with their attribute maps are tens of
+	// MiB, over serve-clickhouse's default bound of 16 MiB per block.
+	srv, err := startServeProc(b, "chdb://"+b.TempDir()+"?database="+database, "--max-compressed-block-bytes", strconv.Itoa(collectorBlockBytes))
 	if err != nil {
 		return r, err
 	}
@@ -204,8 +207,8 @@ func runCollectorIngest(b *testing.B, k *testenv.Kafka, otelcol, topic string, s
 			break
 		}
 		if time.Now().After(deadline) || time.Since(lastChange) > 3*time.Minute {
-			return r, fmt.Errorf("otel_traces holds %.0f of %d spans after %s (last error %v); the Collector said:\n%s",
-				lastRows, spans, time.Since(start).Round(time.Second), err, tail(out.String(), 4000))
+			return r, fmt.Errorf("otel_traces holds %.0f of %d spans after %s (last error %v); the Collector said:\n%s\nserve-clickhouse said:\n%s",
+				lastRows, spans, time.Since(start).Round(time.Second), err, tail(out.String(), 4000), tail(srv.out.String(), 4000))
 		}
 	}
 	cu, cs := testenv.ProcCPU(col.Process.Pid)
@@ -224,6 +227,10 @@ func runCollectorIngest(b *testing.B, k *testenv.Kafka, otelcol, topic string, s
 	r.bytes, err = optimizedBytes(b, st)
 	return r, err
 }
+
+// collectorBlockBytes is serve-clickhouse's bound on one compressed block
+// for the Collector's inserts (--max-compressed-block-bytes).
+const collectorBlockBytes = 256 << 20
 
 // benchTimeout bounds a reader's run: far above either reader's speed on
 // two busy cores (a few thousand spans per second at worst).
@@ -272,6 +279,7 @@ func optimizedBytes(b *testing.B, st store.Store) (float64, error) {
 type serveProc struct {
 	cmd  *exec.Cmd
 	addr string
+	out  *bytes.Buffer
 }
 
 func (s *serveProc) pid() int { return s.cmd.Process.Pid }
@@ -288,14 +296,14 @@ func (s *serveProc) stop() {
 	}
 }
 
-func startServeProc(t testing.TB, dsn string) (*serveProc, error) {
+func startServeProc(t testing.TB, dsn string, args ...string) (*serveProc, error) {
 	out := &bytes.Buffer{}
-	cmd := exec.Command(spikehuntBin, "serve-clickhouse", "--dsn", dsn, "--listen", "127.0.0.1:0")
+	cmd := exec.Command(spikehuntBin, append([]string{"serve-clickhouse", "--dsn", dsn, "--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	s := &serveProc{cmd: cmd}
+	s := &serveProc{cmd: cmd, out: out}
 	addr, err := servedPort(out)
 	if err != nil {
 		s.stop()
