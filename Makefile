@@ -6,7 +6,7 @@ GO ?= go
 # Install locations of the pinned components (SPIKEHUNT_LIBCHDB, KUBEBUILDER_ASSETS, …).
 $(foreach kv,$(shell deps/install.sh env 2>/dev/null),$(eval export $(kv)))
 
-.PHONY: all deps deps-demo build install demo eval eval-variants test e2e e2e-cluster cluster-test vet fmt-check cross manifests bench bench-store bench-store-mode bench-agent bench-ingest bench-detect bench-operator bench-dashboards bench-hardening bench-peers bench-peers-agent dashboards fuzz clean
+.PHONY: all deps deps-demo build install demo eval eval-variants test e2e e2e-cluster cluster-test vet fmt-check cross manifests bench bench-store bench-store-mode bench-agent bench-ingest bench-detect bench-operator bench-dashboards bench-hardening bench-peers bench-peers-agent bench-peers-ingest dashboards fuzz clean
 .PHONY: chart-sync helm-lint images deps-images
 
 all: build
@@ -180,6 +180,14 @@ bench-capture: deps
 bench-ingest: deps
 	BENCHTIME=1x tests/bench.sh ingest ./pipelines/cmd/spikehunt -- -bench '^BenchmarkIngest$$'
 
+# `spikehunt ingest` against the Collector's kafka receiver → batch →
+# clickhouse exporter (into serve-clickhouse) over one topic of 5,000,000
+# agent spans (SPIKEHUNT_BENCH_SPANS to change): rows per CPU second of every
+# process doing the work, bytes on disk per span, and the ratios.
+bench-peers-ingest: deps
+	deps/install.sh otelcol-peers
+	BENCHTIME=1x tests/bench.sh peers-ingest ./pipelines/cmd/spikehunt -- -bench '^BenchmarkPeersIngest$$' -timeout 90m
+
 # The chart's small install (clickhouse.embedded): serve-clickhouse with its
 # users on, fed over HTTP by one ingest from a real broker, for a simulated
 # fleet of 300, 1,000 and 3,000 hosts × 5 minutes each, then 30 s at the
@@ -211,7 +219,8 @@ bench-hardening: deps
 
 # spikehunt against what a user would run instead, same load, same machine,
 # same Kafka (docs/benchmarks.md); not part of `make bench` or `make test`.
-bench-peers: bench-peers-agent ## every peers benchmark (docs/benchmarks.md)
+# spikehunt against its peers (docs/benchmarks.md), not part of make bench.
+bench-peers: bench-peers-agent bench-peers-ingest ## every peers benchmark (docs/benchmarks.md)
 
 # The node agent: spikehunt-agent and the stock Collector as a node agent
 # (tests/peers/testdata/collector-node-agent.yaml) in turn under one

@@ -111,7 +111,7 @@ func (f *blockFrames) next() error {
 	size := int64(binary.LittleEndian.Uint32(f.header[blockChecksumBytes+1:]))
 	data := int64(binary.LittleEndian.Uint32(f.header[blockChecksumBytes+5:]))
 	if size < 9 || size-9 > f.max || data > f.max {
-		return badBlock(codeTooLargeSizeCompressed, "TOO_LARGE_SIZE_COMPRESSED", "compressed block %d declares %d bytes compressed and %d decompressed; serve-clickhouse takes blocks of at most %d bytes (--max-compressed-block-bytes): send smaller blocks", f.blocks, size, data, f.max)
+		return badBlock(codeTooLargeSizeCompressed, "TOO_LARGE_SIZE_COMPRESSED", "compressed block %d declares %d bytes compressed and %d decompressed; serve-clickhouse takes blocks of at most %d bytes: send smaller blocks (smaller batches, for clickhouse-go over HTTP) or raise --max-compressed-block-bytes", f.blocks, size, data, f.max)
 	}
 	f.hdrOff, f.left = blockHeaderBytes, size-9
 	return nil

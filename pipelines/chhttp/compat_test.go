@@ -331,6 +331,44 @@ func TestCompressOneResponsesAreCheckedBlocks(t *testing.T) {
 	}
 }
 
+// A request with compress=1 gets its error as compressed blocks too, as
+// from ClickHouse: clickhouse-go up to v2.47 (the OpenTelemetry Collector's
+// ClickHouse exporter at v0.165.0, lz4 by default) decodes every answer so,
+// and read the old code's plain errors as "data size should be 0 < … <
+// 134217728" instead of the reason, for a failed query and for a batch over
+// --max-compressed-block-bytes alike (it sends a whole batch as one block).
+// Errors before the request is read (bad credentials) stay plain, as the
+// engine's are.
+func TestErrorsOfCompressOneRequestsAreCompressedBlocks(t *testing.T) {
+	addr, _ := serve(t, Config{MaxCompressedBlockBytes: 64 << 10})
+	createHV(t, addr, "errs")
+	for _, tc := range []struct {
+		name   string
+		params url.Values
+		body   []byte
+		want   string
+	}{
+		{"query", url.Values{"query": {"SELECT * FROM no_such_table"}, "compress": {"1"}}, nil, "UNKNOWN_TABLE"},
+		{"block over the bound", url.Values{"query": {"INSERT INTO errs FORMAT TSV"}, "compress": {"1"}, "decompress": {"1"}},
+			blocks(t, compress.LZ4, tsvRows(20000), 1<<20), "--max-compressed-block-bytes"},
+		{"zstd", url.Values{"query": {"SELECT * FROM no_such_table"}, "compress": {"1"}, "network_compression_method": {"ZSTD"}}, nil, "UNKNOWN_TABLE"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := post(t, addr, tc.params, nil, tc.body)
+			if a.status == http.StatusOK || a.code == "" {
+				t.Fatalf("status %d code %q, want an error", a.status, a.code)
+			}
+			text, err := decodeBlocks([]byte(a.body), 1<<30)
+			if err != nil {
+				t.Fatalf("the error body is not compressed blocks (%v): %q", err, a.body)
+			}
+			if !strings.Contains(string(text), tc.want) {
+				t.Fatalf("decoded error %q, want it to name %s", text, tc.want)
+			}
+		})
+	}
+}
+
 // HTTP compression of responses follows Accept-Encoding in the engine's
 // order (gzip first), and is on unless enable_http_compression=0, as the
 // engine's own setting says.

@@ -30,8 +30,9 @@ type Config struct {
 	// in a decompress=1 body, compressed and decompressed, and the window
 	// of a zstd request body: what a block declares is checked against it
 	// before anything is allocated for it, so a small body cannot make the
-	// server allocate more. Clients write blocks of 1 MiB (the engine's
-	// max_compress_block_size). Default 16 MiB; 64 KiB to 1 GiB.
+	// server allocate more. Most clients write blocks of 1 MiB (the
+	// engine's max_compress_block_size); clickhouse-go over HTTP sends a
+	// whole batch as one block. Default 16 MiB; 64 KiB to 1 GiB.
 	MaxCompressedBlockBytes int64
 	// MaxExecutionTime bounds every statement (the engine's
 	// max_execution_time): a client's larger value, or none, becomes this.

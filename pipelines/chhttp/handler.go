@@ -84,11 +84,11 @@ func (h *Handler) Register(reg prometheus.Registerer) error {
 }
 
 // refuse answers a statement the gate turned away and counts it.
-func (h *Handler) refuse(w http.ResponseWriter, ref *refusal) {
+func (h *Handler) refuse(w http.ResponseWriter, rf responseFormat, ref *refusal) {
 	if ref.reason != "" {
 		h.refused.WithLabelValues(ref.reason).Inc()
 	}
-	writeError(w, ref.status, ref.err)
+	writeErrorAs(w, rf, ref.status, ref.err)
 }
 
 // URL parameters that are part of the interface rather than settings.
@@ -129,7 +129,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	decoded, err := requestDecoder(r.Body, r.Header.Get("Content-Encoding"), h.cfg.MaxCompressedBlockBytes)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err)
+		writeErrorAs(w, rf, http.StatusBadRequest, err)
 		return
 	}
 	defer decoded.Close()
@@ -143,7 +143,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	params, err := urlParams(p)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err)
+		writeErrorAs(w, rf, http.StatusBadRequest, err)
 		return
 	}
 	// The database and the default format may come as headers too
@@ -156,7 +156,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if boundary, ok := isMultipart(r.Header.Get("Content-Type")); ok {
 		f, err := readForm(body, boundary, h.cfg.MaxQueryBytes)
 		if err != nil {
-			writeError(w, statusOf(err), err)
+			writeErrorAs(w, rf, statusOf(err), err)
 			return
 		}
 		if f.query != "" {
@@ -171,7 +171,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if readOnly && k == "readonly" {
-			writeError(w, http.StatusForbidden, exception(164, "the read-only user cannot change readonly", "READONLY"))
+			writeErrorAs(w, rf, http.StatusForbidden, exception(164, "the read-only user cannot change readonly", "READONLY"))
 			return
 		}
 		if k == "max_execution_time" {
@@ -203,7 +203,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		br := bufio.NewReaderSize(body, insertHeadBytes)
 		head, skip, err := bodyInsertHead(br)
 		if err != nil {
-			writeError(w, statusOf(err), err)
+			writeErrorAs(w, rf, statusOf(err), err)
 			return
 		}
 		if head != "" {
@@ -216,12 +216,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if st.Query != "" {
 		if ins, format, ok := splitInsert(st.Query); ok {
 			if ref := h.admit(r.Context(), st.Query, readOnly); ref != nil {
-				h.refuse(w, ref)
+				h.refuse(w, rf, ref)
 				return
 			}
 			st.Query = ins
 			if err := h.eng.InsertRaw(r.Context(), st, format, body); err != nil {
-				writeError(w, statusOf(err), err)
+				writeErrorAs(w, rf, statusOf(err), err)
 				return
 			}
 			w.Header().Set("X-ClickHouse-Summary", "{}")
@@ -230,20 +230,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rest, err := io.ReadAll(io.LimitReader(body, h.cfg.MaxQueryBytes+1))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err)
+		writeErrorAs(w, rf, http.StatusBadRequest, err)
 		return
 	}
 	if int64(len(rest)) > h.cfg.MaxQueryBytes {
-		writeError(w, http.StatusRequestEntityTooLarge, exception(62, fmt.Sprintf("query is longer than %d bytes: send data with the INSERT in the query parameter and the data in the body", h.cfg.MaxQueryBytes), "SYNTAX_ERROR"))
+		writeErrorAs(w, rf, http.StatusRequestEntityTooLarge, exception(62, fmt.Sprintf("query is longer than %d bytes: send data with the INSERT in the query parameter and the data in the body", h.cfg.MaxQueryBytes), "SYNTAX_ERROR"))
 		return
 	}
 	st.Query = joinQuery(st.Query, string(rest))
 	if strings.TrimSpace(st.Query) == "" {
-		writeError(w, http.StatusBadRequest, exception(62, "empty query", "SYNTAX_ERROR"))
+		writeErrorAs(w, rf, http.StatusBadRequest, exception(62, "empty query", "SYNTAX_ERROR"))
 		return
 	}
 	if ref := h.admit(r.Context(), st.Query, readOnly); ref != nil {
-		h.refuse(w, ref)
+		h.refuse(w, rf, ref)
 		return
 	}
 	format := p.Get("default_format")
@@ -278,7 +278,7 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, st store.RawSt
 	br := bufio.NewReaderSize(pr, 64<<10)
 	if _, err := br.Peek(1); err != nil && err != io.EOF {
 		pr.CloseWithError(err)
-		writeError(w, http.StatusInternalServerError, err)
+		writeErrorAs(w, rf, http.StatusInternalServerError, err)
 		return
 	}
 	w.Header().Set("Content-Type", contentType(format))
@@ -414,6 +414,29 @@ func errorText(err error) string {
 // writeError answers as ClickHouse does: the code in a header, the message
 // in the body.
 func writeError(w http.ResponseWriter, status int, err error) {
+	setErrorHeaders(w, err)
+	w.WriteHeader(status)
+	io.WriteString(w, errorText(err)+"\n")
+}
+
+// writeErrorAs is writeError in the framing the request asked its
+// response to come in: once a client has sent compress=1, ClickHouse writes
+// even an exception as compressed blocks, and clickhouse-go (lz4 or zstd)
+// decodes every answer so; a plain message reaches it as "data size should
+// be 0 < … < 134217728" instead of the reason.
+func writeErrorAs(w http.ResponseWriter, rf responseFormat, status int, err error) {
+	if !rf.blocks {
+		writeError(w, status, err)
+		return
+	}
+	setErrorHeaders(w, err)
+	out, closeOut := rf.wrap(w)
+	w.WriteHeader(status)
+	io.WriteString(out, errorText(err)+"\n")
+	closeOut()
+}
+
+func setErrorHeaders(w http.ResponseWriter, err error) {
 	code := 1002
 	var ex *store.Exception
 	if errors.As(err, &ex) && ex.Code != 0 {
@@ -421,8 +444,6 @@ func writeError(w http.ResponseWriter, status int, err error) {
 	}
 	w.Header().Set("X-ClickHouse-Exception-Code", strconv.Itoa(code))
 	w.Header().Set("Content-Type", "text/plain; charset=UTF-8")
-	w.WriteHeader(status)
-	io.WriteString(w, errorText(err)+"\n")
 }
 
 // joinQuery appends more query text, on a line of its own, as the engine's
