@@ -3,6 +3,7 @@ package ftrace
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 
@@ -17,7 +18,8 @@ const ExplainFile = "explain.json"
 // its block events into each device's issue → complete latencies
 // (explain.BlockIO), keeping every request during a slow request, and its
 // sched_switch and sched_wakeup events into the slow requests' thread
-// timelines, whose blocked time it holds against the devices.
+// timelines, whose blocked time it holds against the devices; it writes
+// explain.json and the page that shows it (report.html).
 func (r *ftraceRecorder) Analyze(ctx context.Context, in capture.AnalysisInput) (capture.AnalysisOutput, error) {
 	files := []string{FtracePreFile, FtracePostFile}
 	var b explain.BlockIO
@@ -39,5 +41,17 @@ func (r *ftraceRecorder) Analyze(ctx context.Context, in capture.AnalysisInput) 
 	if err := os.WriteFile(filepath.Join(r.dir, ExplainFile), append(raw, '\n'), 0o640); err != nil {
 		return capture.AnalysisOutput{}, err
 	}
-	return capture.AnalysisOutput{Files: []string{ExplainFile}, Findings: &a.Findings}, nil
+	if err := writeReport(filepath.Join(r.dir, explain.ReportFile), in, &a); err != nil {
+		return capture.AnalysisOutput{}, err
+	}
+	return capture.AnalysisOutput{Files: []string{ExplainFile, explain.ReportFile}, Findings: &a.Findings}, nil
+}
+
+// writeReport writes the analysis's page (report.html) to path.
+func writeReport(path string, in capture.AnalysisInput, a *explain.Analysis) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o640)
+	if err != nil {
+		return err
+	}
+	return errors.Join(explain.WriteReport(f, in.Metadata, a, nil), f.Sync(), f.Close())
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -191,6 +192,24 @@ func TestFtraceVerdictSaysWhetherTheDeviceOrTheLayerAboveItHeldTheRequest(t *tes
 		}
 		if v.IO.Where != c.where || !v.IO.ByWakeup || len(v.IO.Devices) != 1 || v.IO.Devices[0] != dev || !strings.Contains(v.Verdict, c.words) {
 			t.Errorf("%s: %+v, want %q on the loop device %s found by the wakeups, and %q in %q", c.name, *v.IO, c.where, dev, c.words, v.Verdict)
+		}
+	}
+	// report.html holds the device's row and each request's wait.
+	page, err := os.ReadFile(filepath.Join(dir, explain.ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := string(page)
+	if !regexp.MustCompile(`<table class=devices>.*\n(<tr>.*\n)*<tr><td class=l>` + dev + `</td><td>\d+</td>`).MatchString(h) {
+		t.Errorf("the devices' table has no row for %s", dev)
+	}
+	waits := regexp.MustCompile(`<tr><td class=l>dd (\d+), \d+ ms</td>.*<td class="l where-(\w+)">`).FindAllStringSubmatch(h, -1)
+	if len(waits) != 2 {
+		t.Errorf("the waits' table: %v, want the two requests", waits)
+	}
+	for _, w := range waits {
+		if want := map[string]string{"1000": "device", "5": "above"}[w[1]]; w[2] != want {
+			t.Errorf("the waits' table says dd %s's wait is %q, want %q", w[1], w[2], want)
 		}
 	}
 	// Four of the five throttled writes wait about 250 ms each.
