@@ -251,6 +251,10 @@ func WriteFolded(w io.Writer, stacks []StackShare) error {
 // its interrupt work over the window, on a node of cpus CPUs.
 func AnalyzeInterrupts(in *Interrupts, md *record.Metadata, cpus int) Analysis {
 	a := Analysis{Version: AnalysisVersion, Lost: md.Lost + md.Overruns, Interrupts: in, Events: in.Intervals}
+	for i := range in.CPUs {
+		c := &in.CPUs[i]
+		c.CPUShare, c.Over100Share = c.Share(in.Seconds), ratio(c.SoftirqOver100, c.SoftirqRuns)
+	}
 	if a.Lost > 0 {
 		a.LostNote = fmt.Sprintf("bpftrace lost %d output events: some interval blocks are incomplete, so the times and counts are low", a.Lost)
 	}

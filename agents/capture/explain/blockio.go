@@ -64,6 +64,10 @@ type DeviceIO struct {
 	TotalNS uint64   `json:"total_ns"`
 	MaxNS   uint64   `json:"max_ns"`
 	Hist    []Bucket `json:"hist_us"` // log2 buckets of microseconds
+	// P50US and P99US are Quantile(0.5) and Quantile(0.99), as the
+	// tables print them.
+	P50US uint64 `json:"p50_us"`
+	P99US uint64 `json:"p99_us"`
 }
 
 // Quantile is the latency below which q of the device's requests
@@ -206,6 +210,7 @@ func (b *BlockIO) ReadBlockIO(r io.Reader) error {
 	b.trimSlow()
 	b.Devices = make([]DeviceIO, 0, len(devs))
 	for _, d := range devs {
+		d.P50US, d.P99US = d.Quantile(0.5), d.Quantile(0.99)
 		b.Devices = append(b.Devices, *d)
 	}
 	sort.Slice(b.Devices, func(i, j int) bool { return b.Devices[i].Dev < b.Devices[j].Dev })

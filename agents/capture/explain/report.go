@@ -59,7 +59,8 @@ td.l,th.l{text-align:left}svg text{font:11px ui-monospace,monospace}
 		fmt.Fprintf(bw, "<h2>%d. %s</h2>\n", section, s)
 	}
 
-	if a.Interrupts == nil {
+	// The interrupt analysis has no requests: its page opens with them.
+	if a.Interrupts == nil || len(a.Requests) > 0 {
 		heading("The slow requests' threads")
 		if len(a.Requests) == 0 {
 			bw.WriteString("<p>No request at or above the trigger was seen in the window.</p>\n")

@@ -44,11 +44,50 @@ func TimelineSVG(v RequestVerdict, pageWidth int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg class="timeline" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="thread timeline of %s">`+"\n",
 		pageWidth, timelineRow+24, pageWidth, timelineRow+24, html.EscapeString(v.Thread))
+	// Segments narrower than a pixel are drawn as one rectangle per
+	// pixel, in the colour of the state that held most of it: a thread
+	// that switches thousands of times draws at most a rectangle a pixel.
+	var (
+		bin          [len(stateNames)]time.Duration
+		binN         int
+		binX0, binX1 float64
+	)
+	flushBin := func() {
+		if binN == 0 {
+			return
+		}
+		top, parts := 0, make([]string, 0, len(bin))
+		for i, d := range bin {
+			if d > bin[top] {
+				top = i
+			}
+			if d > 0 {
+				parts = append(parts, stateNames[i]+" "+spoken(d))
+			}
+		}
+		fmt.Fprintf(&b, `<rect class="seg %s" x="%.2f" y="%d" width="%.2f" height="%d" fill="%s"><title>%d segments: %s</title></rect>`+"\n",
+			stateNames[top], binX0, barTop, max(binX1-binX0, 0.5), timelineRow, stateColour(stateNames[top]), binN, strings.Join(parts, ", "))
+		bin, binN = [len(stateNames)]time.Duration{}, 0
+	}
 	for _, s := range v.Segments {
 		x0, x1 := x(s.Start), x(s.End)
+		if x1-x0 < 1 {
+			if binN == 0 {
+				binX0 = x0
+			}
+			binX1 = x1
+			bin[stateIndex(s.State)] += s.End.Sub(s.Start)
+			binN++
+			if binX1-binX0 >= 1 {
+				flushBin()
+			}
+			continue
+		}
+		flushBin()
 		fmt.Fprintf(&b, `<rect class="seg %s" x="%.2f" y="%d" width="%.2f" height="%d" fill="%s"><title>%s %s, CPU %d</title></rect>`+"\n",
-			s.State, x0, barTop, max(x1-x0, 0.5), timelineRow, stateColour(s.State), s.State, spoken(s.End.Sub(s.Start)), s.CPU)
+			s.State, x0, barTop, x1-x0, timelineRow, stateColour(s.State), s.State, spoken(s.End.Sub(s.Start)), s.CPU)
 	}
+	flushBin()
 	// The axis: ticks at round milliseconds.
 	step := tickStep(span)
 	for t := time.Duration(0); t <= span; t += step {
@@ -58,6 +97,18 @@ func TimelineSVG(v RequestVerdict, pageWidth int) string {
 	}
 	b.WriteString("</svg>\n")
 	return b.String()
+}
+
+// stateNames are the states in stateColours' order.
+var stateNames = [...]string{"on-cpu", "runnable", "blocked", "unknown"}
+
+func stateIndex(state string) int {
+	for i, n := range stateNames {
+		if n == state {
+			return i
+		}
+	}
+	return len(stateNames) - 1
 }
 
 func stateColour(state string) string {
