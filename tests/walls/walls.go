@@ -76,7 +76,7 @@ var Rules = []Rule{
 	{Pkg: "agents/capture", Own: []string{"agents/telemetry", "agents/capture/artifact/...", "agents/capture/control"},
 		Why: "the engine knows backends only by its Backend interface; cmd constructs them, and nodecapture drives the engine, not the reverse"},
 	{Pkg: "agents/capture/explain", Own: []string{"agents/capture/artifact/record"}, Third: []string{"google.golang.org/protobuf/encoding/protowire"},
-		Why: "the analysis of a trace on the node: text in, verdicts and profiles out (protowire for pprof); the recorders import it, never the reverse"},
+		Why: "the analysis of a trace on the node: text in, verdicts, profiles and the report page out (protowire for pprof); the recorders and captures explain import it, never the reverse"},
 	{Pkg: "agents/capture/perf", Own: []string{"agents/capture", "agents/capture/artifact/record", "agents/capture/explain"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
 	{Pkg: "agents/capture/ftrace", Own: []string{"agents/capture", "agents/capture/artifact/record", "agents/capture/explain"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
 	{Pkg: "agents/capture/bpftrace", Own: []string{"agents/capture", "agents/capture/artifact/record", "agents/capture/explain"}, Why: "a backend implements the engine's interfaces and knows no other backend"},

@@ -2,10 +2,15 @@
 // recorded it, where the symbols are: for each slow request, what its
 // thread did while it was served (on CPU, runnable behind whom, blocked
 // where and woken by whom), and the on-CPU profile of the window as folded
-// stacks. It reads perf script's text (perfscript.go), rebuilds threads'
-// timelines from sched_switch and sched_wakeup (timeline.go) and words one
-// verdict per request (verdict.go). Standard library and the artifact's
-// record only: the recorders import it, never the reverse.
+// stacks. It reads perf script's text (perfscript.go) or ftrace's
+// (ftracesched.go), rebuilds threads' timelines from sched_switch and
+// sched_wakeup (timeline.go) and words one verdict per request
+// (verdict.go); with ftrace's block events (blockio.go) it holds a
+// blocked wait against the devices (waitio.go); it sums the bpftrace
+// irq_duration script's blocks (interrupts.go); and it draws all of it as
+// one self-contained page, report.html (report.go, svg.go). Standard
+// library and the artifact's record only: the recorders and the CLI
+// import it, never the reverse.
 package explain
 
 import (
