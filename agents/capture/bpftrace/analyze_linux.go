@@ -28,9 +28,12 @@ const IrqScript = "irq_duration"
 func (r *bpftraceRecorder) Analyze(ctx context.Context, in capture.AnalysisInput) (capture.AnalysisOutput, error) {
 	if r.spec.Script != IrqScript {
 		// Every artifact holds a report, which says so.
-		a := explain.Analysis{Version: explain.AnalysisVersion, Lost: in.Metadata.Lost + in.Metadata.Overruns,
-			Notes: []string{fmt.Sprintf("bpftrace script %q is not one this analysis reads (only %s is): its output is in %s and %s", r.spec.Script, IrqScript, BpftracePreFile, BpftracePostFile)}}
-		if err := writeReport(filepath.Join(r.dir, explain.ReportFile), in.Metadata, &a); err != nil {
+		var b bytes.Buffer
+		why := fmt.Sprintf("bpftrace script %q is not one this analysis reads (only %s is); its output is in %s and %s", r.spec.Script, IrqScript, BpftracePreFile, BpftracePostFile)
+		if err := explain.WriteUnanalysedReport(&b, in.Metadata, why); err != nil {
+			return capture.AnalysisOutput{}, err
+		}
+		if err := writeSynced(filepath.Join(r.dir, explain.ReportFile), b.Bytes()); err != nil {
 			return capture.AnalysisOutput{}, err
 		}
 		return capture.AnalysisOutput{Files: []string{explain.ReportFile}}, nil

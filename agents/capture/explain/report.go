@@ -25,15 +25,23 @@ const (
 	reportRows      = 32 // rows of any table
 )
 
-// WriteReport writes the analysis of the capture md describes as one
-// self-contained HTML page (no script, nothing fetched at view time): the
-// slow requests' verdicts and thread timelines, the flame graph of folded
-// (nil: none), the CPUs, the interrupt work with each CPU's softirq
-// duration histogram, and the block devices with each request's wait
-// held against them. Lost events are stated beside each conclusion they
-// could change. It writes through a buffer; w is not closed.
-func WriteReport(w io.Writer, md *record.Metadata, a *Analysis, folded []StackShare) error {
+// WriteUnanalysedReport writes the page of a capture that has no
+// analysis: its record, why there is none, and its files, so that a link
+// to any artifact's report.html opens.
+func WriteUnanalysedReport(w io.Writer, md *record.Metadata, why string) error {
 	bw := bufio.NewWriter(w)
+	writeHead(bw, md, md.Lost+md.Overruns, "", md.Notes)
+	fmt.Fprintf(bw, "<p class=verdict>This capture has no analysis: %s.</p>\n<p>Its files:</p>\n<ul class=files>\n", html.EscapeString(why))
+	for _, f := range md.Files {
+		fmt.Fprintf(bw, "<li><code>%s</code></li>\n", html.EscapeString(f.Name))
+	}
+	bw.WriteString("</ul>\n</body></html>\n")
+	return bw.Flush()
+}
+
+// writeHead writes the page's head, title and notes, and returns the
+// lost events' paragraph, which each conclusion they could change repeats.
+func writeHead(bw *bufio.Writer, md *record.Metadata, lostEvents uint64, lostNote string, notes []string) string {
 	esc := html.EscapeString
 	fmt.Fprintf(bw, `<!doctype html><html><head><meta charset="utf-8"><title>capture %s</title><style>
 body{font:14px/1.45 system-ui,sans-serif;max-width:%dpx;margin:2em auto;color:#212529}
@@ -44,15 +52,29 @@ td.l,th.l{text-align:left}svg text{font:11px ui-monospace,monospace}
 `, esc(md.ID), ReportWidth)
 	fmt.Fprintf(bw, "<h1>Capture %s</h1>\n<p>%s on %s, profile %s, window %s–%s UTC; %d events lost.</p>\n", esc(md.ID), esc(md.Backend),
 		esc(md.Host), esc(orDefault(md.Profile)), md.WindowStart.UTC().Format("2006-01-02 15:04:05.000"),
-		md.WindowEnd.UTC().Format("15:04:05.000"), a.Lost)
+		md.WindowEnd.UTC().Format("15:04:05.000"), lostEvents)
 	lost := ""
-	if a.LostNote != "" {
-		lost = fmt.Sprintf("<p class=note>%s</p>\n", esc(a.LostNote))
+	if lostNote != "" {
+		lost = fmt.Sprintf("<p class=note>%s</p>\n", esc(lostNote))
 		bw.WriteString(lost)
 	}
-	for _, n := range a.Notes {
+	for _, n := range notes {
 		fmt.Fprintf(bw, "<p class=note>%s</p>\n", esc(n))
 	}
+	return lost
+}
+
+// WriteReport writes the analysis of the capture md describes as one
+// self-contained HTML page (no script, nothing fetched at view time): the
+// slow requests' verdicts and thread timelines, the flame graph of folded
+// (nil: none), the CPUs, the interrupt work with each CPU's softirq
+// duration histogram, and the block devices with each request's wait
+// held against them. Lost events are stated beside each conclusion they
+// could change. It writes through a buffer; w is not closed.
+func WriteReport(w io.Writer, md *record.Metadata, a *Analysis, folded []StackShare) error {
+	bw := bufio.NewWriter(w)
+	esc := html.EscapeString
+	lost := writeHead(bw, md, a.Lost, a.LostNote, a.Notes)
 	section := 0
 	heading := func(s string) {
 		section++
