@@ -39,7 +39,7 @@ table.`
 // Explain is `spikehunt captures explain`.
 func Explain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := spikehunt.NewFlags("captures explain", explainSynopsis, stderr)
-	htmlPath := fs.String("html", "", "also write a self-contained HTML report to this file")
+	htmlPath := fs.String("html", "", "also write the self-contained HTML report (the page the agent left in the artifact as report.html, drawn again from its analysis) to this file")
 	output := fs.String("o", "text", "output: text, or json (explain.json as the agent wrote it)")
 	loc := addLocateFlags(fs)
 	id, err := parseWithID(fs, args)
