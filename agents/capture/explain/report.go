@@ -307,7 +307,7 @@ func writeBlockIO(bw *bufio.Writer, b *BlockIO, reqs []RequestVerdict) {
 		where := map[string]string{"device": "the device's latency", "above": "above the block layer", "both": "partly the device's, partly above it"}[v.IO.Where]
 		fmt.Fprintf(bw, "<tr><td class=l>%s %s, %.0f ms</td><td class=l>%s</td><td>%s</td><td>%s</td><td class=l>%s</td><td class=\"l where-%s\">%s</td></tr>\n",
 			html.EscapeString(v.Request.Service), html.EscapeString(v.Request.Endpoint), v.Request.LatencyMS, html.EscapeString(v.Thread),
-			ms(v.IO.Blocked), ms(v.IO.Device), html.EscapeString(strings.Join(v.IO.Devices, " ")), v.IO.Where, where)
+			ms(v.IO.Blocked), ms(v.IO.Device), html.EscapeString(strings.Join(v.IO.Devices, " ")), html.EscapeString(v.IO.Where), where)
 	}
 	bw.WriteString("</table>\n")
 }

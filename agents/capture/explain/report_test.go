@@ -87,3 +87,33 @@ func TestReportIsBoundedAndSaysWhatItLeftOut(t *testing.T) {
 		}
 	}
 }
+
+// The CLI draws the page again from an artifact's explain.json: whatever
+// its strings hold, the page runs no script and breaks out of no
+// attribute.
+func TestReportEscapesEveryStringOfTheAnalysis(t *testing.T) {
+	const evil = `"><script>alert(1)</script>`
+	start := time.Unix(1_800_000_000, 0).UTC()
+	q := record.RequestRecord{Start: start, End: start.Add(time.Second), LatencyMS: 1000, Service: evil, Endpoint: evil}
+	a := Analysis{Version: AnalysisVersion, LostNote: evil, Notes: []string{evil},
+		Requests: []RequestVerdict{{Request: q, Thread: evil, Verdict: evil,
+			Segments: []SegmentView{{State: evil, Start: start, End: start.Add(time.Second)}},
+			IO:       &WaitIO{Devices: []string{evil}, Where: evil}}},
+		Interrupts: &Interrupts{Seconds: 1, CPUs: []CPUIrq{{SoftirqHist: []Bucket{{Lo: 1, Hi: 2, Count: 1}}}}, Vectors: []VectorTime{{Name: evil}}},
+		BlockIO:    &BlockIO{Devices: []DeviceIO{{Dev: evil}}},
+	}
+	var page strings.Builder
+	if err := WriteReport(&page, &record.Metadata{ID: evil, Host: evil, Backend: evil, Profile: evil}, &a, []StackShare{{Stack: evil + ";" + evil, Samples: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(page.String(), "<script") {
+		t.Errorf("the page holds a script:\n%s", page.String())
+	}
+	var un strings.Builder
+	if err := WriteUnanalysedReport(&un, &record.Metadata{ID: evil, Notes: []string{evil}, Files: []record.File{{Name: evil}}}, evil); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(un.String(), "<script") {
+		t.Errorf("the unanalysed page holds a script:\n%s", un.String())
+	}
+}

@@ -85,7 +85,7 @@ func TimelineSVG(v RequestVerdict, pageWidth int) string {
 		}
 		flushBin()
 		fmt.Fprintf(&b, `<rect class="seg %s" x="%.2f" y="%d" width="%.2f" height="%d" fill="%s"><title>%s %s, CPU %d</title></rect>`+"\n",
-			s.State, x0, barTop, x1-x0, timelineRow, stateColour(s.State), s.State, spoken(s.End.Sub(s.Start)), s.CPU)
+			stateNames[stateIndex(s.State)], x0, barTop, x1-x0, timelineRow, stateColour(s.State), html.EscapeString(s.State), spoken(s.End.Sub(s.Start)), s.CPU)
 	}
 	flushBin()
 	// The axis: ticks at round milliseconds.
