@@ -16,17 +16,49 @@ import (
 //	bash-27955   [000] d..2. 34914.737509: sched_switch: prev_comm=bash prev_pid=27955 prev_prio=120 prev_state=S ==> next_comm=sleep next_pid=27967 next_prio=120
 //	QueryCompPipeEx-27799 [001] d.s4. 34914.738439: sched_wakeup: comm=sleep pid=27967 prio=120 target_cpu=000
 //
-// Lines of other events (block, irq) and comments are skipped; the trace
-// records no call chains, so every event's Stack is -1. A sched line that
-// does not parse is an error wrapping ErrFtraceSyntax naming the line, and
-// the events before it are kept. The trace's Limits bound what is kept.
+// A stacktrace trigger's "<stack trace>" and its " => frame" lines become
+// the call chain of the switch before it on the same CPU by the same
+// thread (the trigger fires after its event, on its CPU; other CPUs'
+// events may come between in the merged text). Lines of other events
+// (block, irq) and comments are skipped. A sched line that does not parse
+// is an error wrapping ErrFtraceSyntax naming the line, and the events
+// before it are kept. The trace's Limits bound what is kept.
 func (tr *Trace) ReadFtrace(r io.Reader) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), tr.lim.MaxLine)
-	n := 0
+	var (
+		n          int
+		lastSwitch = map[int32]int{} // CPU → index of its latest switch
+		stackTo    = -1              // the switch the frames read belong to
+		frames     []string
+	)
+	flush := func() {
+		if stackTo >= 0 && len(frames) > 0 {
+			tr.Events[stackTo].Stack = tr.intern(frames)
+		}
+		stackTo, frames = -1, frames[:0]
+	}
 	for sc.Scan() {
 		n++
-		ev, ok, err := parseFtraceSched(sc.Text())
+		line := sc.Text()
+		if f, ok := strings.CutPrefix(line, " => "); ok {
+			if stackTo >= 0 && len(frames) < tr.lim.MaxFrames {
+				frames = append(frames, ftraceFrame(f))
+			}
+			continue
+		}
+		flush()
+		if i := strings.Index(line, ": <stack trace>"); i >= 0 {
+			task, cpu, _, err := parseFtraceHead(line[:i])
+			if err != nil {
+				return fmt.Errorf("%w: line %d: %v", ErrFtraceSyntax, n, err)
+			}
+			if k, ok := lastSwitch[cpu]; ok && tr.Events[k].Task.TID == task.TID && tr.Events[k].Stack < 0 {
+				stackTo = k
+			}
+			continue
+		}
+		ev, ok, err := parseFtraceSched(line)
 		if err != nil {
 			return fmt.Errorf("%w: line %d: %v", ErrFtraceSyntax, n, err)
 		}
@@ -37,8 +69,12 @@ func (tr *Trace) ReadFtrace(r io.Reader) error {
 			tr.Truncated = fmt.Sprintf("only the first %d events were read", tr.lim.MaxEvents)
 			return nil
 		}
+		if ev.Kind == KindSwitch {
+			lastSwitch[ev.CPU] = len(tr.Events)
+		}
 		tr.Events = append(tr.Events, ev)
 	}
+	flush()
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
 			return fmt.Errorf("%w: line %d is longer than %d bytes", ErrFtraceSyntax, n+1, tr.lim.MaxLine)
@@ -46,6 +82,20 @@ func (tr *Trace) ReadFtrace(r io.Reader) error {
 		return err
 	}
 	return nil
+}
+
+// ftraceFrame is a stack trace line's function: "io_schedule", from
+// "io_schedule", "io_schedule+0x42/0x70" (option sym-offset) or
+// "io_schedule <ffffffff8a1b2c3d>" (sym-addr).
+func ftraceFrame(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexAny(s, " +"); i > 0 {
+		s = s[:i]
+	}
+	if s == "" {
+		return "[unknown]"
+	}
+	return s
 }
 
 // parseFtraceSched reads one trace line; ok is false for a line that is
@@ -60,47 +110,11 @@ func parseFtraceSched(line string) (Event, bool, error) {
 			return ev, false, nil
 		}
 	}
-	// The header is read from the right: a comm may hold any byte, but
-	// the time, the flags and [cpu] after it do not.
-	head := strings.Fields(line[:i])
-	if len(head) < 3 {
-		return ev, false, fmt.Errorf("header %.80q", line[:i])
-	}
-	t, err := parseTime(head[len(head)-1])
+	task, cpu, t, err := parseFtraceHead(line[:i])
 	if err != nil {
 		return ev, false, err
 	}
-	ev.T = t
-	cpuAt := -1
-	for k := len(head) - 2; k >= max(0, len(head)-3); k-- {
-		if s, ok := strings.CutPrefix(head[k], "["); ok && strings.HasSuffix(s, "]") {
-			cpuAt = k
-			break
-		}
-	}
-	if cpuAt < 1 {
-		return ev, false, fmt.Errorf("no [cpu] in %.80q", line[:i])
-	}
-	cpu, err := strconv.ParseUint(strings.Trim(head[cpuAt], "[]"), 10, 31)
-	if err != nil {
-		return ev, false, fmt.Errorf("cpu %.20q", head[cpuAt])
-	}
-	ev.CPU = int32(cpu)
-	// "comm-pid", or "comm-pid (tgid)" with the record-tgid option.
-	taskEnd := cpuAt
-	if strings.HasSuffix(head[taskEnd-1], ")") && taskEnd >= 2 {
-		for taskEnd--; taskEnd > 0 && !strings.HasPrefix(head[taskEnd], "("); taskEnd-- {
-		}
-	}
-	task := strings.Join(head[:max(taskEnd, 1)], " ")
-	dash := strings.LastIndexByte(task, '-')
-	if dash < 0 {
-		return ev, false, fmt.Errorf("task %.40q has no -pid", task)
-	}
-	if ev.Task.TID = atoi32(task[dash+1:]); ev.Task.TID < 0 {
-		return ev, false, fmt.Errorf("task %.40q has no -pid", task)
-	}
-	ev.Task.Comm = task[:dash]
+	ev.Task, ev.CPU, ev.T = task, cpu, t
 	fields := line[i+len(name):]
 	if name == ": sched_wakeup: " {
 		ev.Kind = KindWakeup
@@ -127,4 +141,49 @@ func parseFtraceSched(line string) (Event, bool, error) {
 		ev.Task = Task{Comm: between(" "+prev, " prev_comm=", " prev_pid="), TID: p}
 	}
 	return ev, true, nil
+}
+
+// parseFtraceHead reads "<comm>-<pid> [(<tgid>)] [<cpu>] [<flags>] <sec>.<frac>"
+// from the right: a comm may hold any byte, but the time, the flags and
+// [cpu] after it do not.
+func parseFtraceHead(s string) (Task, int32, int64, error) {
+	var task Task
+	head := strings.Fields(s)
+	if len(head) < 3 {
+		return task, 0, 0, fmt.Errorf("header %.80q", s)
+	}
+	t, err := parseTime(head[len(head)-1])
+	if err != nil {
+		return task, 0, 0, err
+	}
+	cpuAt := -1
+	for k := len(head) - 2; k >= max(0, len(head)-3); k-- {
+		if c, ok := strings.CutPrefix(head[k], "["); ok && strings.HasSuffix(c, "]") {
+			cpuAt = k
+			break
+		}
+	}
+	if cpuAt < 1 {
+		return task, 0, 0, fmt.Errorf("no [cpu] in %.80q", s)
+	}
+	cpu, err := strconv.ParseUint(strings.Trim(head[cpuAt], "[]"), 10, 31)
+	if err != nil {
+		return task, 0, 0, fmt.Errorf("cpu %.20q", head[cpuAt])
+	}
+	// "comm-pid", or "comm-pid (tgid)" with the record-tgid option.
+	taskEnd := cpuAt
+	if strings.HasSuffix(head[taskEnd-1], ")") && taskEnd >= 2 {
+		for taskEnd--; taskEnd > 0 && !strings.HasPrefix(head[taskEnd], "("); taskEnd-- {
+		}
+	}
+	name := strings.Join(head[:max(taskEnd, 1)], " ")
+	dash := strings.LastIndexByte(name, '-')
+	if dash < 0 {
+		return task, 0, 0, fmt.Errorf("task %.40q has no -pid", name)
+	}
+	if task.TID = atoi32(name[dash+1:]); task.TID < 0 {
+		return task, 0, 0, fmt.Errorf("task %.40q has no -pid", name)
+	}
+	task.Comm = name[:dash]
+	return task, int32(cpu), t, nil
 }

@@ -18,6 +18,20 @@ const ddTrace = `# tracer: nop
               dd-32742   [000] ..... 35075.735379: block_rq_issue: 7,0 WS 4096 () 0 + 8 be,0,4 [dd]
               dd-32742   [000] d..5. 35075.735388: sched_wakeup: comm=kworker/u8:4 pid=12265 prio=120 target_cpu=000
               dd-32742   [000] d..2. 35075.735392: sched_switch: prev_comm=dd prev_pid=32742 prev_prio=120 prev_state=D ==> next_comm=kworker/u8:4 next_pid=12265 next_prio=120
+    kworker/1:2H-12436   [001] d..2. 35075.735393: sched_switch: prev_comm=kworker/1:2H prev_pid=12436 prev_prio=100 prev_state=D ==> next_comm=swapper/1 next_pid=0 next_prio=120
+              dd-32742   [000] d..2. 35075.735401: <stack trace>
+ => trace_event_raw_event_sched_switch
+ => __traceiter_sched_switch
+ => __schedule
+ => schedule
+ => schedule_timeout
+ => io_schedule_timeout
+ => wait_for_completion_io_timeout
+ => submit_bio_wait
+ => __blkdev_direct_IO_simple+0x1a0/0x2b0
+ => blkdev_write_iter
+ => vfs_write
+ => ksys_write
      ksoftirqd/1-22      [001] ..s.. 35075.735720: block_rq_complete: 7,0 WS () 0 + 8 be,0,4 [0]
     kworker/1:2H-12436   [001] ..... 35075.735736: block_rq_issue: 7,0 FF 0 () 0 + 0 none,0,0 [kworker/1:2H]
      ksoftirqd/1-22      [001] ..s.. 35075.735968: block_rq_complete: 7,0 FF () 18446744073709551615 + 0 none,0,0 [0]
@@ -47,7 +61,8 @@ func TestReadFtraceGivesTheSchedulerEventsAsPerfScriptDoes(t *testing.T) {
 	dd := Task{Comm: "dd", TID: 32742}
 	want := []Event{
 		{Kind: KindWakeup, T: 35075_735388_000, CPU: 0, Task: dd, Target: Task{"kworker/u8:4", 12265}, Stack: -1},
-		{Kind: KindSwitch, T: 35075_735392_000, CPU: 0, Task: dd, PrevState: "D", Next: Task{"kworker/u8:4", 12265}, Stack: -1},
+		{Kind: KindSwitch, T: 35075_735392_000, CPU: 0, Task: dd, PrevState: "D", Next: Task{"kworker/u8:4", 12265}, Stack: 0},
+		{Kind: KindSwitch, T: 35075_735393_000, CPU: 1, Task: Task{"kworker/1:2H", 12436}, PrevState: "D", Next: Task{"swapper/1", 0}, Stack: -1},
 		{Kind: KindWakeup, T: 35075_736023_000, CPU: 0, Task: Task{"<idle>", 0}, Target: dd, Stack: -1},
 		{Kind: KindSwitch, T: 35075_736056_000, CPU: 0, Task: Task{"swapper/0", 0}, PrevState: "R", Next: dd, Stack: -1},
 		{Kind: KindSwitch, T: 35075_736060_000, CPU: 1, Task: Task{"my comm [1] x", 77}, PrevState: "S", Next: Task{"swapper/1", 0}, Stack: -1},
@@ -60,6 +75,12 @@ func TestReadFtraceGivesTheSchedulerEventsAsPerfScriptDoes(t *testing.T) {
 	}
 	if d := cmp.Diff(want, tr.Events); d != "" {
 		t.Errorf("events (-want +got):\n%s", d)
+	}
+	// The stack trace after dd's switch on CPU 0 is dd's, though
+	// kworker's switch on CPU 1 came between them in the text.
+	if d := cmp.Diff([][]string{{"trace_event_raw_event_sched_switch", "__traceiter_sched_switch", "__schedule", "schedule", "schedule_timeout", "io_schedule_timeout",
+		"wait_for_completion_io_timeout", "submit_bio_wait", "__blkdev_direct_IO_simple", "blkdev_write_iter", "vfs_write", "ksys_write"}}, tr.Stacks); d != "" {
+		t.Errorf("stacks (-want +got):\n%s", d)
 	}
 }
 
@@ -95,7 +116,14 @@ func TestAVerdictHoldsTheBlockedTimeAgainstTheDeviceThatWokeTheThread(t *testing
 	if d := cmp.Diff([]string{"7,0"}, v.IO.Devices); d != "" || !v.IO.ByWakeup || v.IO.Where != "device" {
 		t.Errorf("%+v (-want +got devices):\n%s", *v.IO, d)
 	}
-	if !strings.Contains(v.Verdict, "device latency explains it: device 7,0 was busy 829 µs of the 1 ms it was blocked") {
+	// A wait with a timeout is not a sleep: the completion woke it, here
+	// through an interrupt on the idle CPU, not "its timer".
+	if v.WokenBy != "an interrupt on idle CPU 0" {
+		t.Errorf("woken by %q, want the interrupt on idle CPU 0", v.WokenBy)
+	}
+	if v.BlockingCall != "wait_for_completion_io_timeout" ||
+		!strings.HasPrefix(v.Verdict, "blocked 1 ms in wait_for_completion_io_timeout (stack wait_for_completion_io_timeout ← submit_bio_wait ← __blkdev_direct_IO_simple ← blkdev_write_iter") ||
+		!strings.Contains(v.Verdict, "device latency explains it: device 7,0 was busy 829 µs of the 1 ms it was blocked") {
 		t.Errorf("verdict %q", v.Verdict)
 	}
 }

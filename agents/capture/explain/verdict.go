@@ -67,8 +67,10 @@ func isSchedulerFrame(f string) bool {
 }
 
 // timerFrames mark a sleep that ends by itself: its wakeup comes from a
-// timer, whoever's context it ran in.
-var timerFrames = []string{"nanosleep", "hrtimer", "schedule_timeout", "msleep", "usleep"}
+// timer, whoever's context it ran in. Not schedule_timeout nor
+// schedule_hrtimeout: a wait for an IO completion, a futex or a socket
+// goes through them with a timeout, and what ends it is the event.
+var timerFrames = []string{"nanosleep", "msleep", "usleep"}
 
 // ExplainRequest builds the verdict of one request from the trace. clock
 // maps the trace's times to the wall clock (wall = ts + Offset).

@@ -192,6 +192,11 @@ func TestFtraceVerdictSaysWhetherTheDeviceOrTheLayerAboveItHeldTheRequest(t *tes
 		if !strings.HasPrefix(v.Thread, "dd[") || v.Blocked < c.q.End.Sub(c.q.Start)/3 {
 			t.Errorf("%s: thread %s blocked %v of %v, want dd blocked most of it", c.name, v.Thread, v.Blocked, c.q.End.Sub(c.q.Start))
 		}
+		// The profile's stacktrace trigger: where dd waited, in the
+		// block device's direct IO.
+		if !strings.Contains(strings.Join(v.BlockedIn, " "), "blkdev") || v.BlockingCall == "" || !strings.Contains(v.Verdict, " in "+v.BlockingCall) {
+			t.Errorf("%s: blocked in %q (%v), want the block device's direct IO", c.name, v.BlockingCall, v.BlockedIn)
+		}
 		if v.IO.Where != c.where || !v.IO.ByWakeup || len(v.IO.Devices) != 1 || v.IO.Devices[0] != dev || !strings.Contains(v.Verdict, c.words) {
 			t.Errorf("%s: %+v, want %q on the loop device %s found by the wakeups, and %q in %q", c.name, *v.IO, c.where, dev, c.words, v.Verdict)
 		}
