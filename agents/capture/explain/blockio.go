@@ -34,6 +34,7 @@ type BlockIO struct {
 	// requests can fill.
 	windows [][2]int64
 	kept    []IOSpan
+	byEnd   []IOSpan // Slow and kept by completion, built on first use after a read
 }
 
 // MaxKeptIOs bounds the requests KeepDuring keeps.
@@ -208,6 +209,7 @@ func (b *BlockIO) ReadBlockIO(r io.Reader) error {
 	}
 	b.InFlightAtEnd = uint64(len(inflight))
 	b.trimSlow()
+	b.byEnd = nil
 	b.Devices = make([]DeviceIO, 0, len(devs))
 	for _, d := range devs {
 		d.P50US, d.P99US = d.Quantile(0.5), d.Quantile(0.99)
@@ -243,36 +245,40 @@ func (b *BlockIO) DeviceTimeDuring(from, to int64) int64 {
 // DeviceTimeOn is how much of the spans (trace nanoseconds, not
 // overlapping each other) some request on one of devs (nil: any device)
 // was in flight, counting the slow requests and those KeepDuring kept.
+// It merges the requests into busy intervals once, then walks the spans
+// along them: a request's thousands of blocked stretches cost no more
+// than one pass.
 func (b *BlockIO) DeviceTimeOn(devs map[string]bool, spans [][2]int64) int64 {
-	var total int64
-	for _, w := range spans {
-		total += b.deviceTime(devs, w[0], w[1])
-	}
-	return total
-}
-
-func (b *BlockIO) deviceTime(devs map[string]bool, from, to int64) int64 {
-	type span struct{ a, z int64 }
-	var spans []span
+	var busy [][2]int64
 	for _, list := range [][]IOSpan{b.Slow, b.kept} {
 		for _, s := range list {
-			if devs != nil && !devs[s.Dev] {
-				continue
-			}
-			a, z := max(s.Issue, from), min(s.End, to)
-			if z > a {
-				spans = append(spans, span{a, z})
+			if (devs == nil || devs[s.Dev]) && s.End > s.Issue {
+				busy = append(busy, [2]int64{s.Issue, s.End})
 			}
 		}
 	}
-	sort.Slice(spans, func(i, j int) bool { return spans[i].a < spans[j].a })
-	var total, end int64
-	for _, s := range spans {
-		if s.z <= end {
+	sort.Slice(busy, func(i, j int) bool { return busy[i][0] < busy[j][0] })
+	merged := busy[:0]
+	for _, iv := range busy {
+		if n := len(merged); n > 0 && iv[0] <= merged[n-1][1] {
+			merged[n-1][1] = max(merged[n-1][1], iv[1])
 			continue
 		}
-		total += s.z - max(s.a, end)
-		end = s.z
+		merged = append(merged, iv)
+	}
+	ws := append([][2]int64(nil), spans...)
+	sort.Slice(ws, func(i, j int) bool { return ws[i][0] < ws[j][0] })
+	var total int64
+	j := 0
+	for _, w := range ws {
+		for j < len(merged) && merged[j][1] <= w[0] {
+			j++
+		}
+		for k := j; k < len(merged) && merged[k][0] < w[1]; k++ {
+			if z, a := min(merged[k][1], w[1]), max(merged[k][0], w[0]); z > a {
+				total += z - a
+			}
+		}
 	}
 	return total
 }
@@ -300,18 +306,19 @@ func ftraceTimeAndFields(line string) (int64, string, error) {
 // request (a stacked device's completes after the one beneath it, so it
 // is the one the waiter was held by).
 func (b *BlockIO) LastCompletionBefore(t, within int64) (string, bool) {
-	var (
-		dev  string
-		last int64 = -1
-	)
-	for _, list := range [][]IOSpan{b.Slow, b.kept} {
-		for _, s := range list {
-			if s.End <= t && s.End >= t-within && s.End > last {
-				dev, last = s.Dev, s.End
-			}
-		}
+	if b.byEnd == nil {
+		b.byEnd = make([]IOSpan, 0, len(b.Slow)+len(b.kept))
+		b.byEnd = append(append(b.byEnd, b.Slow...), b.kept...)
+		sort.Slice(b.byEnd, func(i, j int) bool {
+			x, y := b.byEnd[i], b.byEnd[j]
+			return x.End < y.End || x.End == y.End && x.Dev < y.Dev
+		})
 	}
-	return dev, last >= 0
+	i := sort.Search(len(b.byEnd), func(i int) bool { return b.byEnd[i].End > t }) - 1
+	if i < 0 || b.byEnd[i].End < t-within {
+		return "", false
+	}
+	return b.byEnd[i].Dev, true
 }
 
 // Verdict is the block IO of the window in one sentence: the device with
