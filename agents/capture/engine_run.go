@@ -12,6 +12,7 @@ import (
 	"github.com/spikehunt/spikehunt/agents/capture/artifact"
 	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/agents/capture/control"
+	"github.com/spikehunt/spikehunt/agents/capture/explain"
 )
 
 // run is one capture's goroutine: wait for a fire, dump the pre-window,
@@ -151,7 +152,12 @@ func (e *Engine) writeRequests(c *armed, md *record.Metadata) ([]record.RequestR
 // note, and the capture is kept.
 func (e *Engine) analyze(c *armed, md *record.Metadata, reqs []record.RequestRecord, cause record.FireCause) {
 	an, ok := c.rec.(Analyzer)
-	if !ok || e.cfg.AnalyzeTimeout < 0 {
+	if !ok {
+		e.ensureReport(c, md, fmt.Sprintf("the %s recorder makes no analysis on the node", c.spec.Backend))
+		return
+	}
+	if e.cfg.AnalyzeTimeout < 0 {
+		e.ensureReport(c, md, "this agent's analysis is off (capture analyze_timeout is negative)")
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.AnalyzeTimeout)
@@ -167,6 +173,7 @@ func (e *Engine) analyze(c *armed, md *record.Metadata, reqs []record.RequestRec
 	if err != nil {
 		md.Notes = append(md.Notes, fmt.Sprintf("analysis failed after %s: %v", took.Round(time.Millisecond), err))
 		e.cfg.Log.Warn("capture analysis failed", "id", c.spec.ID, "err", err)
+		e.ensureReport(c, md, fmt.Sprintf("the analysis failed: %v", err))
 		return
 	}
 	for _, f := range files {
@@ -174,6 +181,27 @@ func (e *Engine) analyze(c *armed, md *record.Metadata, reqs []record.RequestRec
 	}
 	md.Findings = out.Findings
 	md.Notes = append(md.Notes, fmt.Sprintf("analysis: %s on the node in %s", strings.Join(files, ", "), took.Round(time.Millisecond)))
+	e.ensureReport(c, md, "the recorder's analysis made no report")
+}
+
+// ensureReport leaves report.html in every artifact, the page the
+// operator's links open: a recorder's analysis writes its own; for a
+// capture without one the page says why and lists the files. A failure
+// to write it is a note.
+func (e *Engine) ensureReport(c *armed, md *record.Metadata, why string) {
+	if _, ok := md.FileNamed(explain.ReportFile); ok {
+		return
+	}
+	// O_TRUNC: a failed analysis may have left part of its own.
+	f, err := os.OpenFile(filepath.Join(c.dir, explain.ReportFile), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
+	if err == nil {
+		err = errors.Join(explain.WriteUnanalysedReport(f, md, why), f.Sync(), f.Close())
+	}
+	if err != nil {
+		md.Notes = append(md.Notes, fmt.Sprintf("no %s: %v", explain.ReportFile, err))
+		return
+	}
+	md.Files = append(md.Files, record.File{Name: explain.ReportFile})
 }
 
 // stop ends a capture before collection: disarmed by hand, aborted by the

@@ -139,8 +139,15 @@ func TestEngineFiresOnTheSlowRequestAndWritesTheWindowsRequests(t *testing.T) {
 			t.Errorf("file %+v is not sealed", f)
 		}
 	}
-	if strings.Join(names, ",") != "pre.txt,post.txt,requests.jsonl" {
+	// A recorder without an analysis still leaves report.html, the page
+	// the operator's links open, saying why it has none.
+	if strings.Join(names, ",") != "pre.txt,post.txt,requests.jsonl,report.html" {
 		t.Errorf("files %v", names)
+	}
+	if page, err := os.ReadFile(filepath.Join(st.Location, "report.html")); err != nil ||
+		!strings.Contains(string(page), "This capture has no analysis: the perf recorder makes no analysis on the node.") ||
+		!strings.Contains(string(page), "<li><code>requests.jsonl</code></li>") {
+		t.Errorf("report.html: %v\n%s", err, page)
 	}
 	b2, err := os.ReadFile(filepath.Join(st.Location, md.Requests))
 	if err != nil {

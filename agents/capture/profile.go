@@ -30,7 +30,9 @@ type Profile struct {
 	// thread blocks (it leaves the CPU sleeping, S, or in uninterruptible
 	// wait, D) as a second sched_switch event filtered in the kernel:
 	// where every slow request's thread waited, at the price of an unwind
-	// per blocking switch rather than per switch.
+	// per blocking switch rather than per switch. For ftrace it is a
+	// stacktrace trigger on sched_switch for uninterruptible waits (D)
+	// only, the IO profile's waits: the kernel's call chain, in the ring.
 	BlockingStacks bool `json:"blocking_stacks,omitempty"`
 	// RingKB is the ring size per CPU (perf -m, ftrace buffer_size_kb);
 	// for WPR, whose ETW buffers are one pool for all CPUs, the total.
@@ -72,7 +74,7 @@ var BuiltinProfiles = []Profile{
 			"irq/softirq_entry", "irq/softirq_exit",
 			"block/block_rq_issue", "block/block_rq_complete",
 		},
-		RingKB: 8192,
+		BlockingStacks: true, RingKB: 8192,
 	},
 	{
 		Name: "default", Backend: Bpftrace, RingKB: 0,

@@ -20,6 +20,7 @@ import (
 
 	"github.com/spikehunt/spikehunt/agents/capture"
 	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/agents/capture/control"
 	"github.com/spikehunt/spikehunt/agents/nodecapture"
 	capturev1alpha1 "github.com/spikehunt/spikehunt/operator/api/v1alpha1"
@@ -150,8 +151,21 @@ func TestTheAgentArmsOnlyItsNodesCapturesAndReportsThemUntilUploaded(t *testing.
 	}
 	s := c.Status
 	a := s.Artifact
-	if a == nil || !strings.HasPrefix(a.URI, "file://"+storeDir) || a.Bytes != 1900 || a.LostEvents != 2 || len(a.Checksum) != 64 {
-		t.Fatalf("artifact %+v, want the local store's record of the recorder's 2 files (1900 bytes), 2 lost", a)
+	if a == nil || !strings.HasPrefix(a.URI, "file://"+storeDir) || a.LostEvents != 2 || len(a.Checksum) != 64 {
+		t.Fatalf("artifact %+v, want the local store's record, 2 lost", a)
+	}
+	// The recorder's two files (1900 bytes) and the report.html the
+	// engine leaves in every artifact.
+	raw, err := os.ReadFile(strings.TrimPrefix(a.URI, "file://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := record.DecodeMetadata(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if report, ok := md.FileNamed("report.html"); !ok || a.Bytes != 1900+report.Bytes || len(md.Files) != 3 {
+		t.Fatalf("artifact %+v with files %+v, want the recorder's 2 files (1900 bytes) and report.html", a, md.Files)
 	}
 	if s.FiredBy != capturev1alpha1.FiredByManual || s.FiredAt == nil || s.WindowStart == nil || s.WindowEnd == nil {
 		t.Fatalf("fired status %+v", s)

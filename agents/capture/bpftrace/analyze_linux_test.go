@@ -7,6 +7,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -170,5 +172,29 @@ func TestIrqDurationAnalysisAgreesWithTheKernelsSoftirqTime(t *testing.T) {
 	}
 	if !strings.Contains(a.Findings.Verdict, "softirq took") || a.Findings.HottestCPU < 0 || a.Findings.SoftirqShare <= 0 {
 		t.Errorf("findings %+v", a.Findings)
+	}
+	// report.html: a table row and a histogram per CPU whose buckets
+	// hold its runs, the 100 µs line, and the vectors' table.
+	page, err := os.ReadFile(filepath.Join(dir, explain.ReportFile))
+	if err != nil || !slices.Contains(out.Files, explain.ReportFile) {
+		t.Fatalf("%s: %v (files %v)", explain.ReportFile, err, out.Files)
+	}
+	h := string(page)
+	for _, c := range in.CPUs {
+		plot := regexp.MustCompile(`(?s)<svg class="irq-hist" data-cpu="` + strconv.Itoa(c.CPU) + `".*?</svg>`).FindString(h)
+		var runs uint64
+		for _, m := range regexp.MustCompile(`<rect class="bucket" data-lo="\d+" data-hi="\d+" data-count="(\d+)"`).FindAllStringSubmatch(plot, -1) {
+			n, _ := strconv.ParseUint(m[1], 10, 64)
+			runs += n
+		}
+		if plot == "" || runs != c.SoftirqRuns || !strings.Contains(plot, `class="over100"`) {
+			t.Errorf("CPU %d: histogram of %d runs (want %d), 100 µs line %v:\n%.300s", c.CPU, runs, c.SoftirqRuns, strings.Contains(plot, "over100"), plot)
+		}
+	}
+	if rows := strings.Count(regexp.MustCompile(`(?s)<table class=irq-cpus>.*?</table>`).FindString(h), "<tr><td>"); rows != len(in.CPUs) {
+		t.Errorf("the CPU table has %d rows, want %d", rows, len(in.CPUs))
+	}
+	if !regexp.MustCompile(`(?s)<table class=irq-vectors>.*?<td class=l>NET_RX</td>`).MatchString(h) {
+		t.Error("the vectors' table has no NET_RX row")
 	}
 }

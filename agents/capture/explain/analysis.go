@@ -2,10 +2,15 @@
 // recorded it, where the symbols are: for each slow request, what its
 // thread did while it was served (on CPU, runnable behind whom, blocked
 // where and woken by whom), and the on-CPU profile of the window as folded
-// stacks. It reads perf script's text (perfscript.go), rebuilds threads'
-// timelines from sched_switch and sched_wakeup (timeline.go) and words one
-// verdict per request (verdict.go). Standard library and the artifact's
-// record only: the recorders import it, never the reverse.
+// stacks. It reads perf script's text (perfscript.go) or ftrace's
+// (ftracesched.go), rebuilds threads' timelines from sched_switch and
+// sched_wakeup (timeline.go) and words one verdict per request
+// (verdict.go); with ftrace's block events (blockio.go) it holds a
+// blocked wait against the devices (waitio.go); it sums the bpftrace
+// irq_duration script's blocks (interrupts.go); and it draws all of it as
+// one self-contained page, report.html (report.go, svg.go). Standard
+// library and the artifact's record only: the recorders and the CLI
+// import it, never the reverse.
 package explain
 
 import (
@@ -72,6 +77,42 @@ type StackShare struct {
 
 // Analyze explains the requests at or above threshold with the trace.
 func Analyze(tr *Trace, md *record.Metadata, reqs []record.RequestRecord, threshold time.Duration) Analysis {
+	return analyze(tr, nil, md, reqs, threshold)
+}
+
+// AnalyzeFtrace explains the requests at or above threshold with the
+// ftrace profile's scheduler events (tr, from ReadFtrace) and block
+// requests (io, from ReadBlockIO after KeepDuring of each request in
+// RequestWindows): each verdict also says whether the blocked time is the
+// device's latency or lies above the block layer.
+func AnalyzeFtrace(tr *Trace, io *BlockIO, md *record.Metadata, reqs []record.RequestRecord, threshold time.Duration) Analysis {
+	a := analyze(tr, io, md, reqs, threshold)
+	a.BlockIO = io
+	if len(a.Requests) == 0 {
+		a.Findings.Verdict = io.Verdict()
+		if a.Findings.Verdict != "" && a.LostNote != "" {
+			a.Findings.Verdict += fmt.Sprintf(" [%d events lost in this capture]", a.Lost)
+		}
+	}
+	if a.LostNote != "" {
+		a.LostNote = fmt.Sprintf("the trace lost %d events (a ring overwrote its oldest, or dropped some): a timeline may miss a switch or a wakeup, and a block request its issue or completion, so a wait's device time may be lower than it was", a.Lost)
+	}
+	return a
+}
+
+// RequestWindows are the trace-time spans of the requests an analysis
+// explains: what BlockIO.KeepDuring must be given before the block
+// events are read.
+func RequestWindows(md *record.Metadata, reqs []record.RequestRecord, threshold time.Duration) [][2]int64 {
+	var out [][2]int64
+	for _, q := range SlowRequests(reqs, threshold, MaxRequests) {
+		off := int64(md.Clock.Offset)
+		out = append(out, [2]int64{q.Start.UnixNano() - off, q.End.UnixNano() - off})
+	}
+	return out
+}
+
+func analyze(tr *Trace, io *BlockIO, md *record.Metadata, reqs []record.RequestRecord, threshold time.Duration) Analysis {
 	tr.SortEvents()
 	a := Analysis{Version: AnalysisVersion, Events: len(tr.Events), Lost: md.Lost + md.Overruns}
 	if tr.Truncated != "" {
@@ -81,7 +122,7 @@ func Analyze(tr *Trace, md *record.Metadata, reqs []record.RequestRecord, thresh
 		a.LostNote = fmt.Sprintf("the trace lost %d events: a timeline may miss a switch or a wakeup, so a stretch read as blocked or runnable may be longer or shorter than it was", a.Lost)
 	}
 	for _, q := range SlowRequests(reqs, threshold, MaxRequests) {
-		v := tr.ExplainRequest(q, md.Clock)
+		v := tr.explainRequest(q, md.Clock, io)
 		if a.LostNote != "" {
 			v.Verdict += " [" + fmt.Sprint(a.Lost) + " events lost in this capture]"
 		}
@@ -215,6 +256,10 @@ func WriteFolded(w io.Writer, stacks []StackShare) error {
 // its interrupt work over the window, on a node of cpus CPUs.
 func AnalyzeInterrupts(in *Interrupts, md *record.Metadata, cpus int) Analysis {
 	a := Analysis{Version: AnalysisVersion, Lost: md.Lost + md.Overruns, Interrupts: in, Events: in.Intervals}
+	for i := range in.CPUs {
+		c := &in.CPUs[i]
+		c.CPUShare, c.Over100Share = c.Share(in.Seconds), ratio(c.SoftirqOver100, c.SoftirqRuns)
+	}
 	if a.Lost > 0 {
 		a.LostNote = fmt.Sprintf("bpftrace lost %d output events: some interval blocks are incomplete, so the times and counts are low", a.Lost)
 	}

@@ -38,6 +38,10 @@ type CPUIrq struct {
 	HardirqRuns    uint64   `json:"hardirq_runs"`
 	HardirqOver100 uint64   `json:"hardirq_over_100us"`
 	HardirqHist    []Bucket `json:"hardirq_hist_us"`
+	// CPUShare is Share over the window, and Over100Share the share of
+	// the softirq runs past 100 µs, as the tables print them.
+	CPUShare     float64 `json:"softirq_cpu_share"`
+	Over100Share float64 `json:"softirq_over_100us_share"`
 }
 
 // Share is the CPU's time in softirq work over the window.

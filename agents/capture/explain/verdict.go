@@ -30,7 +30,10 @@ type RequestVerdict struct {
 	RunnableCPU    int32       `json:"runnable_cpu"`
 	// Segments is the thread's timeline during the request.
 	Segments []SegmentView `json:"segments"`
-	Verdict  string        `json:"verdict"`
+	// IO holds the blocked time against the block devices' requests
+	// (the ftrace profile; nil without block events or blocked time).
+	IO      *WaitIO `json:"io,omitempty"`
+	Verdict string  `json:"verdict"`
 }
 
 // ShareView is a Share as the analysis writes it.
@@ -64,12 +67,20 @@ func isSchedulerFrame(f string) bool {
 }
 
 // timerFrames mark a sleep that ends by itself: its wakeup comes from a
-// timer, whoever's context it ran in.
-var timerFrames = []string{"nanosleep", "hrtimer", "schedule_timeout", "msleep", "usleep"}
+// timer, whoever's context it ran in. Not schedule_timeout nor
+// schedule_hrtimeout: a wait for an IO completion, a futex or a socket
+// goes through them with a timeout, and what ends it is the event.
+var timerFrames = []string{"nanosleep", "msleep", "usleep"}
 
 // ExplainRequest builds the verdict of one request from the trace. clock
 // maps the trace's times to the wall clock (wall = ts + Offset).
 func (tr *Trace) ExplainRequest(q record.RequestRecord, clock record.Clock) RequestVerdict {
+	return tr.explainRequest(q, clock, nil)
+}
+
+// explainRequest is ExplainRequest, with the blocked time held against
+// the window's block requests when io is not nil.
+func (tr *Trace) explainRequest(q record.RequestRecord, clock record.Clock, io *BlockIO) RequestVerdict {
 	v := RequestVerdict{Request: q, RunnableCPU: -1, Thread: fmt.Sprintf("thread %d", q.ThreadID)}
 	from := q.Start.UnixNano() - int64(clock.Offset)
 	to := q.End.UnixNano() - int64(clock.Offset)
@@ -143,7 +154,13 @@ func (tr *Trace) ExplainRequest(q record.RequestRecord, clock record.Clock) Requ
 			}
 		}
 	}
+	if io != nil {
+		v.IO = waitIO(segs, io)
+	}
 	v.Verdict = v.sentence()
+	if v.IO != nil {
+		v.Verdict += "; " + v.IO.Sentence
+	}
 	return v
 }
 

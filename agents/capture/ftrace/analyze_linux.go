@@ -3,7 +3,7 @@ package ftrace
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"os"
 	"path/filepath"
 
@@ -14,25 +14,26 @@ import (
 // ExplainFile is the analysis a capture adds to its artifact.
 const ExplainFile = "explain.json"
 
-// Analyze reads the block events of the window (ftrace-pre.txt, then
-// ftrace-post.txt) into each device's issue → complete latencies
-// (explain.BlockIO), the slow requests among them kept.
+// Analyze reads the window (ftrace-pre.txt, then ftrace-post.txt) twice:
+// its block events into each device's issue → complete latencies
+// (explain.BlockIO), keeping every request during a slow request, and its
+// sched_switch and sched_wakeup events into the slow requests' thread
+// timelines, whose blocked time it holds against the devices; it writes
+// explain.json and the page that shows it (report.html).
 func (r *ftraceRecorder) Analyze(ctx context.Context, in capture.AnalysisInput) (capture.AnalysisOutput, error) {
+	files := []string{FtracePreFile, FtracePostFile}
 	var b explain.BlockIO
-	if err := capture.ReadWindowFiles(ctx, r.dir, []string{FtracePreFile, FtracePostFile}, b.ReadBlockIO); err != nil {
+	for _, w := range explain.RequestWindows(in.Metadata, in.Requests, in.Threshold) {
+		b.KeepDuring(w[0], w[1])
+	}
+	if err := capture.ReadWindowFiles(ctx, r.dir, files, b.ReadBlockIO); err != nil {
 		return capture.AnalysisOutput{}, err
 	}
-	a := explain.Analysis{Version: explain.AnalysisVersion, Lost: in.Metadata.Lost + in.Metadata.Overruns, BlockIO: &b}
-	a.Findings.HottestCPU = -1
-	if len(b.Devices) > 0 {
-		d := b.Devices[0]
-		for _, x := range b.Devices {
-			if x.MaxNS > d.MaxNS {
-				d = x
-			}
-		}
-		a.Findings.Verdict = fmt.Sprintf("block device %s: %d requests, p99 under %d µs, slowest %.1f ms", d.Dev, d.IOs, d.Quantile(0.99), float64(d.MaxNS)/1e6)
+	tr := explain.NewTrace(explain.DefaultLimits)
+	if err := capture.ReadWindowFiles(ctx, r.dir, files, tr.ReadFtrace); err != nil {
+		return capture.AnalysisOutput{}, err
 	}
+	a := explain.AnalyzeFtrace(tr, &b, in.Metadata, in.Requests, in.Threshold)
 	raw, err := json.MarshalIndent(a, "", "  ")
 	if err != nil {
 		return capture.AnalysisOutput{}, err
@@ -40,5 +41,17 @@ func (r *ftraceRecorder) Analyze(ctx context.Context, in capture.AnalysisInput) 
 	if err := os.WriteFile(filepath.Join(r.dir, ExplainFile), append(raw, '\n'), 0o640); err != nil {
 		return capture.AnalysisOutput{}, err
 	}
-	return capture.AnalysisOutput{Files: []string{ExplainFile}, Findings: &a.Findings}, nil
+	if err := writeReport(filepath.Join(r.dir, explain.ReportFile), in, &a); err != nil {
+		return capture.AnalysisOutput{}, err
+	}
+	return capture.AnalysisOutput{Files: []string{ExplainFile, explain.ReportFile}, Findings: &a.Findings}, nil
+}
+
+// writeReport writes the analysis's page (report.html) to path.
+func writeReport(path string, in capture.AnalysisInput, a *explain.Analysis) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o640)
+	if err != nil {
+		return err
+	}
+	return errors.Join(explain.WriteReport(f, in.Metadata, a, nil), f.Sync(), f.Close())
 }

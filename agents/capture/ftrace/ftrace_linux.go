@@ -129,8 +129,17 @@ func (b *ftraceBackend) New(spec capture.Spec, dir string) (capture.Recorder, er
 	return &ftraceRecorder{
 		root: b.cfg.TraceFS, dir: dir, profile: prof.Name,
 		events: events, ringKB: ring, inst: inst,
+		blockingStacks: prof.BlockingStacks && slices.Contains(events, ftraceSwitchEvent),
 	}, nil
 }
+
+// ftraceSwitchEvent is sched_switch's directory under an instance, and
+// ftraceBlockingTrigger the trigger that records a stack at each switch
+// into an uninterruptible wait (TASK_UNINTERRUPTIBLE is 2 in prev_state).
+const (
+	ftraceSwitchEvent     = "events/sched/sched_switch"
+	ftraceBlockingTrigger = "stacktrace if prev_state & 2"
+)
 
 type ftraceRecorder struct {
 	root, dir string
@@ -138,6 +147,9 @@ type ftraceRecorder struct {
 	events    []string // paths under an instance: events/sched/sched_switch
 	ringKB    int
 	inst      string // the instance recording the pre-window
+	// blockingStacks: a stacktrace trigger on sched_switch records the
+	// kernel's call chain where a thread enters an uninterruptible wait.
+	blockingStacks bool
 
 	relay    string   // relay mode: the instance for the post-window
 	made     []string // instances this recorder made and must remove
@@ -217,6 +229,17 @@ func (r *ftraceRecorder) makeInstance(inst string) error {
 	for _, s := range steps {
 		if err := ftraceWrite(filepath.Join(inst, s.file), s.val); err != nil {
 			return fmt.Errorf("ftrace: %s: %w", s.what, err)
+		}
+	}
+	if r.blockingStacks {
+		// The trigger fires after the event, on the same CPU, into this
+		// instance's ring (on kernels whose stacktrace trigger writes to
+		// the top-level ring instead, the instance holds no stacks and
+		// the verdicts say so). A kernel without triggers records on
+		// without them.
+		if err := ftraceWrite(filepath.Join(inst, ftraceSwitchEvent, "trigger"), ftraceBlockingTrigger); err != nil {
+			r.notes = append(r.notes, fmt.Sprintf("ftrace: no blocking stacks: %v", err))
+			r.blockingStacks = false
 		}
 	}
 	for _, ev := range r.events {

@@ -27,7 +27,8 @@ const (
 // where the symbols are, at the recorder's governance, and writes the
 // slow requests' verdicts (explain.json) and the window's on-CPU profile
 // as folded stacks (stacks.folded) and as pprof (profile.pb.gz), with the
-// slowest request's own time as a second pprof (profile-stall.pb.gz).
+// slowest request's own time as a second pprof (profile-stall.pb.gz), and
+// the page that shows them (report.html).
 func (r *perfRecorder) Analyze(ctx context.Context, in capture.AnalysisInput) (capture.AnalysisOutput, error) {
 	tr := explain.NewTrace(explain.DefaultLimits)
 	for _, f := range r.files {
@@ -47,7 +48,10 @@ func (r *perfRecorder) Analyze(ctx context.Context, in capture.AnalysisInput) (c
 	if err := writeNew(filepath.Join(r.dir, FoldedFile), func(f *os.File) error { return explain.WriteFolded(f, folded) }); err != nil {
 		return capture.AnalysisOutput{}, err
 	}
-	files := []string{ExplainFile, FoldedFile}
+	if err := writeNew(filepath.Join(r.dir, explain.ReportFile), func(f *os.File) error { return explain.WriteReport(f, in.Metadata, &a, folded) }); err != nil {
+		return capture.AnalysisOutput{}, err
+	}
+	files := []string{ExplainFile, FoldedFile, explain.ReportFile}
 	period := int64(1e9 / max(r.freqHz, 1))
 	profiles := map[string][]byte{ProfileFile: tr.Profile(0, 0, period)}
 	if len(a.Requests) > 0 {

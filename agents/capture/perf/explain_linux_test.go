@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -126,6 +129,35 @@ func TestPerfAnalysisSaysTheSlowRequestsThreadBlockedInNanosleep(t *testing.T) {
 	}
 	if _, ok := st.Metadata.FileNamed(StallProfileFile); !ok {
 		t.Errorf("no %s in %v", StallProfileFile, st.Metadata.Files)
+	}
+	// The artifact's own report, sealed with the rest: the verdict under
+	// its heading, the thread's timeline (mostly blocked) and the flame
+	// graph of every sample.
+	f, ok := st.Metadata.FileNamed(explain.ReportFile)
+	if !ok || len(f.SHA256) != 64 {
+		t.Fatalf("no sealed %s in %v", explain.ReportFile, st.Metadata.Files)
+	}
+	page, err := os.ReadFile(filepath.Join(st.Location, explain.ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := string(page)
+	if !strings.Contains(h, html.EscapeString(v.Verdict)) || !strings.Contains(h, `aria-label="thread timeline of `+html.EscapeString(v.Thread)+`"`) {
+		t.Errorf("%s does not name %s with its verdict %q", explain.ReportFile, v.Thread, v.Verdict)
+	}
+	var blockedPx, barPx float64
+	for _, m := range regexp.MustCompile(`<rect class="seg (\S+)" x="[\d.]+" y="\d+" width="([\d.]+)"`).FindAllStringSubmatch(strings.SplitN(h, `class="timeline"`, 3)[1], -1) {
+		w, _ := strconv.ParseFloat(m[2], 64)
+		barPx += w
+		if m[1] == "blocked" {
+			blockedPx += w
+		}
+	}
+	if barPx == 0 || blockedPx/barPx < 0.8 {
+		t.Errorf("the slowest request's timeline is %.0f of %.0f px blocked, want most of it", blockedPx, barPx)
+	}
+	if !strings.Contains(h, fmt.Sprintf("<title>all: %d samples, 100.0%%</title>", a.Samples)) {
+		t.Errorf("%s has no flame graph of the %d samples", explain.ReportFile, a.Samples)
 	}
 }
 

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/agents/capture/explain"
@@ -21,17 +23,23 @@ const explainSynopsis = `Arguments: CAPTURE, before or after the flags.
 Prints the analysis the agent made of a capture on its node, right after
 collecting it (explain.json in the artifact, agents/capture/explain): for
 each slow request of the window, what its thread did while it was served —
-on CPU, runnable behind whom, blocked in which call chain and woken by whom —
-in one verdict a request; the CPUs' load and softirq share; the hottest
-on-CPU stacks. Lost events are stated next to the verdicts they could change.
+on CPU, runnable behind whom, blocked in which call chain and woken by whom,
+and (ftrace) whether its blocked time was the device's latency or above the
+block layer — in one verdict a request; the CPUs' load and softirq share;
+the hottest on-CPU stacks; the interrupt work per CPU (bpftrace
+irq_duration: softirq and hardirq time, runs past 100 µs, the worst vectors
+and IRQ lines); the block devices' issue → complete latencies (ftrace).
+Lost events are stated next to each conclusion they could change.
 
---html FILE writes a self-contained report (no network at view time): the
-slow requests' thread timelines and the window's flame graph.`
+--html FILE writes the self-contained report the agent also leaves in the
+artifact as report.html (no network at view time): the slow requests'
+thread timelines, the flame graph, the interrupt histograms and the IO
+table.`
 
 // Explain is `spikehunt captures explain`.
 func Explain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := spikehunt.NewFlags("captures explain", explainSynopsis, stderr)
-	htmlPath := fs.String("html", "", "also write a self-contained HTML report to this file")
+	htmlPath := fs.String("html", "", "also write the self-contained HTML report (the page the agent left in the artifact as report.html, drawn again from its analysis) to this file")
 	output := fs.String("o", "text", "output: text, or json (explain.json as the agent wrote it)")
 	loc := addLocateFlags(fs)
 	id, err := parseWithID(fs, args)
@@ -52,7 +60,7 @@ func Explain(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("capture %s from %s: %w", c.ID, c.URI, err)
 	}
 	if *htmlPath != "" {
-		if err := writeHTML(*htmlPath, c, x); err != nil {
+		if err := writeHTML(*htmlPath, x); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "wrote %s\n", *htmlPath)
@@ -95,7 +103,7 @@ func readExplanation(ctx context.Context, src source, checksum string) (explanat
 	x := explanation{Metadata: md}
 	f, ok := md.FileNamed("explain.json")
 	if !ok {
-		return x, fmt.Errorf("%w: the artifact (%s/%s) has no explain.json; the agent's perf recorder writes one with every capture, the other recorders do not yet", errNoAnalysis, md.Backend, md.Profile)
+		return x, fmt.Errorf("%w: the artifact (%s/%s) has no explain.json; the agent's perf and ftrace recorders write one with every capture, bpftrace with its irq_duration script, WPR not yet", errNoAnalysis, md.Backend, md.Profile)
 	}
 	if f.Bytes > maxExplainBytes {
 		return x, fmt.Errorf("explain.json is %d bytes, more than the %d this command reads", f.Bytes, maxExplainBytes)
@@ -152,43 +160,88 @@ func readFolded(r io.Reader) ([]explain.StackShare, error) {
 	return out, sc.Err()
 }
 
-// printExplanation is the text form.
+// printExplanation is the text form: every conclusion of the analysis,
+// with the lost events beside each one they could change.
 func printExplanation(w io.Writer, c captures.Capture, x explanation) error {
 	md, a := x.Metadata, x.Analysis
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "capture %s on %s: %s/%s, window %s–%s UTC, %s, %d events lost\n", c.ID, md.Host, md.Backend, orDefault(md.Profile),
 		md.WindowStart.UTC().Format("2006-01-02 15:04:05.000"), md.WindowEnd.UTC().Format("15:04:05.000"), byteSize(md.Bytes), a.Lost)
-	if a.LostNote != "" {
-		fmt.Fprintf(bw, "  note: %s\n", a.LostNote)
+	lost := func() {
+		if a.LostNote != "" {
+			fmt.Fprintf(bw, "  note: %s\n", a.LostNote)
+		}
 	}
+	lost()
 	for _, n := range a.Notes {
 		fmt.Fprintf(bw, "  note: %s\n", n)
 	}
-	if len(a.Requests) == 0 {
-		fmt.Fprintln(bw, "\nNo request at or above the trigger was seen in the window: nothing to explain.")
-	} else {
-		fmt.Fprintf(bw, "\nThe slowest requests of the window (%d), what their threads did:\n", len(a.Requests))
-		for i, v := range a.Requests {
-			fmt.Fprintf(bw, "%2d. %s %s %.0f ms, started %s\n    %s\n", i+1, v.Request.Service, v.Request.Endpoint, v.Request.LatencyMS,
-				v.Request.Start.UTC().Format("15:04:05.000"), v.Verdict)
+	if a.Interrupts == nil {
+		if len(a.Requests) == 0 {
+			fmt.Fprintln(bw, "\nNo request at or above the trigger was seen in the window: nothing to explain.")
+		} else {
+			fmt.Fprintf(bw, "\nThe slowest requests of the window (%d), what their threads did:\n", len(a.Requests))
+			for i, v := range a.Requests {
+				fmt.Fprintf(bw, "%2d. %s %s %.0f ms, started %s\n    %s\n", i+1, v.Request.Service, v.Request.Endpoint, v.Request.LatencyMS,
+					v.Request.Start.UTC().Format("15:04:05.000"), v.Verdict)
+			}
 		}
 	}
 	if in := a.Interrupts; in != nil {
-		fmt.Fprintf(bw, "\nInterrupt work over %.0f s (bpftrace irq_duration): %s\n", in.Seconds, in.Verdict())
-		for _, c := range in.CPUs {
-			fmt.Fprintf(bw, "  CPU %-3d softirq %5.1f%% of the CPU, %d runs, %d over 100 µs; hardirq %d runs, %d over 100 µs\n",
-				c.CPU, 100*c.Share(in.Seconds), c.SoftirqRuns, c.SoftirqOver100, c.HardirqRuns, c.HardirqOver100)
+		fmt.Fprintf(bw, "\nInterrupt work over %.0f s (bpftrace irq_duration, %d interval blocks): %s\n", in.Seconds, in.Intervals, in.Verdict())
+		if in.Truncated > 0 {
+			fmt.Fprintf(bw, "  note: %d interval blocks lost lines: their maps are partial, so the times and counts are low\n", in.Truncated)
 		}
+		lost()
+		fmt.Fprintf(bw, "  %-4s %12s %8s %10s %10s %9s %10s %10s\n", "CPU", "softirq", "of CPU", "runs", ">100µs", "share", "hardirqs", ">100µs")
+		for _, c := range in.CPUs {
+			fmt.Fprintf(bw, "  %-4d %12s %7.2f%% %10d %10d %8.3f%% %10d %10d\n", c.CPU, time.Duration(c.SoftirqNS).Round(time.Microsecond),
+				100*c.Share(in.Seconds), c.SoftirqRuns, c.SoftirqOver100, 100*ratio(c.SoftirqOver100, c.SoftirqRuns), c.HardirqRuns, c.HardirqOver100)
+		}
+		fmt.Fprintln(bw, "  the softirq vectors that took the most time:")
 		for i, v := range in.Vectors {
-			if i == 5 {
+			if i == 10 {
+				fmt.Fprintf(bw, "  … %d more in -o json\n", len(in.Vectors)-i)
 				break
 			}
-			fmt.Fprintf(bw, "  %-8s on CPU %-3d %5.1f%% of the CPU, %d runs, %d over 100 µs\n", v.Name, v.CPU,
-				100*float64(v.NS)/(in.Seconds*1e9), v.Runs, v.Over100)
+			fmt.Fprintf(bw, "  %-8s on CPU %-3d %5.2f%% of the CPU, %d runs, %d over 100 µs\n", v.Name, v.CPU,
+				100*float64(v.NS)/max(in.Seconds*1e9, 1), v.Runs, v.Over100)
 		}
-		return bw.Flush()
+		if len(in.HardirqsOver100) == 0 {
+			fmt.Fprintln(bw, "  no hardirq handler ran past 100 µs")
+		}
+		for i, q := range in.HardirqsOver100 {
+			if i == 10 {
+				fmt.Fprintf(bw, "  … %d more in -o json\n", len(in.HardirqsOver100)-i)
+				break
+			}
+			fmt.Fprintf(bw, "  IRQ %-5d on CPU %-3d %d handlers over 100 µs\n", q.IRQ, q.CPU, q.Count)
+		}
 	}
-	if f := a.Findings; f.HottestCPU >= 0 {
+	if b := a.BlockIO; b != nil {
+		fmt.Fprintf(bw, "\nBlock IO in the window (ftrace), issue → complete; %d completions issued before the window, %d requests in flight at its end:\n",
+			b.UnmatchedCompletions, b.InFlightAtEnd)
+		lost()
+		if b.KeptDropped > 0 {
+			fmt.Fprintf(bw, "  note: %d requests during the slow requests were not kept: their waits' device time is low\n", b.KeptDropped)
+		}
+		if len(b.Devices) == 0 {
+			fmt.Fprintln(bw, "  no block request completed in the window")
+		} else {
+			fmt.Fprintf(bw, "  %-10s %10s %10s %10s %12s\n", "device", "requests", "p50", "p99", "max")
+		}
+		for _, d := range b.Devices {
+			fmt.Fprintf(bw, "  %-10s %10d %7d µs %7d µs %12s\n", d.Dev, d.IOs, d.Quantile(0.5), d.Quantile(0.99), time.Duration(d.MaxNS).Round(time.Microsecond))
+		}
+		for i, v := range a.Requests {
+			if v.IO != nil {
+				fmt.Fprintf(bw, "  request %d (%s): blocked %s, device %s busy %s of it: %s\n", i+1, v.Thread, v.IO.Blocked.Round(time.Microsecond),
+					strings.Join(v.IO.Devices, " "), v.IO.Device.Round(time.Microsecond), map[string]string{"device": "the device's latency",
+						"above": "above the block layer", "both": "partly the device's, partly above it"}[v.IO.Where])
+			}
+		}
+	}
+	if f := a.Findings; f.HottestCPU >= 0 && len(a.CPUs) > 0 {
 		fmt.Fprintf(bw, "\nCPUs: the busiest was CPU %d (%.0f%% of its samples not idle); softirq work was %.1f%% of all samples.\n",
 			f.HottestCPU, f.HottestCPUBusy*100, f.SoftirqShare*100)
 	}
@@ -197,8 +250,16 @@ func printExplanation(w io.Writer, c captures.Capture, x explanation) error {
 		for _, s := range a.TopStacks {
 			fmt.Fprintf(bw, "  %5.1f%%  %s\n", 100*float64(s.Samples)/float64(a.Samples), shortFold(s.Stack, 6))
 		}
+		lost()
 	}
 	return bw.Flush()
+}
+
+func ratio(a, b uint64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
 }
 
 // shortFold is a folded stack's task and its innermost n frames.
@@ -215,6 +276,23 @@ func orDefault(s string) string {
 		return "default"
 	}
 	return s
+}
+
+// TimelineSVG and FlameSVG are the report's drawings (explain's), for
+// the demo's own report.
+var (
+	TimelineSVG = explain.TimelineSVG
+	FlameSVG    = explain.FlameSVG
+)
+
+// writeHTML writes the capture's report as the agent renders report.html,
+// from the artifact's analysis.
+func writeHTML(path string, x explanation) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	return errors.Join(explain.WriteReport(f, x.Metadata, &x.Analysis, x.Folded), f.Close())
 }
 
 // ReadAnalysis reads the analysis (explain.json) and the window's folded

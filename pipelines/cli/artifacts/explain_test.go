@@ -25,6 +25,13 @@ import (
 // folder store and indexes it.
 func analysed(t *testing.T, lost uint64) (dsn string, a explain.Analysis) {
 	t.Helper()
+	return analysedAs(t, lost, nil)
+}
+
+// analysedAs is analysed with the analysis changed by edit first (nil:
+// as the perf recorder writes it).
+func analysedAs(t *testing.T, lost uint64, edit func(*explain.Analysis)) (dsn string, a explain.Analysis) {
+	t.Helper()
 	ctx := context.Background()
 	start := time.Now().UTC().Truncate(time.Second).Add(-time.Hour)
 	req := record.RequestRecord{Start: start.Add(time.Second), End: start.Add(2 * time.Second), LatencyMS: 1000,
@@ -43,6 +50,9 @@ func analysed(t *testing.T, lost uint64) (dsn string, a explain.Analysis) {
 		Findings:  record.Findings{Verdict: verdict, HottestCPU: 1, HottestCPUBusy: 1, SoftirqShare: 0.05}}
 	if lost > 0 {
 		a.LostNote = "the trace lost 9 events: a timeline may miss a switch or a wakeup"
+	}
+	if edit != nil {
+		edit(&a)
 	}
 	dir := t.TempDir()
 	b, _ := json.Marshal(a)
@@ -133,8 +143,8 @@ func TestCapturesExplainWritesAReportWithTheTimelineAndTheFlameGraph(t *testing.
 	if len(segs) != 3 || segs[0][1] != "on-cpu" || segs[1][1] != "blocked" || segs[2][1] != "runnable" {
 		t.Fatalf("timeline segments %v", segs)
 	}
-	if w := atof(t, segs[1][3]); w < 0.99*(pageWidth-20) || w > pageWidth-20 {
-		t.Errorf("the blocked segment is %v px of the %d px bar, want about 99.8%%", w, pageWidth-20)
+	if w := atof(t, segs[1][3]); w < 0.99*(explain.ReportWidth-20) || w > explain.ReportWidth-20 {
+		t.Errorf("the blocked segment is %v px of the %d px bar, want about 99.8%%", w, explain.ReportWidth-20)
 	}
 	if ticks := regexp.MustCompile(`<text class="tick"[^>]*>([^<]+)</text>`).FindAllStringSubmatch(h, -1); len(ticks) < 4 ||
 		ticks[0][1] != "0 µs" || ticks[len(ticks)-1][1] != "1 s" {
@@ -149,6 +159,80 @@ func TestCapturesExplainWritesAReportWithTheTimelineAndTheFlameGraph(t *testing.
 	}
 	if !strings.Contains(h, "<h2>1. The slow requests' threads</h2>") || !strings.Contains(h, htmlEscape(a.Requests[0].Verdict)) {
 		t.Error("the report does not show the verdict under its heading")
+	}
+}
+
+// A bpftrace irq_duration capture: every CPU's softirq and hardirq
+// figures, the worst vectors and IRQ lines, with the lost events stated
+// under the table they could make low; -o json carries the same.
+func TestCapturesExplainPrintsTheInterruptTableWithTheLostEventsBesideIt(t *testing.T) {
+	dsn, _ := analysedAs(t, 9, func(a *explain.Analysis) {
+		a.Requests, a.CPUs, a.TopStacks, a.Samples = nil, nil, nil, 0
+		a.Interrupts = &explain.Interrupts{Intervals: 5, Seconds: 5,
+			CPUs: []explain.CPUIrq{
+				{CPU: 0, SoftirqRuns: 1000, SoftirqNS: 500_000_000, SoftirqOver100: 40, HardirqRuns: 300, HardirqOver100: 2, CPUShare: 0.1, Over100Share: 0.04},
+				{CPU: 1, SoftirqRuns: 10, SoftirqNS: 1_000_000},
+			},
+			Vectors:         []explain.VectorTime{{CPU: 0, Vec: 3, Name: "NET_RX", NS: 450_000_000, Runs: 900, Over100: 40}},
+			HardirqsOver100: []explain.IRQCount{{CPU: 0, IRQ: 27, Count: 2}},
+		}
+	})
+	out, _, err := explainCLI(t, "cap-x1", "--dsn", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Interrupt work over 5 s (bpftrace irq_duration, 5 interval blocks): NET_RX softirq took 9% of CPU 0",
+		"\n  note: the trace lost 9 events: a timeline may miss a switch or a wakeup\n  CPU       softirq   of CPU",
+		"  0           500ms   10.00%       1000         40    4.000%        300          2\n",
+		"  1             1ms    0.02%         10          0    0.000%          0          0\n",
+		"  NET_RX   on CPU 0    9.00% of the CPU, 900 runs, 40 over 100 µs",
+		"  IRQ 27    on CPU 0   2 handlers over 100 µs",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lacks %q:\n%s", want, out)
+		}
+	}
+	js, _, err := explainCLI(t, "cap-x1", "--dsn", dsn, "-o", "json")
+	if err != nil || !strings.Contains(js, `"softirq_over_100us_share": 0.04`) || !strings.Contains(js, `"hardirqs_over_100us": [`) {
+		t.Errorf("-o json: %v\n%s", err, js)
+	}
+}
+
+// An ftrace capture: each device's p50/p99/max, each slow request's wait
+// against the devices, the lost events under the table.
+func TestCapturesExplainPrintsTheBlockIOTableAndEachRequestsWait(t *testing.T) {
+	dsn, a := analysedAs(t, 9, func(a *explain.Analysis) {
+		a.CPUs, a.TopStacks, a.Samples = nil, nil, 0
+		io := &explain.BlockIO{UnmatchedCompletions: 3, InFlightAtEnd: 1}
+		if err := io.ReadBlockIO(strings.NewReader(
+			"x-1 [000] ..... 1.000000: block_rq_issue: 7,0 WS 4096 () 8 + 8 be,0,4 [x]\n" +
+				"x-1 [000] ..... 1.000300: block_rq_complete: 7,0 WS () 8 + 8 be,0,4 [0]\n")); err != nil {
+			t.Fatal(err)
+		}
+		a.BlockIO = io
+		v := &a.Requests[0]
+		v.IO = &explain.WaitIO{Blocked: 998 * time.Millisecond, Device: 12 * time.Millisecond, Devices: []string{"7,0"}, ByWakeup: true, Where: "above"}
+	})
+	out, _, err := explainCLI(t, "cap-x1", "--dsn", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		" 1. checkout /pay 1000 ms",
+		"\nBlock IO in the window (ftrace), issue → complete; 3 completions issued before the window, 0 requests in flight at its end:\n  note: the trace lost 9 events",
+		"  7,0                 1     512 µs     512 µs        300µs\n",
+		"  request 1 (web[4242]): blocked 998ms, device 7,0 busy 12ms of it: above the block layer\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lacks %q:\n%s", want, out)
+		}
+	}
+	js, _, err := explainCLI(t, "cap-x1", "--dsn", dsn, "-o", "json")
+	var back explain.Analysis
+	if err != nil || json.Unmarshal([]byte(js), &back) != nil || back.BlockIO == nil || back.BlockIO.Devices[0].P99US != 512 ||
+		back.Requests[0].IO == nil || back.Requests[0].IO.Where != "above" || back.Requests[0].Verdict != a.Requests[0].Verdict {
+		t.Errorf("-o json: %v\n%s", err, js)
 	}
 }
 

@@ -1,24 +1,24 @@
-package artifacts
+package explain
 
 import (
 	"fmt"
 	"html"
-	"os"
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/spikehunt/spikehunt/agents/capture/explain"
-	"github.com/spikehunt/spikehunt/pipelines/captures"
 )
 
 // The report's drawing sizes, in CSS pixels: drawn at the size shown.
 const (
-	pageWidth     = 900
+	// ReportWidth is the width the report draws at.
+	ReportWidth   = 900
 	timelineRow   = 22
 	flameRow      = 17
 	flameMinWidth = 0.5 // narrower frames are left out (their samples still count in their parents)
 	flameMaxDepth = 64
+	// flameMaxFrames bounds the frames one flame graph draws: a profile
+	// of many distinct stacks would otherwise make a page of megabytes.
+	flameMaxFrames = 4000
 )
 
 // stateColours are the timeline's colours, one per thread state, named in
@@ -30,63 +30,9 @@ var stateColours = []struct{ state, colour, meaning string }{
 	{"unknown", "#ced4da", "no event tells"},
 }
 
-// writeHTML writes the capture's explanation as one self-contained page.
-func writeHTML(path string, c captures.Capture, x explanation) error {
-	var b strings.Builder
-	md, a := x.Metadata, x.Analysis
-	esc := html.EscapeString
-	fmt.Fprintf(&b, `<!doctype html><html><head><meta charset="utf-8"><title>capture %s</title><style>
-body{font:14px/1.45 system-ui,sans-serif;max-width:%dpx;margin:2em auto;color:#212529}
-h1{font-size:20px}h2{font-size:16px;margin-top:2em}code,.mono{font:12px ui-monospace,monospace}
-.note{color:#c92a2a}table{border-collapse:collapse}td,th{padding:2px 10px;text-align:right}th{border-bottom:1px solid #adb5bd}
-svg text{font:11px ui-monospace,monospace}
-</style></head><body>
-`, esc(c.ID), pageWidth)
-	fmt.Fprintf(&b, "<h1>Capture %s</h1>\n<p>%s on %s, %s/%s, window %s–%s UTC, %s; %d events lost.</p>\n", esc(c.ID), esc(md.Backend),
-		esc(md.Host), esc(md.Backend), esc(orDefault(md.Profile)), md.WindowStart.UTC().Format("2006-01-02 15:04:05.000"),
-		md.WindowEnd.UTC().Format("15:04:05.000"), byteSize(md.Bytes), a.Lost)
-	if a.LostNote != "" {
-		fmt.Fprintf(&b, "<p class=note>%s</p>\n", esc(a.LostNote))
-	}
-
-	b.WriteString("<h2>1. The slow requests' threads</h2>\n")
-	if len(a.Requests) == 0 {
-		b.WriteString("<p>No request at or above the trigger was seen in the window.</p>\n")
-	}
-	for i, v := range a.Requests {
-		if i == 5 {
-			fmt.Fprintf(&b, "<p>… and %d more in explain.json.</p>\n", len(a.Requests)-i)
-			break
-		}
-		fmt.Fprintf(&b, "<p><b>%s %s</b>, %.0f ms from %s UTC: %s</p>\n", esc(v.Request.Service), esc(v.Request.Endpoint), v.Request.LatencyMS,
-			v.Request.Start.UTC().Format("15:04:05.000"), esc(v.Verdict))
-		b.WriteString(TimelineSVG(v, pageWidth))
-	}
-	b.WriteString(legendHTML())
-
-	b.WriteString("<h2>2. On CPU in the window: the flame graph</h2>\n")
-	if len(x.Folded) == 0 {
-		b.WriteString("<p>The artifact holds no on-CPU samples.</p>\n")
-	} else {
-		fmt.Fprintf(&b, "<p>Every on-CPU sample of the window (%d), the task at the bottom and the innermost frame on top; a frame's width is its share of the samples. Hover a frame for its name and count.</p>\n", a.Samples)
-		b.WriteString(FlameSVG(x.Folded, pageWidth))
-	}
-
-	if len(a.CPUs) > 0 {
-		b.WriteString("<h2>3. The CPUs</h2>\n<table><tr><th>CPU</th><th>samples</th><th>busy</th><th>softirq</th></tr>\n")
-		for _, u := range a.CPUs {
-			fmt.Fprintf(&b, "<tr><td>%d</td><td>%d</td><td>%.0f%%</td><td>%.1f%%</td></tr>\n", u.CPU, u.Samples,
-				100*float64(u.Samples-u.Idle)/float64(max(u.Samples, 1)), 100*float64(u.Softirq)/float64(max(u.Samples, 1)))
-		}
-		b.WriteString("</table>\n")
-	}
-	b.WriteString("</body></html>\n")
-	return os.WriteFile(path, []byte(b.String()), 0o644)
-}
-
 // TimelineSVG draws one request's thread: a bar of its segments over the
 // request's time, coloured by state, with a millisecond axis.
-func TimelineSVG(v explain.RequestVerdict, pageWidth int) string {
+func TimelineSVG(v RequestVerdict, pageWidth int) string {
 	const left, right, barTop = 10, 10, 4
 	width := pageWidth - left - right
 	start, end := v.Request.Start, v.Request.End
@@ -98,11 +44,50 @@ func TimelineSVG(v explain.RequestVerdict, pageWidth int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg class="timeline" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="thread timeline of %s">`+"\n",
 		pageWidth, timelineRow+24, pageWidth, timelineRow+24, html.EscapeString(v.Thread))
+	// Segments narrower than a pixel are drawn as one rectangle per
+	// pixel, in the colour of the state that held most of it: a thread
+	// that switches thousands of times draws at most a rectangle a pixel.
+	var (
+		bin          [len(stateNames)]time.Duration
+		binN         int
+		binX0, binX1 float64
+	)
+	flushBin := func() {
+		if binN == 0 {
+			return
+		}
+		top, parts := 0, make([]string, 0, len(bin))
+		for i, d := range bin {
+			if d > bin[top] {
+				top = i
+			}
+			if d > 0 {
+				parts = append(parts, stateNames[i]+" "+spoken(d))
+			}
+		}
+		fmt.Fprintf(&b, `<rect class="seg %s" x="%.2f" y="%d" width="%.2f" height="%d" fill="%s"><title>%d segments: %s</title></rect>`+"\n",
+			stateNames[top], binX0, barTop, max(binX1-binX0, 0.5), timelineRow, stateColour(stateNames[top]), binN, strings.Join(parts, ", "))
+		bin, binN = [len(stateNames)]time.Duration{}, 0
+	}
 	for _, s := range v.Segments {
 		x0, x1 := x(s.Start), x(s.End)
+		if x1-x0 < 1 {
+			if binN == 0 {
+				binX0 = x0
+			}
+			binX1 = x1
+			bin[stateIndex(s.State)] += s.End.Sub(s.Start)
+			binN++
+			if binX1-binX0 >= 1 {
+				flushBin()
+			}
+			continue
+		}
+		flushBin()
 		fmt.Fprintf(&b, `<rect class="seg %s" x="%.2f" y="%d" width="%.2f" height="%d" fill="%s"><title>%s %s, CPU %d</title></rect>`+"\n",
-			s.State, x0, barTop, max(x1-x0, 0.5), timelineRow, stateColour(s.State), s.State, spoken(s.End.Sub(s.Start)), s.CPU)
+			stateNames[stateIndex(s.State)], x0, barTop, x1-x0, timelineRow, stateColour(s.State), html.EscapeString(s.State), spoken(s.End.Sub(s.Start)), s.CPU)
 	}
+	flushBin()
 	// The axis: ticks at round milliseconds.
 	step := tickStep(span)
 	for t := time.Duration(0); t <= span; t += step {
@@ -114,6 +99,18 @@ func TimelineSVG(v explain.RequestVerdict, pageWidth int) string {
 	return b.String()
 }
 
+// stateNames are the states in stateColours' order.
+var stateNames = [...]string{"on-cpu", "runnable", "blocked", "unknown"}
+
+func stateIndex(state string) int {
+	for i, n := range stateNames {
+		if n == state {
+			return i
+		}
+	}
+	return len(stateNames) - 1
+}
+
 func stateColour(state string) string {
 	for _, c := range stateColours {
 		if c.state == state {
@@ -121,16 +118,6 @@ func stateColour(state string) string {
 		}
 	}
 	return "#ced4da"
-}
-
-func legendHTML() string {
-	var b strings.Builder
-	b.WriteString(`<p class="legend">`)
-	for _, c := range stateColours {
-		fmt.Fprintf(&b, `<span style="display:inline-block;width:12px;height:12px;background:%s"></span> %s &nbsp; `, c.colour, c.meaning)
-	}
-	b.WriteString("— the axis is time since the request began.</p>\n")
-	return b.String()
 }
 
 // tickStep is a round step giving 4–10 ticks over span.
@@ -166,7 +153,15 @@ type flameNode struct {
 
 // FlameSVG draws the folded stacks as a flame graph: the root (all
 // samples) at the bottom, each frame's width its share.
-func FlameSVG(stacks []explain.StackShare, pageWidth int) string {
+func FlameSVG(stacks []StackShare, pageWidth int) string {
+	svg, _ := flameSVG(stacks, pageWidth)
+	return svg
+}
+
+// flameSVG is FlameSVG, and whether it left frames out past
+// flameMaxFrames (in the order drawn: a frame before its callees,
+// callees by name).
+func flameSVG(stacks []StackShare, pageWidth int) (string, bool) {
 	root := &flameNode{name: "all", children: map[string]*flameNode{}}
 	depth := 0
 	for _, s := range stacks {
@@ -191,12 +186,18 @@ func FlameSVG(stacks []explain.StackShare, pageWidth int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg class="flame" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="flame graph of %d samples">`+"\n",
 		pageWidth, height, pageWidth, height, root.samples)
+	drawn, capped := 0, false
 	var draw func(n *flameNode, x float64, level int)
 	draw = func(n *flameNode, x float64, level int) {
 		w := float64(pageWidth) * float64(n.samples) / float64(root.samples)
 		if w < flameMinWidth {
 			return
 		}
+		if drawn >= flameMaxFrames {
+			capped = true
+			return
+		}
+		drawn++
 		y := height - (level+1)*flameRow
 		share := 100 * float64(n.samples) / float64(root.samples)
 		fmt.Fprintf(&b, `<g class="frame"><title>%s: %d samples, %.1f%%</title><rect x="%.2f" y="%d" width="%.2f" height="%d" fill="%s" stroke="#fff" stroke-width="0.5"/>`,
@@ -220,9 +221,11 @@ func FlameSVG(stacks []explain.StackShare, pageWidth int) string {
 			cx += float64(pageWidth) * float64(c.samples) / float64(root.samples)
 		}
 	}
-	draw(root, 0, 0)
+	if root.samples > 0 {
+		draw(root, 0, 0)
+	}
 	b.WriteString("</svg>\n")
-	return b.String()
+	return b.String(), capped
 }
 
 // flameColour is a warm colour that stays the same for the same name, so
