@@ -87,6 +87,9 @@ type options struct {
 	// for deleting artifacts on retention; empty leaves them to the
 	// bucket's lifecycle rule.
 	artifactsConfig string
+	// artifactsDelete: retention deletes through --artifacts.config;
+	// false keeps it for the report server's reads alone.
+	artifactsDelete bool
 
 	// report is the capture report server (--report.*); off without an
 	// address.
@@ -119,6 +122,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.dsn, "dsn", os.Getenv("SPIKEHUNT_DSN"), "ClickHouse DSN of the store with the spikes and captures tables (chdb://DIR?database=DB for the embedded engine, clickhouse://… for a server; env SPIKEHUNT_DSN, which keeps a password out of the command line); empty turns indexing off")
 	fs.DurationVar(&o.storeWait, "store-wait", store.DefaultOpenWait, "at start, how long to wait for a ClickHouse server that cannot be reached yet (0: fail at once)")
 	fs.StringVar(&o.artifactsConfig, "artifacts.config", "", "YAML of the agents' artifact store (local.dir, or s3: endpoint, bucket, prefix, and key files or credentials: ambient for the pod's AWS identity), to delete artifacts when captures expire; empty leaves them to the bucket's lifecycle rule")
+	fs.BoolVar(&o.artifactsDelete, "artifacts.delete", true, "delete an expired capture's artifact from the --artifacts.config store; false leaves them to the bucket's lifecycle rule while the report server still reads the store")
 	fs.DurationVar(&o.indexRetry, "index.retry", controller.DefaultIndexRetry, "how often an uploaded capture no spike overlaps yet is indexed again")
 	fs.DurationVar(&o.indexWait, "index.wait", controller.DefaultIndexWait, "how long after a capture's window it is indexed again for late spikes before it is Indexed with none")
 	fs.StringVar(&o.kafkaBrokers, "alerts.kafka.brokers", "", "comma-separated Kafka brokers of the detector's alerts topic; empty turns the Kafka intake off")
@@ -387,7 +391,9 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		defer st.Close()
-		o.artifacts = artifactStore{st}
+		if o.artifactsDelete {
+			o.artifacts = artifactStore{st}
+		}
 		o.reportArtifacts = reportArtifacts(st)
 	} else {
 		ctrl.Log.WithName("setup").Info("no --artifacts.config: expired captures' artifacts stay in the store (use the bucket's lifecycle rule)")
