@@ -57,7 +57,7 @@ type kube struct {
 
 var capturesCRD = filepath.Join("..", "..", "config", "crd", "bases")
 
-func startKube(t *testing.T) kube {
+func startKube(t testing.TB) kube {
 	t.Helper()
 	cfg, _ := testenv.SharedAPIServer(t)
 	testenv.InstallCRDs(t, cfg, capturesCRD)
@@ -78,7 +78,7 @@ func startKube(t *testing.T) kube {
 var nsSeq atomic.Int64
 
 // namespace makes a namespace of its own for a test.
-func (k kube) namespace(t *testing.T, prefix string) string {
+func (k kube) namespace(t testing.TB, prefix string) string {
 	t.Helper()
 	name := fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano()%1e6, nsSeq.Add(1))
 	if err := k.c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
@@ -88,7 +88,7 @@ func (k kube) namespace(t *testing.T, prefix string) string {
 }
 
 // capture creates a Capture whose artifact is md, in phase.
-func (k kube) capture(t *testing.T, ns, name string, md *record.Metadata, phase v1alpha1.CapturePhase) {
+func (k kube) capture(t testing.TB, ns, name string, md *record.Metadata, phase v1alpha1.CapturePhase) {
 	t.Helper()
 	ctx := context.Background()
 	c := &v1alpha1.Capture{
@@ -111,7 +111,7 @@ func (k kube) capture(t *testing.T, ns, name string, md *record.Metadata, phase 
 
 // sealed stores an artifact with files (name → content) in st, through
 // the agents' own Seal and Put.
-func sealed(t *testing.T, st artifact.Store, id string, files map[string]string) *record.Metadata {
+func sealed(t testing.TB, st artifact.Store, id string, files map[string]string) *record.Metadata {
 	t.Helper()
 	work := t.TempDir()
 	md := &record.Metadata{ID: id, Host: "node-a", Backend: "perf", Trigger: record.FireCause{Kind: "manual"}}
@@ -134,7 +134,7 @@ func sealed(t *testing.T, st artifact.Store, id string, files map[string]string)
 
 // writeUsers writes the tests' users file: alice limited to namespaces,
 // oncall everywhere.
-func writeUsers(t *testing.T, aliceNamespaces ...string) string {
+func writeUsers(t testing.TB, aliceNamespaces ...string) string {
 	t.Helper()
 	h, err := bcrypt.GenerateFromPassword([]byte(alicePassword), minBcryptCost)
 	if err != nil {
@@ -160,7 +160,7 @@ type storeUnderTest struct {
 	tamper func(t *testing.T, f record.File, content []byte)
 }
 
-func localStore(t *testing.T) storeUnderTest {
+func localStore(t testing.TB) storeUnderTest {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := artifact.OpenLocalStore(dir)
@@ -229,7 +229,7 @@ func (p presigningArtifacts) PresignGet(ctx context.Context, id, file string, tt
 }
 
 // serve starts a Server on a free loopback port and returns its base URL.
-func serve(t *testing.T, cfg Config, k kube, a Artifacts) string {
+func serve(t testing.TB, cfg Config, k kube, a Artifacts) string {
 	t.Helper()
 	if cfg.Address == "" {
 		cfg.Address = "127.0.0.1:0"
