@@ -154,7 +154,8 @@ FUZZ_TARGETS := ./agents/capture/explain:FuzzParse ./agents/capture/explain:Fuzz
 	./agents/collect:FuzzParseInterrupts ./agents/collect:FuzzParseNetDev ./agents/collect:FuzzParseSoftirqs \
 	./pipelines/ingest:FuzzAppendTraces ./pipelines/ingest:FuzzAppendMetrics ./pipelines/ingest:FuzzSpanDecoderMatchesPdata \
 	./agents/capture/artifact:FuzzDecodeMetadata ./agents/capture:FuzzDecodeArmRequest ./agents/capture/wpr:FuzzParseWPRLost \
-	./agents/capture/ftrace:FuzzParseFtraceLine ./agents/capture/ftrace:FuzzParseRingStats ./agents/capture/bpftrace:FuzzBpftraceFlight
+	./agents/capture/ftrace:FuzzParseFtraceLine ./agents/capture/ftrace:FuzzParseRingStats ./agents/capture/bpftrace:FuzzBpftraceFlight \
+	./operator/internal/report:FuzzParsePath
 fuzz:                ## each fuzz target for FUZZTIME
 	for t in $(FUZZ_TARGETS); do $(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s; done
 

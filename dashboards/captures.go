@@ -1,8 +1,9 @@
 package dashboards
 
 // capturesIndex lists the deep captures by the spike windows they cover,
-// with their status, size and lost events, and links to the artifact and
-// to the spike in the host drill-down.
+// with their status, size and lost events, and links to the capture's
+// report (the artifact's URI stays in view) and to the spike in the host
+// drill-down.
 func capturesIndex() Board {
 	whereBackend := "$__conditionalAll(backend IN (${backend:singlequote}), $backend)"
 	whereStatus := "$__conditionalAll(status IN (${status:singlequote}), $status)"
@@ -16,7 +17,7 @@ func capturesIndex() Board {
 		UID: "spikehunt-captures", Title: "spikehunt / Captures", File: "captures",
 		Description: "The deep captures (perf, ftrace, bpftrace, WPR) indexed by the spike windows they cover.",
 		Tags:        []string{"spikehunt"}, From: "now-24h", Refresh: "1m",
-		Vars: []Var{serviceVar, hwClassVar, hostsVar,
+		Vars: []Var{serviceVar, hwClassVar, hostsVar, reportBaseVar,
 			{Name: "backend", Label: "Backend", Type: "query", Multi: true, IncludeAll: true,
 				SQL: `SELECT DISTINCT backend FROM captures WHERE window_end > $__fromTime_ms AND window_start < $__toTime_ms ORDER BY backend`},
 			{Name: "status", Label: "Status", Type: "query", Multi: true, IncludeAll: true,
@@ -33,7 +34,7 @@ func capturesIndex() Board {
 			{Title: "Index", Panels: []Panel{{
 				Key: "index", Title: "Captures by spike window", Type: "table", W: 24, H: 14,
 				Description: "One line per spike window a capture covers (a capture taken for no detected spike has one line of its own). " +
-					"Click the spike for the host around it, the artifact to open it. The verdict is the agent's analysis of the slowest request in the window, " +
+					"Click the spike for the host around it, the artifact to open the node's report of it (the operator's report server, ${report_base}). The verdict is the agent's analysis of the slowest request in the window, " +
 					"made on its node from the trace (spikehunt captures explain has the rest).",
 				SQL: `
 SELECT
@@ -52,6 +53,8 @@ SELECT
     if(s.service = '', '${service}', s.service) AS service,
     c.capture_id AS capture_id,
     c.uri AS uri,
+    c.capture_namespace AS capture_namespace,
+    c.capture_name AS capture_name,
     c.verdict AS verdict,
     toUnixTimestamp64Milli(ifNull(s.window_start, c.window_start)) - 300000 AS link_from,
     toUnixTimestamp64Milli(ifNull(s.window_end, c.window_end)) + 300000 AS link_to
@@ -84,7 +87,9 @@ SETTINGS join_use_nulls = 1`,
 					{Name: "spike_peak_ms", Title: "Spike peak", Unit: "ms"},
 					{Name: "service", Hidden: true},
 					{Name: "capture_id", Title: "Capture"},
-					{Name: "uri", Title: "Artifact", Links: []DataLink{{Title: "Open the artifact", URL: linkArtifact, NewTab: true}}},
+					{Name: "uri", Title: "Artifact", Links: []DataLink{{Title: "Open the report", URL: linkReport, NewTab: true}}},
+					{Name: "capture_namespace", Hidden: true},
+					{Name: "capture_name", Hidden: true},
 					{Name: "verdict", Title: "Verdict (the node's analysis)"},
 					{Name: "link_from", Hidden: true},
 					{Name: "link_to", Hidden: true},

@@ -9,7 +9,7 @@ func hostDrilldown() Board {
 		UID: "spikehunt-host", Title: "spikehunt / Host drill-down", File: "host-drilldown",
 		Description: "One host: latency quantiles and max with its spike windows, per-CPU irq and softirq time, interrupts, softirqs, every NIC, disks, run delay, pressure and captures.",
 		Tags:        []string{"spikehunt"}, From: "now-1h", Refresh: "1m",
-		Vars: []Var{serviceVar, hwClassVar, hostVar},
+		Vars: []Var{serviceVar, hwClassVar, hostVar, reportBaseVar},
 		Annotations: []Annotation{{Name: "Spike windows", Color: "rgba(255, 96, 96, 0.45)", SQL: `
 SELECT
     window_start AS time,
@@ -277,9 +277,10 @@ ORDER BY time, resource`,
 func hostCaptures() Panel {
 	return Panel{
 		Key: "host-captures", Title: "Captures of this host", Type: "table", W: 24, H: 7,
-		Description: "Deep captures (perf, ftrace, bpftrace, WPR) whose window overlaps the range. Open the artifact, or the captures index.",
+		Description: "Deep captures (perf, ftrace, bpftrace, WPR) whose window overlaps the range. Open the report, or the captures index.",
 		SQL: `
-SELECT window_start, window_end, backend, profile, trigger, status, length(spike_ids) AS spikes, bytes, lost_events, capture_id, uri
+SELECT window_start, window_end, backend, profile, trigger, status, length(spike_ids) AS spikes, bytes, lost_events, capture_id, uri,
+    capture_namespace, capture_name
 FROM captures FINAL
 WHERE ` + whereHost + ` AND window_end >= $__fromTime AND window_start <= $__toTime
 ORDER BY window_start DESC
@@ -296,7 +297,9 @@ LIMIT 200`,
 			{Name: "bytes", Title: "Size", Unit: "bytes"},
 			{Name: "lost_events", Title: "Lost events"},
 			{Name: "capture_id", Title: "Capture", Links: []DataLink{{Title: "In the captures index", URL: linkHostCaptures}}},
-			{Name: "uri", Title: "Artifact", Links: []DataLink{{Title: "Open the artifact", URL: linkArtifact, NewTab: true}}},
+			{Name: "uri", Title: "Artifact", Links: []DataLink{{Title: "Open the report", URL: linkReport, NewTab: true}}},
+			{Name: "capture_namespace", Hidden: true},
+			{Name: "capture_name", Hidden: true},
 		},
 		Options: tableOptions(),
 	}

@@ -9,7 +9,7 @@ import (
 var (
 	linkTarget = regexp.MustCompile(`^/d/([a-z0-9-]+)/[a-z0-9-]+\?(.*)$`)
 	linkField  = regexp.MustCompile(`\$\{__data\.fields\.([a-z_0-9]+)\}`)
-	linkVar    = regexp.MustCompile(`\$\{([a-z_]+)\}`)
+	linkVar    = regexp.MustCompile(`\$\{([a-z_]+)(?::[a-z]+)?\}`)
 )
 
 // panelLinks lists a panel's data links: on every field, and per column.
@@ -49,7 +49,7 @@ func TestLinks(t *testing.T) {
 							t.Errorf("%s/%s: link %q uses ${%s}, not a variable of %s", b.UID, p.Key, l.URL, m[1], b.UID)
 						}
 					}
-					if l.URL == linkArtifact {
+					if l.URL == linkReport {
 						continue
 					}
 					m := linkTarget.FindStringSubmatch(l.URL)
@@ -95,4 +95,59 @@ func linkFields(p Panel) []string {
 		}
 	}
 	return out
+}
+
+// The artifact column of the Captures index and of the host drill-down
+// opens the capture's report on the operator's report server
+// (operator/internal/report answers GET /captures/{namespace}/{name}/report),
+// at ${report_base}, a variable the Helm chart sets; the raw URI stays
+// the cell's text. Before, the link was the s3:// or file:// URI itself,
+// which no browser opens.
+func TestTheArtifactLinkOpensTheReportOnTheReportServer(t *testing.T) {
+	want := "${report_base:raw}/captures/${__data.fields.capture_namespace}/${__data.fields.capture_name}/report"
+	for _, c := range []struct{ board, panel string }{{"spikehunt-captures", "index"}, {"spikehunt-host", "host-captures"}} {
+		var board *Board
+		for _, b := range Boards() {
+			if b.UID == c.board {
+				board = &b
+			}
+		}
+		if board == nil {
+			t.Fatalf("no board %s", c.board)
+		}
+		var base *Var
+		for i, v := range board.Vars {
+			if v.Name == "report_base" {
+				base = &board.Vars[i]
+			}
+		}
+		if base == nil || base.Type != "textbox" || base.Default != DefaultReportBase {
+			t.Errorf("%s: report_base %+v, want a textbox defaulting to %s", c.board, base, DefaultReportBase)
+		}
+		var found bool
+		for _, r := range board.Rows {
+			for _, p := range r.Panels {
+				if p.Key != c.panel {
+					continue
+				}
+				cols := map[string]Column{}
+				for _, col := range p.Columns {
+					cols[col.Name] = col
+				}
+				uri := cols["uri"]
+				if uri.Hidden || len(uri.Links) != 1 || uri.Links[0].URL != want || !uri.Links[0].NewTab {
+					t.Errorf("%s/%s: the uri column %+v, want it shown with one link %s in a new tab", c.board, c.panel, uri, want)
+				}
+				for _, f := range []string{"capture_namespace", "capture_name"} {
+					if _, ok := cols[f]; !ok || !strings.Contains(p.SQL, f) {
+						t.Errorf("%s/%s: the query does not return %s", c.board, c.panel, f)
+					}
+				}
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: no panel %s", c.board, c.panel)
+		}
+	}
 }

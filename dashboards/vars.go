@@ -72,5 +72,19 @@ const (
 	// A spike, in the host drill-down, five minutes either side.
 	linkSpike = "/d/spikehunt-host/spikehunt-host-drill-down?var-service=${__data.fields.service}" +
 		"&var-host=${__data.fields.host}&from=${__data.fields.link_from}&to=${__data.fields.link_to}"
-	linkArtifact = "${__data.fields.uri}"
+	// A capture's report on the operator's report server
+	// (operator/internal/report), from the Capture object the row names;
+	// :raw keeps Grafana from escaping the base URL's "://".
+	linkReport = "${report_base:raw}/captures/${__data.fields.capture_namespace}/${__data.fields.capture_name}/report"
 )
+
+// DefaultReportBase is report_base when nothing sets it: the operator's
+// report Service through `kubectl port-forward svc/<release>-operator-report
+// 8090`. The Helm chart replaces it with operator.reportServer.publicURL
+// when it provisions the dashboards.
+const DefaultReportBase = "http://localhost:8090"
+
+// reportBaseVar is where the report server is, as a browser reaches it.
+var reportBaseVar = Var{Name: "report_base", Label: "Report server", Type: "textbox", Default: DefaultReportBase,
+	Description: "Base URL of the spikehunt operator's report server (operator.reportServer in the Helm chart), as your browser reaches it: " +
+		"the artifact links open ${report_base}/captures/<namespace>/<name>/report, behind its own sign-in"}

@@ -5,12 +5,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/url"
 	"os"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
+	"github.com/spikehunt/spikehunt/operator/internal/report"
 )
 
 // artifactStore deletes capture artifacts on retention through the same
@@ -48,4 +53,49 @@ func openArtifactStore(ctx context.Context, path string) (artifact.Store, error)
 		return nil, fmt.Errorf("--artifacts.config %s: %w", path, err)
 	}
 	return st, nil
+}
+
+// artifactReports is the store as the report server reads it
+// (operator/internal/report.Artifacts): the store's ErrNotFound becomes
+// the report package's, which may not import the store.
+type artifactReports struct{ st artifact.Store }
+
+func (a artifactReports) Record(ctx context.Context, id string) (*record.Metadata, error) {
+	md, err := a.st.Get(ctx, id)
+	if errors.Is(err, artifact.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %w", report.ErrNotFound, err)
+	}
+	return md, err
+}
+
+func (a artifactReports) Open(ctx context.Context, id, file string) (io.ReadCloser, error) {
+	rc, err := a.st.Open(ctx, id, file)
+	if errors.Is(err, artifact.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %w", report.ErrNotFound, err)
+	}
+	return rc, err
+}
+
+// presigningReports adds presigned URLs to artifactReports over an S3
+// store; the report server's redirect mode takes only this one.
+type presigningReports struct {
+	artifactReports
+	s3 *artifact.S3Store
+}
+
+func (p presigningReports) PresignGet(ctx context.Context, id, file string, ttl time.Duration, contentType string) (*url.URL, error) {
+	ps, err := p.s3.PresignGet(ctx, id, file, ttl, contentType)
+	if err != nil {
+		return nil, err
+	}
+	return ps.URL, nil
+}
+
+// reportArtifacts is st as the report server reads it: able to presign
+// when st is an S3 store.
+func reportArtifacts(st artifact.Store) report.Artifacts {
+	if s3, ok := st.(*artifact.S3Store); ok {
+		return presigningReports{artifactReports{st}, s3}
+	}
+	return artifactReports{st}
 }

@@ -38,6 +38,7 @@ import (
 	capturev1alpha1 "github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 	"github.com/spikehunt/spikehunt/operator/internal/controller"
 	"github.com/spikehunt/spikehunt/operator/internal/intake"
+	"github.com/spikehunt/spikehunt/operator/internal/report"
 	"github.com/spikehunt/spikehunt/pipelines/alerts/alertsig"
 	"github.com/spikehunt/spikehunt/pipelines/store"
 )
@@ -86,6 +87,16 @@ type options struct {
 	// for deleting artifacts on retention; empty leaves them to the
 	// bucket's lifecycle rule.
 	artifactsConfig string
+	// artifactsDelete: retention deletes through --artifacts.config;
+	// false keeps it for the report server's reads alone.
+	artifactsDelete bool
+
+	// report is the capture report server (--report.*); off without an
+	// address.
+	report report.Config
+	// reportArtifacts is the opened --artifacts.config as the report
+	// server reads it (nil without one).
+	reportArtifacts report.Artifacts
 
 	// store is the opened --dsn (nil without one); run opens and closes it.
 	store store.Store
@@ -111,6 +122,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.dsn, "dsn", os.Getenv("SPIKEHUNT_DSN"), "ClickHouse DSN of the store with the spikes and captures tables (chdb://DIR?database=DB for the embedded engine, clickhouse://… for a server; env SPIKEHUNT_DSN, which keeps a password out of the command line); empty turns indexing off")
 	fs.DurationVar(&o.storeWait, "store-wait", store.DefaultOpenWait, "at start, how long to wait for a ClickHouse server that cannot be reached yet (0: fail at once)")
 	fs.StringVar(&o.artifactsConfig, "artifacts.config", "", "YAML of the agents' artifact store (local.dir, or s3: endpoint, bucket, prefix, and key files or credentials: ambient for the pod's AWS identity), to delete artifacts when captures expire; empty leaves them to the bucket's lifecycle rule")
+	fs.BoolVar(&o.artifactsDelete, "artifacts.delete", true, "delete an expired capture's artifact from the --artifacts.config store; false leaves them to the bucket's lifecycle rule while the report server still reads the store")
 	fs.DurationVar(&o.indexRetry, "index.retry", controller.DefaultIndexRetry, "how often an uploaded capture no spike overlaps yet is indexed again")
 	fs.DurationVar(&o.indexWait, "index.wait", controller.DefaultIndexWait, "how long after a capture's window it is indexed again for late spikes before it is Indexed with none")
 	fs.StringVar(&o.kafkaBrokers, "alerts.kafka.brokers", "", "comma-separated Kafka brokers of the detector's alerts topic; empty turns the Kafka intake off")
@@ -132,6 +144,21 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.webhookSlice, "webhook.endpointslice", "", "EndpointSlice of the webhook's selector-less Service: the leader writes its own address there while it serves, so that senders reach the leader and never a standby; empty: no slice (route to the leader yourself)")
 	fs.StringVar(&o.webhookSliceNamespace, "webhook.endpointslice-namespace", "", "namespace of --webhook.endpointslice (the pod's own)")
 	fs.StringVar(&o.webhookAdvertise, "webhook.advertise-address", "", "this pod's IP, written to --webhook.endpointslice when it leads (the downward API's status.podIP)")
+	o.report = report.DefaultConfig()
+	fs.StringVar(&o.report.Address, "report.address", "", "address of the capture report server, e.g. :8090: GET /captures/{namespace}/{name}/report (the node's report.html) "+
+		"and /captures/{namespace}/{name}/files/{file}, which the Grafana Captures dashboard links to; every replica serves it. Empty turns it off. "+
+		"Needs --report.users-file and --artifacts.config")
+	fs.Func("report.mode", "how a file reaches the browser: proxy (default; the operator reads it from the store, checks its sha256 against the record, and sends it: "+
+		"browsers need not reach the store) or redirect (302 to a presigned S3 URL for that one object, valid --report.presign-ttl; S3 stores only, bytes unchecked)",
+		func(v string) error { o.report.Mode = report.Mode(v); return nil })
+	fs.DurationVar(&o.report.PresignTTL, "report.presign-ttl", report.DefaultPresignTTL, "how long a redirect's presigned URL grants its object (1s–12h); keep it short: anyone holding the URL can GET the object until then")
+	fs.StringVar(&o.report.UsersFile, "report.users-file", "", "YAML users file of the report server (the mounted Secret): users with a bcrypt or sha256 password_hash and the namespaces "+
+		"whose captures each may open (\"*\": all); the server does not start without it")
+	fs.StringVar(&o.report.TLSCertFile, "report.tls-cert-file", "", "PEM certificate (chain) of the report server; without it and --report.tls-key-file it speaks plain HTTP and must sit behind a TLS ingress (basic auth sends the password with every request)")
+	fs.StringVar(&o.report.TLSKeyFile, "report.tls-key-file", "", "PEM key of the report server")
+	fs.IntVar(&o.report.MaxConnections, "report.max-connections", report.DefaultMaxConnections, "open connections the report server serves at once; the next wait to be accepted")
+	fs.Int64Var(&o.report.MaxFileBytes, "report.max-file-bytes", report.DefaultMaxFileBytes, "largest file the report server sends in proxy mode (it is read whole and checked first); larger ones are refused with 413: use spikehunt captures get")
+	fs.StringVar(&o.report.SpoolDir, "report.spool-dir", "", "folder for files over 1 MiB while proxy mode checks them (default: the system's temporary folder); needs --report.max-connections × --report.max-file-bytes at worst")
 	ctrlclientconfig.RegisterFlags(fs) // --kubeconfig, for a run outside the cluster
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -144,6 +171,14 @@ func parseFlags(args []string) (options, error) {
 		// The chart's downward-API values, checked before any connection.
 		if _, err := newWebhookEndpoint(nil, o.webhookSliceNamespace, o.webhookSlice, o.webhookAdvertise, o.webhookAddr, logr.Discard()); err != nil {
 			return options{}, err
+		}
+	}
+	if o.report.Address != "" {
+		if err := o.report.WithDefaults().Validate(); err != nil {
+			return options{}, err
+		}
+		if o.artifactsConfig == "" {
+			return options{}, errors.New("--report.address needs --artifacts.config: the report server reads the artifacts from the agents' store")
 		}
 	}
 	if o.kafkaBrokers != "" {
@@ -253,6 +288,20 @@ func registerControllers(mgr ctrl.Manager, o options) error {
 	if reg == nil {
 		reg = metrics.Registry
 	}
+	if o.report.Address != "" {
+		srv, err := report.New(o.report, mgr.GetClient(), o.reportArtifacts, slog.New(logr.ToSlogHandler(ctrl.Log.WithName("report"))))
+		if err != nil {
+			return err
+		}
+		if err := srv.Register(reg); err != nil {
+			srv.Close()
+			return fmt.Errorf("report server metrics: %w", err)
+		}
+		if err := mgr.Add(srv); err != nil {
+			srv.Close()
+			return fmt.Errorf("report server: %w", err)
+		}
+	}
 	sink := intake.PolicySink(inbox.Offer)
 	if o.kafkaBrokers != "" {
 		consumer, err := intake.NewKafkaConsumer(o.kafkaIntakeConfig(), sink, log.With("source", "kafka"))
@@ -342,7 +391,10 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		defer st.Close()
-		o.artifacts = artifactStore{st}
+		if o.artifactsDelete {
+			o.artifacts = artifactStore{st}
+		}
+		o.reportArtifacts = reportArtifacts(st)
 	} else {
 		ctrl.Log.WithName("setup").Info("no --artifacts.config: expired captures' artifacts stay in the store (use the bucket's lifecycle rule)")
 	}
@@ -350,7 +402,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	ctrl.Log.WithName("setup").Info("starting", "leaderElect", o.leaderElect, "metrics", o.metricsAddr, "probes", o.probeAddr)
+	ctrl.Log.WithName("setup").Info("starting", "leaderElect", o.leaderElect, "metrics", o.metricsAddr, "probes", o.probeAddr, "report", o.report.Address)
 	return mgr.Start(ctx)
 }
 

@@ -231,3 +231,31 @@ func TestParseFlagsOfTheAlertIntakesKafkaSecurity(t *testing.T) {
 		t.Error("--alerts.kafka.sasl.password was accepted: a password must never be a flag")
 	}
 }
+
+// The report server is off unless --report.address is given, and then it
+// does not start without users or without the store it reads.
+func TestTheReportServerIsOffByDefaultAndChecksItsFlags(t *testing.T) {
+	o, err := parseFlags(nil)
+	if err != nil || o.report.Address != "" || o.report.Mode != "proxy" {
+		t.Fatalf("defaults: %v, address %q, mode %q: want off, proxy", err, o.report.Address, o.report.Mode)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--report.address=:8090", "--artifacts.config=/etc/a.yaml"}, "--report.users-file"},
+		{[]string{"--report.address=:8090", "--report.users-file=/u.yaml"}, "--artifacts.config"},
+		{[]string{"--report.address=:8090", "--report.users-file=/u.yaml", "--artifacts.config=/a.yaml", "--report.mode=presign"}, "--report.mode"},
+		{[]string{"--report.address=:8090", "--report.users-file=/u.yaml", "--artifacts.config=/a.yaml", "--report.presign-ttl=48h"}, "--report.presign-ttl"},
+		{[]string{"--report.address=:8090", "--report.users-file=/u.yaml", "--artifacts.config=/a.yaml", "--report.tls-cert-file=/c"}, "--report.tls-key-file"},
+	} {
+		if _, err := parseFlags(c.args); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error naming %s", c.args, err, c.want)
+		}
+	}
+	o, err = parseFlags([]string{"--report.address=:8090", "--report.users-file=/etc/spikehunt/report-users/users.yaml", "--artifacts.config=/etc/spikehunt/artifacts/store.yaml",
+		"--report.mode=redirect", "--report.presign-ttl=2m"})
+	if err != nil || o.report.Mode != "redirect" || o.report.PresignTTL != 2*time.Minute {
+		t.Errorf("redirect: %v, %+v", err, o.report)
+	}
+}

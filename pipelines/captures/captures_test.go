@@ -457,3 +457,26 @@ func TestTheFindingsOfACaptureAreIndexedWithItAndKept(t *testing.T) {
 		t.Errorf("a capture without findings reads back %+v (%v)", got.Findings, err)
 	}
 }
+
+// The row keeps the Capture object it came from, which the Captures
+// dashboard's report link is made of (the capture_id is the arming id,
+// not the object's name); the demo's captures have none.
+func TestTheCaptureObjectIsIndexedWithItsRow(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	c := captures.Capture{ID: "checkout-0f3a9c-node-a-bait-1a2b3c4d5e6f7a8b", Host: "h1", Backend: "perf", WindowStart: f.at(10), WindowEnd: f.at(14),
+		Namespace: "shop", Name: "checkout-node-a-7"}
+	if _, err := captures.Index(ctx, f.st, c); err != nil {
+		t.Fatal(err)
+	}
+	got, err := captures.Get(ctx, f.st, c.ID)
+	if err != nil || got.Namespace != "shop" || got.Name != "checkout-node-a-7" {
+		t.Fatalf("read back namespace %q, name %q (%v), want shop, checkout-node-a-7", got.Namespace, got.Name, err)
+	}
+	if _, err := captures.Index(ctx, f.st, captures.Capture{ID: "demo-1", Host: "h1", Backend: "perf", WindowStart: f.at(20), WindowEnd: f.at(24)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := captures.Get(ctx, f.st, "demo-1"); err != nil || got.Namespace != "" || got.Name != "" {
+		t.Errorf("a capture without an object: %q/%q (%v)", got.Namespace, got.Name, err)
+	}
+}

@@ -94,6 +94,11 @@ type Capture struct {
 	// Findings are the capture's analysis on the node, nil when it has
 	// none (yet).
 	Findings *Findings
+	// Namespace and Name are the Capture object the row comes from
+	// (0010_capture_object.sql): the report server's address for it.
+	// Empty for a capture no operator indexed (spikehunt demo).
+	Namespace string
+	Name      string
 	// CreatedAt is when the row was first written: Index keeps the stored
 	// one, or takes this, or now. UpdatedAt is the row's version; Index
 	// stamps it.
@@ -222,6 +227,8 @@ func write(ctx context.Context, st store.Store, c Capture) error {
 		verdict, blocking                            proto.ColStr
 		hottest                                      proto.ColInt16
 		softirq                                      proto.ColFloat32
+		objNamespace                                 = lowCardinality()
+		objName                                      proto.ColStr
 	)
 	id.Append(c.ID)
 	host.Append(c.Host)
@@ -247,6 +254,8 @@ func write(ctx context.Context, st store.Store, c Capture) error {
 	blocking.Append(f.BlockingStack)
 	hottest.Append(f.HottestCPU)
 	softirq.Append(f.SoftirqShare)
+	objNamespace.Append(c.Namespace)
+	objName.Append(c.Name)
 	input := proto.Input{
 		{Name: "capture_id", Data: &id}, {Name: "host", Data: host}, {Name: "node", Data: node},
 		{Name: "backend", Data: backend}, {Name: "profile", Data: profile},
@@ -256,6 +265,7 @@ func write(ctx context.Context, st store.Store, c Capture) error {
 		{Name: "status", Data: state}, {Name: "created_at", Data: created}, {Name: "updated_at", Data: updated},
 		{Name: "verdict", Data: &verdict}, {Name: "blocking_stack", Data: &blocking},
 		{Name: "hottest_cpu", Data: &hottest}, {Name: "softirq_share", Data: &softirq},
+		{Name: "capture_namespace", Data: objNamespace}, {Name: "capture_name", Data: &objName},
 	}
 	if err := st.Insert(ctx, "captures", input); err != nil {
 		return fmt.Errorf("write the captures row: %w", err)

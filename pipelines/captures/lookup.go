@@ -121,13 +121,15 @@ func readCaptures(ctx context.Context, st store.Store, cond string) ([]Capture, 
     toString(profile) AS profile, toString(trigger) AS trigger, uri, checksum, toString(status) AS status,
     toUnixTimestamp64Milli(window_start) AS start_ms, toUnixTimestamp64Milli(window_end) AS end_ms,
     toUnixTimestamp64Milli(created_at) AS created_ms, toUnixTimestamp64Milli(updated_at) AS updated_ms,
-    spike_ids, bytes, lost_events, verdict, blocking_stack, hottest_cpu, softirq_share
+    spike_ids, bytes, lost_events, verdict, blocking_stack, hottest_cpu, softirq_share,
+    toString(capture_namespace) AS capture_namespace, capture_name
 FROM captures FINAL
 WHERE ` + cond + `
 ORDER BY window_start, capture_id`
 	var out []Capture
 	err := st.Query(ctx, q, func(b store.Block) error {
-		strs, err := store.Columns[string](b, "capture_id", "host", "node", "backend", "profile", "trigger", "uri", "checksum", "status")
+		strs, err := store.Columns[string](b, "capture_id", "host", "node", "backend", "profile", "trigger", "uri", "checksum", "status",
+			"capture_namespace", "capture_name")
 		if err != nil {
 			return err
 		}
@@ -159,7 +161,7 @@ ORDER BY window_start, capture_id`
 			out = append(out, Capture{
 				ID: strs[0].Row(i), Host: strs[1].Row(i), Node: strs[2].Row(i), Backend: strs[3].Row(i),
 				Profile: strs[4].Row(i), Trigger: strs[5].Row(i), URI: strs[6].Row(i), Checksum: strs[7].Row(i),
-				Status:      strs[8].Row(i),
+				Status: strs[8].Row(i), Namespace: strs[9].Row(i), Name: strs[10].Row(i),
 				WindowStart: fromMs(ms[0].Row(i)), WindowEnd: fromMs(ms[1].Row(i)),
 				CreatedAt: fromMs(ms[2].Row(i)), UpdatedAt: fromMs(ms[3].Row(i)),
 				// Row may share the column's memory; the block is gone after fn.

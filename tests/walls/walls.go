@@ -131,6 +131,8 @@ var Rules = []Rule{
 	{Pkg: "operator/internal/intake", Own: []string{"kafkasec", "operator/policy", "pipelines/alerts/alertsig"},
 		Why: "the signature's definition, not the detector behind pipelines/alerts"},
 	{Pkg: "operator/internal/controller", Own: []string{"operator/api/...", "operator/policy", "pipelines/captures", "pipelines/store"}},
+	{Pkg: "operator/internal/report", Own: []string{"operator/api/...", "agents/capture/artifact/record"},
+		Why: "the report server reads artifacts through its own interface, which cmd implements over the store; the record's types only"},
 	{Pkg: "operator/cmd/...", Own: []string{"operator/...", "kafkasec", "pipelines/alerts/alertsig", "pipelines/store", "agents/capture/artifact/..."},
 		Why: "cmd alone takes the agent's artifact store, not its recorders"},
 

@@ -731,3 +731,26 @@ values.
 {{- $s := .Values.alertSigning -}}
 {{- printf "%s|%s|%s|%v" $s.existingSecret (join "," $s.keyIds) $s.currentKeyId $s.allowUnsigned | sha256sum -}}
 {{- end -}}
+
+{{/*
+The operator's capture report server (operator.reportServer): on when
+enabled, with the bucket to read the artifacts from and users to let in;
+the server itself refuses to start without users.
+*/}}
+{{- define "spikehunt.operator.reportServer" -}}
+{{- $r := .Values.operator.reportServer -}}
+{{- if and .Values.operator.enabled $r.enabled (include "spikehunt.s3.enabled" .) (or $r.usersSecret $r.users) -}}true{{- end -}}
+{{- end -}}
+
+{{- define "spikehunt.operator.reportUsersSecret" -}}
+{{- .Values.operator.reportServer.usersSecret | default (printf "%s-report-users" (include "spikehunt.fullname" .)) -}}
+{{- end -}}
+
+{{/* The users file the chart writes from operator.reportServer.users. */}}
+{{- define "spikehunt.operator.reportUsersFile" -}}
+{{- $users := list -}}
+{{- range .Values.operator.reportServer.users -}}
+{{- $users = append $users (dict "name" .name "password_hash" .passwordHash "namespaces" .namespaces) -}}
+{{- end -}}
+{{- toYaml (dict "users" $users) -}}
+{{- end -}}

@@ -252,6 +252,9 @@ func indexRow(c *v1alpha1.Capture) (captures.Capture, error) {
 		LostEvents:  uint64(max(st.Artifact.LostEvents, 0)) + uint64(max(st.Artifact.OverrunEvents, 0)),
 		Checksum:    st.Artifact.Checksum,
 		CreatedAt:   c.CreationTimestamp.Time,
+		// The report server's address of the capture (the dashboard's link).
+		Namespace: c.Namespace,
+		Name:      c.Name,
 	}, nil
 }
 

@@ -183,6 +183,9 @@ func TestCapturePhases(t *testing.T) {
 			row.Trigger != "latency: billy > 1s" {
 			t.Errorf("row %+v, want 7 lost events (3 lost + 4 overrun) on host %s, indexed, perf/cpu, fired by latency", row, host)
 		}
+		if row.Namespace != a.Namespace || row.Name != a.Name {
+			t.Errorf("the row names Capture %s/%s, want %s/%s (the report server's address of it)", row.Namespace, row.Name, a.Namespace, a.Name)
+		}
 		want := captures.Findings{Verdict: "blocked 998 ms in do_nanosleep; woken by its timer", BlockingStack: "do_nanosleep ← hrtimer_nanosleep",
 			HottestCPU: 3, SoftirqShare: 0.125}
 		if row.Findings == nil || *row.Findings != want {

@@ -5,11 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spikehunt/spikehunt/pipelines/captures"
+	spikehunt "github.com/spikehunt/spikehunt/pipelines/cli"
 	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
@@ -39,6 +41,37 @@ type captureView struct {
 	BlockingStack string  `json:"blocking_stack"`
 	HottestCPU    int16   `json:"hottest_cpu"`
 	SoftirqShare  float32 `json:"softirq_share"`
+	// ReportURL is the capture's report on the operator's report server,
+	// with --report-base and a row that names its Capture object.
+	ReportURL string `json:"report_url,omitempty"`
+	// The Capture object the row comes from (0010_capture_object.sql);
+	// empty for a capture no operator indexed (spikehunt demo).
+	Namespace string `json:"capture_namespace,omitempty"`
+	Name      string `json:"capture_name,omitempty"`
+}
+
+// reportURL is the report server's address of c's report
+// (operator/internal/report), or "" when c names no Capture object.
+func reportURL(base string, c captureView) string {
+	if base == "" || c.Namespace == "" || c.Name == "" {
+		return ""
+	}
+	return strings.TrimRight(base, "/") + "/captures/" + url.PathEscape(c.Namespace) + "/" + url.PathEscape(c.Name) + "/report"
+}
+
+// printReports lists the report URLs under the table.
+func printReports(w io.Writer, list []captureView) {
+	first := true
+	for _, c := range list {
+		if c.ReportURL == "" {
+			continue
+		}
+		if first {
+			fmt.Fprintln(w, "\nReports (the operator's report server; sign in with your report user):")
+			first = false
+		}
+		fmt.Fprintf(w, "  %s  %s\n", c.CaptureID, c.ReportURL)
+	}
 }
 
 // Captures is `spikehunt captures`.
@@ -53,6 +86,9 @@ var capturesCommand = command{
 	columns:  capturesColumns,
 	setup: func(fs *flag.FlagSet) query {
 		fs.Lookup("service").Usage = "only captures overlapping a spike window of this service (empty: every capture)"
+		reportBase := fs.String("report-base", spikehunt.EnvOr("SPIKEHUNT_REPORT_BASE", ""), "the operator's report server as your browser reaches it "+
+			"(the Helm chart's operator.reportServer.publicURL, e.g. https://spikehunt-reports.example.com; env SPIKEHUNT_REPORT_BASE): "+
+			"each capture's report URL is printed under the table and in -o json's report_url")
 		spikeID := fs.String("spike", "", "only the captures of this spike window: its id or a unique prefix of it (the SPIKE column of spikehunt spikes); the time range is not applied")
 		return query{load: func(ctx context.Context, st store.Store, s Scope) (answer, error) {
 			id := *spikeID
@@ -67,6 +103,9 @@ var capturesCommand = command{
 			if err != nil {
 				return answer{}, err
 			}
+			for i := range list {
+				list[i].ReportURL = reportURL(*reportBase, list[i])
+			}
 			if id != "" {
 				// A stall described by its own row reads better than a
 				// bare id; a spike the detector retracted or never wrote
@@ -78,6 +117,7 @@ var capturesCommand = command{
 				line := fmt.Sprintf("%s of %s%s", plural(len(list), "capture"), spike, lossNote(list))
 				a := answerOf(list, "no captures of "+spike, func(w io.Writer) error {
 					printCaptures(w, list)
+					printReports(w, list)
 					for _, c := range list {
 						if c.Verdict != "" {
 							fmt.Fprintf(w, "\n%s: %s", c.CaptureID, c.Verdict)
@@ -92,6 +132,7 @@ var capturesCommand = command{
 			summary := func() (Summary, error) { return captureSummary(ctx, st, s, cond, len(list)) }
 			return answerOf(list, s.none("captures"), func(w io.Writer) error {
 				printCaptures(w, list)
+				printReports(w, list)
 				sum, err := summary()
 				if err != nil {
 					return err
@@ -134,7 +175,7 @@ const spikeLinkPad = captures.SpikeLookBack
 func loadCaptures(ctx context.Context, st store.Store, cond Where, limit string) ([]captureView, error) {
 	return readRows(ctx, st, "captures", `SELECT capture_id, host, node, backend, profile, window_start, window_end,
 		trigger, spike_ids, uri, bytes, lost_events, checksum, status, updated_at,
-		verdict, blocking_stack, hottest_cpu, softirq_share
+		verdict, blocking_stack, hottest_cpu, softirq_share, capture_namespace, capture_name
 	FROM captures FINAL WHERE `+cond.String()+`
 	ORDER BY window_start DESC, host, capture_id`+limit, func(c *columns) func(int) captureView {
 		id, host, node, backend, profile := col[string](c, "capture_id"), col[string](c, "host"), col[string](c, "node"),
@@ -145,6 +186,7 @@ func loadCaptures(ctx context.Context, st store.Store, cond Where, limit string)
 		bytes, lost := col[uint64](c, "bytes"), col[uint64](c, "lost_events")
 		verdict, blocking := col[string](c, "verdict"), col[string](c, "blocking_stack")
 		hottest, softirq := col[int16](c, "hottest_cpu"), col[float32](c, "softirq_share")
+		objNamespace, objName := col[string](c, "capture_namespace"), col[string](c, "capture_name")
 		return func(i int) captureView {
 			v := captureView{
 				CaptureID: id.Row(i), Host: host.Row(i), Node: node.Row(i), Backend: backend.Row(i),
@@ -153,6 +195,7 @@ func loadCaptures(ctx context.Context, st store.Store, cond Where, limit string)
 				Bytes: bytes.Row(i), LostEvents: lost.Row(i), Checksum: checksum.Row(i), Status: status.Row(i),
 				UpdatedAt: updated.Row(i).UTC(),
 				Verdict:   verdict.Row(i), BlockingStack: blocking.Row(i), HottestCPU: hottest.Row(i), SoftirqShare: softirq.Row(i),
+				Namespace: objNamespace.Row(i), Name: objName.Row(i),
 			}
 			v.DurationS = v.WindowEnd.Sub(v.WindowStart).Seconds()
 			return v

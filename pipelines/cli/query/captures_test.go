@@ -280,3 +280,40 @@ func TestCapturesHelpAndFlagMistakes(t *testing.T) {
 		}
 	}
 }
+
+// With --report-base (the chart's operator.reportServer.publicURL), each
+// capture whose row names its Capture object gets its report's URL on the
+// operator's report server, under the table and in -o json; the demo's
+// captures, which name none, get none.
+func TestCapturesPrintTheirReportURLWithAReportBase(t *testing.T) {
+	f := seedQueryFleet(t)
+	st := seedCaptures(t, f)
+	q := `INSERT INTO captures (capture_id, host, node, backend, profile, window_start, window_end, trigger, spike_ids, uri, bytes, lost_events,
+		checksum, status, created_at, updated_at, capture_namespace, capture_name) VALUES ('c9', 'h03', 'node-h03', 'perf', 'cpu', '` + f.at(17*time.Minute-2*time.Second) +
+		`', '` + f.at(17*time.Minute+2*time.Second) + `', 'fleet alert', ['s-h03-1'], 's3://captures/c9', 10, 0, 'sha256:c9', 'indexed', ` + f.stamp + `, ` + f.stamp + `, 'shop', 'checkout-node-h03-7')`
+	if err := st.Exec(context.Background(), q); err != nil {
+		t.Fatalf("%v\n%s", err, q)
+	}
+	const want = "https://spikehunt-reports.example.com/captures/shop/checkout-node-h03-7/report"
+	out, _ := cli(t, 0, "captures", "--dsn", f.dsn, "--spike", "s-h03-1", "--report-base", "https://spikehunt-reports.example.com/")
+	if !strings.Contains(out, "\n  c9  "+want+"\n") || strings.Contains(out, "c5  https") {
+		t.Errorf("want c9's report URL under the table, and none for c5 (no Capture object):\n%s", out)
+	}
+	t.Setenv("SPIKEHUNT_REPORT_BASE", "https://spikehunt-reports.example.com")
+	out, _ = cli(t, 0, "captures", "--dsn", f.dsn, "--spike", "s-h03-1", "-o", "json")
+	var got []captureView
+	if err := unmarshalRows([]byte(out), &got); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	urls := map[string]string{}
+	for _, c := range got {
+		urls[c.CaptureID] = c.ReportURL
+	}
+	if diff := cmp.Diff(map[string]string{"c9": want, "c5": "", "c1": ""}, urls); diff != "" {
+		t.Errorf("report_url (-want +got):\n%s", diff)
+	}
+	t.Setenv("SPIKEHUNT_REPORT_BASE", "")
+	if out, _ := cli(t, 0, "captures", "--dsn", f.dsn, "--spike", "s-h03-1"); strings.Contains(out, "Reports") {
+		t.Errorf("reports listed without a report base:\n%s", out)
+	}
+}

@@ -321,3 +321,12 @@ ALTER TABLE spikehunt.captures ON CLUSTER 'fleet'
     ADD COLUMN IF NOT EXISTS blocking_stack String DEFAULT '',
     ADD COLUMN IF NOT EXISTS hottest_cpu Int16 DEFAULT -1,
     ADD COLUMN IF NOT EXISTS softirq_share Float32 DEFAULT 0;
+
+-- migration 10 capture_object, checksum c6ac65dfe237
+ALTER TABLE spikehunt.captures_local ON CLUSTER 'fleet'
+    ADD COLUMN IF NOT EXISTS capture_namespace LowCardinality(String) DEFAULT '' COMMENT 'the Capture object namespace; empty when no operator indexed it',
+    ADD COLUMN IF NOT EXISTS capture_name String DEFAULT '' COMMENT 'the Capture object name';
+
+ALTER TABLE spikehunt.captures ON CLUSTER 'fleet'
+    ADD COLUMN IF NOT EXISTS capture_namespace LowCardinality(String) DEFAULT '',
+    ADD COLUMN IF NOT EXISTS capture_name String DEFAULT '';

@@ -282,3 +282,8 @@ ALTER TABLE spikehunt.captures
     ADD COLUMN IF NOT EXISTS blocking_stack String DEFAULT '' COMMENT 'its longest blocking call chain, innermost first',
     ADD COLUMN IF NOT EXISTS hottest_cpu Int16 DEFAULT -1 COMMENT 'the CPU with the most non-idle samples; -1 none',
     ADD COLUMN IF NOT EXISTS softirq_share Float32 DEFAULT 0 COMMENT 'share of the window samples in softirq work, all CPUs';
+
+-- migration 10 capture_object, checksum c6ac65dfe237
+ALTER TABLE spikehunt.captures
+    ADD COLUMN IF NOT EXISTS capture_namespace LowCardinality(String) DEFAULT '' COMMENT 'the Capture object namespace; empty when no operator indexed it',
+    ADD COLUMN IF NOT EXISTS capture_name String DEFAULT '' COMMENT 'the Capture object name';
