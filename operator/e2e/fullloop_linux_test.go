@@ -371,6 +371,7 @@ func TestADetectorAlertArmsPerfOnTheNodeWhichCatchesTheNextSpikeAndIsIndexedAgai
 	if perfFiles == 0 {
 		t.Errorf("the artifact has no perf data: %+v", md.Files)
 	}
+	checkExplained(t, &c, &row, cl.admin, artifacts)
 	t.Logf("record %s: %d files (%d perf), %d bytes, lost %d; the loop closed in %v", wantURI, len(md.Files), perfFiles,
 		md.Bytes, md.Lost, time.Since(began).Round(time.Millisecond))
 }
