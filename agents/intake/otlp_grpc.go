@@ -28,7 +28,8 @@ import (
 // pdata before any code of ours runs, so a request's decoded cost could
 // not be bounded before it is paid. Here the codec hands the handler the
 // message's bytes (grpcRequest), and the handler walks them, takes the
-// decode budget and only then decodes (cost.go).
+// decode budget and only then files their spans (cost.go,
+// decode_spans.go).
 //
 // The budget is also taken before the message arrives: the tap (run as a
 // stream opens) takes max_request_bytes, as grpc-go decompresses the
@@ -202,10 +203,18 @@ func (s *traceService) export(ctx context.Context, req *grpcRequest) (*grpcRespo
 	if len(req.data) == 1 {
 		b = req.data[0].ReadOnlyData()
 	} else {
-		b = req.data.Materialize()
+		// A message past one buffer (a large or a compressed one) is
+		// made contiguous in a pooled buffer, held until the call ends.
+		buf := req.data.MaterializeToBuffer(mem.DefaultBufferPool())
+		defer buf.Free()
+		b = buf.ReadOnlyData()
 		held += int64(len(b))
 	}
-	shape, err := scanTraceRequest(b)
+	now := s.in.now()
+	shape, d, err := s.in.priceProto(b, now, &h.budgetHold)
+	if d != nil {
+		defer putSpanDecoder(d)
+	}
 	if err != nil {
 		s.src.drop(reasonDecode, 1)
 		return nil, status.Error(codes.InvalidArgument, "decode ExportTraceServiceRequest: "+err.Error())
@@ -222,18 +231,27 @@ func (s *traceService) export(ctx context.Context, req *grpcRequest) (*grpcRespo
 		s.src.drop(reasonTooLarge, 1)
 		return nil, status.Error(codes.ResourceExhausted, err.Error())
 	}
-	pr := ptraceotlp.NewExportRequest()
-	if err := pr.UnmarshalProto(b); err != nil {
-		s.src.drop(reasonDecode, 1)
-		return nil, status.Error(codes.InvalidArgument, "decode ExportTraceServiceRequest: "+err.Error())
-	}
 	var from net.Addr
 	if p, ok := peer.FromContext(ctx); ok {
 		from = p.Addr
 	}
-	t, ok := s.in.consumeTraces(s.src, from, pr.Traces())
+	var t spanTally
+	ok := false
+	if d != nil {
+		t, ok = s.in.consumeDecoded(s.src, from, d, now)
+	} else {
+		pr := ptraceotlp.NewExportRequest()
+		if err := pr.UnmarshalProto(b); err != nil {
+			s.src.drop(reasonDecode, 1)
+			return nil, status.Error(codes.InvalidArgument, "decode ExportTraceServiceRequest: "+err.Error())
+		}
+		t, ok = s.in.consumeTraces(s.src, from, pr.Traces())
+	}
 	if !ok {
 		return nil, status.Error(codes.Unavailable, "spikehunt intake is shutting down")
+	}
+	if t.rejected() == 0 {
+		return &grpcResponse{}, nil // an empty ExportTraceServiceResponse
 	}
 	body, err := exportResponse(t).MarshalProto()
 	if err != nil { // cannot happen for a response this simple
