@@ -150,7 +150,7 @@ cluster-test: deps
 FUZZTIME ?= 30s
 FUZZ_TARGETS := ./agents/capture/explain:FuzzParse ./agents/capture/explain:FuzzReadBlockIO ./agents/capture/explain:FuzzReadIrqBlocks ./pipelines/store:FuzzDecodeNative ./pipelines/chhttp:FuzzTranscodeNative ./pipelines/chhttp:FuzzDecodeBlocks \
 	./operator/internal/intake:FuzzDecodeDetectorAlert ./operator/internal/intake:FuzzDecodeGrafana ./operator/internal/intake:FuzzDecodeAlertmanager ./operator/internal/intake:FuzzGrafanaSignedRequest ./pipelines/alerts/alertsig:FuzzVerify \
-	./agents/intake:FuzzLineProtocol ./agents/intake:FuzzOTLPHTTP ./agents/intake:FuzzScanTraceRequest ./agents/intake:FuzzParseCredentials ./agents/spool:FuzzRecovery \
+	./agents/intake:FuzzLineProtocol ./agents/intake:FuzzOTLPHTTP ./agents/intake:FuzzScanTraceRequest ./agents/intake:FuzzSpanDecoderMatchesPdata ./agents/intake:FuzzParseCredentials ./agents/spool:FuzzRecovery \
 	./agents/collect:FuzzParseInterrupts ./agents/collect:FuzzParseNetDev ./agents/collect:FuzzParseSoftirqs \
 	./pipelines/ingest:FuzzAppendTraces ./pipelines/ingest:FuzzAppendMetrics ./pipelines/ingest:FuzzSpanDecoderMatchesPdata \
 	./agents/capture/artifact:FuzzDecodeMetadata ./agents/capture:FuzzDecodeArmRequest ./agents/capture/wpr:FuzzParseWPRLost \

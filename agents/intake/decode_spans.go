@@ -4,8 +4,13 @@ import (
 	"errors"
 	"math"
 	"sync"
+	"time"
 	"unicode/utf8"
 	"unsafe"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/spikehunt/spikehunt/agents/telemetry"
 )
 
 // The direct decoder: an ExportTraceServiceRequest in protobuf walked
@@ -50,6 +55,18 @@ type pendingSpan struct {
 	endpoint   []byte // cleaned; aliases the message unless cleanName had to change it
 }
 
+// fill sets r as spanToRequest would, all but the names and the weight.
+func (p *pendingSpan) fill(r *telemetry.Request) {
+	*r = telemetry.Request{
+		Start:    pcommon.Timestamp(p.start).AsTime(),
+		Duration: time.Duration(p.end - p.start),
+		Status:   p.status,
+		TraceID:  p.traceID,
+		SpanID:   p.spanID,
+		ThreadID: p.thread,
+	}
+}
+
 const pendingSpanBytes = int64(unsafe.Sizeof(pendingSpan{}))
 
 // spanDecoder decodes one message at a time; spanDecoders pools them.
@@ -59,7 +76,7 @@ const pendingSpanBytes = int64(unsafe.Sizeof(pendingSpan{}))
 type spanDecoder struct {
 	shape    requestShape
 	tally    spanTally // the spans that are not kept, and why
-	services [][]byte // per resource spans, cleaned; unknownService when unnamed
+	services [][]byte  // per resource spans, cleaned; unknownService when unnamed
 	spans    []pendingSpan
 
 	maxSpans int

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
@@ -34,14 +33,7 @@ func (in *Intake) consumeDecoded(src *sourceMetrics, peer net.Addr, d *spanDecod
 		var r telemetry.Request
 		for i := range d.spans {
 			s := &d.spans[i]
-			r = telemetry.Request{
-				Start:    pcommon.Timestamp(s.start).AsTime(),
-				Duration: time.Duration(s.end - s.start),
-				Status:   s.status,
-				TraceID:  s.traceID,
-				SpanID:   s.spanID,
-				ThreadID: s.thread,
-			}
+			s.fill(&r)
 			if classify(k, d.services[s.resource], s.endpoint, &r) {
 				in.offerFrom(src, &r, from)
 			}
