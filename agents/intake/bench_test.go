@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/mem"
 
 	"github.com/spikehunt/spikehunt/agents/telemetry"
 )
@@ -231,4 +233,97 @@ func BenchmarkGzipBombs(b *testing.B) {
 		worst = max(worst, grew)
 	}
 	b.ReportMetric(float64(worst)/(1<<20), "intake.gzip_bombs_rss_growth_mib:MiB")
+}
+
+// BenchmarkOTLPDecodePath is the decode path alone, from an OTel Go SDK's
+// batch (256 HTTP server spans, each with a database client span under
+// it) to the request spans handed to the sampler: the direct decoder's
+// one walk, and beside it, in the same run, the reference path (pricing
+// walk, ptraceotlp, requestSpans). Figures are per span of the batch.
+func BenchmarkOTLPDecodePath(b *testing.B) {
+	const requests = 256
+	body := sdkBatch(b, requests, fuzzNow.Add(-time.Minute))
+	const spans = 2 * requests
+	hold := budgetHold{b: &decodeBudget{limit: 1 << 40}}
+	var sink int
+	direct := func() {
+		d := getSpanDecoder()
+		if err := d.decode(body, fuzzWindow, DefaultMaxSpansPerRequest, &hold); err != nil {
+			b.Fatal(err)
+		}
+		var r telemetry.Request
+		for i := range d.spans {
+			d.spans[i].fill(&r)
+			sink += len(d.services[d.spans[i].resource]) + len(d.spans[i].endpoint)
+		}
+		putSpanDecoder(d)
+		hold.release()
+	}
+	reference := func() {
+		if _, err := scanTraceRequest(body); err != nil {
+			b.Fatal(err)
+		}
+		req := ptraceotlp.NewExportRequest()
+		if err := req.UnmarshalProto(body); err != nil {
+			b.Fatal(err)
+		}
+		requestSpans(req.Traces(), fuzzWindow, func(svc, ep string, _ *telemetry.Request) { sink += len(svc) + len(ep) })
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	// The two run one after the other, not interleaved: the reference
+	// path's garbage would otherwise be collected on the direct
+	// decoder's time.
+	var directNs, referenceNs time.Duration
+	for b.Loop() {
+		direct()
+	}
+	directNs = b.Elapsed()
+	runtime.GC()
+	t0 := time.Now()
+	for range b.N {
+		reference()
+	}
+	referenceNs = time.Since(t0)
+	perSpan := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(b.N*spans) }
+	b.ReportMetric(perSpan(directNs), "agent.otlp_ns_per_span:ns")
+	b.ReportMetric(perSpan(referenceNs), "agent.otlp_ns_per_span_pdata:ns")
+	b.ReportMetric(float64(referenceNs)/float64(directNs), "agent.otlp_decode_speedup:x")
+}
+
+// BenchmarkOTLPGRPCExport is the gRPC handler from the message in
+// grpc-go's buffer to the queue (price, decode, sample 1 in 10, queue),
+// with a consumer draining the queue, per span of an SDK batch; the
+// "pdata" run is the reference decoder (otlp_decoder: pdata).
+func BenchmarkOTLPGRPCExport(b *testing.B) {
+	const requests = 256
+	body := sdkBatch(b, requests, fuzzNow.Add(-time.Minute))
+	for _, decoder := range []string{OTLPDecoderDirect, OTLPDecoderPdata} {
+		b.Run(decoder, func(b *testing.B) {
+			in, err := New(Config{OTLPGRPC: "127.0.0.1:0", OTLPDecoder: decoder, QueueSize: 1 << 16}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { in.Close() })
+			in.now = func() time.Time { return fuzzNow }
+			go func() {
+				for range in.Out() {
+				}
+			}()
+			svc := &traceService{in: in, src: in.m.sources[SourceOTLPGRPC]}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				req := grpcRequest{data: mem.BufferSlice{mem.SliceBuffer(body)}}
+				if _, err := svc.export(context.Background(), &req); err != nil {
+					b.Fatal(err)
+				}
+			}
+			name := "agent.otlp_export_ns_per_span"
+			if decoder == OTLPDecoderPdata {
+				name += "_pdata"
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*2*requests), name+":ns")
+		})
+	}
 }

@@ -1,6 +1,7 @@
 package intake
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
 	"sync"
@@ -167,20 +168,28 @@ const (
 // tag reads a field's tag in a message of kind k: pdata cuts the field
 // number to int32 and refuses it ≤ 0; a group's wire types back out
 // (scanTraceRequest refuses them, pdata skips them loosely). Every field
-// of an AnyValue is charged, as scanTraceRequest charges it.
+// of an AnyValue is charged, as scanTraceRequest charges it. The one-byte
+// tags of every field OTLP defines but a span's flags take the inlined
+// path.
 func (d *spanDecoder) tag(buf []byte, pos int, k msgKind) (field int32, wire int, _ int, _ error) {
-	var t uint64
-	if pos < len(buf) && buf[pos] < 0x80 {
-		t, pos = uint64(buf[pos]), pos+1
-	} else {
-		v, n := consumeVarint(buf[pos:])
-		if n < 0 {
-			return 0, 0, 0, errBackOut
+	if pos < len(buf) && k != kindAnyValue {
+		if t := buf[pos]; t < 0x80 && t >= 8 && plainWire[t&7] {
+			return int32(t >> 3), int(t & 7), pos + 1, nil
 		}
-		t, pos = v, pos+n
 	}
-	field, wire = int32(t>>3), int(t&7)
-	if field <= 0 || (wire != wireVarint && wire != wireI64 && wire != wireLen && wire != wireI32) {
+	return d.tagSlow(buf, pos, k)
+}
+
+// plainWire holds the wire types OTLP uses: no groups, no 6 or 7.
+var plainWire = [8]bool{wireVarint: true, wireI64: true, wireLen: true, wireI32: true}
+
+func (d *spanDecoder) tagSlow(buf []byte, pos int, k msgKind) (field int32, wire int, _ int, _ error) {
+	v, n := consumeVarint(buf[pos:])
+	if n < 0 {
+		return 0, 0, 0, errBackOut
+	}
+	field, wire, pos = int32(v>>3), int(v&7), pos+n
+	if field <= 0 || !plainWire[wire] {
 		return 0, 0, 0, errBackOut
 	}
 	if k == kindAnyValue {
@@ -191,11 +200,15 @@ func (d *spanDecoder) tag(buf []byte, pos int, k msgKind) (field int32, wire int
 
 // varint reads a varint field's value; wire must say varint.
 func varint(buf []byte, pos, wire int) (uint64, int, error) {
+	if wire == wireVarint && pos < len(buf) && buf[pos] < 0x80 {
+		return uint64(buf[pos]), pos + 1, nil
+	}
+	return varintSlow(buf, pos, wire)
+}
+
+func varintSlow(buf []byte, pos, wire int) (uint64, int, error) {
 	if wire != wireVarint {
 		return 0, 0, errBackOut
-	}
-	if pos < len(buf) && buf[pos] < 0x80 {
-		return uint64(buf[pos]), pos + 1, nil
 	}
 	v, n := consumeVarint(buf[pos:])
 	if n < 0 {
@@ -209,30 +222,30 @@ func fixed64(buf []byte, pos, wire int) (uint64, int, error) {
 	if wire != wireI64 || len(buf)-pos < 8 {
 		return 0, 0, errBackOut
 	}
-	b := buf[pos : pos+8]
-	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56, pos + 8, nil
+	return binary.LittleEndian.Uint64(buf[pos:]), pos + 8, nil
 }
 
 // message reads a length-delimited field (a message, string or bytes)
 // and charges it as scanTraceRequest does.
 func (d *spanDecoder) message(buf []byte, pos, wire int) ([]byte, int, error) {
+	if wire == wireLen && pos < len(buf) && buf[pos] < 0x80 {
+		if end := pos + 1 + int(buf[pos]); end <= len(buf) {
+			d.shape.cost += lenFieldBytes
+			return buf[pos+1 : end], end, nil
+		}
+	}
+	return d.messageSlow(buf, pos, wire)
+}
+
+func (d *spanDecoder) messageSlow(buf []byte, pos, wire int) ([]byte, int, error) {
 	if wire != wireLen {
 		return nil, 0, errBackOut
 	}
-	var l uint64
-	if pos < len(buf) && buf[pos] < 0x80 {
-		l, pos = uint64(buf[pos]), pos+1
-	} else {
-		v, n := consumeVarint(buf[pos:])
-		if n < 0 {
-			return nil, 0, errBackOut
-		}
-		l, pos = v, pos+n
-	}
-	if l > uint64(len(buf)-pos) {
+	l, n := consumeVarint(buf[pos:])
+	if n < 0 || l > uint64(len(buf)-pos-n) {
 		return nil, 0, errBackOut
 	}
+	pos += n
 	d.shape.cost += lenFieldBytes
 	end := pos + int(l)
 	return buf[pos:end], end, nil
