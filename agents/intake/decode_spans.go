@@ -184,11 +184,16 @@ func (d *spanDecoder) tag(buf []byte, pos int, k msgKind) (field int32, wire int
 var plainWire = [8]bool{wireVarint: true, wireI64: true, wireLen: true, wireI32: true}
 
 func (d *spanDecoder) tagSlow(buf []byte, pos int, k msgKind) (field int32, wire int, _ int, _ error) {
-	v, n := consumeVarint(buf[pos:])
-	if n < 0 {
-		return 0, 0, 0, errBackOut
+	if len(buf)-pos >= 2 && buf[pos] >= 0x80 && buf[pos+1] < 0x80 { // fields 16–2047: a span's flags
+		v := uint64(buf[pos]&0x7f) | uint64(buf[pos+1])<<7
+		field, wire, pos = int32(v>>3), int(v&7), pos+2
+	} else {
+		v, n := consumeVarint(buf[pos:])
+		if n < 0 {
+			return 0, 0, 0, errBackOut
+		}
+		field, wire, pos = int32(v>>3), int(v&7), pos+n
 	}
-	field, wire, pos = int32(v>>3), int(v&7), pos+n
 	if field <= 0 || !plainWire[wire] {
 		return 0, 0, 0, errBackOut
 	}
