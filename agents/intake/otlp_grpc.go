@@ -165,8 +165,8 @@ func (otlpCodec) Name() string { return "proto" }
 // recvBuffers holds the gRPC server's message buffers: one per power of
 // two, handed out as they were left. grpc-go's default pool clears each
 // buffer it hands out, and its sizes jump from 32 KiB to 1 MiB, so an SDK's
-// batch of 512 spans (some 200 KiB) cost the clearing of a whole MiB: more
-// CPU than decoding it. grpc-go overwrites every byte of a buffer's length
+// batch of 512 spans (some 200 KiB) would cost the clearing of a whole
+// MiB, more CPU than decoding it. grpc-go overwrites every byte of a buffer's length
 // before it hands it on (a message, a frame), and nothing here reads past
 // a message's length, so what a buffer held before does not show.
 var recvBuffers = &bufferTiers{}
