@@ -150,7 +150,7 @@ cluster-test: deps
 FUZZTIME ?= 30s
 FUZZ_TARGETS := ./agents/capture/explain:FuzzParse ./agents/capture/explain:FuzzReadBlockIO ./agents/capture/explain:FuzzReadFtrace ./agents/capture/explain:FuzzReadIrqBlocks ./pipelines/store:FuzzDecodeNative ./pipelines/chhttp:FuzzTranscodeNative ./pipelines/chhttp:FuzzDecodeBlocks \
 	./operator/internal/intake:FuzzDecodeDetectorAlert ./operator/internal/intake:FuzzDecodeGrafana ./operator/internal/intake:FuzzDecodeAlertmanager ./operator/internal/intake:FuzzGrafanaSignedRequest ./pipelines/alerts/alertsig:FuzzVerify \
-	./agents/intake:FuzzLineProtocol ./agents/intake:FuzzOTLPHTTP ./agents/intake:FuzzScanTraceRequest ./agents/intake:FuzzParseCredentials ./agents/spool:FuzzRecovery \
+	./agents/intake:FuzzLineProtocol ./agents/intake:FuzzOTLPHTTP ./agents/intake:FuzzScanTraceRequest ./agents/intake:FuzzSpanDecoderMatchesPdata ./agents/intake:FuzzParseCredentials ./agents/spool:FuzzRecovery \
 	./agents/collect:FuzzParseInterrupts ./agents/collect:FuzzParseNetDev ./agents/collect:FuzzParseSoftirqs \
 	./pipelines/ingest:FuzzAppendTraces ./pipelines/ingest:FuzzAppendMetrics ./pipelines/ingest:FuzzSpanDecoderMatchesPdata \
 	./agents/capture/artifact:FuzzDecodeMetadata ./agents/capture:FuzzDecodeArmRequest ./agents/capture/wpr:FuzzParseWPRLost \
@@ -165,9 +165,14 @@ bench-store: deps-demo
 	tests/bench.sh store ./pipelines/store
 
 # The agent for SPIKEHUNT_BENCH_SECONDS (default 30) under 20,000 requests/s
-# to a real broker, plus one full sampling pass on this machine.
+# to a real broker, over the line protocol, then over OTLP/gRPC from the OTel
+# SDK (idle, pdata decoder, direct decoder: three agents one after the
+# other), the OTLP decode path alone (direct and pdata in one run), plus one
+# full sampling pass on this machine.
 bench-agent: deps
-	BENCHTIME=1x tests/bench.sh agent ./agents/cmd/spikehunt-agent -- -bench AgentUnderLoad
+	BENCHTIME=1x tests/bench.sh agent ./agents/cmd/spikehunt-agent -- -bench '^BenchmarkAgentUnderLoad$$'
+	BENCHTIME=1x tests/bench.sh agent-otlp ./agents/cmd/spikehunt-agent -- -bench '^BenchmarkAgentOTLPUnderLoad$$'
+	BENCHTIME=500x tests/bench.sh agent-otlp-decode ./agents/intake -- -bench '^BenchmarkOTLP(DecodePath|GRPCExport)$$'
 	BENCHTIME=300x tests/bench.sh agent-sample ./agents/collect -- -bench '^BenchmarkSample$$'
 
 # An armed perf flight recorder (default profile) under the test server's

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/mem"
 
 	"github.com/spikehunt/spikehunt/agents/telemetry"
 )
@@ -231,4 +233,104 @@ func BenchmarkGzipBombs(b *testing.B) {
 		worst = max(worst, grew)
 	}
 	b.ReportMetric(float64(worst)/(1<<20), "intake.gzip_bombs_rss_growth_mib:MiB")
+}
+
+// BenchmarkOTLPDecodePath is the decode path alone, from an OTel Go SDK's
+// batch (256 HTTP server spans, each with a database client span under
+// it) to the request spans handed to the sampler: the direct decoder's
+// one walk, and beside it, in the same run, the reference path (pricing
+// walk, ptraceotlp, requestSpans). Figures are CPU time per span of the
+// batch, garbage collection included.
+func BenchmarkOTLPDecodePath(b *testing.B) {
+	const requests = 256
+	body := sdkBatch(b, requests, fuzzNow.Add(-time.Minute))
+	const spans = 2 * requests
+	hold := budgetHold{b: &decodeBudget{limit: 1 << 40}}
+	var sink int
+	direct := func() {
+		d := getSpanDecoder()
+		if err := d.decode(body, fuzzWindow, DefaultMaxSpansPerRequest, &hold); err != nil {
+			b.Fatal(err)
+		}
+		var r telemetry.Request
+		for i := range d.spans {
+			d.spans[i].fill(&r)
+			sink += len(d.services[d.spans[i].resource]) + len(d.spans[i].endpoint)
+		}
+		putSpanDecoder(d)
+		hold.release()
+	}
+	reference := func() {
+		if _, err := scanTraceRequest(body); err != nil {
+			b.Fatal(err)
+		}
+		req := ptraceotlp.NewExportRequest()
+		if err := req.UnmarshalProto(body); err != nil {
+			b.Fatal(err)
+		}
+		requestSpans(req.Traces(), fuzzWindow, func(svc, ep string, _ *telemetry.Request) { sink += len(svc) + len(ep) })
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	// The two run one after the other, not interleaved, so that the
+	// reference path's garbage is collected on its own time; each is
+	// measured in the process's CPU time (its collector's included), which
+	// the other work on a shared machine disturbs less than wall time.
+	runtime.GC()
+	c0 := processCPU()
+	for b.Loop() {
+		direct()
+	}
+	runtime.GC()
+	c1 := processCPU()
+	for range b.N {
+		reference()
+	}
+	runtime.GC()
+	directNs, referenceNs := c1-c0, processCPU()-c1
+	perSpan := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(b.N*spans) }
+	b.ReportMetric(perSpan(directNs), "agent.otlp_ns_per_span:ns")
+	b.ReportMetric(perSpan(referenceNs), "agent.otlp_ns_per_span_pdata:ns")
+	b.ReportMetric(float64(referenceNs)/float64(directNs), "agent.otlp_decode_speedup:x")
+}
+
+// BenchmarkOTLPGRPCExport is the gRPC handler from the message in
+// grpc-go's buffer to the queue (price, decode, sample 1 in 10, queue),
+// with a consumer draining the queue: the process's CPU time per span of
+// an SDK batch, garbage collection included; the "pdata" run is the
+// reference decoder (otlp_decoder: pdata).
+func BenchmarkOTLPGRPCExport(b *testing.B) {
+	const requests = 256
+	body := sdkBatch(b, requests, fuzzNow.Add(-time.Minute))
+	for _, decoder := range []string{OTLPDecoderDirect, OTLPDecoderPdata} {
+		b.Run(decoder, func(b *testing.B) {
+			in, err := New(Config{OTLPGRPC: "127.0.0.1:0", OTLPDecoder: decoder, QueueSize: 1 << 16}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { in.Close() })
+			in.now = func() time.Time { return fuzzNow }
+			go func() {
+				for range in.Out() {
+				}
+			}()
+			svc := &traceService{in: in, src: in.m.sources[SourceOTLPGRPC]}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			runtime.GC()
+			c0 := processCPU()
+			for b.Loop() {
+				req := grpcRequest{data: mem.BufferSlice{mem.SliceBuffer(body)}}
+				if _, err := svc.export(context.Background(), &req); err != nil {
+					b.Fatal(err)
+				}
+			}
+			runtime.GC()
+			name := "agent.otlp_export_cpu_ns_per_span"
+			if decoder == OTLPDecoderPdata {
+				name += "_pdata"
+			}
+			b.ReportMetric(float64((processCPU()-c0).Nanoseconds())/float64(b.N*2*requests), name+":ns")
+		})
+	}
 }

@@ -26,7 +26,7 @@ func TestConfigFromYAML(t *testing.T) {
 	want := Config{
 		OTLPGRPC: "0.0.0.0:4317", LineUDP: "127.0.0.1:7171", LineUnix: "/run/spikehunt/agent.sock", LineUnixMode: 0o660,
 		MaxRequestBytes: 4 << 20, SocketReadBuffer: 4 << 20,
-		MaxSpansPerRequest: 4096, DecodeBudgetBytes: 32 << 20, MaxSpanAge: 30 * time.Minute, MaxSpanAhead: 5 * time.Minute,
+		MaxSpansPerRequest: 4096, DecodeBudgetBytes: 32 << 20, OTLPDecoder: OTLPDecoderDirect, MaxSpanAge: 30 * time.Minute, MaxSpanAhead: 5 * time.Minute,
 		OTLPReadTimeout: 30 * time.Second, OTLPWriteTimeout: 30 * time.Second, OTLPIdleTimeout: time.Minute,
 		OTLPMaxConnectionAge: 30 * time.Minute, OTLPMaxConnections: 1024,
 		SampleEvery: 20, SampledPerSecond: 250, SlowThreshold: 250 * time.Millisecond,

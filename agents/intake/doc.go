@@ -32,7 +32,10 @@
 // spans (max_spans_per_request) and in nesting, and before it is decoded
 // its decoded size is estimated from the protobuf's shape and taken from a
 // budget that all OTLP requests in flight share (decode_budget_bytes,
-// cost.go). A request that finds the budget spent gets HTTP 429 with
+// cost.go). Protobuf is priced and decoded in one walk that makes none of
+// pdata's objects (decode_spans.go): it takes exactly the messages pdata
+// takes, and backs out to pdata on anything else, so that a refusal is
+// always pdata's or the pricing walk's. A request that finds the budget spent gets HTTP 429 with
 // Retry-After, or gRPC ResourceExhausted with a RetryInfo; one that could
 // never fit gets 413 / ResourceExhausted without. Request spans that
 // started more than max_span_age ago or end more than max_span_ahead from

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
@@ -16,6 +17,35 @@ import (
 // peer (nil when unknown), and counts the rest. It reports false, having
 // done nothing, once the intake is closed.
 func (in *Intake) consumeTraces(src *sourceMetrics, peer net.Addr, td ptrace.Traces) (spanTally, bool) {
+	return in.consume(src, peer, in.now(), func(k *tally, w spanWindow, from *telemetry.Sender) spanTally {
+		return requestSpans(td, w, func(svc, ep string, r *telemetry.Request) {
+			if classify(k, svc, ep, r) {
+				in.offerFrom(src, r, from)
+			}
+		})
+	})
+}
+
+// consumeDecoded is consumeTraces for the request spans the direct
+// decoder found (decode_spans.go) in a request received at now.
+func (in *Intake) consumeDecoded(src *sourceMetrics, peer net.Addr, d *spanDecoder, now time.Time) (spanTally, bool) {
+	return in.consume(src, peer, now, func(k *tally, _ spanWindow, from *telemetry.Sender) spanTally {
+		var r telemetry.Request
+		for i := range d.spans {
+			s := &d.spans[i]
+			s.fill(&r)
+			if classify(k, d.services[s.resource], s.endpoint, &r) {
+				in.offerFrom(src, &r, from)
+			}
+		}
+		return d.tally
+	})
+}
+
+// consume runs file over the spans of one OTLP request, received at now,
+// under the intake's read lock, with the request's sender, window and
+// tally, and counts what file did not keep.
+func (in *Intake) consume(src *sourceMetrics, peer net.Addr, now time.Time, file func(k *tally, w spanWindow, from *telemetry.Sender) spanTally) (spanTally, bool) {
 	in.mu.RLock()
 	defer in.mu.RUnlock()
 	if in.closed {
@@ -26,19 +56,43 @@ func (in *Intake) consumeTraces(src *sourceMetrics, peer net.Addr, td ptrace.Tra
 		s := in.senderAt(src, peer)
 		from = &s
 	}
-	now := in.now()
 	k := newTally(in, src, now.UnixNano())
-	t := requestSpans(td, newSpanWindow(now, in.cfg.MaxSpanAge, in.cfg.MaxSpanAhead), func(svc, ep string, r *telemetry.Request) {
-		if classify(&k, svc, ep, r) {
-			in.offerFrom(src, r, from)
-		}
-	})
+	t := file(&k, in.windowAt(now), from)
 	k.flush()
-	src.ignored.Add(float64(t.ignored))
+	if t.ignored > 0 {
+		src.ignored.Add(float64(t.ignored))
+	}
 	for f, n := range t.invalid {
-		src.drop(faultReasons[f], n)
+		if n > 0 {
+			src.drop(faultReasons[f], n)
+		}
 	}
 	return t, true
+}
+
+// windowAt is the span window of a request received at now.
+func (in *Intake) windowAt(now time.Time) spanWindow {
+	return newSpanWindow(now, in.cfg.MaxSpanAge, in.cfg.MaxSpanAhead)
+}
+
+// priceProto prices a protobuf ExportTraceServiceRequest before any of
+// it is filed: with the direct decoder when it takes the message (then d
+// holds the request spans for consumeDecoded, and the caller puts it back
+// with putSpanDecoder once done with b), else with scanTraceRequest (d
+// nil: decode with ptraceotlp once the budget is taken). The shape and
+// its refusals are the same either way. now is the receive time, which
+// the direct decoder judges span times by: give consumeDecoded the same. hold pays for the decoder's
+// scratch; the caller resizes it to what the request costs.
+func (in *Intake) priceProto(b []byte, now time.Time, hold *budgetHold) (requestShape, *spanDecoder, error) {
+	if in.cfg.OTLPDecoder != OTLPDecoderPdata {
+		d := getSpanDecoder()
+		if d.decode(b, in.windowAt(now), in.cfg.MaxSpansPerRequest, hold) == nil {
+			return d.shape, d, nil
+		}
+		putSpanDecoder(d)
+	}
+	shape, err := scanTraceRequest(b)
+	return shape, nil, err
 }
 
 // exportResponse is the OTLP answer: empty, or a partial success naming

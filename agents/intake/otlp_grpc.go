@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"net"
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	_ "google.golang.org/grpc/encoding/gzip" // OTel SDKs and Collectors may send gzip
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/peer"
@@ -28,7 +32,8 @@ import (
 // pdata before any code of ours runs, so a request's decoded cost could
 // not be bounded before it is paid. Here the codec hands the handler the
 // message's bytes (grpcRequest), and the handler walks them, takes the
-// decode budget and only then decodes (cost.go).
+// decode budget and only then files their spans (cost.go,
+// decode_spans.go).
 //
 // The budget is also taken before the message arrives: the tap (run as a
 // stream opens) takes max_request_bytes, as grpc-go decompresses the
@@ -55,6 +60,17 @@ func (in *Intake) listenGRPC(ctx context.Context) (net.Listener, *grpc.Server, e
 		// decompression, and answers ResourceExhausted itself.
 		grpc.MaxRecvMsgSize(in.cfg.MaxRequestBytes),
 		grpc.ForceServerCodecV2(otlpCodec{proto: encoding.GetCodecV2("proto")}),
+		experimental.BufferPool(recvBuffers),
+		// Fixed flow-control windows, a message's worth, instead of
+		// grpc-go's estimate of the bandwidth-delay product, which pings
+		// the client on each burst of data and moves the windows up to
+		// 16 MiB: on loopback the estimate only costs wake-ups.
+		grpc.InitialWindowSize(otlpWindowBytes),
+		grpc.InitialConnWindowSize(otlpWindowBytes),
+		// Exports run on a few goroutines that live on, whose stacks have
+		// grown to the decoder's depth, rather than on a new goroutine
+		// per call whose stack grows (and is copied) each time.
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 		grpc.InTapHandle(svc.tap),
 		grpc.StatsHandler(grpcDrops{src}),
 		// A client that connects and never finishes the HTTP/2 handshake.
@@ -77,6 +93,11 @@ func (in *Intake) listenGRPC(ctx context.Context) (net.Listener, *grpc.Server, e
 }
 
 const maxStreamsPerConn = 64
+
+// otlpWindowBytes is the OTLP/gRPC server's HTTP/2 flow-control window,
+// per stream and per connection: an SDK's batch of 512 spans in one
+// window.
+const otlpWindowBytes = 1 << 20
 
 // traceService is the OTLP TraceService.
 type traceService struct {
@@ -141,6 +162,47 @@ func (c otlpCodec) Unmarshal(data mem.BufferSlice, v any) error {
 
 func (otlpCodec) Name() string { return "proto" }
 
+// recvBuffers holds the gRPC server's message buffers: one per power of
+// two, handed out as they were left. grpc-go's default pool clears each
+// buffer it hands out, and its sizes jump from 32 KiB to 1 MiB, so an SDK's
+// batch of 512 spans (some 200 KiB) would cost the clearing of a whole
+// MiB, more CPU than decoding it. grpc-go overwrites every byte of a buffer's length
+// before it hands it on (a message, a frame), and nothing here reads past
+// a message's length, so what a buffer held before does not show.
+var recvBuffers = &bufferTiers{}
+
+type bufferTiers struct{ tiers [maxBufferTier + 1]sync.Pool }
+
+// minBufferTier and maxBufferTier bound the pooled sizes (256 B to
+// 1 GiB, max_request_bytes' bound); a larger buffer is not pooled.
+const (
+	minBufferTier = 8
+	maxBufferTier = 30
+)
+
+func (p *bufferTiers) Get(n int) *[]byte {
+	t := max(bits.Len(uint(n-1)), minBufferTier)
+	if n <= 0 || t > maxBufferTier {
+		b := make([]byte, max(n, 0))
+		return &b
+	}
+	if b, ok := p.tiers[t].Get().(*[]byte); ok {
+		*b = (*b)[:n]
+		return b
+	}
+	b := make([]byte, n, 1<<t)
+	return &b
+}
+
+func (p *bufferTiers) Put(b *[]byte) {
+	c := cap(*b)
+	t := bits.Len(uint(c - 1))
+	if c != 1<<t || t < minBufferTier || t > maxBufferTier {
+		return // not one of ours
+	}
+	p.tiers[t].Put(b)
+}
+
 // grpcHoldKey is the context key of an Export stream's budgetHold.
 type grpcHoldKey struct{}
 
@@ -202,10 +264,18 @@ func (s *traceService) export(ctx context.Context, req *grpcRequest) (*grpcRespo
 	if len(req.data) == 1 {
 		b = req.data[0].ReadOnlyData()
 	} else {
-		b = req.data.Materialize()
+		// A message past one buffer (a large or a compressed one) is
+		// made contiguous in a pooled buffer, held until the call ends.
+		buf := req.data.MaterializeToBuffer(recvBuffers)
+		defer buf.Free()
+		b = buf.ReadOnlyData()
 		held += int64(len(b))
 	}
-	shape, err := scanTraceRequest(b)
+	now := s.in.now()
+	shape, d, err := s.in.priceProto(b, now, &h.budgetHold)
+	if d != nil {
+		defer putSpanDecoder(d)
+	}
 	if err != nil {
 		s.src.drop(reasonDecode, 1)
 		return nil, status.Error(codes.InvalidArgument, "decode ExportTraceServiceRequest: "+err.Error())
@@ -222,18 +292,27 @@ func (s *traceService) export(ctx context.Context, req *grpcRequest) (*grpcRespo
 		s.src.drop(reasonTooLarge, 1)
 		return nil, status.Error(codes.ResourceExhausted, err.Error())
 	}
-	pr := ptraceotlp.NewExportRequest()
-	if err := pr.UnmarshalProto(b); err != nil {
-		s.src.drop(reasonDecode, 1)
-		return nil, status.Error(codes.InvalidArgument, "decode ExportTraceServiceRequest: "+err.Error())
-	}
 	var from net.Addr
 	if p, ok := peer.FromContext(ctx); ok {
 		from = p.Addr
 	}
-	t, ok := s.in.consumeTraces(s.src, from, pr.Traces())
+	var t spanTally
+	ok := false
+	if d != nil {
+		t, ok = s.in.consumeDecoded(s.src, from, d, now)
+	} else {
+		pr := ptraceotlp.NewExportRequest()
+		if err := pr.UnmarshalProto(b); err != nil {
+			s.src.drop(reasonDecode, 1)
+			return nil, status.Error(codes.InvalidArgument, "decode ExportTraceServiceRequest: "+err.Error())
+		}
+		t, ok = s.in.consumeTraces(s.src, from, pr.Traces())
+	}
 	if !ok {
 		return nil, status.Error(codes.Unavailable, "spikehunt intake is shutting down")
+	}
+	if t.rejected() == 0 {
+		return &grpcResponse{}, nil // an empty ExportTraceServiceResponse
 	}
 	body, err := exportResponse(t).MarshalProto()
 	if err != nil { // cannot happen for a response this simple

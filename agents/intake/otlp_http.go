@@ -122,12 +122,18 @@ func (in *Intake) serveOTLPHTTP(w http.ResponseWriter, r *http.Request) {
 
 	// What decoding will allocate, before it does: the body stays held
 	// (its buffer's capacity is), and the decoded request is added.
+	bodyHeld := hold.held.Load()
+	now := in.now()
 	var shape requestShape
+	var d *spanDecoder
 	var err error
 	if ct == ctJSON {
 		shape.cost, err = jsonDecodeCost(buf.Bytes())
 	} else {
-		shape, err = scanTraceRequest(buf.Bytes())
+		shape, d, err = in.priceProto(buf.Bytes(), now, &hold)
+	}
+	if d != nil {
+		defer putSpanDecoder(d) // before putBody: d aliases buf
 	}
 	if err != nil {
 		src.drop(reasonDecode, 1)
@@ -138,39 +144,29 @@ func (in *Intake) serveOTLPHTTP(w http.ResponseWriter, r *http.Request) {
 		in.refuseHTTP(w, ct, src, tooManySpans(shape.spans, in.cfg.MaxSpansPerRequest))
 		return
 	}
-	cost := shape.cost
-	if err := in.reserve(&hold, hold.held.Load()+cost); err != nil {
+	if err := in.reserve(&hold, bodyHeld+shape.cost); err != nil {
 		in.refuseHTTP(w, ct, src, err)
 		return
 	}
 
-	req := ptraceotlp.NewExportRequest()
-	if ct == ctJSON {
-		err = req.UnmarshalJSON(buf.Bytes())
-	} else {
-		err = req.UnmarshalProto(buf.Bytes())
-	}
-	if err != nil {
-		src.drop(reasonDecode, 1)
-		writeStatus(w, ct, http.StatusBadRequest, codes.InvalidArgument, "decode ExportTraceServiceRequest: "+err.Error())
+	var t spanTally
+	if d != nil {
+		t, ok = in.consumeDecoded(src, remoteAddr(r), d, now)
+	} else if t, ok, err = in.decodeHTTP(w, r, ct, src, buf.Bytes()); err != nil {
 		return
 	}
-	if n := req.Traces().SpanCount(); n > in.cfg.MaxSpansPerRequest { // JSON: counted only now, within the budget
-		in.refuseHTTP(w, ct, src, tooManySpans(n, in.cfg.MaxSpansPerRequest))
-		return
-	}
-	t, ok := in.consumeTraces(src, remoteAddr(r), req.Traces())
 	if !ok {
 		w.Header().Set("Retry-After", "1")
 		writeStatus(w, ct, http.StatusServiceUnavailable, codes.Unavailable, "spikehunt intake is shutting down")
 		return
 	}
-	resp := exportResponse(t)
 	var body []byte
-	if ct == ctJSON {
-		body, err = resp.MarshalJSON()
-	} else {
-		body, err = resp.MarshalProto()
+	switch {
+	case ct == ctProtobuf && t.rejected() == 0: // an empty ExportTraceServiceResponse
+	case ct == ctJSON:
+		body, err = exportResponse(t).MarshalJSON()
+	default:
+		body, err = exportResponse(t).MarshalProto()
 	}
 	if err != nil { // cannot happen for a response this simple
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -180,6 +176,30 @@ func (in *Intake) serveOTLPHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
 	w.Write(body)
+}
+
+// decodeHTTP decodes and files a body with pdata: JSON, or protobuf the
+// direct decoder did not take. On error it has answered the request.
+func (in *Intake) decodeHTTP(w http.ResponseWriter, r *http.Request, ct string, src *sourceMetrics, body []byte) (spanTally, bool, error) {
+	req := ptraceotlp.NewExportRequest()
+	var err error
+	if ct == ctJSON {
+		err = req.UnmarshalJSON(body)
+	} else {
+		err = req.UnmarshalProto(body)
+	}
+	if err != nil {
+		src.drop(reasonDecode, 1)
+		writeStatus(w, ct, http.StatusBadRequest, codes.InvalidArgument, "decode ExportTraceServiceRequest: "+err.Error())
+		return spanTally{}, false, err
+	}
+	if n := req.Traces().SpanCount(); n > in.cfg.MaxSpansPerRequest { // JSON: counted only now, within the budget
+		err := tooManySpans(n, in.cfg.MaxSpansPerRequest)
+		in.refuseHTTP(w, ct, src, err)
+		return spanTally{}, false, err
+	}
+	t, ok := in.consumeTraces(src, remoteAddr(r), req.Traces())
+	return t, ok, nil
 }
 
 var errUnsupportedEncoding = errors.New("unsupported Content-Encoding: want gzip or none")

@@ -117,22 +117,31 @@ func requestSpans(td ptrace.Traces, w spanWindow, emit func(svc, ep string, r *t
 	return t
 }
 
-// spanToRequest fills r from s, all but the names and the weight.
-func spanToRequest(s ptrace.Span, w spanWindow, r *telemetry.Request) (spanFault, bool) {
-	start, end := s.StartTimestamp(), s.EndTimestamp()
+// fault is why a request span with these times and ids is rejected, if
+// it is.
+func (w spanWindow) fault(start, end uint64, traceID [16]byte, spanID [8]byte) (spanFault, bool) {
 	switch {
 	case start == 0 || end == 0:
 		return faultTimestamp, true
-	case end <= start || end-start > pcommon.Timestamp(1<<63-1):
+	case end <= start || end-start > 1<<63-1:
 		return faultDuration, true
-	case uint64(start) < w.oldest:
+	case start < w.oldest:
 		return faultTooOld, true
-	case uint64(end) > w.newest:
+	case end > w.newest:
 		return faultInFuture, true
-	case s.TraceID().IsEmpty():
+	case traceID == [16]byte{}:
 		return faultTraceID, true
-	case s.SpanID().IsEmpty():
+	case spanID == [8]byte{}:
 		return faultSpanID, true
+	}
+	return 0, false
+}
+
+// spanToRequest fills r from s, all but the names and the weight.
+func spanToRequest(s ptrace.Span, w spanWindow, r *telemetry.Request) (spanFault, bool) {
+	start, end := s.StartTimestamp(), s.EndTimestamp()
+	if f, bad := w.fault(uint64(start), uint64(end), s.TraceID(), s.SpanID()); bad {
+		return f, true
 	}
 	*r = telemetry.Request{
 		Start:    start.AsTime(),

@@ -52,25 +52,35 @@ type agentFigures struct {
 }
 
 func measureAgent(b *testing.B) (agentFigures, error) {
+	return measureAgentUnder(b, nil, os.Getenv("SPIKEHUNT_BENCH_CPUPROFILE"), agentUDP, func(ctx context.Context, addr string) int {
+		return udpLoad(ctx, addr, 20000)
+	})
+}
+
+// measureAgentUnder runs the agent with extra flags under the load that
+// load sends to the address addrOf finds in its output, and measures it
+// over SPIKEHUNT_BENCH_SECONDS after a 2 s warm-up; profile, when not
+// empty, is where the agent's CPU profile over that time goes. load
+// returns how many requests (or spans) it sent.
+func measureAgentUnder(b *testing.B, extra []string, profile string, addrOf func(*agentProc) (string, error), load func(ctx context.Context, addr string) int) (agentFigures, error) {
 	secs := 30
 	if v, err := strconv.Atoi(os.Getenv("SPIKEHUNT_BENCH_SECONDS")); err == nil && v > 0 {
 		secs = v
 	}
 	k := testenv.SharedKafka(b)
-	profile := os.Getenv("SPIKEHUNT_BENCH_CPUPROFILE")
-	extra := []string{"--host-name", "bench-node", "--log-level", "warn", "--intake.otlp-grpc", "", "--intake.otlp-http", ""}
+	extra = append([]string{"--host-name", "bench-node", "--log-level", "warn", "--intake.otlp-grpc", "", "--intake.otlp-http", ""}, extra...)
 	if profile != "" {
 		extra = append(extra, "--debug.pprof")
 	}
 	p := startAgent(b, k.Brokers(), b.TempDir(), extra...)
-	udp, err := agentUDP(p)
+	addr, err := addrOf(p)
 	if err != nil {
 		return agentFigures{}, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(secs+2)*time.Second)
 	defer cancel()
 	sentCh := make(chan int, 1)
-	go func() { sentCh <- udpLoad(ctx, udp, 20000) }()
+	go func() { sentCh <- load(ctx, addr) }()
 	time.Sleep(2 * time.Second) // warm-up: connections, first batches
 	pid := p.cmd.Process.Pid
 	user0, sys0 := testenv.ProcCPU(pid)

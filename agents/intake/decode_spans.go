@@ -1,0 +1,919 @@
+package intake
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"sync"
+	"time"
+	"unicode/utf8"
+	"unsafe"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/spikehunt/spikehunt/agents/telemetry"
+)
+
+// The direct decoder: an ExportTraceServiceRequest in protobuf walked
+// once, field by field, into the request spans the agent keeps, without
+// pdata's object tree (a struct per span, per attribute and per value, and
+// a string per key: most of the OTLP intake's CPU and all of its garbage).
+//
+// The same walk prices the request as scanTraceRequest does (same span
+// count, same cost) and checks every field as pdata 1.70's unmarshaler
+// does (go.opentelemetry.io/collector/pdata/internal/generated_proto_*.go):
+// a known field of the wrong wire type, a truncated field, an id of the
+// wrong length. It is a fast path, not a second authority: on anything
+// that scanTraceRequest or pdata would refuse, and on what it does not
+// handle (groups, nesting past maxProtoDepth, more than
+// max_spans_per_request spans), it backs out having emitted nothing, and
+// the receiver runs the reference path on the message (scanTraceRequest,
+// then ptraceotlp), whose answer and drop reason are then the client's.
+// FuzzSpanDecoderMatchesPdata holds the two paths to the same requests,
+// tallies and shapes.
+//
+// Spans are not classified during the walk: a message may turn out
+// malformed after its first spans, and classifying moves the sampler and
+// the cardinality caps, which cannot be undone. The walk judges each
+// request span against the window of the receive time and keeps the valid
+// ones (pendingSpan) in the decoder's scratch, charged to the request's
+// budget hold before it grows; consumeDecoded classifies them once the
+// whole message has passed.
+
+// errBackOut is every reason the direct decoder gives up on a message.
+// It is never shown: the reference path judges the message again.
+var errBackOut = errors.New("otlp: not for the direct decoder")
+
+// pendingSpan is a valid request span as the walk found it: what
+// spanToRequest and the endpoint take from it.
+type pendingSpan struct {
+	start, end uint64
+	traceID    [16]byte
+	spanID     [8]byte
+	thread     uint32
+	resource   int32  // index into spanDecoder.services
+	status     string // spanStatus's answer
+	endpoint   []byte // cleaned; aliases the message unless cleanName had to change it
+}
+
+// fill sets r as spanToRequest would, all but the names and the weight.
+func (p *pendingSpan) fill(r *telemetry.Request) {
+	*r = telemetry.Request{
+		Start:    pcommon.Timestamp(p.start).AsTime(),
+		Duration: time.Duration(p.end - p.start),
+		Status:   p.status,
+		TraceID:  p.traceID,
+		SpanID:   p.spanID,
+		ThreadID: p.thread,
+	}
+}
+
+const pendingSpanBytes = int64(unsafe.Sizeof(pendingSpan{}))
+
+// spanDecoder decodes one message at a time; spanDecoders pools them.
+// After decode, services and spans alias the message: the caller must be
+// done with them (consumeDecoded) before the message's buffer is reused,
+// and put the decoder back with putSpanDecoder, which drops the aliases.
+type spanDecoder struct {
+	shape    requestShape
+	tally    spanTally // the spans that are not kept, and why
+	services [][]byte  // per resource spans, cleaned; unknownService when unnamed
+	spans    []pendingSpan
+
+	maxSpans int
+	window   spanWindow
+	hold     *budgetHold // charged before spans grows
+	scopes   [][]byte    // the current resource spans' scope_spans (2)
+	legacy   [][]byte    // and its instrumentation_library_spans (1000)
+	span     wireSpan
+}
+
+var spanDecoders = sync.Pool{New: func() any { return new(spanDecoder) }}
+
+// maxPooledSpans: a decoder whose scratch grew past this is left to the
+// GC, so the pool keeps no memory the budget does not see for long.
+const maxPooledSpans = 2048
+
+func getSpanDecoder() *spanDecoder { return spanDecoders.Get().(*spanDecoder) }
+
+func putSpanDecoder(d *spanDecoder) {
+	clear(d.spans)
+	clear(d.services)
+	clear(d.scopes[:cap(d.scopes)])
+	clear(d.legacy[:cap(d.legacy)])
+	d.spans, d.services = d.spans[:0], d.services[:0]
+	d.hold, d.span = nil, wireSpan{}
+	if cap(d.spans) > maxPooledSpans {
+		return
+	}
+	spanDecoders.Put(d)
+}
+
+// scratchBytes is what the decoder's span scratch holds.
+func (d *spanDecoder) scratchBytes() int64 { return int64(cap(d.spans)) * pendingSpanBytes }
+
+// decode walks msg, received when w was the window. On nil, d.shape is
+// msg's shape (as scanTraceRequest gives it, its cost raised to the
+// scratch when that is more), d.tally what requestSpans would count, and
+// d.spans the request spans it would emit, in its order. On errBackOut
+// nothing is decided: judge msg by the reference path. hold pays for the
+// scratch; it holds more afterwards either way, until the caller resizes
+// it.
+func (d *spanDecoder) decode(msg []byte, w spanWindow, maxSpans int, hold *budgetHold) (err error) {
+	d.shape = requestShape{cost: int64(len(msg))}
+	d.tally, d.window, d.maxSpans, d.hold = spanTally{}, w, maxSpans, hold
+	d.spans, d.services = d.spans[:0], d.services[:0]
+	if !hold.grow(d.scratchBytes()) {
+		return errBackOut
+	}
+	defer func() {
+		if recover() != nil { // a bug here must cost the fast path, not the agent
+			err = errBackOut
+		}
+		if err != nil {
+			d.spans, d.services = d.spans[:0], d.services[:0]
+		}
+	}()
+	d.shape.cost += decodedBytes[kindRequest]
+	for pos := 0; pos < len(msg); {
+		field, wire, p, err := d.tag(msg, pos, kindRequest)
+		if err != nil {
+			return err
+		}
+		if field == 1 { // resource_spans
+			var v []byte
+			if v, p, err = d.message(msg, p, wire); err != nil {
+				return err
+			}
+			if err := d.resourceSpans(v); err != nil {
+				return err
+			}
+		} else if p, err = d.skip(msg, p, wire); err != nil {
+			return err
+		}
+		pos = p
+	}
+	d.shape.cost = max(d.shape.cost, d.scratchBytes())
+	return nil
+}
+
+// Protobuf wire types.
+const (
+	wireVarint = 0
+	wireI64    = 1
+	wireLen    = 2
+	wireI32    = 5
+)
+
+// tag reads a field's tag in a message of kind k: pdata cuts the field
+// number to int32 and refuses it ≤ 0; a group's wire types back out
+// (scanTraceRequest refuses them, pdata skips them loosely). Every field
+// of an AnyValue is charged, as scanTraceRequest charges it. The one-byte
+// tags of every field OTLP defines but a span's flags take the inlined
+// path.
+func (d *spanDecoder) tag(buf []byte, pos int, k msgKind) (field int32, wire int, _ int, _ error) {
+	if pos < len(buf) && k != kindAnyValue {
+		if t := buf[pos]; t < 0x80 && t >= 8 && plainWire[t&7] {
+			return int32(t >> 3), int(t & 7), pos + 1, nil
+		}
+	}
+	return d.tagSlow(buf, pos, k)
+}
+
+// plainWire holds the wire types OTLP uses: no groups, no 6 or 7.
+var plainWire = [8]bool{wireVarint: true, wireI64: true, wireLen: true, wireI32: true}
+
+func (d *spanDecoder) tagSlow(buf []byte, pos int, k msgKind) (field int32, wire int, _ int, _ error) {
+	if len(buf)-pos >= 2 && buf[pos] >= 0x80 && buf[pos+1] < 0x80 { // fields 16–2047: a span's flags
+		v := uint64(buf[pos]&0x7f) | uint64(buf[pos+1])<<7
+		field, wire, pos = int32(v>>3), int(v&7), pos+2
+	} else {
+		v, n := consumeVarint(buf[pos:])
+		if n < 0 {
+			return 0, 0, 0, errBackOut
+		}
+		field, wire, pos = int32(v>>3), int(v&7), pos+n
+	}
+	if field <= 0 || !plainWire[wire] {
+		return 0, 0, 0, errBackOut
+	}
+	if k == kindAnyValue {
+		d.shape.cost += anyValueFieldBytes
+	}
+	return field, wire, pos, nil
+}
+
+// varint reads a varint field's value; wire must say varint.
+func varint(buf []byte, pos, wire int) (uint64, int, error) {
+	if wire == wireVarint && pos < len(buf) && buf[pos] < 0x80 {
+		return uint64(buf[pos]), pos + 1, nil
+	}
+	return varintSlow(buf, pos, wire)
+}
+
+func varintSlow(buf []byte, pos, wire int) (uint64, int, error) {
+	if wire != wireVarint {
+		return 0, 0, errBackOut
+	}
+	v, n := consumeVarint(buf[pos:])
+	if n < 0 {
+		return 0, 0, errBackOut
+	}
+	return v, pos + n, nil
+}
+
+// fixed64 reads an I64 field's value.
+func fixed64(buf []byte, pos, wire int) (uint64, int, error) {
+	if wire != wireI64 || len(buf)-pos < 8 {
+		return 0, 0, errBackOut
+	}
+	return binary.LittleEndian.Uint64(buf[pos:]), pos + 8, nil
+}
+
+// message reads a length-delimited field (a message, string or bytes)
+// and charges it as scanTraceRequest does.
+func (d *spanDecoder) message(buf []byte, pos, wire int) ([]byte, int, error) {
+	if wire == wireLen && pos < len(buf) && buf[pos] < 0x80 {
+		if end := pos + 1 + int(buf[pos]); end <= len(buf) {
+			d.shape.cost += lenFieldBytes
+			return buf[pos+1 : end], end, nil
+		}
+	}
+	return d.messageSlow(buf, pos, wire)
+}
+
+func (d *spanDecoder) messageSlow(buf []byte, pos, wire int) ([]byte, int, error) {
+	if wire != wireLen {
+		return nil, 0, errBackOut
+	}
+	l, n := consumeVarint(buf[pos:])
+	if n < 0 || l > uint64(len(buf)-pos-n) {
+		return nil, 0, errBackOut
+	}
+	pos += n
+	d.shape.cost += lenFieldBytes
+	end := pos + int(l)
+	return buf[pos:end], end, nil
+}
+
+// skip passes over a field the message does not define.
+func (d *spanDecoder) skip(buf []byte, pos, wire int) (int, error) {
+	var err error
+	switch wire {
+	case wireVarint:
+		_, pos, err = varint(buf, pos, wire)
+	case wireI64:
+		_, pos, err = fixed64(buf, pos, wire)
+	case wireLen:
+		_, pos, err = d.message(buf, pos, wire)
+	case wireI32:
+		if len(buf)-pos < 4 {
+			return 0, errBackOut
+		}
+		pos += 4
+	}
+	return pos, err
+}
+
+// enter charges a message of kind k at depth and refuses what is nested
+// too deep.
+func (d *spanDecoder) enter(k msgKind, depth int) error {
+	if depth > maxProtoDepth {
+		return errBackOut
+	}
+	d.shape.cost += decodedBytes[k]
+	return nil
+}
+
+// resourceSpans decodes a ResourceSpans (depth 2). Its resource may come
+// after its spans on the wire, so the first loop reads the resource and
+// gathers the scope spans, and the spans are decoded after it.
+func (d *spanDecoder) resourceSpans(buf []byte) error {
+	if err := d.enter(kindResourceSpans, 2); err != nil {
+		return err
+	}
+	var service firstAttr
+	d.scopes, d.legacy = d.scopes[:0], d.legacy[:0]
+	for pos := 0; pos < len(buf); {
+		field, wire, p, err := d.tag(buf, pos, kindResourceSpans)
+		if err != nil {
+			return err
+		}
+		switch field {
+		case 1, 2, 3, deprecatedScopeSpans: // resource, scope_spans, schema_url, instrumentation_library_spans
+			var v []byte
+			if v, p, err = d.message(buf, p, wire); err != nil {
+				return err
+			}
+			switch field {
+			case 1:
+				err = d.resource(v, &service)
+			case 2:
+				d.scopes = append(d.scopes, v)
+			case deprecatedScopeSpans:
+				d.legacy = append(d.legacy, v)
+			}
+			if err != nil {
+				return err
+			}
+		default:
+			if p, err = d.skip(buf, p, wire); err != nil {
+				return err
+			}
+		}
+		pos = p
+	}
+	// ptraceotlp moves instrumentation_library_spans (OTLP before 0.15)
+	// to scope_spans when there are none, and drops them otherwise.
+	emit, drop := d.scopes, d.legacy
+	if len(emit) == 0 {
+		emit, drop = drop, nil
+	}
+	res := int32(len(d.services))
+	svc := unknownServiceBytes
+	if v := service.str(); len(v) > 0 {
+		svc = cleanNameBytes(v)
+	}
+	d.services = append(d.services, svc)
+	for _, sc := range emit {
+		if err := d.scopeSpans(sc, res, true); err != nil {
+			return err
+		}
+	}
+	for _, sc := range drop {
+		if err := d.scopeSpans(sc, res, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resource decodes a Resource (depth 3) for its service.name; a repeated
+// resource field merges into the one before, as in pdata.
+func (d *spanDecoder) resource(buf []byte, service *firstAttr) error {
+	if err := d.enter(kindResource, 3); err != nil {
+		return err
+	}
+	for pos := 0; pos < len(buf); {
+		field, wire, p, err := d.tag(buf, pos, kindResource)
+		if err != nil {
+			return err
+		}
+		switch field {
+		case 1: // attributes
+			var v []byte
+			if v, p, err = d.message(buf, p, wire); err != nil {
+				return err
+			}
+			key, val, err := d.keyValue(v, 4)
+			if err != nil {
+				return err
+			}
+			if string(key) == attrServiceName {
+				service.offer(val)
+			}
+		case 2: // dropped_attributes_count
+			_, p, err = varint(buf, p, wire)
+		case 3: // entity_refs
+			var v []byte
+			if v, p, err = d.message(buf, p, wire); err == nil {
+				err = d.check(v, &wireEntityRef, 4)
+			}
+		default:
+			p, err = d.skip(buf, p, wire)
+		}
+		if err != nil {
+			return err
+		}
+		pos = p
+	}
+	return nil
+}
+
+// scopeSpans decodes a ScopeSpans (depth 3) of resource res; with keep
+// false its spans are checked and counted but not kept (pdata drops them).
+func (d *spanDecoder) scopeSpans(buf []byte, res int32, keep bool) error {
+	if err := d.enter(kindScopeSpans, 3); err != nil {
+		return err
+	}
+	for pos := 0; pos < len(buf); {
+		field, wire, p, err := d.tag(buf, pos, kindScopeSpans)
+		if err != nil {
+			return err
+		}
+		switch field {
+		case 1, 2, 3: // scope, spans, schema_url
+			var v []byte
+			if v, p, err = d.message(buf, p, wire); err != nil {
+				return err
+			}
+			switch field {
+			case 1:
+				err = d.check(v, &wireScope, 4)
+			case 2:
+				if d.shape.spans++; d.shape.spans > d.maxSpans {
+					return errBackOut // the reference path refuses it, counted
+				}
+				if err = d.span.decode(d, v); err == nil && keep {
+					err = d.keep(res)
+				}
+			}
+			if err != nil {
+				return err
+			}
+		default:
+			if p, err = d.skip(buf, p, wire); err != nil {
+				return err
+			}
+		}
+		pos = p
+	}
+	return nil
+}
+
+// keep files d.span, of resource res, as requestSpans would: ignored
+// when it is not a request, invalid, or kept for consumeDecoded (its
+// scratch paid for from the hold first).
+func (d *spanDecoder) keep(res int32) error {
+	s := &d.span
+	if s.kind != spanKindServer && (s.kind != spanKindUnspecified || s.hasParent) {
+		d.tally.ignored++
+		return nil
+	}
+	if f, bad := d.window.fault(s.start, s.end, s.traceID, s.spanID); bad {
+		d.tally.invalid[f]++
+		return nil
+	}
+	if len(d.spans) == cap(d.spans) {
+		n := max(64, 2*cap(d.spans))
+		if !d.hold.grow(int64(n-cap(d.spans)) * pendingSpanBytes) {
+			return errBackOut
+		}
+		grown := make([]pendingSpan, len(d.spans), n)
+		copy(grown, d.spans)
+		clear(d.spans)
+		d.spans = grown
+	}
+	ep := s.name
+	if v := s.route.str(); len(v) > 0 {
+		ep = v
+	}
+	if len(ep) == 0 {
+		ep = unknownEndpointBytes
+	}
+	p := pendingSpan{
+		start: s.start, end: s.end, traceID: s.traceID, spanID: s.spanID,
+		resource: res, status: s.status(), endpoint: cleanNameBytes(ep),
+	}
+	if s.thread.found {
+		if id, ok := s.thread.v.asInt(); ok && id >= 0 && id <= math.MaxUint32 {
+			p.thread = uint32(id)
+		}
+	}
+	d.spans = append(d.spans, p)
+	return nil
+}
+
+// OTLP enum values (trace.proto) that decide a span's fate.
+const (
+	spanKindUnspecified = 0
+	spanKindServer      = 2
+	statusCodeOK        = 1
+	statusCodeError     = 2
+)
+
+// wireSpan is one Span as the walk reads it: the fields a request needs,
+// aliasing the message.
+type wireSpan struct {
+	traceID                [16]byte
+	spanID                 [8]byte
+	hasParent              bool // a parent span id other than all zeros
+	name                   []byte
+	kind                   int32
+	start, end             uint64
+	statusCode             int32
+	route, thread          firstAttr
+	httpStatus, httpLegacy firstAttr
+}
+
+// decode reads a Span (depth 4). Scalars that repeat take the last
+// value, and a repeated status merges, as in pdata.
+func (s *wireSpan) decode(d *spanDecoder, buf []byte) error {
+	if err := d.enter(kindSpan, 4); err != nil {
+		return err
+	}
+	*s = wireSpan{}
+	var parent [8]byte
+	for pos := 0; pos < len(buf); {
+		field, wire, p, err := d.tag(buf, pos, kindSpan)
+		if err != nil {
+			return err
+		}
+		var v []byte
+		var n uint64
+		switch field {
+		case 1: // trace_id
+			if v, p, err = d.message(buf, p, wire); err == nil {
+				err = setID(s.traceID[:], v)
+			}
+		case 2: // span_id
+			if v, p, err = d.message(buf, p, wire); err == nil {
+				err = setID(s.spanID[:], v)
+			}
+		case 4: // parent_span_id
+			if v, p, err = d.message(buf, p, wire); err == nil {
+				err = setID(parent[:], v)
+			}
+		case 3: // trace_state
+			_, p, err = d.message(buf, p, wire)
+		case 5: // name
+			s.name, p, err = d.message(buf, p, wire)
+		case 6: // kind
+			n, p, err = varint(buf, p, wire)
+			s.kind = int32(n)
+		case 7: // start_time_unix_nano
+			s.start, p, err = fixed64(buf, p, wire)
+		case 8: // end_time_unix_nano
+			s.end, p, err = fixed64(buf, p, wire)
+		case 9: // attributes
+			if v, p, err = d.message(buf, p, wire); err != nil {
+				return err
+			}
+			key, val, err := d.keyValue(v, 5)
+			if err != nil {
+				return err
+			}
+			switch string(key) {
+			case attrHTTPRoute:
+				s.route.offer(val)
+			case attrThreadID:
+				s.thread.offer(val)
+			case attrHTTPStatus:
+				s.httpStatus.offer(val)
+			case attrHTTPStatusLegacy:
+				s.httpLegacy.offer(val)
+			}
+		case 10, 12, 14: // dropped attributes, events, links counts
+			_, p, err = varint(buf, p, wire)
+		case 11: // events
+			if v, p, err = d.message(buf, p, wire); err == nil {
+				err = d.check(v, &wireEvent, 5)
+			}
+		case 13: // links
+			if v, p, err = d.message(buf, p, wire); err == nil {
+				err = d.check(v, &wireLink, 5)
+			}
+		case 15: // status
+			if v, p, err = d.message(buf, p, wire); err == nil {
+				err = s.decodeStatus(d, v)
+			}
+		case 16: // flags
+			if wire != wireI32 {
+				return errBackOut
+			}
+			p, err = d.skip(buf, p, wire)
+		default:
+			p, err = d.skip(buf, p, wire)
+		}
+		if err != nil {
+			return err
+		}
+		pos = p
+	}
+	s.hasParent = parent != [8]byte{}
+	return nil
+}
+
+// setID copies an id field: pdata takes it empty (all zeros) or of
+// exactly its length.
+func setID(id, v []byte) error {
+	switch len(v) {
+	case 0:
+		clear(id)
+	case len(id):
+		copy(id, v)
+	default:
+		return errBackOut
+	}
+	return nil
+}
+
+// decodeStatus applies a Status (depth 5).
+func (s *wireSpan) decodeStatus(d *spanDecoder, buf []byte) error {
+	if err := d.enter(kindStatus, 5); err != nil {
+		return err
+	}
+	for pos := 0; pos < len(buf); {
+		field, wire, p, err := d.tag(buf, pos, kindStatus)
+		if err != nil {
+			return err
+		}
+		switch field {
+		case 2: // message
+			_, p, err = d.message(buf, p, wire)
+		case 3: // code
+			var n uint64
+			n, p, err = varint(buf, p, wire)
+			s.statusCode = int32(n)
+		default:
+			p, err = d.skip(buf, p, wire)
+		}
+		if err != nil {
+			return err
+		}
+		pos = p
+	}
+	return nil
+}
+
+// status is spanStatus for a decoded span.
+func (s *wireSpan) status() string {
+	for _, a := range [...]*firstAttr{&s.httpStatus, &s.httpLegacy} {
+		if !a.found {
+			continue
+		}
+		switch a.v.kind {
+		case attrInt:
+			return statusText(a.v.num)
+		case attrStr:
+			if c, ok := parseInt64(a.v.str); ok {
+				return statusText(c)
+			}
+		}
+	}
+	switch s.statusCode {
+	case statusCodeOK:
+		return "OK"
+	case statusCodeError:
+		return "ERROR"
+	}
+	return "UNSET"
+}
+
+// attrValue is what an attribute's AnyValue resolved to, as far as the
+// agent cares: a string, an int, or any other type (or none), which
+// pcommon reads as "" and 0 alike.
+type attrValue struct {
+	kind attrKind
+	str  []byte // kind attrStr; aliases the message
+	num  int64  // kind attrInt
+}
+
+type attrKind uint8
+
+const (
+	attrOther attrKind = iota
+	attrStr
+	attrInt
+)
+
+// asInt is attrUint32's reading before the range check: an int, or a
+// decimal string.
+func (v attrValue) asInt() (int64, bool) {
+	switch v.kind {
+	case attrInt:
+		return v.num, true
+	case attrStr:
+		return parseInt64(v.str)
+	}
+	return 0, false
+}
+
+// parseInt64 is strconv.ParseInt(string(b), 10, 64) without making the
+// string: an optional sign, then decimal digits only.
+func parseInt64(b []byte) (int64, bool) {
+	neg := false
+	if len(b) > 0 && (b[0] == '+' || b[0] == '-') {
+		neg, b = b[0] == '-', b[1:]
+	}
+	if len(b) == 0 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' || n > (1<<63)/10 {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	switch {
+	case !neg && n <= math.MaxInt64:
+		return int64(n), true
+	case neg && n <= 1<<63:
+		return int64(-n), true // -(1<<63) wraps to itself, which is right
+	}
+	return 0, false
+}
+
+// firstAttr is an attribute looked up as pcommon.Map.Get does: the first
+// one with the key counts.
+type firstAttr struct {
+	found bool
+	v     attrValue
+}
+
+func (a *firstAttr) offer(v attrValue) {
+	if !a.found {
+		a.found, a.v = true, v
+	}
+}
+
+// str is the value when it is a string, else nil (pcommon's Str()).
+func (a *firstAttr) str() []byte {
+	if a.found && a.v.kind == attrStr {
+		return a.v.str
+	}
+	return nil
+}
+
+// keyValue decodes a KeyValue at depth: its key (the last key field, as
+// in pdata) and value. key aliases buf.
+func (d *spanDecoder) keyValue(buf []byte, depth int) (key []byte, v attrValue, err error) {
+	if err := d.enter(kindKeyValue, depth); err != nil {
+		return nil, v, err
+	}
+	for pos := 0; pos < len(buf); {
+		field, wire, p, err := d.tag(buf, pos, kindKeyValue)
+		if err != nil {
+			return nil, v, err
+		}
+		switch field {
+		case 1: // key
+			key, p, err = d.message(buf, p, wire)
+		case 2: // value; a repeated one merges into the one before
+			var m []byte
+			if m, p, err = d.message(buf, p, wire); err == nil {
+				err = d.anyValue(m, &v, depth+1)
+			}
+		case 3: // key_strindex
+			_, p, err = varint(buf, p, wire)
+		default:
+			p, err = d.skip(buf, p, wire)
+		}
+		if err != nil {
+			return nil, v, err
+		}
+		pos = p
+	}
+	return key, v, nil
+}
+
+// anyValue applies an AnyValue at depth to v: the last of its oneof
+// fields wins.
+func (d *spanDecoder) anyValue(buf []byte, v *attrValue, depth int) error {
+	if err := d.enter(kindAnyValue, depth); err != nil {
+		return err
+	}
+	for pos := 0; pos < len(buf); {
+		field, wire, p, err := d.tag(buf, pos, kindAnyValue)
+		if err != nil {
+			return err
+		}
+		switch field {
+		case 1: // string_value
+			var s []byte
+			if s, p, err = d.message(buf, p, wire); err == nil {
+				*v = attrValue{kind: attrStr, str: s}
+			}
+		case 3: // int_value
+			var n uint64
+			if n, p, err = varint(buf, p, wire); err == nil {
+				*v = attrValue{kind: attrInt, num: int64(n)}
+			}
+		default: // bool, double, array, kvlist, bytes, string_value_strindex: checked, not read
+			p, err = d.checkField(buf, p, field, wire, &wireAnyValue, depth)
+			if field <= 8 {
+				*v = attrValue{}
+			}
+		}
+		if err != nil {
+			return err
+		}
+		pos = p
+	}
+	return nil
+}
+
+// wireKind is what a field of a message must be on the wire, for the
+// messages the decoder only checks and prices (wireSchema).
+type wireKind uint8
+
+const (
+	wireUnknown wireKind = iota // not a field of the message: skipped
+	wireIsVarint
+	wireIsI64
+	wireIsI32
+	wireIsBytes   // string or bytes
+	wireIsStrings // a repeated string, priced as scanTraceRequest prices one
+	wireIsID16    // a trace id: empty or 16 bytes
+	wireIsID8     // a span id: empty or 8 bytes
+	wireIsMessage // a nested message of schema msg
+)
+
+type wireField struct {
+	kind wireKind
+	msg  *wireSchema
+}
+
+// wireSchema is a message's fields by number, as pdata 1.70 defines them
+// (opentelemetry-proto common.proto, resource.proto and trace.proto);
+// numbers past the list are unknown.
+type wireSchema struct {
+	kind   msgKind
+	fields []wireField
+}
+
+var (
+	wireAnyValue, wireKeyValue, wireArrayValue, wireKeyValueList wireSchema
+	wireScope, wireEntityRef, wireEvent, wireLink                wireSchema
+)
+
+func init() {
+	msg := func(s *wireSchema) wireField { return wireField{wireIsMessage, s} }
+	is := func(k wireKind) wireField { return wireField{kind: k} }
+	none := wireField{}
+	wireAnyValue = wireSchema{kindAnyValue, []wireField{none,
+		is(wireIsBytes), is(wireIsVarint), is(wireIsVarint), is(wireIsI64), // string, bool, int, double
+		msg(&wireArrayValue), msg(&wireKeyValueList), is(wireIsBytes), is(wireIsVarint)}} // array, kvlist, bytes, string_value_strindex
+	wireKeyValue = wireSchema{kindKeyValue, []wireField{none, is(wireIsBytes), msg(&wireAnyValue), is(wireIsVarint)}}
+	wireArrayValue = wireSchema{kindArrayValue, []wireField{none, msg(&wireAnyValue)}}
+	wireKeyValueList = wireSchema{kindKeyValueList, []wireField{none, msg(&wireKeyValue)}}
+	wireScope = wireSchema{kindScope, []wireField{none, is(wireIsBytes), is(wireIsBytes), msg(&wireKeyValue), is(wireIsVarint)}}
+	wireEntityRef = wireSchema{kindEntityRef, []wireField{none, is(wireIsBytes), is(wireIsBytes), is(wireIsStrings), is(wireIsStrings)}}
+	wireEvent = wireSchema{kindEvent, []wireField{none, is(wireIsI64), is(wireIsBytes), msg(&wireKeyValue), is(wireIsVarint)}}
+	wireLink = wireSchema{kindLink, []wireField{none, is(wireIsID16), is(wireIsID8), is(wireIsBytes), msg(&wireKeyValue), is(wireIsVarint), is(wireIsI32)}}
+}
+
+// check walks buf as a message of schema s at depth: priced, and refused
+// where pdata refuses it.
+func (d *spanDecoder) check(buf []byte, s *wireSchema, depth int) error {
+	if err := d.enter(s.kind, depth); err != nil {
+		return err
+	}
+	for pos := 0; pos < len(buf); {
+		field, wire, p, err := d.tag(buf, pos, s.kind)
+		if err != nil {
+			return err
+		}
+		if pos, err = d.checkField(buf, p, field, wire, s, depth); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkField checks the value at pos of field of a schema-s message at
+// depth and returns the position after it.
+func (d *spanDecoder) checkField(buf []byte, pos int, field int32, wire int, s *wireSchema, depth int) (int, error) {
+	f := wireField{}
+	if int(field) < len(s.fields) {
+		f = s.fields[field]
+	}
+	var err error
+	switch f.kind {
+	case wireUnknown:
+		return d.skip(buf, pos, wire)
+	case wireIsVarint:
+		_, pos, err = varint(buf, pos, wire)
+		return pos, err
+	case wireIsI64:
+		_, pos, err = fixed64(buf, pos, wire)
+		return pos, err
+	case wireIsI32:
+		if wire != wireI32 {
+			return 0, errBackOut
+		}
+		return d.skip(buf, pos, wire)
+	}
+	v, pos, err := d.message(buf, pos, wire)
+	if err != nil {
+		return 0, err
+	}
+	switch f.kind {
+	case wireIsStrings:
+		d.shape.cost += decodedBytes[kindStrings]
+	case wireIsID16, wireIsID8:
+		if n := len(v); n != 0 && n != 16 && f.kind == wireIsID16 || n != 0 && n != 8 && f.kind == wireIsID8 {
+			return 0, errBackOut
+		}
+	case wireIsMessage:
+		err = d.check(v, f.msg, depth+1)
+	}
+	return pos, err
+}
+
+// unknownServiceBytes and unknownEndpointBytes are the stand-ins as
+// bytes: classify's lookups with them make no garbage.
+var (
+	unknownServiceBytes  = []byte(unknownService)
+	unknownEndpointBytes = []byte(unknownEndpoint)
+)
+
+// cleanNameBytes is cleanName for a name still in the message. It
+// allocates only for invalid UTF-8.
+func cleanNameBytes(b []byte) []byte {
+	if !utf8.Valid(b) {
+		return []byte(cleanName(string(b)))
+	}
+	return cutName(b)
+}
