@@ -87,7 +87,13 @@ func BenchmarkPeersDetect(b *testing.B) {
 				scores = append(scores, ScoreFlags(res.Truth, m, br.Flags[m], br.Fleet, cfg.Start, end))
 			}
 			for _, s := range scores {
-				row := fmt.Sprintf("%s\t%s\t%.3f\t%.3f\t%d/%d\t%d\t%s\t%s\t", r.name, s.Method, s.Windows.Recall(), s.Windows.Precision(),
+				// Precision is 1 by convention when nothing was raised
+				// (the BENCH line keeps it); the table says "-".
+				precision := "-"
+				if s.Windows.Detected > 0 {
+					precision = fmt.Sprintf("%.3f", s.Windows.Precision())
+				}
+				row := fmt.Sprintf("%s\t%s\t%.3f\t%s\t%d/%d\t%d\t%s\t%s\t", r.name, s.Method, s.Windows.Recall(), precision,
 					s.Windows.HostsFound, s.Windows.HostsTruth, s.Alerts, s.Pattern, strings.Join(s.Classes, ","))
 				fmt.Fprintln(tw, row)
 				b.Log(strings.ReplaceAll(row, "\t", "  "))
