@@ -43,10 +43,12 @@ func BaselineMethods() []string { return Methods()[1:] }
 //     on the healthy fleet's own tail).
 //   - madTolerance and madScale: Datadog's outlier monitor with MAD flags
 //     a member more than tolerance × MAD from the median of its group;
-//     3.0 is the tolerance its documentation offers for a member
-//     "clearly apart", and the MAD is scaled by 1.4826, which makes it a
-//     standard deviation on a normal body. Only the slow side alerts:
-//     a host faster than its peers is not an incident.
+//     3.0 is the strictest of the tolerances its monitor form offers
+//     (0.33, 1.0, 3.0), the one to pick on a fleet of hundreds, and the
+//     MAD is scaled by 1.4826, the usual constant that makes it a standard
+//     deviation on a normal body (an unscaled MAD would flag more). Only
+//     the slow side alerts: a host faster than its peers is not an
+//     incident.
 //   - madMinHosts: the monitor needs a group of three or more.
 const (
 	alertHeadroom  = 1.5
