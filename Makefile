@@ -6,7 +6,7 @@ GO ?= go
 # Install locations of the pinned components (SPIKEHUNT_LIBCHDB, KUBEBUILDER_ASSETS, …).
 $(foreach kv,$(shell deps/install.sh env 2>/dev/null),$(eval export $(kv)))
 
-.PHONY: all deps deps-demo build install demo eval eval-variants test e2e e2e-cluster cluster-test vet fmt-check cross manifests bench bench-store bench-store-mode bench-agent bench-ingest bench-detect bench-operator bench-dashboards bench-hardening bench-peers bench-peers-agent bench-peers-ingest dashboards fuzz clean
+.PHONY: all deps deps-demo build install demo eval eval-variants test e2e e2e-cluster cluster-test vet fmt-check cross manifests bench bench-store bench-store-mode bench-agent bench-ingest bench-detect bench-operator bench-dashboards bench-hardening bench-peers bench-peers-agent bench-peers-ingest bench-peers-detect dashboards fuzz clean
 .PHONY: chart-sync helm-lint images deps-images
 
 all: build
@@ -226,7 +226,7 @@ bench-hardening: deps
 # spikehunt against what a user would run instead, same load, same machine,
 # same Kafka (docs/benchmarks.md); not part of `make bench` or `make test`.
 # spikehunt against its peers (docs/benchmarks.md), not part of make bench.
-bench-peers: bench-peers-agent bench-peers-ingest ## every peers benchmark (docs/benchmarks.md)
+bench-peers: bench-peers-agent bench-peers-ingest bench-peers-detect ## every peers benchmark (docs/benchmarks.md)
 
 # The node agent: spikehunt-agent and the stock Collector as a node agent
 # (tests/peers/testdata/collector-node-agent.yaml) in turn under one
@@ -243,6 +243,14 @@ bench-peers-agent: ## spikehunt-agent vs the Collector node agent, and a samplin
 bench-detect: deps-demo
 	SPIKEHUNT_BENCH_HOSTS=1000 SPIKEHUNT_BENCH_HOURS=24 BENCHTIME=1x tests/bench.sh detect ./pipelines/detect -- -bench '^BenchmarkDetectFullPass$$' -timeout 60m
 	BENCHTIME=1x tests/bench.sh detect-delay ./pipelines/eval -- -bench '^BenchmarkDetectionDelay$$' -timeout 60m
+
+# Detection against the rules users write today (docs/benchmarks.md): every
+# eval scenario and variant once, spikehunt's windows and patterns beside a
+# fleet p99 alert, a per-host p99 alert and a MAD outlier rule across hosts,
+# all over the same stored requests; a table per run and method, and
+# BENCH peers.detect_recall_<method> / _precision_<method> on thousand-spikes.
+bench-peers-detect: deps-demo
+	BENCHTIME=1x tests/bench.sh peers-detect ./pipelines/eval -- -bench '^BenchmarkPeersDetect$$' -timeout 120m
 
 # Every dashboard panel's query over 24 h × 300 hosts on the embedded engine;
 # prints the slowest (target ≤ 1,000 ms).

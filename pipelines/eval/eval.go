@@ -23,6 +23,7 @@ type Result struct {
 	// name the truth's class (or none). WrongPasses counts passes, at any
 	// time, that reported a pattern the truth does not have.
 	Classes     []string
+	Patterns    []detect.Pattern
 	ClassRight  bool
 	WrongPasses int
 	Passes      int
@@ -106,7 +107,7 @@ func RunScenario(ctx context.Context, st store.Store, cfg sim.Config, opt Option
 		}
 	}
 	res.Detect = time.Since(began)
-	res.Classes = Classes(patterns)
+	res.Classes, res.Patterns = Classes(patterns), patterns
 	res.ClassRight = ClassRight(truth, patterns)
 
 	got, err := storedSpikes(ctx, st, cfg.Service)

@@ -23,6 +23,9 @@ const overlapSlack = 2 * time.Second
 type WindowScore struct {
 	Truth, Detected int
 	Found, Right    int
+	// HostsTruth are the hosts with truth windows; HostsFound those of
+	// them with at least one truth window found.
+	HostsTruth, HostsFound int
 }
 
 // Recall is Found / Truth (1 when there is nothing to find).
@@ -49,7 +52,11 @@ func ScoreWindows(truth []sim.Window, got []detect.SpikeWindow) WindowScore {
 		sort.Slice(ws, func(i, j int) bool { return ws[i].Start.Before(ws[j].Start) })
 	}
 	right := map[*detect.SpikeWindow]bool{}
+	hosts := map[string]bool{}
 	for _, t := range truth {
+		if _, ok := hosts[t.Host]; !ok {
+			hosts[t.Host] = false
+		}
 		ws := byHost[t.Host]
 		// The first detected window that ends after the truth starts.
 		i := sort.Search(len(ws), func(i int) bool { return ws[i].End.Add(overlapSlack).After(t.Start) })
@@ -60,9 +67,16 @@ func ScoreWindows(truth []sim.Window, got []detect.SpikeWindow) WindowScore {
 		}
 		if found {
 			s.Found++
+			hosts[t.Host] = true
 		}
 	}
 	s.Right = len(right)
+	s.HostsTruth = len(hosts)
+	for _, f := range hosts {
+		if f {
+			s.HostsFound++
+		}
+	}
 	return s
 }
 
@@ -170,4 +184,90 @@ func Classes(ps []detect.Pattern) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// MethodScore is one detection method's score on one run, spikehunt's
+// or a baseline rule's (baselines.go), for the side-by-side table of
+// make bench-peers-detect.
+type MethodScore struct {
+	Method  string
+	Windows WindowScore
+	// Alerts is how many windows the method raised: spike windows, or a
+	// rule's flagged minutes (a fleet minute counts once).
+	Alerts int
+	// Pattern is PatternVerdict of the patterns the method's windows show;
+	// Classes names them.
+	Pattern string
+	Classes []string
+}
+
+// Pattern verdicts: whether a method's output shows the truth's fleet
+// pattern.
+const (
+	PatternSeen   = "seen"   // a pattern of the truth's class (modifiers aside)
+	PatternMissed = "missed" // no pattern where the truth has one
+	PatternWrong  = "wrong"  // only patterns of another class, or one where the truth has none
+	PatternNone   = "-"      // no pattern to see, and none claimed
+)
+
+// PatternVerdict judges patterns by class alone: "could the recurrence be
+// seen at all", the hw-class-skewed modifier aside (ClassRight holds
+// spikehunt to the modifiers too).
+func PatternVerdict(tr sim.Truth, got []detect.Pattern) string {
+	for _, p := range got {
+		if tr.Class != "" && p.Class == tr.Class {
+			return PatternSeen
+		}
+	}
+	switch {
+	case len(got) > 0:
+		return PatternWrong
+	case tr.Class != "":
+		return PatternMissed
+	}
+	return PatternNone
+}
+
+// ScoreSpikehunt is a run's score in the same terms as a baseline's.
+func ScoreSpikehunt(r Result) MethodScore {
+	return MethodScore{Method: MethodSpikehunt, Windows: r.Windows, Alerts: r.Windows.Detected,
+		Pattern: PatternVerdict(r.Truth, r.Patterns), Classes: r.Classes}
+}
+
+// ScoreFlags scores a baseline rule's flags with spikehunt's scoring:
+// each flag is a spike window of one minute on its host, and a fleet flag
+// (Host "") one on every host of fleet, since that is all the alert says.
+// A fleet flag names no host, so it finds none: HostsFound counts only
+// the hosts of flags that name one. The pattern is what Classify, the
+// detector's own pure classifier, makes of the flagged minutes over
+// [from, to): whether the recurrence could be seen in the rule's output
+// at all, by the best reading of it that spikehunt knows.
+func ScoreFlags(tr sim.Truth, method string, flags []Flag, fleet map[string]string, from, to time.Time) MethodScore {
+	var all, named []detect.SpikeWindow
+	starts := map[string][]time.Time{}
+	for _, f := range flags {
+		w := detect.SpikeWindow{Host: f.Host, Start: f.Minute, End: f.Minute.Add(time.Minute)}
+		if f.Host != "" {
+			named = append(named, w)
+			all = append(all, w)
+			starts[f.Host] = append(starts[f.Host], f.Minute)
+			continue
+		}
+		for h := range fleet {
+			w.Host = h
+			all = append(all, w)
+			starts[h] = append(starts[h], f.Minute)
+		}
+	}
+	s := MethodScore{Method: method, Windows: ScoreWindows(tr.Windows, all), Alerts: len(flags)}
+	s.Windows.HostsFound = ScoreWindows(tr.Windows, named).HostsFound
+
+	fs := detect.FleetSpikes{LookbackStart: from, LookbackEnd: to, Fleet: fleet}
+	for h, st := range starts {
+		fs.Hosts = append(fs.Hosts, detect.HostSpikes{Host: h, HWClass: fleet[h], Starts: st})
+	}
+	sort.Slice(fs.Hosts, func(i, j int) bool { return fs.Hosts[i].Host < fs.Hosts[j].Host })
+	ps := detect.Classify(fs, detect.PatternConfig{Lookback: to.Sub(from)})
+	s.Pattern, s.Classes = PatternVerdict(tr, ps), Classes(ps)
+	return s
 }
