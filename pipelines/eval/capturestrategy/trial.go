@@ -257,6 +257,10 @@ func Run(cfg Config) (Trial, error) {
 		if !dec.RequeueAt.IsZero() && dec.RequeueAt.Before(nextReq) {
 			nextReq = dec.RequeueAt
 		}
+		if len(dec.Expire) > 0 {
+			// The Expired phase is a Capture event the controller watches.
+			nextReq = now.Add(time.Second)
+		}
 	}
 
 	first := map[string]time.Time{}
