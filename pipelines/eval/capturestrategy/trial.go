@@ -251,7 +251,7 @@ func Run(cfg Config) (Trial, error) {
 			}
 		}
 		inbox = slices.DeleteFunc(inbox, func(p pending) bool {
-			return !in.Trigger.Matches(p.alert) || armed[p.alert.ID] >= in.Trigger.ExtraNodes
+			return !in.Trigger.Matches(p.alert) || armed[p.alert.ID] >= max(in.Trigger.ExtraNodes, dec.Wants[p.alert.ID])
 		})
 		nextReq = now.Add(time.Hour) // the controller's MaxRequeue
 		if !dec.RequeueAt.IsZero() && dec.RequeueAt.Before(nextReq) {
