@@ -6,7 +6,7 @@ GO ?= go
 # Install locations of the pinned components (SPIKEHUNT_LIBCHDB, KUBEBUILDER_ASSETS, …).
 $(foreach kv,$(shell deps/install.sh env 2>/dev/null),$(eval export $(kv)))
 
-.PHONY: all deps deps-demo build install demo eval eval-variants test e2e e2e-cluster cluster-test vet fmt-check cross manifests bench bench-store bench-store-mode bench-agent bench-ingest bench-detect bench-operator bench-dashboards bench-hardening bench-peers bench-peers-agent bench-peers-ingest bench-peers-detect dashboards fuzz clean
+.PHONY: all deps deps-demo build install demo eval eval-variants test e2e e2e-cluster cluster-test vet fmt-check cross manifests bench bench-store bench-store-mode bench-agent bench-ingest bench-detect bench-capture-strategy bench-operator bench-dashboards bench-hardening bench-peers bench-peers-agent bench-peers-ingest bench-peers-detect dashboards fuzz clean
 .PHONY: chart-sync helm-lint images deps-images
 
 all: build
@@ -159,7 +159,7 @@ FUZZ_TARGETS := ./agents/capture/explain:FuzzParse ./agents/capture/explain:Fuzz
 fuzz:                ## each fuzz target for FUZZTIME
 	for t in $(FUZZ_TARGETS); do $(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s; done
 
-bench: bench-store bench-store-mode bench-agent bench-ingest bench-detect bench-capture bench-operator bench-dashboards bench-hardening ## every bench-* target
+bench: bench-store bench-store-mode bench-agent bench-ingest bench-detect bench-capture bench-capture-strategy bench-operator bench-dashboards bench-hardening ## every bench-* target
 
 bench-store: deps-demo
 	tests/bench.sh store ./pipelines/store
@@ -180,6 +180,16 @@ bench-agent: deps
 # capture with 30 s of pre-window (root; perf from `make deps`).
 bench-capture: deps
 	BENCHTIME=1x tests/bench.sh capture ./agents/capture/perf -- -bench 'PerfFlightRecorder|PerfCaptureExplain'
+
+# The operator's capture policy (the sample CapturePolicy's rotation,
+# widening and budgets) over simulated fleets of 1,000 and 10,000 hosts
+# (SPIKEHUNT_BENCH_HOSTS), three patterns × bait at 1%, 5%, 10%,
+# SPIKEHUNT_BENCH_TRIALS fleets each (default 20), on a simulated clock:
+# periods from a pattern's detection to each hardware class's first
+# indexed capture, and the captures that covered nothing. Pure Go, no
+# components; docs/benchmarks.md "Capture strategy, measured".
+bench-capture-strategy:
+	BENCHTIME=1x tests/bench.sh capture-strategy ./pipelines/eval/capturestrategy -- -bench '^BenchmarkCaptureStrategy$$' -timeout 60m
 
 # One `spikehunt ingest` into the embedded engine over 5,000,000 agent spans
 # from 300 hosts (SPIKEHUNT_BENCH_SPANS to change), from a real broker.

@@ -118,8 +118,11 @@ type AlertTrigger struct {
 	// spike groups included; non-empty matches pattern alerts only.
 	PatternClasses []string
 	// ExtraNodes is how many nodes one matching alert arms beyond the
-	// sample, over its whole life (a re-sent alert adds no more). 0 turns
-	// widening off.
+	// sample, over its whole life (a re-sent alert adds no more), and at
+	// least one per hardware class the alert names hosts of: the per-class
+	// coverage a pattern needs comes from the hosts it is known on, not
+	// from bait that may never see it (docs/benchmarks.md, "Capture
+	// strategy, measured"). 0 turns widening off.
 	ExtraNodes int
 }
 

@@ -62,10 +62,18 @@ type Decision struct {
 	// Expire names this policy's active armings, not fired, to expire,
 	// sorted: bait on a node that left the sample, alert armings a
 	// rotation period old (without rotation they wait until they fire),
-	// anything on a node that is gone.
+	// anything on a node that is gone, and bait that makes room for an
+	// alert's armings the fleet's concurrency budget refused (they are
+	// admitted by the next decision, once the expired Captures are done;
+	// see preempt).
 	Expire []string
 	// Refused are the requests a budget refused, in Admit's order.
 	Refused []Refusal
+	// Wants is, per matching alert ID, how many armings the alert gets
+	// over its life: Trigger.ExtraNodes, or one per hardware class the
+	// alert names hosts of when that is more. An alert that has them all
+	// needs no more decisions (the controller settles it).
+	Wants map[string]int
 	// RequeueAt is the earliest time the decision may change without any
 	// event the controller watches: the next rotation, a budget that opens
 	// with time, an alert arming that comes of age. Zero when none.
@@ -101,6 +109,7 @@ func Decide(in Input) (Decision, error) {
 	armed := map[string]bool{}    // nodes with an active arming of this policy that stays
 	occupied := map[string]bool{} // nodes with an active arming, or in cooldown
 	perAlert := map[string]int{}  // this policy's armings per alert key
+	var baitHeld []Arming         // this policy's bait, active, not fired, staying
 	for _, a := range in.State {
 		names[a.Name] = true
 		if a.Active || (in.Budgets.PerNodeCooldown > 0 && a.StartedAt.Add(in.Budgets.PerNodeCooldown).After(now)) {
@@ -127,6 +136,9 @@ func Decide(in Input) (Decision, error) {
 			d.Expire = append(d.Expire, a.Name)
 		default:
 			armed[a.Node] = true
+			if a.Reason == ReasonBait {
+				baitHeld = append(baitHeld, a)
+			}
 			if a.Reason != ReasonBait && in.Sampling.RotationPeriod > 0 {
 				d.RequeueAt = earliest(d.RequeueAt, a.StartedAt.Add(in.Sampling.RotationPeriod))
 			}
@@ -141,11 +153,20 @@ func Decide(in Input) (Decision, error) {
 	}
 	alerts := slices.Clone(in.Alerts)
 	slices.SortStableFunc(alerts, func(a, b Alert) int { return cmp.Compare(a.ID, b.ID) })
+	named := map[string]bool{} // hosts the matching alerts name
 	for i, a := range alerts {
 		if (i > 0 && a.ID == alerts[i-1].ID) || !in.Trigger.Matches(a) {
 			continue
 		}
-		extra := in.Trigger.ExtraNodes - perAlert[a.ID]
+		for _, h := range a.Hosts {
+			named[h] = true
+		}
+		wants := max(in.Trigger.ExtraNodes, p.namedClasses(a.Hosts))
+		if d.Wants == nil {
+			d.Wants = map[string]int{}
+		}
+		d.Wants[a.ID] = wants
+		extra := wants - perAlert[a.ID]
 		skip := func(n string) bool { return chosen[n] || occupied[n] || requested[n] }
 		for prio, node := range p.widen(a, extra, skip) {
 			r := Request{
@@ -172,6 +193,16 @@ func Decide(in Input) (Decision, error) {
 	}
 	slices.SortFunc(d.Create, func(a, b Arming) int { return cmp.Compare(a.Name, b.Name) })
 	d.Refused = refused
+	short := 0
+	for _, r := range refused {
+		if r.Reason == RefusedFleetConcurrency && r.Request.Reason == ReasonAlert {
+			short++
+		}
+	}
+	if victims := p.preempt(baitHeld, short, named); len(victims) > 0 {
+		d.Expire = append(d.Expire, victims...)
+		slices.Sort(d.Expire)
+	}
 	for _, r := range refused {
 		if r.Until.After(now) {
 			d.RequeueAt = earliest(d.RequeueAt, r.Until)
@@ -240,4 +271,64 @@ func earliest(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// preempt chooses up to n of the policy's held bait (active, not fired)
+// to expire so that an alert's armings, which the fleet's concurrency
+// budget refused, get their places: an alert has seen the pattern, bait
+// only waits for it. Never bait on a host a matching alert names. The
+// class holding the most bait gives first, so that every class keeps
+// bait as long as it can; within a class the bait armed longest, which
+// has had the most time to see a stall and has not.
+func (p *plan) preempt(held []Arming, n int, named map[string]bool) []string {
+	if n <= 0 {
+		return nil
+	}
+	byClass := map[int][]Arming{}
+	for _, a := range held {
+		if !named[a.Node] {
+			ci := p.classOf[a.Node]
+			byClass[ci] = append(byClass[ci], a)
+		}
+	}
+	for _, list := range byClass {
+		slices.SortFunc(list, func(x, y Arming) int {
+			return cmp.Or(x.StartedAt.Compare(y.StartedAt), cmp.Compare(x.Name, y.Name))
+		})
+	}
+	count := map[int]int{} // bait each class holds, preemptible or not
+	for _, a := range held {
+		count[p.classOf[a.Node]]++
+	}
+	var out []string
+	for len(out) < n {
+		best := -1
+		for ci, list := range byClass {
+			if len(list) == 0 {
+				continue
+			}
+			if best < 0 || count[ci] > count[best] || (count[ci] == count[best] && ci < best) {
+				best = ci
+			}
+		}
+		if best < 0 {
+			break
+		}
+		out = append(out, byClass[best][0].Name)
+		byClass[best] = byClass[best][1:]
+		count[best]--
+	}
+	return out
+}
+
+// namedClasses is how many classes of the policy's nodes the hosts are
+// of.
+func (p *plan) namedClasses(hosts []string) int {
+	seen := map[int]bool{}
+	for _, h := range hosts {
+		if ci, ok := p.classOf[h]; ok {
+			seen[ci] = true
+		}
+	}
+	return len(seen)
 }

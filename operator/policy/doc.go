@@ -36,6 +36,22 @@
 // The hash is FNV-1a 64 with a final mixer; the same inputs give the same
 // sample on any machine and in any process.
 //
+// # Alerts
+//
+// A matching alert arms Trigger.ExtraNodes nodes over its life, and at
+// least one in each hardware class it names hosts of. The hosts it names
+// come first, dealt round-robin over their classes; the rest come from the
+// affected classes' decks. Bait is a guess and an alert is evidence: when
+// the fleet's concurrency budget refuses an alert's armings, Decide
+// expires as many of the policy's unfired bait as it refused (from the
+// class holding the most bait, armed longest first, never on a host the
+// alert names), and the next decision, once they are done, admits the
+// alert's armings.
+// Without that, bait that never fires (on hosts the pattern spares) holds
+// the budget for its whole epoch while the alert waits out its time in the
+// controller's inbox. `make bench-capture-strategy` measures what this
+// buys (docs/benchmarks.md, "Capture strategy, measured").
+//
 // # Budgets
 //
 // Budgets are fleet-wide: Admit counts the active armings of every policy,

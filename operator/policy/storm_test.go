@@ -18,7 +18,8 @@ import (
 // After every decision the whole history is checked at that instant:
 // active armings within the fleet budget, at most one active per node,
 // starts on a node at least the cooldown apart, per pattern at most the
-// hourly budget, per alert at most ExtraNodes. The budgets must bind (some
+// hourly budget, per alert at most ExtraNodes (or one per class the
+// alert names hosts of, when more). The budgets must bind (some
 // refusals of each budget) without refusing everything.
 func TestAlertStormNeverExceedsABudget(t *testing.T) {
 	nodes := fleet1000()
@@ -79,6 +80,9 @@ func TestAlertStormNeverExceedsABudget(t *testing.T) {
 	admitted := map[Reason]int{}
 	refused := map[RefusalReason]int{}
 	alerts, expired := 0, 0
+	// wants: per policy and alert, the most armings any send of the alert
+	// may get: ExtraNodes, or one per class it names hosts of.
+	wants := map[string]int{}
 	now := time.Date(2025, 6, 1, 12, 0, 0, 1_500_000_000, time.UTC) // mid-epoch: rotations happen during the storm
 	for i := 0; i < ticks; i++ {
 		now = now.Add(tick)
@@ -101,6 +105,12 @@ func TestAlertStormNeverExceedsABudget(t *testing.T) {
 		}
 		alerts += len(batch)
 		for _, in := range policies {
+			for _, a := range batch {
+				k := in.PolicyID + " " + a.ID
+				wants[k] = max(wants[k], in.Trigger.ExtraNodes, namedClassesOf(in.Nodes, a.Hosts))
+			}
+		}
+		for _, in := range policies {
 			in.Alerts, in.State, in.Now = batch, state, now
 			d, err := Decide(in)
 			if err != nil {
@@ -114,7 +124,7 @@ func TestAlertStormNeverExceedsABudget(t *testing.T) {
 				refused[f.Reason]++
 			}
 			state = apply(state, d, now)
-			if err := checkBudgets(budgets, policies, state, now); err != nil {
+			if err := checkBudgets(budgets, policies, wants, state, now); err != nil {
 				t.Fatalf("%s after %s: %v", in.PolicyName, now.Sub(time.Date(2025, 6, 1, 12, 0, 1, 500_000_000, time.UTC)), err)
 			}
 		}
@@ -134,7 +144,7 @@ func TestAlertStormNeverExceedsABudget(t *testing.T) {
 }
 
 // checkBudgets checks the history of armings against the budgets at now.
-func checkBudgets(b Budgets, policies []Input, state []Arming, now time.Time) error {
+func checkBudgets(b Budgets, policies []Input, wants map[string]int, state []Arming, now time.Time) error {
 	active := 0
 	activeOn := map[string]int{}
 	starts := map[string][]time.Time{}
@@ -167,12 +177,22 @@ func checkBudgets(b Budgets, policies []Input, state []Arming, now time.Time) er
 	if active > b.MaxConcurrentPerFleet {
 		return fmt.Errorf("%d active armings, budget %d", active, b.MaxConcurrentPerFleet)
 	}
-	for _, p := range policies {
-		for key, n := range perAlert {
-			if len(key) > len(p.PolicyID) && key[:len(p.PolicyID)+1] == p.PolicyID+" " && n > p.Trigger.ExtraNodes {
-				return fmt.Errorf("policy %s, alert %s: %d armings, extra nodes %d", p.PolicyID, key, n, p.Trigger.ExtraNodes)
-			}
+	for key, n := range perAlert {
+		if n > wants[key] {
+			return fmt.Errorf("policy and alert %s: %d armings, at most %d (extra nodes, or one per named class)", key, n, wants[key])
 		}
 	}
 	return nil
+}
+
+// namedClassesOf is how many classes of nodes the hosts are of.
+func namedClassesOf(nodes []Node, hosts []string) int {
+	classOf := classesOf(nodes, "")
+	seen := map[string]bool{}
+	for _, h := range hosts {
+		if c, ok := classOf[h]; ok {
+			seen[c] = true
+		}
+	}
+	return len(seen)
 }

@@ -49,8 +49,11 @@ func (a Alert) budgetKey() string {
 // the same policyUID, nodes and s. Never a node of sel.Nodes, nor one in
 // unavailable (say, armed already or in cooldown; nil for none).
 //
-// The hosts the alert names come first, in the alert's order, whatever
-// their class. The rest is split among the affected classes (the alert's
+// The hosts the alert names come first, whatever their class, dealt
+// round-robin over their classes (the first named host of each class in
+// the alert's order, then the second of each, ...), so that a widening
+// shorter than the alert's list still reaches every class it names a host
+// of. The rest is split among the affected classes (the alert's
 // classes present among the nodes; every class when the alert names none)
 // in proportion to how many candidates each has, and within a class taken
 // in the order the class's deck would deal them next: widening pulls the
@@ -71,16 +74,13 @@ func (p *plan) widen(alert Alert, extra int, skip func(string) bool) []string {
 	if extra <= 0 {
 		return nil
 	}
-	var picked []string
-	taken := map[string]bool{}
-	for _, h := range alert.Hosts {
-		if len(picked) == extra {
-			return picked
-		}
-		if _, ok := p.classOf[h]; ok && !taken[h] && !skip(h) {
-			picked = append(picked, h)
-			taken[h] = true
-		}
+	picked := p.namedHosts(alert.Hosts, extra, skip)
+	if len(picked) == extra {
+		return picked
+	}
+	taken := make(map[string]bool, len(picked))
+	for _, h := range picked {
+		taken[h] = true
 	}
 
 	var affected []int // indices into p.classes
@@ -130,4 +130,45 @@ func (p *plan) widen(alert Alert, extra int, skip func(string) bool) []string {
 			return picked
 		}
 	}
+}
+
+// namedHosts picks up to extra of the hosts an alert names, dealt
+// round-robin over their classes: the first named host of each class, the
+// classes in the order the alert first names them, then the second of
+// each, and so on. The alert's list is most affected first, and its head
+// is usually of the largest class; taken in its order, a widening shorter
+// than the list would arm one class and leave the others to bait that has
+// not seen the pattern.
+func (p *plan) namedHosts(hosts []string, extra int, skip func(string) bool) []string {
+	var byClass [][]string // in the order the alert first names the class
+	at := map[int]int{}    // class index in p.classes → index in byClass
+	seen := map[string]bool{}
+	for _, h := range hosts {
+		ci, ok := p.classOf[h]
+		if !ok || seen[h] || skip(h) {
+			continue
+		}
+		seen[h] = true
+		j, ok := at[ci]
+		if !ok {
+			j = len(byClass)
+			at[ci] = j
+			byClass = append(byClass, nil)
+		}
+		byClass[j] = append(byClass[j], h)
+	}
+	var picked []string
+	for round := 0; len(picked) < extra; round++ {
+		added := false
+		for _, list := range byClass {
+			if round < len(list) && len(picked) < extra {
+				picked = append(picked, list[round])
+				added = true
+			}
+		}
+		if !added {
+			break
+		}
+	}
+	return picked
 }

@@ -108,6 +108,8 @@ var Rules = []Rule{
 	{Pkg: "pipelines/sim", Own: []string{"pipelines/ingest", "pipelines/store", "agents/export", "agents/telemetry", "kafkasec"},
 		Why: "simulated messages are the agent's own encoding, through the in-process source or Kafka"},
 	{Pkg: "pipelines/eval", Own: []string{"pipelines/detect", "pipelines/schema", "pipelines/sim", "pipelines/store"}},
+	{Pkg: "pipelines/eval/capturestrategy", Own: []string{"operator/policy", "pipelines/alerts", "pipelines/detect", "pipelines/sim"},
+		Why: "the capture strategy measured as the demo runs it: the operator's public policy over the simulator's stalls, with the detector's classifier and alerting in process, no store"},
 	{Pkg: "pipelines/otel", Own: nil, Why: "tests only"},
 	{Pkg: "pipelines/cli", Own: nil, Third: []string{}, StdlibOnly: true,
 		Why: "the flag plumbing every spikehunt command shares: the standard library only"},

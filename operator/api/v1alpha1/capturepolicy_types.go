@@ -108,7 +108,9 @@ type Triggers struct {
 // FleetAlertTrigger matches the detector's alerts (the spikehunt.alerts
 // topic, the Grafana and Alertmanager webhooks). A match arms captures on
 // more nodes, of the hardware classes the alert names and the hosts it
-// names first, within the budgets.
+// names first, one class after another, within the budgets; when the
+// fleet's concurrency budget is full, bait of the policy that has not
+// fired makes room.
 type FleetAlertTrigger struct {
 	// Services whose alerts match; empty means the policy's service.
 	// +optional
@@ -125,7 +127,8 @@ type FleetAlertTrigger struct {
 	PatternClasses []PatternClass `json:"patternClasses,omitempty"`
 
 	// WidenBy is how many nodes beyond the bait one matching alert arms
-	// over its whole life (a re-sent alert arms no more); 0 arms none.
+	// over its whole life (a re-sent alert arms no more), and at least one
+	// in each hardware class the alert names hosts of; 0 arms none.
 	// +optional
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0

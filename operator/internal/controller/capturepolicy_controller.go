@@ -191,7 +191,7 @@ func (r *CapturePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		}
 	}
 	r.Alerts.Settle(req.NamespacedName, func(a policy.Alert) bool {
-		return !trigger.Matches(a) || armed[a.ID] >= trigger.ExtraNodes
+		return !trigger.Matches(a) || armed[a.ID] >= max(trigger.ExtraNodes, d.Wants[a.ID])
 	})
 	for _, ref := range d.Refused {
 		if ref.Reason != policy.RefusedDuplicate {

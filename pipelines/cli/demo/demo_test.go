@@ -242,10 +242,11 @@ func TestDemoCaptureAdviceIsThePolicysDecision(t *testing.T) {
 	for _, want := range []string{
 		"passes 350 ms",
 		"bait on 5% of the hosts in every hardware class, dealt anew every hour:",
-		// The hosts the alert names come first, whatever their class
-		// (node-0002 is gen3); none of them is bait this hour.
+		// The hosts the alert names come first, dealt over their classes
+		// (node-0005 and node-0001 are gen4, node-0002 gen5); none of them
+		// is bait this hour.
 		"The fleet-recurrent pattern's alert asks for 3 more on gen4 and gen5, where the spikes are more frequent,",
-		"its most affected hosts first: node-0005, node-0001, node-0002.",
+		"its most affected hosts first: node-0005, node-0002, node-0001.",
 		"Budgets (20 at once in the fleet, 30 min between captures on a node, 6 per pattern per hour):",
 		"20 admitted, 17 bait and 3 for the pattern; refused 33 bait (the fleet's limit at once).",
 		// 20 armed hosts, each spiking every 15 min at its own phase.
