@@ -19,8 +19,11 @@ import (
 // over `requests`; they see exact weighted p99s (quantileExactWeighted
 // over the kept requests and their sampling weights), not a sketch's, so
 // what they miss they miss by their rule, not by sketch error. Every rule
-// is evaluated on each 1-minute window, with no `for:` clause: the most
-// sensitive form of each rule.
+// is evaluated on each 1-minute window, first with no `for:` clause (the
+// most sensitive form of each rule), then as an alert with a 1-minute
+// pending period (`for: 1m`: it fires on the second consecutive minute
+// over the line), the shortest users set to keep one noisy evaluation
+// from paging; those methods carry PendingSuffix.
 
 // Detection methods, as the benchmark names them.
 const (
@@ -30,11 +33,34 @@ const (
 	MethodMAD       = "mad_outlier"
 )
 
+// PendingSuffix names a rule evaluated as an alert with a 1-minute
+// pending period (Pending).
+const PendingSuffix = "_for1m"
+
 // Methods lists every method, spikehunt first.
-func Methods() []string { return []string{MethodSpikehunt, MethodFleetP99, MethodHostP99, MethodMAD} }
+func Methods() []string {
+	return []string{MethodSpikehunt, MethodFleetP99, MethodHostP99, MethodMAD,
+		MethodFleetP99 + PendingSuffix, MethodHostP99 + PendingSuffix, MethodMAD + PendingSuffix}
+}
 
 // BaselineMethods lists the baseline rules.
 func BaselineMethods() []string { return Methods()[1:] }
+
+// Pending is what an alert with a 1-minute pending period fires on, given
+// the minutes its rule was over the line (in host then time order): the
+// minutes of every run of two or more consecutive ones of a host (or of
+// the fleet). The run's first minute is kept too: the alert, once it
+// fires, names the breach since it began pending.
+func Pending(flags []Flag) []Flag {
+	next := func(a, b Flag) bool { return a.Host == b.Host && b.Minute.Equal(a.Minute.Add(time.Minute)) }
+	out := []Flag{}
+	for i, f := range flags {
+		if (i > 0 && next(flags[i-1], f)) || (i+1 < len(flags) && next(f, flags[i+1])) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
 
 // The rules' constants, chosen before any scenario was scored:
 //   - alertHeadroom: a static threshold is set above the worst normal
@@ -201,6 +227,7 @@ func RunBaselines(ctx context.Context, st store.Store, service string, from, to 
 			return out, fmt.Errorf("eval: baseline %s on %s: %w", q.method, service, err)
 		}
 		out.Flags[q.method] = flags
+		out.Flags[q.method+PendingSuffix] = Pending(flags)
 	}
 	return out, nil
 }

@@ -3,6 +3,7 @@ package eval
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -101,6 +102,13 @@ func TestBaselinesAlertAsTheirRulesSay(t *testing.T) {
 			run, err := RunBaselines(ctx, st, tc.service, start, end, rules)
 			if err != nil {
 				t.Fatal(err)
+			}
+			for _, m := range []string{MethodFleetP99, MethodHostP99, MethodMAD} {
+				// A one-minute breach never outlasts a pending period.
+				if got := run.Flags[m+PendingSuffix]; len(got) != 0 {
+					t.Errorf("%s%s = %v, want none", m, PendingSuffix, got)
+				}
+				delete(run.Flags, m+PendingSuffix)
 			}
 			if diff := cmp.Diff(tc.want, run.Flags); diff != "" {
 				t.Errorf("flags (-want +got):\n%s", diff)
@@ -202,5 +210,23 @@ func TestPatternVerdict(t *testing.T) {
 		if got := PatternVerdict(sim.Truth{Class: tc.truth}, tc.got); got != tc.want {
 			t.Errorf("truth %q, patterns %v: %q, want %q", tc.truth, tc.got, got, tc.want)
 		}
+	}
+}
+
+func TestPendingKeepsOnlyRunsOfTwoMinutesOrMore(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	minute := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Minute) }
+	flags := []Flag{
+		{Host: "a", Minute: minute(1)}, // alone: never fires
+		{Host: "a", Minute: minute(3)}, {Host: "a", Minute: minute(4)}, {Host: "a", Minute: minute(5)},
+		{Host: "b", Minute: minute(6)}, // a's run does not continue into b's minute
+		{Host: "c", Minute: minute(8)}, {Host: "c", Minute: minute(9)},
+	}
+	want := []Flag{flags[1], flags[2], flags[3], flags[5], flags[6]}
+	if got := Pending(flags); !slices.Equal(got, want) {
+		t.Errorf("Pending = %v, want %v", got, want)
+	}
+	if got := Pending(nil); got == nil || len(got) != 0 {
+		t.Errorf("Pending(nil) = %#v, want an empty list", got)
 	}
 }
