@@ -85,7 +85,7 @@ func TestTimelineAndVerdictOfABlockedThenRunnableThread(t *testing.T) {
 	if v.BlockingCall != "do_nanosleep" || v.WokenBy != "its timer" || v.Thread != "web[4242]" {
 		t.Errorf("%+v", v)
 	}
-	want := "blocked 1.00 s in do_nanosleep (stack do_nanosleep ← hrtimer_nanosleep ← __x64_sys_nanosleep ← clock_nanosleep@GLIBC_2.2.5); woken by its timer of its 1.55 s on web[4242] (on CPU 250 ms, runnable 300 ms, blocked 1.00 s)"
+	want := "blocked 1.00 s in do_nanosleep (stack do_nanosleep ← hrtimer_nanosleep ← __x64_sys_nanosleep ← clock_nanosleep@GLIBC_2.2.5); woken by its timer; 1.55 s of the request on web[4242]: on CPU 250 ms, runnable 300 ms, blocked 1.00 s"
 	if !strings.HasPrefix(v.Verdict, want) {
 		t.Errorf("verdict\n%s\nwant prefix\n%s", v.Verdict, want)
 	}

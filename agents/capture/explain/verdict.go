@@ -200,7 +200,7 @@ func (v *RequestVerdict) sentence() string {
 	default:
 		fmt.Fprintf(&b, "on CPU %s", ms(v.OnCPU))
 	}
-	fmt.Fprintf(&b, " of its %s on %s (on CPU %s, runnable %s, blocked %s)", ms(total), v.Thread, ms(v.OnCPU), ms(v.Runnable), ms(v.Blocked))
+	fmt.Fprintf(&b, "; %s of the request on %s: on CPU %s, runnable %s, blocked %s", ms(total), v.Thread, ms(v.OnCPU), ms(v.Runnable), ms(v.Blocked))
 	return b.String()
 }
 

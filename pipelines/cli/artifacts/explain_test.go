@@ -36,7 +36,7 @@ func analysedAs(t *testing.T, lost uint64, edit func(*explain.Analysis)) (dsn st
 	start := time.Now().UTC().Truncate(time.Second).Add(-time.Hour)
 	req := record.RequestRecord{Start: start.Add(time.Second), End: start.Add(2 * time.Second), LatencyMS: 1000,
 		Service: "checkout", Endpoint: "/pay", ThreadID: 4242}
-	verdict := "blocked 998 ms in do_nanosleep (stack do_nanosleep ← hrtimer_nanosleep); woken by its timer of its 1.00 s on web[4242] (on CPU 1 ms, runnable 1 ms, blocked 998 ms)"
+	verdict := "blocked 998 ms in do_nanosleep (stack do_nanosleep ← hrtimer_nanosleep); woken by its timer; 1.00 s of the request on web[4242]: on CPU 1 ms, runnable 1 ms, blocked 998 ms"
 	a = explain.Analysis{Version: explain.AnalysisVersion, Events: 1000, Samples: 40, Lost: lost,
 		Requests: []explain.RequestVerdict{{Request: req, Thread: "web[4242]", OnCPU: time.Millisecond, Runnable: time.Millisecond,
 			Blocked: 998 * time.Millisecond, BlockingCall: "do_nanosleep", WokenBy: "its timer", Verdict: verdict,

@@ -347,7 +347,7 @@ func TestDemoCapturesOnThisHostAndIndexesItAgainstItsSpike(t *testing.T) {
 	m := regexp.MustCompile(`captured on ` + regexp.QuoteMeta(host) + `: perf, (\d+) bytes, lost (\d+), window \S+–\S+ UTC, linked to spike ([0-9a-f]+)\.`).FindStringSubmatch(out)
 	// The agent's own analysis names the workload's thread, about the
 	// second it blocked and the sleep it blocked in.
-	if v := regexp.MustCompile(`(?m)^\s+(blocked (\d+ ms|\d+\.\d+ s) in do_nanosleep \(stack [^)]*\); woken by its timer of its \S+ m?s on \S+\[\d+\].*)$`).FindStringSubmatch(out); v == nil {
+	if v := regexp.MustCompile(`(?m)^\s+(blocked (\d+ ms|\d+\.\d+ s) in do_nanosleep \(stack [^)]*\); woken by its timer; \S+ m?s of the request on \S+\[\d+\]:.*)$`).FindStringSubmatch(out); v == nil {
 		t.Errorf("no verdict naming the blocked thread and its nanosleep:\n%s", out[strings.Index(out, "5. A real"):])
 	} else if d, err := time.ParseDuration(strings.ReplaceAll(v[2], " ", "")); err != nil || d < 900*time.Millisecond || d > 1200*time.Millisecond {
 		t.Errorf("verdict %q: blocked %v (%v), want about the workload's 1 s", v[1], d, err)

@@ -50,7 +50,7 @@ func seedCaptures(t *testing.T, f queryFleet) store.Store {
 }
 
 // c2Verdict is the analysis's verdict on c2, longer than the table shows.
-const c2Verdict = "blocked 998 ms in do_nanosleep (stack do_nanosleep ← hrtimer_nanosleep ← __x64_sys_nanosleep); woken by its timer of its 1.00 s on web[4242]"
+const c2Verdict = "blocked 998 ms in do_nanosleep (stack do_nanosleep ← hrtimer_nanosleep ← __x64_sys_nanosleep); woken by its timer; 1.00 s of the request on web[4242]"
 
 func TestCapturesCommand(t *testing.T) {
 	f := seedQueryFleet(t)
