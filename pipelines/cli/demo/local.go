@@ -450,6 +450,9 @@ func localCaptureSection(ctx context.Context, st store.Store, service string, h 
 		out.paras = append(out.paras, para(fmt.Sprintf("spikehunt captures --dsn '%s' --spike %s", dsn, c.SpikeIDs[0])))
 	}
 	out.paras = append(out.paras, para(fmt.Sprintf("spikehunt captures get %s --dsn '%s'   # the files, sha256 checked", c.ID, dsn)))
+	if c.Verdict != "" {
+		out.paras = append(out.paras, para(fmt.Sprintf("spikehunt captures explain %s --dsn '%s' --html capture.html   # the analysis; the page the node wrote", c.ID, dsn)))
+	}
 	return out
 }
 
