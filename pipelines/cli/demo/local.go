@@ -451,7 +451,7 @@ func localCaptureSection(ctx context.Context, st store.Store, service string, h 
 	}
 	out.paras = append(out.paras, para(fmt.Sprintf("spikehunt captures get %s --dsn '%s'   # the files, sha256 checked", c.ID, dsn)))
 	if c.Verdict != "" {
-		out.paras = append(out.paras, para(fmt.Sprintf("spikehunt captures explain %s --dsn '%s' --html capture.html   # the analysis; the page the node wrote", c.ID, dsn)))
+		out.paras = append(out.paras, para(fmt.Sprintf("spikehunt captures explain %s --dsn '%s' --html capture.html   # the analysis in full, and its page", c.ID, dsn)))
 	}
 	return out
 }
