@@ -31,6 +31,10 @@ func BenchmarkScaleIngest(b *testing.B) {
 	b.ReportMetric(r.cpu, fmt.Sprintf("scale.ingest_cpu_s_%d:s", hosts))
 	b.ReportMetric(r.peakRSS, fmt.Sprintf("scale.ingest_peak_mib_%d:MiB", hosts))
 	b.ReportMetric(r.wallRate, fmt.Sprintf("scale.ingest_spans_per_s_%d:spans/s", hosts))
+	// The ingest's wall time at these loads is partly its batches' delay
+	// (a batch not full waits --batch.delay, or --batch.catch-up-delay
+	// while its partition is behind): the batch sizes say which.
+	b.ReportMetric(r.perInsert, fmt.Sprintf("scale.ingest_rows_per_insert_%d:rows", hosts))
 }
 
 // scaleIngest measures once, whatever b.N is.
