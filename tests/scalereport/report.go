@@ -231,19 +231,21 @@ func report(w io.Writer, cfg Config, figs figures) error {
 	return nil
 }
 
-// setupAt is what a size would need before it is measured (the load's
-// time and disk), extrapolated from the sizes run; "" when not reported.
+// setupAt is what a size would need before it is measured, from the
+// largest size run: the load's time and disk, both in proportion to the
+// size (the benchmark generates the fleet's rows, so their number is
+// hosts × seconds). The load's time on a shared machine varies with the
+// other work far more than with the size, so a fit across runs would not
+// mean much. "" when not reported.
 func setupAt(figs figures, st string, size float64) string {
 	var parts []string
-	if sizes, v := figs.series(st, "load_s"); len(sizes) >= 2 {
-		if f, err := growth.FitPowerLaw(sizes, v); err == nil {
-			parts = append(parts, fmt.Sprintf("loading it would take ~%.0f min", f.At(size)/60))
-		}
+	if sizes, v := figs.series(st, "load_s"); len(sizes) > 0 {
+		s0, v0 := sizes[len(sizes)-1], v[len(v)-1]
+		parts = append(parts, fmt.Sprintf("loading it would take ~%.0f min (%s hosts took %.0f min here)", v0*size/s0/60, thousands(s0), v0/60))
 	}
-	if sizes, v := figs.series(st, "disk_gib"); len(sizes) >= 2 {
-		if f, err := growth.FitPowerLaw(sizes, v); err == nil {
-			parts = append(parts, fmt.Sprintf("~%.0f GiB of disk", f.At(size)))
-		}
+	if sizes, v := figs.series(st, "disk_gib"); len(sizes) > 0 {
+		s0, v0 := sizes[len(sizes)-1], v[len(v)-1]
+		parts = append(parts, fmt.Sprintf("~%.0f GiB of disk", v0*size/s0))
 	}
 	return strings.Join(parts, " and ")
 }

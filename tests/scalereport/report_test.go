@@ -12,8 +12,8 @@ import (
 //   - ingest: 2, 6, 20 s at 1,000, 3,000, 10,000 hosts (exponent 1),
 //     500 MiB flat (exponent 0: under its 6,144 MiB budget at any size);
 //   - detect: 2.5 and 7.5 s at 1,000 and 3,000 (exponent 1), so 25 s at
-//     10,000 and the 30 s budget at 12,000 hosts; loading 120 and 360 s
-//     and 1 and 3 GiB, so 20 min and 10 GiB at 10,000; a peak of 1,000 MiB
+//     10,000 and the 30 s budget at 12,000 hosts; loading 360 s and 3 GiB
+//     at 3,000, so 20 min and 10 GiB at 10,000 in proportion; a peak of 1,000 MiB
 //     over 600 and 200 MiB held before, rises of 400 and 800 MiB
 //     (exponent ln 2 / ln 3 = 0.631);
 //   - operator: 1, 3, 10 s at 5,000, 15,000, 50,000 nodes (exponent 1:
@@ -52,7 +52,7 @@ func TestReportFitsTheExponentsExtrapolatesAndNamesTheFirstStageToBreak(t *testi
 		"BENCH scale.detect_exponent 1.000 slope\n",
 		"BENCH scale.detect_rise_mib_exponent 0.631 slope\n",
 		"BENCH scale.detect_s_10000_extrapolated 25 s\n",
-		"extrapolated: too long to load here; loading it would take ~20 min and ~10 GiB of disk\n",
+		"extrapolated: too long to load here; loading it would take ~20 min (3,000 hosts took 6 min here) and ~10 GiB of disk\n",
 		"BENCH scale.operator_exponent 1.000 slope\n",
 		"BENCH scale.operator_peak_mib_exponent 0.500 slope\n",
 		"  detect   time   at ~12,000: a pass within the detector's interval (detect.every): 30 s\n",
