@@ -35,7 +35,7 @@ var stages = []stage{
 		name: "detect", sizeUnit: "hosts",
 		work:    "one full detector pass over 24 h of 1 s rollups",
 		timeWhy: "a pass within the detector's interval (detect.every)",
-		timeFix: "shard the fleet across detector replicas by host (the spike scan is per host; patterns merge the shards' windows), or pass over the new seconds only with the day's windows kept in the store",
+		timeFix: "the pass is the engine scanning every host-second of the day, linear in hosts: give that scan more cores (a ClickHouse cluster, the scan parallel over its shards), or catch a day up in interval-sized passes so the detector keeps its cadence meanwhile (its steady passes read only the seconds since the last one)",
 		memFix:  "bound the engine's per-query memory (max_memory_usage, max_bytes_before_external_group_by: spill to disk) or move the store to a ClickHouse cluster",
 	},
 	{
@@ -43,7 +43,7 @@ var stages = []stage{
 		work:    "a CapturePolicy sampling 10% of the Nodes on envtest, to its last Capture",
 		timeWhy: "a policy's Captures all exist within a minute of its rotation",
 		timeFix: "a higher client rate (--kube-api-qps, --kube-api-burst: the Captures are created at 500 a second by default) and the API server's capacity for writes",
-		memFix:  "cache only what the policies select (a label-selected Node informer) and strip managed fields in the cache's transform, or raise operator.resources.limits.memory",
+		memFix:  "the peak is mostly garbage, not the cache (a live heap of 21 MB at 20,000 Nodes under a peak 75 MiB above the start): set GOMEMLIMIT a little under the pod's limit so the collector runs before the kernel kills it, and list the Nodes from the cache without a deep copy in each decision; then cache only the Nodes the policies select, or raise operator.resources.limits.memory",
 	},
 }
 
