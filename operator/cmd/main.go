@@ -240,6 +240,7 @@ func newManager(cfg *rest.Config, o options) (ctrl.Manager, error) {
 		// instead of after the lease duration.
 		LeaderElectionReleaseOnCancel: true,
 		Controller:                    ctrlconfig.Controller{SkipNameValidation: &o.skipNameValidation},
+		Cache:                         controller.CacheOptions(),
 	})
 	if err != nil {
 		obs.close()

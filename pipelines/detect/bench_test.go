@@ -14,6 +14,7 @@ import (
 
 	"github.com/spikehunt/spikehunt/pipelines/schema"
 	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/tests/growth"
 )
 
 // BenchmarkDetectFullPass is one pass over a whole fleet-day of 1 s
@@ -40,7 +41,56 @@ import (
 // still running when it starts.
 func BenchmarkDetectFullPass(b *testing.B) {
 	hosts, hours := envInt("SPIKEHUNT_BENCH_HOSTS", 100), envInt("SPIKEHUNT_BENCH_HOURS", 6)
+	f := measureFullPass(b, hosts, hours)
+	hostSeconds := float64(hosts * hours * 3600)
+	// The figure make bench-detect prints (with 1,000 hosts × 24 h).
+	b.ReportMetric(f.total, fmt.Sprintf("detect.fleet_%dh_%d_hosts_s:s", hours, hosts))
+	b.ReportMetric(hostSeconds/f.total, "host-seconds/s")
+	b.ReportMetric(f.spikes, "spikes-s/op")
+	b.ReportMetric(f.suspects, "suspects-s/op")
+	b.ReportMetric(f.patterns, "patterns-s/op")
+	b.ReportMetric(float64(f.windows), "windows")
+	// CPU time of the process (the engine's threads, the load's background
+	// merges included, and ours) varies less than wall time on a shared
+	// machine: compare it too.
+	b.ReportMetric(f.cpu, "cpu-s/op")
+}
+
+// BenchmarkScaleDetect is `make bench-scale`'s detector stage at one fleet
+// size: one full pass over 24 h (SPIKEHUNT_BENCH_HOURS) of
+// SPIKEHUNT_BENCH_HOSTS hosts (default 1,000), loaded as
+// BenchmarkDetectFullPass loads it. It reports the pass's wall and CPU
+// time and the process's peak resident memory during the pass: VmHWM,
+// reset (tests/growth.ResetPeak) once the load's merges have settled, so
+// the peak is the pass's, the embedded engine's query memory included,
+// over what the process already held (which it reports too: the engine's
+// caches after the load). One size per process.
+func BenchmarkScaleDetect(b *testing.B) {
+	hosts, hours := envInt("SPIKEHUNT_BENCH_HOSTS", 1000), envInt("SPIKEHUNT_BENCH_HOURS", 24)
+	f := measureFullPass(b, hosts, hours)
+	b.ReportMetric(f.total, fmt.Sprintf("scale.detect_s_%d:s", hosts))
+	b.ReportMetric(f.cpu, fmt.Sprintf("scale.detect_cpu_s_%d:s", hosts))
+	b.ReportMetric(f.peakMiB, fmt.Sprintf("scale.detect_peak_mib_%d:MiB", hosts))
+	b.ReportMetric(f.rssBeforeMiB, fmt.Sprintf("scale.detect_rss_before_mib_%d:MiB", hosts))
+	b.ReportMetric(f.loadS, fmt.Sprintf("scale.detect_load_s_%d:s", hosts))
+	b.ReportMetric(f.diskGiB, fmt.Sprintf("scale.detect_disk_gib_%d:GiB", hosts))
+}
+
+// passFigures are a full pass's, per pass (seconds, MiB): the time of its
+// stages, its windows, the process's CPU time and peak RSS over the
+// passes, its RSS before them, how long loading the fleet took and what
+// the loaded fleet takes on disk.
+type passFigures struct {
+	total, spikes, suspects, patterns, cpu float64
+	windows                                int
+	peakMiB, rssBeforeMiB, loadS, diskGiB  float64
+}
+
+// measureFullPass loads (or finds) hosts × hours of the fleet and times
+// b.N full passes over it.
+func measureFullPass(b *testing.B, hosts, hours int) passFigures {
 	ctx := context.Background()
+	loadStart := time.Now()
 	st, start, loaded := benchStore(b, hosts, hours)
 	period := "(900 + cityHash64(h, 11) % 301)"
 	for hour := 0; hour < hours && !loaded; hour++ {
@@ -62,7 +112,13 @@ FROM (
 	if !loaded {
 		fillBenchRequests(b, st, start, hosts, hours, period)
 	}
+	loadS := time.Since(loadStart).Seconds()
 	settleMerges(b, st)
+	disk, err := store.Select(ctx, st, "SELECT sum(bytes_on_disk) FROM system.parts WHERE database = currentDatabase() AND active")
+	if err != nil {
+		b.Fatal(err)
+	}
+	diskBytes, _ := strconv.ParseFloat(disk.Rows[0][0], 64)
 	if os.Getenv("SPIKEHUNT_BENCH_TRACE") != "" {
 		tab, err := store.Select(ctx, st, "SELECT count(), sum(rows_read), max(elapsed) FROM system.merges")
 		if err == nil {
@@ -78,6 +134,13 @@ FROM (
 	cfg.Endpoints.Off = os.Getenv("SPIKEHUNT_BENCH_ENDPOINTS") == "off"
 	var spikes, suspects, patterns, total time.Duration
 	windows := 0
+	rssBefore, err := growth.RSSMiB(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := growth.ResetPeak(0); err != nil {
+		b.Fatal(err)
+	}
 	b.ResetTimer()
 	cpu0 := processCPU()
 	for i := 0; i < b.N; i++ {
@@ -93,24 +156,21 @@ FROM (
 	}
 	cpu := processCPU() - cpu0
 	b.StopTimer()
+	peak, err := growth.PeakMiB(0)
+	if err != nil {
+		b.Fatal(err)
+	}
 	if os.Getenv("SPIKEHUNT_BENCH_TRACE") != "" {
 		tab, err := store.Select(ctx, st, "SELECT count(), sum(rows_read), max(elapsed) FROM system.merges")
 		if err == nil {
 			fmt.Fprintf(os.Stderr, "TRACE merges after the pass: %v\n", tab.Rows)
 		}
 	}
-	hostSeconds := float64(hosts * hours * 3600)
-	// The figure make bench-detect prints (with 1,000 hosts × 24 h).
-	b.ReportMetric(total.Seconds()/float64(b.N), fmt.Sprintf("detect.fleet_%dh_%d_hosts_s:s", hours, hosts))
-	b.ReportMetric(hostSeconds/(total.Seconds()/float64(b.N)), "host-seconds/s")
-	b.ReportMetric(spikes.Seconds()/float64(b.N), "spikes-s/op")
-	b.ReportMetric(suspects.Seconds()/float64(b.N), "suspects-s/op")
-	b.ReportMetric(patterns.Seconds()/float64(b.N), "patterns-s/op")
-	b.ReportMetric(float64(windows), "windows")
-	// CPU time of the process (the engine's threads, the load's background
-	// merges included, and ours) varies less than wall time on a shared
-	// machine: compare it too.
-	b.ReportMetric(cpu/float64(b.N), "cpu-s/op")
+	n := float64(b.N)
+	return passFigures{
+		total: total.Seconds() / n, spikes: spikes.Seconds() / n, suspects: suspects.Seconds() / n, patterns: patterns.Seconds() / n,
+		cpu: cpu / n, windows: windows, peakMiB: peak, rssBeforeMiB: rssBefore, loadS: loadS, diskGiB: diskBytes / (1 << 30),
+	}
 }
 
 // fillBenchRequests puts BenchmarkDetectFullPass's requests into the

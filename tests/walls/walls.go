@@ -145,6 +145,8 @@ var Rules = []Rule{
 	{Pkg: "tests/testsummary", Own: nil},
 	{Pkg: "tests/walls", Own: nil},
 	{Pkg: "tests/fakeclock", Own: nil, Third: []string{}, Why: "the tests' one fake clock: the standard library only"},
+	{Pkg: "tests/growth", Own: nil, Third: []string{}, Why: "bench-scale's fit and memory readings: the standard library only, so any benchmark may take it"},
+	{Pkg: "tests/scalereport", Own: []string{"tests/growth"}, Third: []string{}, Why: "bench-scale's report reads BENCH lines, not the stages' code"},
 	{Pkg: "tests/e2ecluster", Own: nil, Why: "tests only: the chart on a real node, through its images"},
 	{Pkg: "tests/shopapp", Own: nil, Why: "the end-to-end tests' app: none of spikehunt's code"},
 	{Pkg: "tests/peers", Own: nil, Why: "benchmarks only: spikehunt's binaries and packages against their peers, from _test.go files"},

@@ -118,6 +118,7 @@ func (e *env) startOperator(t testing.TB, o operatorOptions) *operator {
 		HealthProbeBindAddress: "0",
 		// Tests run several managers in one process.
 		Controller: config.Controller{SkipNameValidation: &skip},
+		Cache:      CacheOptions(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -114,6 +114,13 @@ func crashRun(t *testing.T, dedup bool, requests, kills int) (count, unique int)
 // requests of 1,000 spans, keyed by host.
 func produceRequests(t testing.TB, k *testenv.Kafka, topic string, n int) {
 	t.Helper()
+	produceRequestsFrom(t, k, topic, n, 300)
+}
+
+// produceRequestsFrom sends n requests from hosts hosts, the hosts in
+// turn, as agent export requests of 1,000 spans, keyed by host.
+func produceRequestsFrom(t testing.TB, k *testenv.Kafka, topic string, n, hosts int) {
+	t.Helper()
 	cl, err := k.Client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.Lz4Compression()))
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +135,7 @@ func produceRequests(t testing.TB, k *testenv.Kafka, topic string, n int) {
 	const perMessage = 1000
 	reqs := make([]telemetry.Request, perMessage)
 	for m := 0; m*perMessage < n; m++ {
-		host := fmt.Sprintf("node-%03d", m%300)
+		host := fmt.Sprintf("node-%03d", m%hosts)
 		for i := range reqs {
 			id := m*perMessage + i
 			r := &reqs[i]
@@ -202,8 +209,16 @@ func (p *ingestProc) wait(t testing.TB, timeout time.Duration) {
 	}
 }
 
-// waitLagZero waits until the group has committed every message of topic.
+// waitLagZero waits up to 3 minutes until the group has committed every
+// message of topic.
 func waitLagZero(t testing.TB, k *testenv.Kafka, group, topic string) {
+	t.Helper()
+	waitLagZeroWithin(t, k, group, topic, 3*time.Minute)
+}
+
+// waitLagZeroWithin waits up to limit until the group has committed every
+// message of topic.
+func waitLagZeroWithin(t testing.TB, k *testenv.Kafka, group, topic string, limit time.Duration) {
 	t.Helper()
 	cl, err := k.Client()
 	if err != nil {
@@ -212,7 +227,7 @@ func waitLagZero(t testing.TB, k *testenv.Kafka, group, topic string) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	ctx := context.Background()
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
 		ends, err1 := adm.ListEndOffsets(ctx, topic)
 		committed, err2 := adm.FetchOffsets(ctx, group)
@@ -232,5 +247,5 @@ func waitLagZero(t testing.TB, k *testenv.Kafka, group, topic string) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Fatalf("group %s still behind on %s after 3 minutes", group, topic)
+	t.Fatalf("group %s still behind on %s after %s", group, topic, limit)
 }
