@@ -148,7 +148,7 @@ cluster-test: deps
 	SPIKEHUNT_REQUIRE_PRIVILEGED=$${SPIKEHUNT_REQUIRE_PRIVILEGED:-1} $(GO) test -count=1 -v -timeout 10m $(TEST_FLAGS) ./tests/cluster
 
 FUZZTIME ?= 30s
-FUZZ_TARGETS := ./agents/capture/explain:FuzzParse ./agents/capture/explain:FuzzReadBlockIO ./agents/capture/explain:FuzzReadFtrace ./agents/capture/explain:FuzzReadIrqBlocks ./pipelines/store:FuzzDecodeNative ./pipelines/chhttp:FuzzTranscodeNative ./pipelines/chhttp:FuzzDecodeBlocks \
+FUZZ_TARGETS := ./internal/otlpattr:FuzzParseDecimalIsParseInt ./agents/capture/explain:FuzzParse ./agents/capture/explain:FuzzReadBlockIO ./agents/capture/explain:FuzzReadFtrace ./agents/capture/explain:FuzzReadIrqBlocks ./pipelines/store:FuzzDecodeNative ./pipelines/chhttp:FuzzTranscodeNative ./pipelines/chhttp:FuzzDecodeBlocks \
 	./operator/internal/intake:FuzzDecodeDetectorAlert ./operator/internal/intake:FuzzDecodeGrafana ./operator/internal/intake:FuzzDecodeAlertmanager ./operator/internal/intake:FuzzGrafanaSignedRequest ./pipelines/alerts/alertsig:FuzzVerify \
 	./agents/intake:FuzzLineProtocol ./agents/intake:FuzzOTLPHTTP ./agents/intake:FuzzScanTraceRequest ./agents/intake:FuzzSpanDecoderMatchesPdata ./agents/intake:FuzzParseCredentials ./agents/spool:FuzzRecovery \
 	./agents/collect:FuzzParseInterrupts ./agents/collect:FuzzParseNetDev ./agents/collect:FuzzParseSoftirqs \

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/otlpattr"
 )
 
 // The direct decoder: an ExportTraceServiceRequest in protobuf walked
@@ -292,7 +293,7 @@ func (d *spanDecoder) resourceSpans(buf []byte) error {
 	if err := d.enter(kindResourceSpans, 2); err != nil {
 		return err
 	}
-	var service firstAttr
+	var service otlpattr.First
 	d.scopes, d.legacy = d.scopes[:0], d.legacy[:0]
 	for pos := 0; pos < len(buf); {
 		field, wire, p, err := d.tag(buf, pos, kindResourceSpans)
@@ -331,7 +332,7 @@ func (d *spanDecoder) resourceSpans(buf []byte) error {
 	}
 	res := int32(len(d.services))
 	svc := unknownServiceBytes
-	if v := service.str(); len(v) > 0 {
+	if v := service.Str(); len(v) > 0 {
 		svc = cleanNameBytes(v)
 	}
 	d.services = append(d.services, svc)
@@ -350,7 +351,7 @@ func (d *spanDecoder) resourceSpans(buf []byte) error {
 
 // resource decodes a Resource (depth 3) for its service.name; a repeated
 // resource field merges into the one before, as in pdata.
-func (d *spanDecoder) resource(buf []byte, service *firstAttr) error {
+func (d *spanDecoder) resource(buf []byte, service *otlpattr.First) error {
 	if err := d.enter(kindResource, 3); err != nil {
 		return err
 	}
@@ -370,7 +371,7 @@ func (d *spanDecoder) resource(buf []byte, service *firstAttr) error {
 				return err
 			}
 			if string(key) == attrServiceName {
-				service.offer(val)
+				service.Offer(val)
 			}
 		case 2: // dropped_attributes_count
 			_, p, err = varint(buf, p, wire)
@@ -455,7 +456,7 @@ func (d *spanDecoder) keep(res int32) error {
 		d.spans = grown
 	}
 	ep := s.name
-	if v := s.route.str(); len(v) > 0 {
+	if v := s.route.Str(); len(v) > 0 {
 		ep = v
 	}
 	if len(ep) == 0 {
@@ -465,8 +466,8 @@ func (d *spanDecoder) keep(res int32) error {
 		start: s.start, end: s.end, traceID: s.traceID, spanID: s.spanID,
 		resource: res, status: s.status(), endpoint: cleanNameBytes(ep),
 	}
-	if s.thread.found {
-		if id, ok := s.thread.v.asInt(); ok && id >= 0 && id <= math.MaxUint32 {
+	if s.thread.Found {
+		if id, ok := s.thread.V.AsInt(); ok && id >= 0 && id <= math.MaxUint32 {
 			p.thread = uint32(id)
 		}
 	}
@@ -492,8 +493,8 @@ type wireSpan struct {
 	kind                   int32
 	start, end             uint64
 	statusCode             int32
-	route, thread          firstAttr
-	httpStatus, httpLegacy firstAttr
+	route, thread          otlpattr.First
+	httpStatus, httpLegacy otlpattr.First
 }
 
 // decode reads a Span (depth 4). Scalars that repeat take the last
@@ -545,13 +546,13 @@ func (s *wireSpan) decode(d *spanDecoder, buf []byte) error {
 			}
 			switch string(key) {
 			case attrHTTPRoute:
-				s.route.offer(val)
+				s.route.Offer(val)
 			case attrThreadID:
-				s.thread.offer(val)
+				s.thread.Offer(val)
 			case attrHTTPStatus:
-				s.httpStatus.offer(val)
+				s.httpStatus.Offer(val)
 			case attrHTTPStatusLegacy:
-				s.httpLegacy.offer(val)
+				s.httpLegacy.Offer(val)
 			}
 		case 10, 12, 14: // dropped attributes, events, links counts
 			_, p, err = varint(buf, p, wire)
@@ -628,15 +629,15 @@ func (s *wireSpan) decodeStatus(d *spanDecoder, buf []byte) error {
 
 // status is spanStatus for a decoded span.
 func (s *wireSpan) status() string {
-	for _, a := range [...]*firstAttr{&s.httpStatus, &s.httpLegacy} {
-		if !a.found {
+	for _, a := range [...]*otlpattr.First{&s.httpStatus, &s.httpLegacy} {
+		if !a.Found {
 			continue
 		}
-		switch a.v.kind {
-		case attrInt:
-			return statusText(a.v.num)
-		case attrStr:
-			if c, ok := parseInt64(a.v.str); ok {
+		switch a.V.Kind {
+		case otlpattr.Int:
+			return statusText(a.V.Num)
+		case otlpattr.Str:
+			if c, ok := otlpattr.ParseDecimal(a.V.Str); ok {
 				return statusText(c)
 			}
 		}
@@ -650,85 +651,9 @@ func (s *wireSpan) status() string {
 	return "UNSET"
 }
 
-// attrValue is what an attribute's AnyValue resolved to, as far as the
-// agent cares: a string, an int, or any other type (or none), which
-// pcommon reads as "" and 0 alike.
-type attrValue struct {
-	kind attrKind
-	str  []byte // kind attrStr; aliases the message
-	num  int64  // kind attrInt
-}
-
-type attrKind uint8
-
-const (
-	attrOther attrKind = iota
-	attrStr
-	attrInt
-)
-
-// asInt is attrUint32's reading before the range check: an int, or a
-// decimal string.
-func (v attrValue) asInt() (int64, bool) {
-	switch v.kind {
-	case attrInt:
-		return v.num, true
-	case attrStr:
-		return parseInt64(v.str)
-	}
-	return 0, false
-}
-
-// parseInt64 is strconv.ParseInt(string(b), 10, 64) without making the
-// string: an optional sign, then decimal digits only.
-func parseInt64(b []byte) (int64, bool) {
-	neg := false
-	if len(b) > 0 && (b[0] == '+' || b[0] == '-') {
-		neg, b = b[0] == '-', b[1:]
-	}
-	if len(b) == 0 {
-		return 0, false
-	}
-	var n uint64
-	for _, c := range b {
-		if c < '0' || c > '9' || n > (1<<63)/10 {
-			return 0, false
-		}
-		n = n*10 + uint64(c-'0')
-	}
-	switch {
-	case !neg && n <= math.MaxInt64:
-		return int64(n), true
-	case neg && n <= 1<<63:
-		return int64(-n), true // -(1<<63) wraps to itself, which is right
-	}
-	return 0, false
-}
-
-// firstAttr is an attribute looked up as pcommon.Map.Get does: the first
-// one with the key counts.
-type firstAttr struct {
-	found bool
-	v     attrValue
-}
-
-func (a *firstAttr) offer(v attrValue) {
-	if !a.found {
-		a.found, a.v = true, v
-	}
-}
-
-// str is the value when it is a string, else nil (pcommon's Str()).
-func (a *firstAttr) str() []byte {
-	if a.found && a.v.kind == attrStr {
-		return a.v.str
-	}
-	return nil
-}
-
 // keyValue decodes a KeyValue at depth: its key (the last key field, as
 // in pdata) and value. key aliases buf.
-func (d *spanDecoder) keyValue(buf []byte, depth int) (key []byte, v attrValue, err error) {
+func (d *spanDecoder) keyValue(buf []byte, depth int) (key []byte, v otlpattr.Value, err error) {
 	if err := d.enter(kindKeyValue, depth); err != nil {
 		return nil, v, err
 	}
@@ -760,7 +685,7 @@ func (d *spanDecoder) keyValue(buf []byte, depth int) (key []byte, v attrValue, 
 
 // anyValue applies an AnyValue at depth to v: the last of its oneof
 // fields wins.
-func (d *spanDecoder) anyValue(buf []byte, v *attrValue, depth int) error {
+func (d *spanDecoder) anyValue(buf []byte, v *otlpattr.Value, depth int) error {
 	if err := d.enter(kindAnyValue, depth); err != nil {
 		return err
 	}
@@ -773,17 +698,17 @@ func (d *spanDecoder) anyValue(buf []byte, v *attrValue, depth int) error {
 		case 1: // string_value
 			var s []byte
 			if s, p, err = d.message(buf, p, wire); err == nil {
-				*v = attrValue{kind: attrStr, str: s}
+				*v = otlpattr.Value{Kind: otlpattr.Str, Str: s}
 			}
 		case 3: // int_value
 			var n uint64
 			if n, p, err = varint(buf, p, wire); err == nil {
-				*v = attrValue{kind: attrInt, num: int64(n)}
+				*v = otlpattr.Value{Kind: otlpattr.Int, Num: int64(n)}
 			}
 		default: // bool, double, array, kvlist, bytes, string_value_strindex: checked, not read
 			p, err = d.checkField(buf, p, field, wire, &wireAnyValue, depth)
 			if field <= 8 {
-				*v = attrValue{}
+				*v = otlpattr.Value{}
 			}
 		}
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/ClickHouse/ch-go/proto"
+	"github.com/spikehunt/spikehunt/internal/otlpattr"
 )
 
 // The direct span decoder: an ExportTraceServiceRequest walked field by
@@ -23,67 +24,10 @@ import (
 // them (decode.go's reference); FuzzSpanDecoderMatchesPdata keeps the two
 // in step.
 
-// attrValue is what an attribute's AnyValue resolved to, as far as the
-// columns care: a string, an int, or something else (pdata's other types
-// and an absent value, which pcommon reads as "" and 0 alike).
-type attrValue struct {
-	kind attrKind
-	str  []byte // kind == attrStr; aliases the message
-	num  int64  // kind == attrInt
-}
-
-type attrKind uint8
-
-const (
-	attrOther attrKind = iota
-	attrStr
-	attrInt
-)
-
-// asInt is intValue for an attrValue.
-func (v attrValue) asInt() (int64, bool) {
-	switch v.kind {
-	case attrInt:
-		return v.num, true
-	case attrStr:
-		return parseDecimal(v.str)
-	}
-	return 0, false
-}
-
-// parseDecimal is strconv.ParseInt(string(b), 10, 64) without the string.
-func parseDecimal(b []byte) (int64, bool) {
-	neg := false
-	if len(b) > 0 && (b[0] == '+' || b[0] == '-') {
-		neg = b[0] == '-'
-		b = b[1:]
-	}
-	if len(b) == 0 {
-		return 0, false
-	}
-	var n uint64
-	for _, c := range b {
-		if c < '0' || c > '9' || n > math.MaxUint64/10 {
-			return 0, false
-		}
-		n = n*10 + uint64(c-'0')
-		if n < uint64(c-'0') {
-			return 0, false
-		}
-	}
-	switch {
-	case !neg && n <= math.MaxInt64:
-		return int64(n), true
-	case neg && n <= 1<<63:
-		return -int64(n-1) - 1, true
-	}
-	return 0, false
-}
-
 // foldAnyValue applies one AnyValue message to v. A KeyValue whose value
 // field repeats merges the messages, as pdata does: the last of the oneof
 // fields across all of them wins.
-func foldAnyValue(buf []byte, v *attrValue) error {
+func foldAnyValue(buf []byte, v *otlpattr.Value) error {
 	for pos := 0; pos < len(buf); {
 		field, wire, p, err := consumeTag(buf, pos)
 		if err != nil {
@@ -98,7 +42,7 @@ func foldAnyValue(buf []byte, v *attrValue) error {
 			if start, p, err = consumeLen(buf, p); err != nil {
 				return err
 			}
-			*v = attrValue{kind: attrStr, str: buf[start:p]}
+			*v = otlpattr.Value{Kind: otlpattr.Str, Str: buf[start:p]}
 		case 3: // int_value
 			if wire != wireVarint {
 				return errWire
@@ -107,7 +51,7 @@ func foldAnyValue(buf []byte, v *attrValue) error {
 			if n, p, err = consumeVarint(buf, p); err != nil {
 				return err
 			}
-			*v = attrValue{kind: attrInt, num: int64(n)}
+			*v = otlpattr.Value{Kind: otlpattr.Int, Num: int64(n)}
 		default:
 			// bool, double, array, kvlist, bytes, string_value_strindex
 			// (which pcommon types as empty): checked, not kept.
@@ -116,7 +60,7 @@ func foldAnyValue(buf []byte, v *attrValue) error {
 				return err
 			}
 			if field >= 1 && field <= 8 {
-				*v = attrValue{kind: attrOther}
+				*v = otlpattr.Value{Kind: otlpattr.Other}
 			}
 			p = end
 		}
@@ -127,7 +71,7 @@ func foldAnyValue(buf []byte, v *attrValue) error {
 
 // decodeKeyValue decodes a KeyValue: its key (the last key field, as in
 // pdata) and value. key aliases buf.
-func decodeKeyValue(buf []byte) (key []byte, v attrValue, err error) {
+func decodeKeyValue(buf []byte) (key []byte, v otlpattr.Value, err error) {
 	for pos := 0; pos < len(buf); {
 		field, wire, p, err := consumeTag(buf, pos)
 		if err != nil {
@@ -164,30 +108,9 @@ func decodeKeyValue(buf []byte) (key []byte, v attrValue, err error) {
 	return key, v, nil
 }
 
-// firstAttr is an attribute looked up as pcommon.Map.Get looks it up: the
-// first one with the key counts.
-type firstAttr struct {
-	found bool
-	v     attrValue
-}
-
-func (a *firstAttr) offer(v attrValue) {
-	if !a.found {
-		a.found, a.v = true, v
-	}
-}
-
-// str is strAttr: the value if it is a string, else "".
-func (a *firstAttr) str() []byte {
-	if a.found && a.v.kind == attrStr {
-		return a.v.str
-	}
-	return nil
-}
-
 // spanResource is what the rows take from a resource.
 type spanResource struct {
-	service, host, node, hwClass firstAttr
+	service, host, node, hwClass otlpattr.First
 }
 
 func (r *spanResource) decode(buf []byte) error {
@@ -211,13 +134,13 @@ func (r *spanResource) decode(buf []byte) error {
 			}
 			switch string(key) {
 			case attrServiceName:
-				r.service.offer(v)
+				r.service.Offer(v)
 			case attrHostName:
-				r.host.offer(v)
+				r.host.Offer(v)
 			case attrNodeName:
-				r.node.offer(v)
+				r.node.Offer(v)
 			case attrHWClass:
-				r.hwClass.offer(v)
+				r.hwClass.Offer(v)
 			}
 		case 2: // dropped_attributes_count
 			if wire != wireVarint {
@@ -256,8 +179,8 @@ type span struct {
 	kind                   int32
 	start, end             uint64
 	statusCode             int32
-	route, weight, thread  firstAttr
-	httpStatus, httpLegacy firstAttr
+	route, weight, thread  otlpattr.First
+	httpStatus, httpLegacy otlpattr.First
 }
 
 // decodeID reads an id field: empty (all zeros) or exactly len(id) bytes.
@@ -346,15 +269,15 @@ func (s *span) decode(buf []byte) error {
 			}
 			switch string(key) {
 			case attrHTTPRoute:
-				s.route.offer(v)
+				s.route.Offer(v)
 			case attrWeight:
-				s.weight.offer(v)
+				s.weight.Offer(v)
 			case attrThreadID:
-				s.thread.offer(v)
+				s.thread.Offer(v)
 			case attrHTTPStatus:
-				s.httpStatus.offer(v)
+				s.httpStatus.Offer(v)
 			case attrHTTPStatusLegacy:
-				s.httpLegacy.offer(v)
+				s.httpLegacy.Offer(v)
 			}
 		case 15: // status
 			if wire != wireLen {
@@ -564,12 +487,12 @@ func (d *spanDecoder) resourceSpans(r *RequestRows, buf []byte) (rows, skipped i
 		pos = p
 	}
 	// The resource's columns, as decodeRequests and hostOf read them.
-	rr := rowResource{service: res.service.str(), host: res.host.str(), hwClass: res.hwClass.str()}
+	rr := rowResource{service: res.service.Str(), host: res.host.Str(), hwClass: res.hwClass.Str()}
 	if len(rr.service) == 0 {
 		rr.service = []byte(unknownService)
 	}
 	if len(rr.host) == 0 {
-		rr.host = res.node.str()
+		rr.host = res.node.Str()
 	}
 	if len(rr.host) == 0 {
 		rr.host = []byte(unknownHost)
@@ -655,15 +578,15 @@ func (r *RequestRows) appendSpan(s *span, res *rowResource) error {
 		return errRefused
 	}
 	weight := uint32(1)
-	if s.weight.found {
-		w, ok := s.weight.v.asInt()
+	if s.weight.Found {
+		w, ok := s.weight.V.AsInt()
 		if !ok || w < 1 || w > math.MaxUint32 {
 			return errRefused
 		}
 		weight = uint32(w)
 	}
 	endpoint := unknownEndpointBytes
-	if v := s.route.str(); len(v) > 0 {
+	if v := s.route.Str(); len(v) > 0 {
 		endpoint = v
 	} else if len(s.name) > 0 {
 		endpoint = s.name
@@ -687,8 +610,8 @@ func (r *RequestRows) appendSpan(s *span, res *rowResource) error {
 	r.traceID.Buf = append(r.traceID.Buf, s.traceID[:]...)
 	r.spanID.Buf = append(r.spanID.Buf, s.spanID[:]...)
 	thread := uint32(0)
-	if s.thread.found {
-		if id, ok := s.thread.v.asInt(); ok && id >= 0 && id <= math.MaxUint32 {
+	if s.thread.Found {
+		if id, ok := s.thread.V.AsInt(); ok && id >= 0 && id <= math.MaxUint32 {
 			thread = uint32(id)
 		}
 	}
@@ -702,11 +625,11 @@ func (r *RequestRows) appendSpan(s *span, res *rowResource) error {
 
 // statusKey is statusOf for a decoded span, as a key of the status column.
 func (r *RequestRows) statusKey(s *span) uint32 {
-	for _, a := range [...]*firstAttr{&s.httpStatus, &s.httpLegacy} {
-		if !a.found {
+	for _, a := range [...]*otlpattr.First{&s.httpStatus, &s.httpLegacy} {
+		if !a.Found {
 			continue
 		}
-		if c, ok := a.v.asInt(); ok {
+		if c, ok := a.V.AsInt(); ok {
 			if c >= 0 && c < int64(len(httpCodes)) {
 				return r.status.key(httpCodes[c])
 			}

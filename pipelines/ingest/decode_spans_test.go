@@ -270,18 +270,6 @@ func TestTheDirectDecoderRefusesWhatPdataRejects(t *testing.T) {
 	}
 }
 
-func TestParseDecimalIsParseInt(t *testing.T) {
-	for _, s := range []string{"0", "7", "-0", "+0", "418", "+418", "-1", "0042", "9223372036854775807", "9223372036854775808",
-		"-9223372036854775808", "-9223372036854775809", "18446744073709551615", "18446744073709551616", "99999999999999999999",
-		"", "+", "-", "1_000", " 1", "1 ", "0x10", "1e3", "--1", "+-1", "١"} {
-		want, werr := strconv.ParseInt(s, 10, 64)
-		got, ok := parseDecimal([]byte(s))
-		if ok != (werr == nil) || (ok && got != want) {
-			t.Errorf("parseDecimal(%q) = %d, %v; strconv.ParseInt: %d, %v", s, got, ok, want, werr)
-		}
-	}
-}
-
 func TestTheDictionaryColumnEncodesAsChGoDoes(t *testing.T) {
 	// Enough distinct values to need 16-bit keys.
 	var values []string
