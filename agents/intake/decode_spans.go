@@ -237,7 +237,8 @@ func (d *spanDecoder) resource(buf []byte, service *otlpattr.First) error {
 			if v, p, err = d.message(buf, p, wire); err != nil {
 				return err
 			}
-			key, val, err := d.keyValue(v, 4)
+			var val otlpattr.Value
+			key, err := d.keyValue(v, 4, &val)
 			if err != nil {
 				return err
 			}
@@ -411,7 +412,8 @@ func (s *wireSpan) decode(d *spanDecoder, buf []byte) error {
 			if v, p, err = d.message(buf, p, wire); err != nil {
 				return err
 			}
-			key, val, err := d.keyValue(v, 5)
+			var val otlpattr.Value
+			key, err := d.keyValue(v, 5, &val)
 			if err != nil {
 				return err
 			}
@@ -523,15 +525,61 @@ func (s *wireSpan) status() string {
 }
 
 // keyValue decodes a KeyValue at depth: its key (the last key field, as
-// in pdata) and value. key aliases buf.
-func (d *spanDecoder) keyValue(buf []byte, depth int) (key []byte, v otlpattr.Value, err error) {
+// in pdata) and its value into v, which must be zero. key aliases buf.
+func (d *spanDecoder) keyValue(buf []byte, depth int, v *otlpattr.Value) (key []byte, err error) {
+	if key = d.plainKeyValue(buf, depth, v); key != nil {
+		return key, nil
+	}
+	return d.keyValueSlow(buf, depth, v)
+}
+
+// plainKeyValue is keyValue's fast path for the KeyValue every SDK
+// writes: its key, then its value holding one string or one int, each
+// field once and shorter than 128 bytes. It charges what keyValue and
+// anyValue charge for it; anything else (nil, v untouched) takes the
+// general path, which judges it from the start.
+func (d *spanDecoder) plainKeyValue(buf []byte, depth int, v *otlpattr.Value) []byte {
+	// 0x0a: field 1 (key), length-delimited; 0x12: field 2 (value).
+	if depth+1 > maxProtoDepth || len(buf) < 4 || buf[0] != 0x0a || buf[1] >= 0x80 {
+		return nil
+	}
+	kEnd := 2 + int(buf[1])
+	if kEnd+4 > len(buf) || buf[kEnd] != 0x12 || buf[kEnd+1] >= 0x80 || kEnd+2+int(buf[kEnd+1]) != len(buf) {
+		return nil
+	}
+	val := buf[kEnd+2:]
+	// The key and the value are two length-delimited fields, the value's
+	// one field an AnyValue field, and both messages are entered.
+	const cost = 2*lenFieldBytes + anyValueFieldBytes
+	switch val[0] {
+	case 0x0a: // string_value
+		if val[1] >= 0x80 || 2+int(val[1]) != len(val) {
+			return nil
+		}
+		v.Kind, v.Str = otlpattr.Str, val[2:]
+		d.shape.cost += cost + lenFieldBytes + decodedBytes[kindKeyValue] + decodedBytes[kindAnyValue]
+	case 0x18: // int_value
+		n, l := consumeVarint(val[1:])
+		if l < 0 || 1+l != len(val) {
+			return nil
+		}
+		v.Kind, v.Num = otlpattr.Int, int64(n)
+		d.shape.cost += cost + decodedBytes[kindKeyValue] + decodedBytes[kindAnyValue]
+	default:
+		return nil
+	}
+	return buf[2:kEnd]
+}
+
+// keyValueSlow is keyValue for any encoding.
+func (d *spanDecoder) keyValueSlow(buf []byte, depth int, v *otlpattr.Value) (key []byte, err error) {
 	if err := d.enter(kindKeyValue, depth); err != nil {
-		return nil, v, err
+		return nil, err
 	}
 	for pos := 0; pos < len(buf); {
 		field, wire, p, err := d.tag(buf, pos, kindKeyValue)
 		if err != nil {
-			return nil, v, err
+			return nil, err
 		}
 		switch field {
 		case 1: // key
@@ -539,7 +587,7 @@ func (d *spanDecoder) keyValue(buf []byte, depth int) (key []byte, v otlpattr.Va
 		case 2: // value; a repeated one merges into the one before
 			var m []byte
 			if m, p, err = d.message(buf, p, wire); err == nil {
-				err = d.anyValue(m, &v, depth+1)
+				err = d.anyValue(m, v, depth+1)
 			}
 		case 3: // key_strindex
 			_, p, err = varint(buf, p, wire)
@@ -547,11 +595,14 @@ func (d *spanDecoder) keyValue(buf []byte, depth int) (key []byte, v otlpattr.Va
 			p, err = d.skip(buf, p, wire)
 		}
 		if err != nil {
-			return nil, v, err
+			return nil, err
 		}
 		pos = p
 	}
-	return key, v, nil
+	if key == nil {
+		key = buf[:0] // a KeyValue without its key: the key is empty
+	}
+	return key, nil
 }
 
 // anyValue applies an AnyValue at depth to v: the last of its oneof

@@ -181,7 +181,19 @@ func directSeeds() map[string][]byte {
 			wireRequestSpan(pbLen(9, kvStr("thread.id", "-1"))),
 			wireRequestSpan(pbLen(9, kvInt("thread.id", 1<<32))),
 			wireRequestSpan(pbLen(9, kvInt("thread.id", 1<<32-1)))),
-		"a value field twice": inResource(svc, wireRequestSpan(pbLen(9, cat(pbStr(1, "thread.id"), pbLen(2, pbVarint(3, 5)), pbLen(2, pbVarint(2, 1)))))),
+		// The edges of plainKeyValue, the fast path for the usual KeyValue.
+		"attributes the fast path leaves to the general one": inResource(svc, wireRequestSpan(
+			pbLen(9, cat(pbStr(1, "http.route"), pbLen(2, cat(pbStr(1, "/a"), pbVarint(3, 1))))), // a value of two fields
+			pbLen(9, cat(pbStr(1, "thread.id"), pbLen(2, nil))),                                  // an empty value
+			pbLen(9, kvStr("http.route", strings.Repeat("r", 130))),                              // a two-byte length
+			pbLen(9, cat(pbLen(2, pbStr(1, "/v")), pbStr(1, "http.route"))),                      // the value before the key
+			pbLen(9, cat(pbStr(1, "thread.id"), pbLen(2, pbVarint(2, 1)))))),                     // a bool
+		"an attribute int as a ten-byte varint": inResource(svc, wireRequestSpan(pbLen(9, cat(pbStr(1, "thread.id"),
+			pbLen(2, []byte{0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}))))),
+		"an attribute string cut short":     inResource(svc, wireRequestSpan(pbLen(9, cat(pbStr(1, "k"), []byte{0x12, 0x03, 0x0a, 0x05, 'a'})))),
+		"an attribute int cut short":        inResource(svc, wireRequestSpan(pbLen(9, cat(pbStr(1, "thread.id"), []byte{0x12, 0x02, 0x18, 0x80})))),
+		"an attribute with a trailing byte": inResource(svc, wireRequestSpan(pbLen(9, cat(kvStr("http.route", "/t"), []byte{0x18})))),
+		"a value field twice":               inResource(svc, wireRequestSpan(pbLen(9, cat(pbStr(1, "thread.id"), pbLen(2, pbVarint(3, 5)), pbLen(2, pbVarint(2, 1)))))),
 		"kinds and parents": inResource(svc,
 			wireRequestSpan(pbVarint(6, 0)),
 			wireRequestSpan(pbVarint(6, 0), pbLen(4, make([]byte, 8))),

@@ -23,8 +23,16 @@ import (
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
-// The load of the issue's goal: 20,000 OTLP spans/s on one node.
-var nodeLoad = spanLoad{Apps: 4, Rate: 20000, BatchSize: 512}
+// The load of the issue's goal: 20,000 OTLP spans/s on one node
+// (SPIKEHUNT_BENCH_RATE to change, for a profile with more samples).
+var nodeLoad = spanLoad{Apps: 4, Rate: benchRate(20000), BatchSize: 512}
+
+func benchRate(def int) int {
+	if v, err := strconv.Atoi(os.Getenv("SPIKEHUNT_BENCH_RATE")); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
 
 // BenchmarkNodeAgent gives spikehunt-agent and the OpenTelemetry Collector
 // used as a node agent (testdata/collector-node-agent.yaml) the same
@@ -37,11 +45,16 @@ var nodeLoad = spanLoad{Apps: 4, Rate: 20000, BatchSize: 512}
 // span: that is the difference a user buys.
 //
 // SPIKEHUNT_BENCH_SECONDS (default 30) is the measured time of each,
-// after SPIKEHUNT_BENCH_WARMUP_SECONDS (default 5). It measures once,
+// after SPIKEHUNT_BENCH_WARMUP_SECONDS (default 5). Before the load, each
+// is measured idle for SPIKEHUNT_BENCH_IDLE_SECONDS (default 10): its
+// fixed cost (timers, sampling, metrics), apart from the cost per span.
+// It measures once,
 // whatever b.N is. It needs the Collector of `deps/install.sh
 // otelcol-peers` (make bench-peers-agent installs it).
 // SPIKEHUNT_BENCH_CPUPROFILE=file also saves spikehunt-agent's CPU
-// profile over its measured seconds (go tool pprof file).
+// profile over its measured seconds (go tool pprof file);
+// SPIKEHUNT_BENCH_PERF=file records it with perf instead, at 2,999 Hz with
+// the kernel's side of its syscalls (perf report -i file).
 func BenchmarkNodeAgent(b *testing.B) {
 	nodeAgentBench.Do(func() { nodeAgentBench.r, nodeAgentBench.err = measureNodeAgents(b) })
 	if nodeAgentBench.err != nil {
@@ -50,6 +63,11 @@ func BenchmarkNodeAgent(b *testing.B) {
 	a, c := nodeAgentBench.r.agent, nodeAgentBench.r.collector
 	b.ReportMetric(a.cpuPct, "peers.agent_cpu_pct:%")
 	b.ReportMetric(c.cpuPct, "peers.collector_cpu_pct:%")
+	b.ReportMetric(a.idleCPUPct, "peers.agent_idle_cpu_pct:%")
+	fl := nodeAgentBench.r.floor.cpuPct
+	b.ReportMetric(fl, "peers.grpc_floor_cpu_pct:%")
+	b.ReportMetric((a.cpuPct-fl)/(c.cpuPct-fl), "peers.agent_cpu_ratio_above_floor:x")
+	b.ReportMetric(c.idleCPUPct, "peers.collector_idle_cpu_pct:%")
 	b.ReportMetric(a.cpuPct/c.cpuPct, "peers.agent_cpu_ratio:x")
 	b.ReportMetric(a.peakMiB, "peers.agent_rss_peak_mib:MiB")
 	b.ReportMetric(c.peakMiB, "peers.collector_rss_peak_mib:MiB")
@@ -71,13 +89,14 @@ var nodeAgentBench struct {
 	err error
 }
 
-type nodeAgentFigures struct{ agent, collector phaseFigures }
+type nodeAgentFigures struct{ agent, collector, floor phaseFigures }
 
 // phaseFigures are one node agent's measured seconds.
 type phaseFigures struct {
 	name            string
 	wall            float64 // measured seconds
 	cpuPct          float64 // user+system CPU over wall, % of one core
+	idleCPUPct      float64 // the same before the load, started and idle
 	peakMiB, endMiB float64 // VmHWM (the whole run) and VmRSS at the end
 	accepted        int64   // spans the receiver accepted during wall
 	kafkaBytes      int64   // growth of the node agent's topics' logs during wall
@@ -228,6 +247,7 @@ func measureNodeAgents(b *testing.B) (nodeAgentFigures, error) {
 		return r, err
 	}
 	warm, secs := benchSeconds("SPIKEHUNT_BENCH_WARMUP_SECONDS", 5), benchSeconds("SPIKEHUNT_BENCH_SECONDS", 30)
+	idle := benchSeconds("SPIKEHUNT_BENCH_IDLE_SECONDS", 10)
 	k := testenv.SharedKafka(b)
 	brokers := strings.Join(k.Brokers(), ",")
 	ctx := context.Background()
@@ -251,7 +271,7 @@ func measureNodeAgents(b *testing.B) (nodeAgentFigures, error) {
 	if err != nil {
 		return r, err
 	}
-	r.agent, err = measurePhase(adm, agent, warm, secs)
+	r.agent, err = measurePhase(adm, agent, idle, warm, secs)
 	agent.stop()
 	r.agent.log = lastLines(agent.out.String(), 20)
 	if err != nil {
@@ -267,13 +287,17 @@ func measureNodeAgents(b *testing.B) (nodeAgentFigures, error) {
 	if err != nil {
 		return r, err
 	}
-	r.collector, err = measurePhase(adm, collector, warm, secs)
+	r.collector, err = measurePhase(adm, collector, idle, warm, secs)
 	collector.stop()
 	r.collector.log = lastLines(collector.out.String(), 20)
 	if err != nil {
 		return r, fmt.Errorf("the Collector: %w; its output:\n%s", err, collector.out.String())
 	}
 	r.collector.name = "Collector (node agent)"
+
+	if r.floor, err = measureGRPCFloor(idle, warm, secs); err != nil {
+		return r, err
+	}
 
 	printNodeAgentNotes(r)
 	for _, p := range []phaseFigures{r.agent, r.collector} {
@@ -284,10 +308,16 @@ func measureNodeAgents(b *testing.B) (nodeAgentFigures, error) {
 	return r, nil
 }
 
-// measurePhase sends the load to p for warm + secs and measures the secs.
-func measurePhase(adm *kadm.Client, p *nodeAgentProc, warm, secs time.Duration) (phaseFigures, error) {
+// measurePhase measures p idle for idle seconds (after a second to
+// settle from its start), then sends the load to p for warm + secs and
+// measures the secs.
+func measurePhase(adm *kadm.Client, p *nodeAgentProc, idle, warm, secs time.Duration) (phaseFigures, error) {
 	var f phaseFigures
 	pid := p.cmd.Process.Pid
+	time.Sleep(time.Second)
+	cpu0, t0 := procCPUSeconds(pid), time.Now()
+	time.Sleep(idle)
+	f.idleCPUPct = 100 * (procCPUSeconds(pid) - cpu0) / time.Since(t0).Seconds()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var counts loadCounts
@@ -301,9 +331,14 @@ func measurePhase(adm *kadm.Client, p *nodeAgentProc, warm, secs time.Duration) 
 	}
 	acc0, cpu0, t0 := counts.accepted.Load(), procCPUSeconds(pid), time.Now()
 	profiled := make(chan error, 1)
-	if path := os.Getenv("SPIKEHUNT_BENCH_CPUPROFILE"); path != "" && p.spikehunt {
-		go func() { profiled <- saveCPUProfile(strings.TrimSuffix(p.metrics, "/metrics"), secs, path) }()
-	} else {
+	switch {
+	case os.Getenv("SPIKEHUNT_BENCH_CPUPROFILE") != "" && p.spikehunt:
+		go func() {
+			profiled <- saveCPUProfile(strings.TrimSuffix(p.metrics, "/metrics"), secs, os.Getenv("SPIKEHUNT_BENCH_CPUPROFILE"))
+		}()
+	case os.Getenv("SPIKEHUNT_BENCH_PERF") != "" && p.spikehunt:
+		go func() { profiled <- perfRecord(pid, secs, os.Getenv("SPIKEHUNT_BENCH_PERF")) }()
+	default:
 		profiled <- nil
 	}
 	time.Sleep(secs)
@@ -406,6 +441,8 @@ func printNodeAgentNotes(r nodeAgentFigures) {
 	for _, p := range []phaseFigures{r.agent, r.collector} {
 		fmt.Printf("peers: %-24s %5.1f%% of a core, RSS peak %.1f MiB end %.1f MiB, %.0f spans/s accepted over %.0f s, %.1f Kafka bytes per span (%d bytes)\n",
 			p.name, p.cpuPct, p.peakMiB, p.endMiB, p.spansPerS(), p.wall, p.kafkaBytesPerSpan(), p.kafkaBytes)
+		fmt.Printf("peers: %-24s idle before the load: %.2f%% of a core; the load's own cost: %.2f µs per span\n",
+			"", p.idleCPUPct, (p.cpuPct-p.idleCPUPct)/100*1e6/p.spansPerS())
 		fmt.Printf("peers: %-24s generator sent %d spans (%d skipped, behind), %d accepted, %d refused; the node agent counted %.0f received, %.0f %s\n",
 			"", p.sentTotal, p.missedTotal, p.acceptedTotal, p.failedTotal, p.receivedTotal, p.exportedTotal, p.exportedWhat)
 		var parts []string
@@ -417,12 +454,27 @@ func printNodeAgentNotes(r nodeAgentFigures) {
 			fmt.Printf("peers: %-24s kept %.0f requests for export (%.2f%% of those received)\n", "", p.keptTotal, 100*p.keptTotal/p.receivedTotal)
 		}
 	}
+	fmt.Printf("peers: %-24s %5.1f%% of a core under the same load (idle %.2f%%): what a grpc-go receiver that reads nothing costs, on one P;\n",
+		r.floor.name, r.floor.cpuPct, r.floor.idleCPUPct)
+	fmt.Printf("peers: %-24s spikehunt-agent above it: %.2f µs per span (%.1f%% of a core), the Collector: %.2f µs per span\n", "",
+		(r.agent.cpuPct-r.floor.cpuPct)/100*1e6/r.agent.spansPerS(), r.agent.cpuPct-r.floor.cpuPct,
+		(r.collector.cpuPct-r.floor.cpuPct)/100*1e6/r.collector.spansPerS())
 	fmt.Println("peers: spikehunt-agent forwards only the requests it keeps (the slow ones and a rate-bounded sample of the rest, each with its weight) plus its kernel samples;")
 	fmt.Println("peers: the Collector forwards every span plus hostmetrics. The bytes per request compare what each puts on Kafka for the same traffic.")
 	load, err := os.ReadFile("/proc/loadavg")
 	if err == nil {
 		fmt.Printf("peers: machine load average after the run: %s", load)
 	}
+}
+
+// perfRecord records pid's on-CPU stacks with perf for d into path.
+func perfRecord(pid int, d time.Duration, path string) error {
+	out, err := exec.Command("perf", "record", "-q", "-F", "2999", "-g", "-p", strconv.Itoa(pid), "-o", path,
+		"--", "sleep", strconv.Itoa(int(d.Seconds()))).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("perf record: %w: %s", err, out)
+	}
+	return nil
 }
 
 // saveCPUProfile saves the CPU profile a Go program serves at
