@@ -241,8 +241,10 @@ bench-peers: bench-peers-agent bench-peers-ingest bench-peers-detect ## every pe
 # The node agent: spikehunt-agent and the stock Collector as a node agent
 # (tests/peers/testdata/collector-node-agent.yaml) in turn under one
 # 20,000 spans/s OTLP/gRPC load, SPIKEHUNT_BENCH_SECONDS (default 30) each
-# after a warm-up, both to one Kafka broker; then one spikehunt sampling
-# pass against one node_exporter scrape of the same kernel sources.
+# after a warm-up (and idle before it), both to one Kafka broker, then a
+# grpc-go server that reads nothing on the same load (the transport's
+# floor); then one spikehunt sampling pass against one node_exporter
+# scrape of the same kernel sources.
 bench-peers-agent: ## spikehunt-agent vs the Collector node agent, and a sampling pass vs node_exporter
 	deps/install.sh kafka otelcol-peers node-exporter
 	BENCHTIME=1x tests/bench.sh peers-agent ./tests/peers -- -bench '^BenchmarkNodeAgent$$' -timeout 20m

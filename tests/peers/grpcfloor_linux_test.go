@@ -101,22 +101,15 @@ func measureGRPCFloor(idle, warm, secs time.Duration) (phaseFigures, error) {
 		return f, fmt.Errorf("the grpc floor: %w; its output:\n%s", err, out.String())
 	}
 	pid := cmd.Process.Pid
-	time.Sleep(time.Second)
-	cpu0, t0 := procCPUSeconds(pid), time.Now()
-	time.Sleep(idle)
-	f.idleCPUPct = 100 * (procCPUSeconds(pid) - cpu0) / time.Since(t0).Seconds()
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	f.idleCPUPct = idleCPUPct(pid, idle)
 	var counts loadCounts
-	loadDone := make(chan error, 1)
-	go func() { loadDone <- nodeLoad.run(ctx, addr, &counts) }()
+	stopLoad := startLoad(addr, &counts)
+	defer stopLoad()
 	time.Sleep(warm)
 	acc0, cpu0, t0 := counts.accepted.Load(), procCPUSeconds(pid), time.Now()
 	time.Sleep(secs)
 	cpu1, acc1, wall := procCPUSeconds(pid), counts.accepted.Load(), time.Since(t0).Seconds()
-	cancel()
-	if err := <-loadDone; err != nil {
+	if err := stopLoad(); err != nil {
 		return f, err
 	}
 	f.wall, f.cpuPct, f.accepted = wall, 100*(cpu1-cpu0)/wall, acc1-acc0

@@ -314,15 +314,10 @@ func measureNodeAgents(b *testing.B) (nodeAgentFigures, error) {
 func measurePhase(adm *kadm.Client, p *nodeAgentProc, idle, warm, secs time.Duration) (phaseFigures, error) {
 	var f phaseFigures
 	pid := p.cmd.Process.Pid
-	time.Sleep(time.Second)
-	cpu0, t0 := procCPUSeconds(pid), time.Now()
-	time.Sleep(idle)
-	f.idleCPUPct = 100 * (procCPUSeconds(pid) - cpu0) / time.Since(t0).Seconds()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	f.idleCPUPct = idleCPUPct(pid, idle)
 	var counts loadCounts
-	loadDone := make(chan error, 1)
-	go func() { loadDone <- nodeLoad.run(ctx, p.grpc, &counts) }()
+	stopLoad := startLoad(p.grpc, &counts)
+	defer stopLoad()
 	time.Sleep(warm)
 
 	size0, err := logSizes(adm, p.topics)
@@ -347,8 +342,7 @@ func measurePhase(adm *kadm.Client, p *nodeAgentProc, idle, warm, secs time.Dura
 	if err != nil {
 		return f, err
 	}
-	cancel()
-	if err := <-loadDone; err != nil {
+	if err := stopLoad(); err != nil {
 		return f, err
 	}
 	if err := <-profiled; err != nil {
@@ -392,6 +386,29 @@ func measurePhase(adm *kadm.Client, p *nodeAgentProc, idle, warm, secs time.Dura
 		}
 	}
 	return f, err
+}
+
+// idleCPUPct is pid's CPU, % of one core, over idle, after a second to
+// settle from its start.
+func idleCPUPct(pid int, idle time.Duration) float64 {
+	time.Sleep(time.Second)
+	cpu0, t0 := procCPUSeconds(pid), time.Now()
+	time.Sleep(idle)
+	return 100 * (procCPUSeconds(pid) - cpu0) / time.Since(t0).Seconds()
+}
+
+// startLoad sends nodeLoad to addr, counted in c, until stop is called;
+// stop returns the load's error (and nil when called again).
+func startLoad(addr string, c *loadCounts) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- nodeLoad.run(ctx, addr, c) }()
+	var once sync.Once
+	var err error
+	return func() error {
+		once.Do(func() { cancel(); err = <-done })
+		return err
+	}
 }
 
 // check fails a run whose comparison would not hold: the load not
