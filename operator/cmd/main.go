@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/spikehunt/spikehunt/internal/memlimit"
 	"github.com/spikehunt/spikehunt/kafkasec"
 	capturev1alpha1 "github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 	"github.com/spikehunt/spikehunt/operator/internal/controller"
@@ -108,6 +109,8 @@ type options struct {
 	// registry takes the intake's metrics; nil is controller-runtime's
 	// (served at /metrics). Tests running two replicas give one its own.
 	registry prometheus.Registerer
+	// memoryLimitRatio is --runtime.memory-limit-ratio (internal/memlimit).
+	memoryLimitRatio float64
 }
 
 func parseFlags(args []string) (options, error) {
@@ -159,6 +162,8 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.report.MaxConnections, "report.max-connections", report.DefaultMaxConnections, "open connections the report server serves at once; the next wait to be accepted")
 	fs.Int64Var(&o.report.MaxFileBytes, "report.max-file-bytes", report.DefaultMaxFileBytes, "largest file the report server sends in proxy mode (it is read whole and checked first); larger ones are refused with 413: use spikehunt captures get")
 	fs.StringVar(&o.report.SpoolDir, "report.spool-dir", "", "folder for files over 1 MiB while proxy mode checks them (default: the system's temporary folder); needs --report.max-connections × --report.max-file-bytes at worst")
+	fs.Float64Var(&o.memoryLimitRatio, "runtime.memory-limit-ratio", memlimit.DefaultRatio, "share of the pod's memory limit (its cgroup's) the Go runtime may use before its garbage collector works harder, "+
+		"so that a burst of garbage (the first list of every Node) does not reach the limit; 0 turns it off; a GOMEMLIMIT in the environment wins")
 	ctrlclientconfig.RegisterFlags(fs) // --kubeconfig, for a run outside the cluster
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -166,6 +171,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if fs.NArg() > 0 {
 		return options{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := memlimit.CheckRatio(o.memoryLimitRatio); err != nil {
+		return options{}, fmt.Errorf("--runtime.memory-limit-ratio: %w", err)
 	}
 	if o.webhookSlice != "" {
 		// The chart's downward-API values, checked before any connection.
@@ -369,6 +377,11 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+	if limit, from, err := memlimit.Set(o.memoryLimitRatio); err != nil {
+		ctrl.Log.WithName("setup").Error(err, "the Go memory limit is not set")
+	} else if limit > 0 {
+		ctrl.Log.WithName("setup").Info("Go memory limit set from the cgroup's", "limit_mib", limit>>20, "from", from, "ratio", o.memoryLimitRatio)
+	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubernetes config (in a pod, or --kubeconfig / $KUBECONFIG): %w", err)

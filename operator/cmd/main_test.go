@@ -44,6 +44,9 @@ func TestParseFlags(t *testing.T) {
 			settings{Metrics: "0", Probes: "127.0.0.1:9440"}, false},
 		{"a stray argument is an error", []string{"run"}, settings{}, true},
 		{"an unknown flag is an error", []string{"--leader-elect-please"}, settings{}, true},
+		{"a memory limit ratio over 1 is an error", []string{"--runtime.memory-limit-ratio=1.5"}, settings{}, true},
+		{"a memory limit ratio of 0 turns it off", []string{"--runtime.memory-limit-ratio=0"},
+			settings{Metrics: ":8080", Probes: ":8081"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

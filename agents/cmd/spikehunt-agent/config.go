@@ -13,6 +13,7 @@ import (
 	"github.com/spikehunt/spikehunt/agents/export"
 	"github.com/spikehunt/spikehunt/agents/intake"
 	"github.com/spikehunt/spikehunt/agents/spool"
+	"github.com/spikehunt/spikehunt/internal/memlimit"
 )
 
 // Config is the agent's configuration file. Flags override it; see flags.go.
@@ -53,6 +54,11 @@ type RuntimeConfig struct {
 	// per busy stretch instead of a dozen, and the agent switches context
 	// about 40% less (timerslack_linux.go says how it is applied).
 	TimerSlack time.Duration `yaml:"timer_slack"`
+	// MemoryLimitRatio is the share of the agent's cgroup memory limit
+	// (the DaemonSet's limits.memory) the Go runtime may use before its
+	// garbage collector works harder (default 0.9; 0 off; a GOMEMLIMIT in
+	// the environment wins). internal/memlimit reads the limit.
+	MemoryLimitRatio float64 `yaml:"memory_limit_ratio"`
 }
 
 // maxTimerSlack bounds runtime.timer_slack: the agent's shortest timer
@@ -105,7 +111,7 @@ func defaultConfig() Config {
 		Capture:  defaultCaptureConfig(),
 		Listen:   "127.0.0.1:9464",
 		LogLevel: "info",
-		Runtime:  RuntimeConfig{GoMaxProcs: 1, TimerSlack: time.Millisecond},
+		Runtime:  RuntimeConfig{GoMaxProcs: 1, TimerSlack: time.Millisecond, MemoryLimitRatio: memlimit.DefaultRatio},
 	}
 }
 
@@ -157,6 +163,9 @@ func (c Config) Validate() error {
 	}
 	if c.Runtime.TimerSlack < 0 || c.Runtime.TimerSlack > maxTimerSlack {
 		return fmt.Errorf("runtime.timer_slack must be 0 (the kernel's) to %v", maxTimerSlack)
+	}
+	if memlimit.CheckRatio(c.Runtime.MemoryLimitRatio) != nil {
+		return errors.New("runtime.memory_limit_ratio must be 0 (off) to 1")
 	}
 	if err := c.Intake.Validate(); err != nil {
 		return err

@@ -33,13 +33,13 @@ func TestConfigLoadsEveryKeyOfTheSample(t *testing.T) {
 		cfg.Export.MaxSpans != 1000, len(cfg.Kafka.Brokers) != 2, cfg.Kafka.Compression != "zstd",
 		cfg.Kafka.Security.SASL.Mechanism != "SCRAM-SHA-512", cfg.Kafka.Security.TLS.CAFile != "/etc/spikehunt/kafka-ca/ca.crt",
 		cfg.Spool.MaxBytes != 128<<20, cfg.Spool.FsyncInterval != 500*time.Millisecond, cfg.Listen != "0.0.0.0:9464",
-		cfg.Runtime.GoMaxProcs != 2, cfg.Runtime.TimerSlack != 2*time.Millisecond,
+		cfg.Runtime.GoMaxProcs != 2, cfg.Runtime.TimerSlack != 2*time.Millisecond, cfg.Runtime.MemoryLimitRatio != 0.8,
 		cfg.Capture.Kube.Enabled == nil || !*cfg.Capture.Kube.Enabled,
 		len(cfg.Intake.Trigger.UIDs) != 1 || cfg.Intake.Trigger.CIDRs[0] != "10.244.0.0/16", cfg.Capture.FireEvery != time.Minute, cfg.Capture.FireBurst != 1:
 		t.Fatalf("loaded %+v", cfg)
 	}
 	// Keys the sample leaves out keep their defaults.
-	if def := defaultConfig(); def.Runtime.GoMaxProcs != 1 || def.Runtime.TimerSlack != time.Millisecond {
+	if def := defaultConfig(); def.Runtime.GoMaxProcs != 1 || def.Runtime.TimerSlack != time.Millisecond || def.Runtime.MemoryLimitRatio != 0.9 {
 		t.Errorf("default gomaxprocs %d, timer slack %v; want 1 and 1ms", def.Runtime.GoMaxProcs, def.Runtime.TimerSlack)
 	}
 	if cfg.Intake.MaxServices != 64 || cfg.Spool.SegmentBytes != 8<<20 {
@@ -58,6 +58,7 @@ func TestConfigMistakesAreClearErrors(t *testing.T) {
 		{"intake:\n  max_span_age: 72h\n", "max_span_age = 72h0m0s"},
 		{"runtime:\n  gomaxprocs: -1\n", "runtime.gomaxprocs"},
 		{"runtime:\n  timer_slack: 1s\n", "runtime.timer_slack"},
+		{"runtime:\n  memory_limit_ratio: 1.5\n", "runtime.memory_limit_ratio must be 0 (off) to 1"},
 		{"capture:\n  kube:\n    kubeconfig: /no/such/kubeconfig\n", "capture.kube.kubeconfig"},
 		{"intake:\n  trigger:\n    cidrs: [pods]\n", `trigger.cidrs: "pods"`},
 		{"capture:\n  fire_burst: 100\n", "capture.fire_burst"},

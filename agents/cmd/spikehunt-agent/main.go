@@ -32,6 +32,7 @@ import (
 	"github.com/spikehunt/spikehunt/agents/intake"
 	"github.com/spikehunt/spikehunt/agents/spool"
 	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/memlimit"
 	"github.com/spikehunt/spikehunt/kafkasec"
 )
 
@@ -68,6 +69,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		runtime.GOMAXPROCS(cfg.Runtime.GoMaxProcs)
 	}
 	log := newLogger(cfg.LogLevel, stderr)
+	if limit, from, err := memlimit.Set(cfg.Runtime.MemoryLimitRatio); err != nil {
+		log.Warn("the Go memory limit is not set", "error", err)
+	} else if limit > 0 {
+		log.Info("Go memory limit set from the cgroup's", "limit_mib", limit>>20, "from", from)
+	}
 	res, err := resolveResource(ctx, cfg.Resource, log)
 	if err != nil {
 		return err
