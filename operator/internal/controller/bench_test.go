@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -114,6 +115,12 @@ func measurePolicy(b *testing.B, n int) policyFigures {
 	}
 	if err := growth.ResetPeak(0); err != nil {
 		b.Fatal(err)
+	}
+	// SPIKEHUNT_BENCH_MEMLIMIT_MIB gives this process (the operator) a Go
+	// memory limit, as internal/memlimit gives the operator's pod; not
+	// GOMEMLIMIT, which envtest's API server and etcd would inherit.
+	if mib, err := strconv.Atoi(os.Getenv("SPIKEHUNT_BENCH_MEMLIMIT_MIB")); err == nil && mib > 0 {
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(int64(mib) << 20))
 	}
 	began := time.Now()
 	op := e.startOperator(b, operatorOptions{})
