@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -52,8 +53,7 @@ func TestSetFollowsTheLimitOfTheCgroupTheProcessRunsIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), childEnv+"=1")
-	cmd.Env = slicesWithout(cmd.Env, "GOMEMLIMIT=")
+	cmd.Env = slices.DeleteFunc(append(os.Environ(), childEnv+"=1"), func(e string) bool { return strings.HasPrefix(e, "GOMEMLIMIT=") })
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -86,14 +86,4 @@ func requirePrivileged(t *testing.T, err error) {
 		t.Fatalf("a memory cgroup of our own: %v (SPIKEHUNT_REQUIRE_PRIVILEGED=1)", err)
 	}
 	t.Skipf("a memory cgroup of our own needs root: %v", err)
-}
-
-func slicesWithout(env []string, prefix string) []string {
-	out := env[:0:0]
-	for _, e := range env {
-		if !strings.HasPrefix(e, prefix) {
-			out = append(out, e)
-		}
-	}
-	return out
 }

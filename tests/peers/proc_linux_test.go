@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/spikehunt/spikehunt/tests/growth"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
@@ -22,26 +22,12 @@ func procCPUSeconds(pid int) float64 {
 }
 
 // procMemMiB is a process's peak (VmHWM) and current (VmRSS) resident set
-// in MiB, from /proc/<pid>/status.
+// in MiB (tests/growth reads them).
 func procMemMiB(pid int) (peak, now float64, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, fmt.Errorf("read the memory of process %d: %w", pid, err)
+	if peak, err = growth.PeakMiB(pid); err == nil {
+		now, err = growth.RSSMiB(pid)
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 2 {
-			continue
-		}
-		kb, _ := strconv.ParseFloat(f[1], 64)
-		switch f[0] {
-		case "VmHWM:":
-			peak = kb / 1024
-		case "VmRSS:":
-			now = kb / 1024
-		}
-	}
-	return peak, now, nil
+	return peak, now, err
 }
 
 // freeAddr is a loopback address no one listens on now.
