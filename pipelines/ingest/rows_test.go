@@ -29,7 +29,10 @@ import (
 )
 
 // fixtureEpoch has nanoseconds so that the cut to microseconds shows.
-var fixtureEpoch = time.Date(2026, 11, 22, 3, 0, 0, 123_456_789, time.UTC)
+var fixtureEpoch = testenv.RecentDay().Add(3*time.Hour + 123_456_789)
+
+// fixtureDate is fixtureEpoch's day as the store and the messages spell it.
+var fixtureDate = fixtureEpoch.Format(time.DateOnly)
 
 var fixtureResource = telemetry.Resource{HostName: "web-7", NodeName: "node-3", HWClass: "gen9"}
 
@@ -319,15 +322,15 @@ func TestAgentSpansBecomeRequestRows(t *testing.T) {
 	zeroTrace, zeroSpan := strings.Repeat("00", 16), strings.Repeat("00", 8)
 	// The encoder groups spans by service, in order of first appearance.
 	want := []requestRowText{
-		row("2026-11-22T03:00:00.123456Z", "checkout", "/v1/cart", "200", 1234,
+		row(fixtureDate+"T03:00:00.123456Z", "checkout", "/v1/cart", "200", 1234,
 			strings.Repeat("01", 16), strings.Repeat("11", 8), 4242, 9),
-		row("2026-11-22T03:00:00.125456Z", "checkout", "GET /healthz", "OK", 0,
+		row(fixtureDate+"T03:00:00.125456Z", "checkout", "GET /healthz", "OK", 0,
 			strings.Repeat("02", 16), strings.Repeat("22", 8), 0, 1),
-		row("2026-11-22T03:00:00.126456Z", "checkout", "/v1/export", "ERROR", math.MaxUint32,
+		row(fixtureDate+"T03:00:00.126456Z", "checkout", "/v1/export", "ERROR", math.MaxUint32,
 			strings.Repeat("03", 16), strings.Repeat("33", 8), 0, 1),
-		row("2026-11-22T03:00:00.127456Z", "checkout", "/v1/cart", "UNSET", 1000,
+		row(fixtureDate+"T03:00:00.127456Z", "checkout", "/v1/cart", "UNSET", 1000,
 			strings.Repeat("04", 16), strings.Repeat("44", 8), 0, math.MaxUint32),
-		row("2026-11-22T03:00:00.124456Z", "billing", "/v1/pay", "503", 5000, zeroTrace, zeroSpan, 0, 1),
+		row(fixtureDate+"T03:00:00.124456Z", "billing", "/v1/pay", "503", 5000, zeroTrace, zeroSpan, 0, 1),
 	}
 	if diff := cmp.Diff(want, requestRowsIn(t, r)); diff != "" {
 		t.Fatalf("rows (-want +got):\n%s", diff)
@@ -476,7 +479,7 @@ func TestSpanAttributesFillEndpointStatusThreadAndWeight(t *testing.T) {
 		}, func(r *requestRowText) { r.TS, r.LatencyUS = "2200-01-01T00:00:00Z", math.MaxUint32 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			want := requestRowText{TS: "2026-11-22T03:00:00.123456Z", Service: "checkout", Host: "web-7", Endpoint: "GET /x",
+			want := requestRowText{TS: fixtureDate + "T03:00:00.123456Z", Service: "checkout", Host: "web-7", Endpoint: "GET /x",
 				Status: "UNSET", LatencyUS: 1000, TraceID: strings.Repeat("aa", 16), SpanID: strings.Repeat("bb", 8), Weight: 1}
 			if tc.want != nil {
 				tc.want(&want)
@@ -506,7 +509,7 @@ func TestAnInvalidSpanRejectsItsWholeMessage(t *testing.T) {
 		{"no start", func(s ptrace.Span) { s.SetStartTimestamp(0) }, "timestamp", []string{"start 0 (unset)"}},
 		{"no end", func(s ptrace.Span) { s.SetEndTimestamp(0) }, "timestamp", []string{"end 0 (unset)"}},
 		{"end before start", func(s ptrace.Span) { s.SetEndTimestamp(s.StartTimestamp() - 1) }, "timestamp",
-			[]string{"end 2026-11-22T03:00:00.123456788Z before start 2026-11-22T03:00:00.123456789Z"}},
+			[]string{"end " + fixtureDate + "T03:00:00.123456788Z before start " + fixtureDate + "T03:00:00.123456789Z"}},
 		{"start in 1999", func(s ptrace.Span) { at(s, time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).Add(-1), time.Second) },
 			"timestamp", []string{"1999-12-31T23:59:59.999999999Z", "not between 2000 and 2200"}},
 		{"start after 2200", func(s ptrace.Span) { at(s, time.Date(2200, 1, 1, 0, 0, 0, 1, time.UTC), time.Second) },
@@ -554,13 +557,13 @@ func TestAgentPointsBecomeCounterRows(t *testing.T) {
 	if err != nil || rows != 9 {
 		t.Fatalf("AppendMetrics = %d rows, %v; want 9, nil", rows, err)
 	}
-	const start = "2026-11-22T03:00:00.123456Z"
+	start := fixtureDate + "T03:00:00.123456Z"
 	row := func(metric string, ms uint32, cpu int16, device, mode string, value float64, attrs string) counterRowText {
 		return counterRowText{TSStart: start, IntervalMS: ms, Host: "web-7", Metric: metric, CPU: cpu,
 			Device: device, Mode: mode, Value: value, Attrs: attrs}
 	}
 	slab := row("spikehunt.memory.slab", 0, -1, "", "reclaimable", 1<<30, "")
-	slab.TSStart = "2026-11-22T03:00:01.123456Z" // a gauge's reading time
+	slab.TSStart = fixtureDate + "T03:00:01.123456Z" // a gauge's reading time
 	want := []counterRowText{
 		row("system.cpu.time", 1000, 3, "", "softirq", 0.25, ""),
 		// 1499.6 ms and 2.499 ms: interval_ms is rounded, not cut.
@@ -618,7 +621,7 @@ func TestPointAttributesFillCPUDeviceModeAndAttrs(t *testing.T) {
 		}, func(r *counterRowText) { r.Device, r.Attrs = "9", `n=-42,b=true,d=0.5,=empty key,s=["x"]` }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			want := counterRowText{TSStart: "2026-11-22T03:00:00.123456Z", IntervalMS: 1000, Host: "web-7", Metric: "m", CPU: -1, Value: 1}
+			want := counterRowText{TSStart: fixtureDate + "T03:00:00.123456Z", IntervalMS: 1000, Host: "web-7", Metric: "m", CPU: -1, Value: 1}
 			tc.want(&want)
 			c := NewCounterRows()
 			if _, err := c.AppendMetrics(metricMsg(t, func(ms pmetric.MetricSlice) { tc.edit(validSum(ms, "m").Attributes()) })); err != nil {
@@ -678,7 +681,7 @@ func TestARepeatedAttributeKeyKeepsItsFirstValue(t *testing.T) {
 	if _, err := c.AppendMetrics(msg); err != nil {
 		t.Fatal(err)
 	}
-	row := counterRowText{TSStart: "2026-11-22T03:00:00.123456Z", IntervalMS: 1000, Host: "web-7", Metric: "m",
+	row := counterRowText{TSStart: fixtureDate + "T03:00:00.123456Z", IntervalMS: 1000, Host: "web-7", Metric: "m",
 		CPU: 2, Mode: "user", Value: 5, Attrs: "spikehunt.counter=first"}
 	rowMany := row
 	rowMany.Attrs += "," + strings.Join(wantMany, ",")
@@ -714,7 +717,7 @@ func TestOnlySumAndGaugePointsBecomeCounterRows(t *testing.T) {
 	}
 	got := counterRowsIn(t, c)
 	if got[0].Metric != "cumulative" || got[0].Value != 42 || got[0].IntervalMS != 1000 ||
-		got[1].Metric != "gauge" || got[1].Value != -7 || got[1].IntervalMS != 0 || got[1].TSStart != "2026-11-22T03:00:00.123456Z" {
+		got[1].Metric != "gauge" || got[1].Value != -7 || got[1].IntervalMS != 0 || got[1].TSStart != fixtureDate+"T03:00:00.123456Z" {
 		t.Fatalf("rows %+v", got)
 	}
 }

@@ -71,7 +71,10 @@ func insertRequests(t *testing.T, st store.Store, b *requestBatch, opts ...store
 	}
 }
 
-var t0 = time.Date(2026, 11, 22, 3, 0, 0, 100_000_000, time.UTC)
+var t0 = testenv.RecentDay().Add(3*time.Hour + 100*time.Millisecond)
+
+// day is t0's day as the store prints it.
+var day = t0.Format(time.DateOnly)
 
 func TestLatency1sRollsUpWeightedRequestsPerHostAndSecond(t *testing.T) {
 	ctx := context.Background()
@@ -114,11 +117,11 @@ func TestLatency1sRollsUpWeightedRequestsPerHostAndSecond(t *testing.T) {
 	got := read()
 	t.Logf("%+v", got)
 	want := []second1s{
-		{Host: "h1", TS: "2026-11-22 03:00:00", Weighted: 500 + 900 + 3, Kept: 603, Max: 900_000,
+		{Host: "h1", TS: day + " 03:00:00", Weighted: 500 + 900 + 3, Kept: 603, Max: 900_000,
 			SumUS: 500*1000 + 900*5000 + 3*900_000, P50: 5000, P90: 5000, P99: 5000, P999: 900_000},
-		{Host: "h1", TS: "2026-11-22 03:00:01", Weighted: 2, Kept: 1, Max: 2000, SumUS: 4000,
+		{Host: "h1", TS: day + " 03:00:01", Weighted: 2, Kept: 1, Max: 2000, SumUS: 4000,
 			P50: 2000, P90: 2000, P99: 2000, P999: 2000},
-		{Host: "h2", TS: "2026-11-22 03:00:00", Weighted: 10, Kept: 10, Max: 300, SumUS: 3000,
+		{Host: "h2", TS: day + " 03:00:00", Weighted: 10, Kept: 10, Max: 300, SumUS: 3000,
 			P50: 300, P90: 300, P99: 300, P999: 300},
 	}
 	// t-digest interpolates between centroids: 5 % is far tighter than the
@@ -160,8 +163,8 @@ func TestLatency1sCountsEachSecondsRequestsByLatencyBin(t *testing.T) {
 	second.add(3, "h1", "gen9", t0.Add(800*time.Millisecond), 900_000, 1) // bin 158
 	second.add(1, "h1", "gen9", t0.Add(850*time.Millisecond), 1010, 1)    // bin 79 too
 	insertRequests(t, st, second)
-	const q = "SELECT toString(sumMap(latency_hist)) FROM latency_1s WHERE host = 'h1' AND ts = " +
-		"toDateTime('2026-11-22 03:00:00', 'UTC')"
+	q := "SELECT toString(sumMap(latency_hist)) FROM latency_1s WHERE host = 'h1' AND ts = " +
+		"toDateTime('" + day + " 03:00:00', 'UTC')"
 	const want = "([79,158],[6,3])"
 	if got := queryOne(t, st, q); got != want {
 		t.Errorf("latency_hist of h1's second = %s, want %s", got, want)
@@ -271,7 +274,7 @@ func TestLatency1mRollsUpLatency1sPerMinute(t *testing.T) {
 	if w := strings.Split(want[0], "\t"); w[5] == "([],[])" {
 		t.Errorf("the first minute's weight-1 requests are in no histogram bin: %v", w)
 	}
-	if n := queryOne(t, st, "SELECT max(max_us) FROM latency_1m WHERE ts = toStartOfMinute(toDateTime('2026-11-22 03:01:00', 'UTC'))"); n != "1000000" {
+	if n := queryOne(t, st, "SELECT max(max_us) FROM latency_1m WHERE ts = toStartOfMinute(toDateTime('"+day+" 03:01:00', 'UTC'))"); n != "1000000" {
 		t.Errorf("the slow second's max in the second minute: %s", n)
 	}
 }

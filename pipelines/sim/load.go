@@ -116,6 +116,9 @@ func loaded(ctx context.Context, st store.Store, id string) (bool, error) {
 }
 
 // deletePartial removes what an unfinished load of cfg may have left.
+// Each table is looked at on its own: the rollups outlive the requests
+// they were fed from (their TTLs differ), so a load whose requests have
+// aged out still has rollups to remove, or a reload would count them twice.
 func deletePartial(ctx context.Context, st store.Store, cfg Config) error {
 	hosts, _ := Plan(cfg)
 	names := make([]string, len(hosts))
@@ -125,28 +128,21 @@ func deletePartial(ctx context.Context, st store.Store, cfg Config) error {
 	in := strings.Join(names, ",")
 	from, to := cfg.Start.Unix(), cfg.Start.Add(cfg.Duration).Unix()
 	svc := store.QuoteString(cfg.Service)
-	for _, q := range []string{
-		fmt.Sprintf("SELECT count() FROM requests WHERE service = %s AND host IN (%s) AND ts >= toDateTime(%d) AND ts < toDateTime(%d)", svc, in, from, to),
-		fmt.Sprintf("SELECT count() FROM counters WHERE host IN (%s) AND ts_start >= toDateTime(%d) AND ts_start < toDateTime(%d)", in, from, to),
-	} {
-		tab, err := store.Select(ctx, st, q)
+	var where []string
+	for _, table := range []string{"requests", "latency_1s", "latency_1m"} {
+		where = append(where, fmt.Sprintf("%s WHERE service = %s AND host IN (%s) AND ts >= toDateTime(%d) AND ts < toDateTime(%d)", table, svc, in, from, to))
+	}
+	where = append(where, fmt.Sprintf("counters WHERE host IN (%s) AND ts_start >= toDateTime(%d) AND ts_start < toDateTime(%d)", in, from, to))
+	for _, w := range where {
+		tab, err := store.Select(ctx, st, "SELECT count() FROM "+w)
 		if err != nil {
 			return fmt.Errorf("sim: look for a partial load: %w", err)
 		}
 		if tab.Rows[0][0] == "0" {
 			continue
 		}
-		del := strings.Replace(q, "SELECT count() FROM", "DELETE FROM", 1)
-		if err := st.Exec(ctx, del); err != nil {
+		if err := st.Exec(ctx, "DELETE FROM "+w); err != nil {
 			return fmt.Errorf("sim: remove a partial load: %w", err)
-		}
-		if strings.Contains(q, "FROM requests") {
-			// The rollups the materialized views fed from those rows.
-			for _, rollup := range []string{"latency_1s", "latency_1m"} {
-				if err := st.Exec(ctx, strings.Replace(del, "FROM requests", "FROM "+rollup, 1)); err != nil {
-					return fmt.Errorf("sim: remove a partial load: %w", err)
-				}
-			}
 		}
 	}
 	return nil

@@ -19,7 +19,9 @@ import (
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
-var epoch = time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
+// epoch is a recent midnight: the simulated fleet's rows must stay inside
+// the store's TTLs, which a fixed date leaves.
+var epoch = testenv.RecentDay().AddDate(0, 0, -1)
 
 func plan(t *testing.T, c Config) ([]Host, Truth, Config) {
 	t.Helper()
