@@ -12,6 +12,7 @@ import (
 	"github.com/ClickHouse/ch-go/proto"
 	"github.com/google/go-cmp/cmp"
 	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
 // requestBatch is a block of requests rows as the ingest would write it.
