@@ -59,20 +59,39 @@ const maxCounterInterval = time.Minute
 // Absolute floors of the deviation's scale, in the rate's unit per second:
 // a series that is flat zero must move by this much to count. The metrics
 // in seconds are the time-valued ones TimeWeight applies to.
+//
+// direct marks counts that are a cause's own evidence rather than the load
+// or its echo: pages scanned by allocating tasks in direct reclaim, their
+// stalls, compaction stalls, a listen queue's overflows and drops. They are
+// zero on a healthy host, and they weigh TimeWeight like time: the memory
+// pressure stall time that direct reclaim causes must not outrank the
+// reclaim itself.
 var absoluteFloors = []struct {
 	metric  string
 	floor   float64
 	seconds bool
+	direct  bool
 }{
 	// Seconds per second. CPU time comes in 10 ms ticks: on 1 s intervals
 	// one tick is 0.01 s/s, which must stay below the bar.
-	{"system.cpu.time", 0.005, true},
-	{"spikehunt.cpu.run_delay", 0.002, true},
-	{"spikehunt.pressure.stall_time", 0.002, true},
-	{"system.disk.operation_time", 0.002, true},
-	{"system.disk.io_time", 0.002, true},
-	{"system.network.io", 64 << 10, false},    // bytes per second
-	{"spikehunt.memory.slab", 1 << 20, false}, // bytes of growth per second
+	{"system.cpu.time", 0.005, true, false},
+	{"spikehunt.cpu.run_delay", 0.002, true, false},
+	{"spikehunt.pressure.stall_time", 0.002, true, false},
+	{"system.disk.operation_time", 0.002, true, false},
+	{"system.disk.io_time", 0.002, true, false},
+	// A workload cgroup's CPU time and the time it was throttled or
+	// stalled on a resource.
+	{"spikehunt.cgroup.cpu.usage", 0.05, true, false},
+	{"spikehunt.cgroup.cpu.throttled_time", 0.005, true, false},
+	{"spikehunt.cgroup.pressure.stall_time", 0.002, true, false},
+	{"system.network.io", 64 << 10, false, false},    // bytes per second
+	{"spikehunt.memory.slab", 1 << 20, false, false}, // bytes of growth per second
+	// Counts, per second.
+	{"spikehunt.memory.reclaim.scanned", 64, false, true}, // pages: a 256 KiB/s trickle is not reclaim
+	{"spikehunt.memory.reclaim.stalls", 1, false, true},
+	{"spikehunt.memory.compaction.stalls", 1, false, true},
+	{"spikehunt.tcp.listen_overflows", 1, false, true},
+	{"spikehunt.tcp.listen_drops", 1, false, true},
 }
 
 // defaultAbsoluteFloor is for counts (packets, interrupts, softirqs,
@@ -101,11 +120,12 @@ func notSelfTelemetry() string {
 	return "NOT (" + strings.Join(parts, " OR ") + ")"
 }
 
-// timeMetrics are the metrics measured in seconds (of CPU, waiting, disk).
+// timeMetrics are the metrics that weigh TimeWeight: those measured in
+// seconds (of CPU, waiting, disk) and the direct evidence of a cause.
 func timeMetrics() []string {
 	var out []string
 	for _, f := range absoluteFloors {
-		if f.seconds {
+		if f.seconds || f.direct {
 			out = append(out, f.metric)
 		}
 	}

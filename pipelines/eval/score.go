@@ -6,6 +6,7 @@ package eval
 
 import (
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/spikehunt/spikehunt/pipelines/detect"
@@ -126,7 +127,8 @@ func ScoreTop1(tr sim.Truth, got []detect.SpikeWindow) Top1 {
 
 func matches(keys []sim.SuspectKey, s detect.Suspect) bool {
 	for _, k := range keys {
-		if k.Metric != s.Metric || (k.Mode != "" && k.Mode != s.Mode) || (k.Device != "" && k.Device != s.Device) {
+		if k.Metric != s.Metric || (k.Mode != "" && k.Mode != s.Mode) || (k.Device != "" && k.Device != s.Device) ||
+			!strings.HasPrefix(s.Device, k.DevicePrefix) {
 			continue
 		}
 		if len(k.CPUs) == 0 {

@@ -62,6 +62,11 @@ const (
 	// most seconds of a stall hold one or two slow requests among the
 	// host's others.
 	EndpointStall = "endpoint-stall"
+	// The everyday causes, each on a part of the fleet.
+	CPUThrottle   = "cpu-throttle"    // the pod's CPU limit, on the third of the hosts it runs on
+	NoisyNeighbor = "noisy-neighbour" // a backup job every 15–20 min, twice as often on gen5
+	Reclaim       = "reclaim"         // direct reclaim on the 40% of hosts near their memory limit
+	TCPListen     = "tcp-listen"      // listen-queue overflows on half the hosts
 )
 
 // Causes: what, in the kernel, goes with a spike.
@@ -70,15 +75,23 @@ const (
 	CauseNICSoftirq = "nic-softirq" // NET_RX softirq saturates CPUs 0, 2, 4, 6 (RSS over four queues)
 	CauseDownIface  = "down-iface"  // a down interface receives a burst; softirq time on one CPU
 	CauseDisk       = "disk"        // the disk's operation time jumps; IO-doing requests stall
+	// The everyday causes.
+	CauseCPUThrottle = "cpu-throttle" // the service's pod runs out of its CFS quota: its threads wait, throttled
+	CauseNeighbour   = "neighbour"    // a batch job in another cgroup (backup.service) takes the service's CPUs
+	CauseReclaim     = "reclaim"      // allocating threads enter direct reclaim and compaction
+	CauseTCPListen   = "tcp-listen"   // a connection burst overflows the listen queue; clients retry their SYN 1 s later
 )
 
 // Scenarios lists the scenario names in a stable order.
 func Scenarios() []string {
-	return []string{Healthy, ThousandSpikes, BadHost, Synchronized, NICSoftirqStorm, DownInterface, IOStall, SlowCreep, Noisy, EndpointStall}
+	return []string{Healthy, ThousandSpikes, BadHost, Synchronized, NICSoftirqStorm, DownInterface, IOStall, SlowCreep, Noisy, EndpointStall,
+		CPUThrottle, NoisyNeighbor, Reclaim, TCPListen}
 }
 
 // Causes lists the cause names.
-func Causes() []string { return []string{CauseNone, CauseNICSoftirq, CauseDownIface, CauseDisk} }
+func Causes() []string {
+	return []string{CauseNone, CauseNICSoftirq, CauseDownIface, CauseDisk, CauseCPUThrottle, CauseNeighbour, CauseReclaim, CauseTCPListen}
+}
 
 // Defaults returns the scenario's configuration with every zero field of c
 // filled. Fields c sets are kept.
@@ -108,6 +121,14 @@ func (c Config) Defaults() Config {
 		d.Creep = 5
 	case Noisy:
 		d.Noise = 1.0 / 5 // one spike per host per 5 h
+	case CPUThrottle:
+		d.Fraction, d.Cause = 0.3, CauseCPUThrottle
+	case NoisyNeighbor:
+		d.SpikeLength, d.SkewClass, d.Skew, d.Cause = 5*time.Second, "gen5", 2, CauseNeighbour
+	case Reclaim:
+		d.Fraction, d.SpikeLength, d.Cause = 0.4, 2*time.Second, CauseReclaim
+	case TCPListen:
+		d.Fraction, d.Cause = 0.5, CauseTCPListen
 	case EndpointStall:
 		// A storefront of four equally used endpoints at 8 requests per
 		// second per host: 2 per second reach /checkout, whose dependency

@@ -40,12 +40,13 @@ type counterGen struct {
 	host *Host
 	rng  *rand.Rand
 	next int // first stall not over before the current interval
+	pod  string // the service's pod on this host
 	// Reused per interval.
 	softirq, user, idle, iowait []float64
 }
 
 func newCounterGen(cfg Config, h *Host, rng *rand.Rand) *counterGen {
-	return &counterGen{cfg: cfg, host: h, rng: rng,
+	return &counterGen{cfg: cfg, host: h, rng: rng, pod: servicePod(cfg.Service, h.Index),
 		softirq: make([]float64, cfg.CPUs), user: make([]float64, cfg.CPUs),
 		idle: make([]float64, cfg.CPUs), iowait: make([]float64, cfg.CPUs)}
 }
@@ -108,6 +109,13 @@ func (g *counterGen) interval(a, b time.Time, out []telemetry.Point) []telemetry
 	}
 	if diskStall > 0 {
 		g.iowait[3%g.cfg.CPUs] += 0.5 * diskStall
+	}
+	// A neighbour's batch job is user time on the CPUs it shares with the
+	// service: the echo of the cause, not its name.
+	if neighbour := g.overlap(a, b, CauseNeighbour); neighbour > 0 {
+		for _, c := range neighbourCPUs {
+			g.user[c%g.cfg.CPUs] += 0.95 * neighbour
+		}
 	}
 	for c := 0; c < g.cfg.CPUs; c++ {
 		system, irq := g.jitter(T*0.05*f), g.jitter(T*0.003)
@@ -180,8 +188,81 @@ func (g *counterGen) interval(a, b time.Time, out []telemetry.Point) []telemetry
 	out = append(out, telemetry.Point{Metric: "spikehunt.memory.slab", Unit: "By", Start: b, End: b,
 		Value: math.Round(g.jitter(300 << 20)), Attrs: []telemetry.Attr{telemetry.Str("spikehunt.memory.slab.kind", "total")}})
 	add("spikehunt.context_switches", "{switch}", math.Round(g.jitter(T*6000*f)))
+	return g.everyday(a, b, out)
+}
+
+// Workload cgroups as the agent names them (agents/collect: a pod as
+// namespace/pod, a systemd unit by its path): the service's own pod, whose
+// name differs on every host as a Deployment's pods do; the node's kubelet;
+// and a backup job that idles between its runs.
+const (
+	neighbourUnit = "system.slice/backup.service"
+	kubeletUnit   = "system.slice/kubelet.service"
+	// serviceLimitCPUs is the pod's CPU limit; its CFS period is 100 ms.
+	serviceLimitCPUs = 0.5
+)
+
+// servicePodPrefix is what the service's pods' names share: namespace,
+// Deployment and ReplicaSet hash.
+func servicePodPrefix(service string) string { return "shop/" + service + "-7d9c8b6f5-" }
+
+// servicePod is the service's pod on host i: the prefix and five
+// characters of its own.
+func servicePod(service string, i int) string {
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
+	var suffix [5]byte
+	for k := range suffix {
+		suffix[k] = alphabet[i%len(alphabet)]
+		i /= len(alphabet)
+	}
+	return servicePodPrefix(service) + string(suffix[:])
+}
+
+// everyday appends the series the everyday causes move: the workload
+// cgroups' CPU and throttling, /proc/vmstat's reclaim and faults, and the
+// TCP counters of /proc/net/snmp and netstat. Each is near zero on a
+// healthy host, as on real ones, but for CPU usage and retransmits.
+func (g *counterGen) everyday(a, b time.Time, out []telemetry.Point) []telemetry.Point {
+	T := b.Sub(a).Seconds()
+	f := load(a)
+	throttle := g.overlap(a, b, CauseCPUThrottle)
+	neighbour := g.overlap(a, b, CauseNeighbour)
+	reclaim := g.overlap(a, b, CauseReclaim)
+	listen := g.overlap(a, b, CauseTCPListen)
+	add := func(metric, unit string, v float64, attrs ...telemetry.Attr) {
+		out = append(out, telemetry.Point{Metric: metric, Unit: unit, Start: a, End: b, Value: v, Attrs: attrs})
+	}
+	// A count that is zero but for the odd event.
+	rare := func(perSecond float64) float64 { return math.Floor(g.rng.ExpFloat64() * perSecond * T) }
+
+	pod := telemetry.Str("spikehunt.cgroup", g.pod)
+	// Throttled, the pod's threads get half their periods' worth of CPU at
+	// most; the time its four runqueues spend throttled is what it lost.
+	add("spikehunt.cgroup.cpu.usage", "s", math.Min(T*serviceLimitCPUs, g.jitter(T*0.2*f)), pod)
+	add("spikehunt.cgroup.cpu.periods", "{period}", math.Round(T*10), pod)
+	add("spikehunt.cgroup.cpu.throttled_periods", "{period}", math.Round(throttle*9), pod)
+	add("spikehunt.cgroup.cpu.throttled_time", "s", throttle*2.4, pod)
+	out = append(out, telemetry.Point{Metric: "spikehunt.cgroup.cpu.limit", Unit: "{cpu}", Start: b, End: b, Value: serviceLimitCPUs, Attrs: []telemetry.Attr{pod}})
+	add("spikehunt.cgroup.cpu.usage", "s", g.jitter(T*0.02)+neighbour*1.9, telemetry.Str("spikehunt.cgroup", neighbourUnit))
+	add("spikehunt.cgroup.cpu.usage", "s", g.jitter(T*0.05*f), telemetry.Str("spikehunt.cgroup", kubeletUnit))
+
+	add("spikehunt.memory.reclaim.scanned", "{page}", rare(0.01)+reclaim*3100)
+	add("spikehunt.memory.reclaim.stalls", "{stall}", rare(0.001)+reclaim*40)
+	add("spikehunt.memory.compaction.stalls", "{stall}", rare(0.001)+reclaim*6)
+	add("spikehunt.memory.major_faults", "{fault}", math.Round(g.jitter(T*2*f))+reclaim*150)
+	if reclaim > 0 {
+		add("spikehunt.pressure.stall_time", "s", 0.4*reclaim, telemetry.Str("spikehunt.pressure.resource", "memory"), psiSome)
+	}
+
+	add("spikehunt.tcp.retransmits", "{segment}", math.Round(g.jitter(T*0.02*g.cfg.RPS*f)))
+	add("spikehunt.tcp.syn_retransmits", "{segment}", rare(0.01)+listen*200)
+	add("spikehunt.tcp.listen_overflows", "{overflow}", listen*400)
+	add("spikehunt.tcp.listen_drops", "{drop}", listen*400)
 	return out
 }
+
+// neighbourCPUs are the CPUs the backup job shares with the service.
+var neighbourCPUs = []int{2, 3}
 
 func isStormCPU(c int) bool {
 	for _, s := range stormCPUs {

@@ -68,9 +68,11 @@ type Window struct {
 }
 
 // SuspectKey names a counter series family: CPUs empty means any CPU (or
-// not per CPU).
+// not per CPU). DevicePrefix, when set, matches every device that starts
+// with it: a Deployment's pods, one per host, each named by its own.
 type SuspectKey struct {
 	Metric, Mode, Device string
+	DevicePrefix         string
 	CPUs                 []int
 }
 
@@ -97,7 +99,7 @@ func Plan(cfg Config) ([]Host, Truth) {
 	truth := Truth{Scenario: cfg.Scenario, Cause: cfg.Cause, HostsTotal: cfg.Hosts, AffectedHosts: len(affected)}
 
 	switch cfg.Scenario {
-	case ThousandSpikes, NICSoftirqStorm, DownInterface, IOStall, EndpointStall:
+	case ThousandSpikes, NICSoftirqStorm, DownInterface, IOStall, EndpointStall, CPUThrottle, NoisyNeighbor, Reclaim, TCPListen:
 		// Each affected host recurs on its own period and phase.
 		for _, i := range affected {
 			p := period()
@@ -167,7 +169,7 @@ func Plan(cfg Config) ([]Host, Truth) {
 	if truth.Class == "" {
 		truth.Period, truth.SecondOccurrence = 0, time.Time{}
 	}
-	truth.TopSuspects = topSuspects(cfg.Cause)
+	truth.TopSuspects = topSuspects(cfg.Cause, cfg.Service)
 	if ep := stalledEndpoint(cfg.Scenario); ep != "" {
 		truth.StalledEndpoints = []string{ep}
 		for _, e := range endpointsOf(cfg.Scenario) {
@@ -254,7 +256,7 @@ func secondOccurrence(hosts []Host, affected []int) time.Time {
 }
 
 // topSuspects are the series that move first and most for a cause.
-func topSuspects(cause string) []SuspectKey {
+func topSuspects(cause, service string) []SuspectKey {
 	switch cause {
 	case CauseNICSoftirq:
 		return []SuspectKey{
@@ -270,6 +272,22 @@ func topSuspects(cause string) []SuspectKey {
 		return []SuspectKey{
 			{Metric: "system.disk.operation_time", Mode: "write", Device: disk},
 			{Metric: "system.disk.io_time", Device: disk},
+		}
+	case CauseCPUThrottle:
+		return []SuspectKey{
+			{Metric: "spikehunt.cgroup.cpu.throttled_time", DevicePrefix: servicePodPrefix(service)},
+		}
+	case CauseNeighbour:
+		return []SuspectKey{{Metric: "spikehunt.cgroup.cpu.usage", Device: neighbourUnit}}
+	case CauseReclaim:
+		return []SuspectKey{
+			{Metric: "spikehunt.memory.reclaim.scanned"},
+			{Metric: "spikehunt.memory.reclaim.stalls"},
+		}
+	case CauseTCPListen:
+		return []SuspectKey{
+			{Metric: "spikehunt.tcp.listen_overflows"},
+			{Metric: "spikehunt.tcp.listen_drops"},
 		}
 	}
 	return nil

@@ -347,6 +347,19 @@ func TestLoadIsIdempotent(t *testing.T) {
 	if got := counts(); got != want {
 		t.Errorf("after replacing a partial load: %s, want %s", got, want)
 	}
+	// The requests aged out (their TTL is shorter than the rollups'): a
+	// reload must not count the rollups twice.
+	for _, q := range []string{"DELETE FROM sim_loads WHERE 1", "DELETE FROM requests WHERE 1"} {
+		if err := st.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, s, err := Load(ctx, st, cfg, nil, nil); err != nil || s.Skipped {
+		t.Fatalf("load after the requests aged out: %+v, %v", s, err)
+	}
+	if got := counts(); got != want {
+		t.Errorf("after reloading a load whose requests aged out: %s, want %s", got, want)
+	}
 	// Another seed is another fleet.
 	cfg.Seed = 5
 	if _, s, err := Load(ctx, st, cfg, nil, nil); err != nil || s.Skipped {
