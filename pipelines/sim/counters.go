@@ -39,7 +39,7 @@ type counterGen struct {
 	cfg  Config
 	host *Host
 	rng  *rand.Rand
-	next int // first stall not over before the current interval
+	next int    // first stall not over before the current interval
 	pod  string // the service's pod on this host
 	// Reused per interval.
 	softirq, user, idle, iowait []float64
