@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/workload"
 	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
@@ -307,10 +308,13 @@ func patternSuspects(affected map[string]bool, spikes map[string]int, families [
 		if !affected[f.host] {
 			continue
 		}
-		k := [3]string{f.metric, f.mode, f.device}
+		// A Deployment's pods have a name of their own on every host: the
+		// family is the workload they share.
+		device := workload.Family(f.metric, f.device)
+		k := [3]string{f.metric, f.mode, device}
 		a := byKey[k]
 		if a == nil {
-			a = &agg{PatternSuspect: PatternSuspect{Metric: f.metric, Mode: f.mode, Device: f.device}, cpuCount: map[int16]int{}}
+			a = &agg{PatternSuspect: PatternSuspect{Metric: f.metric, Mode: f.mode, Device: device}, cpuCount: map[int16]int{}}
 			byKey[k] = a
 		}
 		a.Hosts++

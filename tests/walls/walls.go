@@ -156,6 +156,7 @@ var Rules = []Rule{
 	{Pkg: "internal/defaults", Own: nil, Third: []string{}, StdlibOnly: true, Why: "every config.go imports it: the standard library only"},
 	{Pkg: "internal/memlimit", Own: nil, Third: []string{}, StdlibOnly: true, Why: "the binaries set the Go runtime's memory limit from their cgroup's with it: the standard library only"},
 	{Pkg: "internal/otlpattr", Own: nil, Third: []string{}, StdlibOnly: true, Why: "both direct span decoders (agents/intake, pipelines/ingest) read attributes with it: the standard library only"},
+	{Pkg: "internal/workload", Own: nil, Third: []string{}, StdlibOnly: true, Why: "the detector and the CLI name a pod's workload with it: the standard library only"},
 	{Pkg: "dashboards", Own: nil, Why: "the Go definitions of the dashboards; their tests may import more"},
 	{Pkg: "helm", Own: nil, Why: "tests only"},
 
@@ -169,7 +170,7 @@ var Rules = []Rule{
 // import besides its Own: they import nothing of ours and nothing outside
 // the standard library. (A StdlibOnly package still may not: they are not
 // the standard library's.)
-var everyRoom = []string{"internal/defaults", "internal/memlimit", "internal/otlpattr"}
+var everyRoom = []string{"internal/defaults", "internal/memlimit", "internal/otlpattr", "internal/workload"}
 
 // Every package of agents/ and pipelines/ is also held to these.
 var (

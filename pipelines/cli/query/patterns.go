@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/workload"
 	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
@@ -423,26 +424,29 @@ func readSuspectRates(ctx context.Context, st store.Store, p *Pattern, windows W
 	for _, x := range p.Suspects {
 		families = append(families, "("+store.QuoteString(x.Metric)+", "+store.QuoteString(x.Mode)+", "+store.QuoteString(x.Device)+")")
 	}
-	inFamilies := "(metric, mode, device) IN (" + strings.Join(families, ", ") + ")"
+	// A family's device is the workload (workload.Family) where each host's
+	// rows name its own pod.
+	family := "(" + workload.FamilySQL + ")"
+	inFamilies := "(metric, mode, " + family + ") IN (" + strings.Join(families, ", ") + ")"
 	spikeIDs := "spike_id IN (SELECT spike_id FROM spikes FINAL WHERE " + windows.String() + ")"
 	hosts := "host IN (SELECT host FROM spikes FINAL WHERE " + windows.String() + ")"
-	rows, err := readRows(ctx, st, "spike_suspects", `SELECT s.metric AS metric, s.mode AS mode, s.device AS device,
+	rows, err := readRows(ctx, st, "spike_suspects", `SELECT s.metric AS metric, s.mode AS mode, s.family AS device,
 		s.during AS during, s.baseline AS baseline, toInt64(ifNull(c.cpus, 0)) AS cpus, toFloat64(ifNull(c.step_ms, 0)) / 1000 AS step_s
 	FROM (
-		SELECT metric, mode, device, toFloat64(quantileExact(0.5)(during)) AS during, toFloat64(quantileExact(0.5)(baseline)) AS baseline
+		SELECT metric, mode, `+family+` AS family, toFloat64(quantileExact(0.5)(during)) AS during, toFloat64(quantileExact(0.5)(baseline)) AS baseline
 		FROM spike_suspects FINAL WHERE `+Live().And(spikeIDs, inFamilies).String()+`
-		GROUP BY metric, mode, device
+		GROUP BY metric, mode, family
 	) AS s
 	LEFT JOIN (
-		SELECT metric, mode, device, max(cpus) AS cpus, quantileExact(0.5)(step) AS step_ms
+		SELECT metric, mode, family, max(cpus) AS cpus, quantileExact(0.5)(step) AS step_ms
 		FROM (
-			SELECT host, metric, mode, device, uniqExactIf(cpu, cpu >= 0) AS cpus, quantileExact(0.5)(interval_ms) AS step
+			SELECT host, metric, mode, `+family+` AS family, uniqExactIf(cpu, cpu >= 0) AS cpus, quantileExact(0.5)(interval_ms) AS step
 			FROM counters
 			WHERE `+Where{}.And(hosts, inFamilies).During("ts_start", p.LookbackStart, p.LookbackEnd).String()+`
-			GROUP BY host, metric, mode, device
+			GROUP BY host, metric, mode, family
 		)
-		GROUP BY metric, mode, device
-	) AS c USING (metric, mode, device)
+		GROUP BY metric, mode, family
+	) AS c USING (metric, mode, family)
 	SETTINGS join_use_nulls = 1`, func(c *columns) func(int) rates {
 		metric, mode, device := col[string](c, "metric"), col[string](c, "mode"), col[string](c, "device")
 		during, baseline, step := col[float64](c, "during"), col[float64](c, "baseline"), col[float64](c, "step_s")
@@ -645,8 +649,10 @@ func SuspectSentence(x PatternSuspect, stall time.Duration) string {
 		during = x.Baseline + (x.During-x.Baseline)*x.CounterStepS/stallS
 	}
 	cpuTime := x.Metric == "system.cpu.time"
-	var s string
-	if cpuTime {
+	s, everyday := causeSentence(x, during)
+	switch {
+	case everyday:
+	case cpuTime:
 		during = math.Min(during, 1)
 		who := "CPUs"
 		switch {
@@ -656,7 +662,7 @@ func SuspectSentence(x PatternSuspect, stall time.Duration) string {
 			who = cpuList(x.CPUs)
 		}
 		s = fmt.Sprintf("%s: %s at ~%s during the stalls (baseline %s", orDash(x.Mode), who, finePct(during), finePct(x.Baseline))
-	} else {
+	default:
 		s = fmt.Sprintf("%s: ~%s/s during the stalls (baseline %s/s", phrase, rate(during), rate(x.Baseline))
 		if len(x.CPUs) > 0 {
 			s = fmt.Sprintf("%s on %s: ~%s/s during the stalls (baseline %s/s", phrase, cpuList(x.CPUs), rate(during), rate(x.Baseline))

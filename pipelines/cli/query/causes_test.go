@@ -1,0 +1,75 @@
+package query
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/spikehunt/spikehunt/internal/workload"
+	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/tests/testenv"
+)
+
+func TestTheEverydayCausesAreSaidInTheTermsAnSREActsOn(t *testing.T) {
+	for _, tc := range []struct {
+		x    PatternSuspect
+		want string
+	}{
+		{PatternSuspect{Metric: "spikehunt.cgroup.cpu.throttled_time", Device: "shop/checkout-7d9c8b6f5", During: 2.4},
+			"pod shop/checkout-7d9c8b6f5 was CPU-throttled: ~2.4 s of throttled time per second during the stalls (baseline 0 s)"},
+		{PatternSuspect{Metric: "spikehunt.cgroup.cpu.usage", Device: "system.slice/backup.service", During: 1.9, Baseline: 0.02},
+			"system.slice/backup.service used 1.9 CPUs during the stalls (baseline 0.02)"},
+		{PatternSuspect{Metric: "spikehunt.memory.reclaim.scanned", During: 3100},
+			"direct reclaim: 3100 pages/s scanned by allocating tasks (baseline 0)"},
+		{PatternSuspect{Metric: "spikehunt.tcp.listen_overflows", During: 40},
+			"the TCP listen queue overflowed 40×/s (baseline 0; clients retry their SYN after 1 s)"},
+		// Counters every 30 s over a 1 s stall: the figure read is put back
+		// into the stall, and the sentence says so.
+		{PatternSuspect{Metric: "spikehunt.tcp.listen_overflows", During: 13.3, CounterStepS: 30},
+			"the TCP listen queue overflowed 399×/s (baseline 0; clients retry their SYN after 1 s; counters every 30 s, coarser than the ~1.0 s stall: over a step it reads 13.3/s, diluted)"},
+	} {
+		if got := SuspectSentence(tc.x, time.Second); got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.x.Metric, got, tc.want)
+		}
+	}
+}
+
+func TestAWorkloadIsNamedAsAPodOrAsItsUnit(t *testing.T) {
+	for device, want := range map[string]string{
+		"shop/checkout-7d9c8b6f5-x2k4q":     "pod shop/checkout-7d9c8b6f5-x2k4q",
+		"shop/checkout-7d9c8b6f5-x2k4q/app": "pod shop/checkout-7d9c8b6f5-x2k4q/app",
+		"system.slice/backup.service":       "system.slice/backup.service",
+		"user.slice/user-1000.slice":        "user.slice/user-1000.slice",
+		"":                                  "a cgroup",
+	} {
+		if got := WorkloadName(device); got != want {
+			t.Errorf("WorkloadName(%q) = %q, want %q", device, got, want)
+		}
+	}
+}
+
+// The queries that match a pattern's families against each host's rows
+// name a workload as the detector does.
+func TestTheStoreNamesAWorkloadAsTheDetectorDoes(t *testing.T) {
+	st := testenv.ClickHouse(t)
+	cases := [][2]string{
+		{"spikehunt.cgroup.cpu.throttled_time", "shop/checkout-7d9c8b6f5-x2k4q"},
+		{"spikehunt.cgroup.cpu.usage", "shop/checkout-7d9c8b6f5-x2k4q/app"},
+		{"spikehunt.cgroup.cpu.usage", "kube-system/kube-proxy-zx5wq"},
+		{"spikehunt.cgroup.cpu.usage", "db/postgres-0"},
+		{"spikehunt.cgroup.cpu.usage", "shop/web-queue"},
+		{"spikehunt.cgroup.cpu.usage", "system.slice/backup.service"},
+		{"spikehunt.cgroup.cpu.usage", "system.slice/docker-bcdfg.scope"},
+		{"spikehunt.interrupts", "ns/eth0-bcdfg"},
+	}
+	for _, c := range cases {
+		q := "SELECT " + workload.FamilySQL + " FROM (SELECT " + store.QuoteString(c[0]) + " AS metric, " + store.QuoteString(c[1]) + " AS device)"
+		tab, err := store.Select(context.Background(), st, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := tab.Rows[0][0], workload.Family(c[0], c[1]); got != want {
+			t.Errorf("%s %s: the store says %q, the detector %q", c[0], c[1], got, want)
+		}
+	}
+}
