@@ -21,6 +21,7 @@ type listed struct {
 	Imports    []string
 	Deps       []string
 	Module     *struct{ Path string }
+	Error      *struct{ Err string }
 }
 
 // listGraph is the import graph of patterns, tests included, as `go list
@@ -29,7 +30,7 @@ type listed struct {
 // Test set and p's path; the generated test mains ("p.test") are left out.
 func listGraph(t *testing.T, dir, goos, overlay string, patterns ...string) []Package {
 	t.Helper()
-	args := []string{"list", "-e", "-deps", "-test", "-json=ImportPath,ForTest,Standard,Imports,Deps,Module"}
+	args := []string{"list", "-e", "-deps", "-test", "-json=ImportPath,ForTest,Standard,Imports,Deps,Module,Error"}
 	if overlay != "" {
 		args = append(args, "-overlay="+overlay)
 	}
@@ -62,6 +63,11 @@ func listGraph(t *testing.T, dir, goos, overlay string, patterns ...string) []Pa
 			t.Fatalf("decode go list: %v", err)
 		}
 		std[bare(l.ImportPath)] = std[bare(l.ImportPath)] || l.Standard
+		// -e keeps a package whose files are all for another GOOS; any
+		// other error would leave edges unseen.
+		if l.Error != nil && !strings.Contains(l.Error.Err, "build constraints exclude all Go files") {
+			t.Fatalf("go list: %s: %s", l.ImportPath, l.Error.Err)
+		}
 		all = append(all, l)
 	}
 	var g []Package
