@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/internal/defaults"
 )
 
 // EngineConfig configures the host's capture engine.
@@ -68,40 +69,18 @@ const (
 )
 
 func (c EngineConfig) withDefaults() EngineConfig {
-	if c.MaxConcurrent == 0 {
-		c.MaxConcurrent = 2
-	}
-	if c.MaxRingKB == 0 {
-		c.MaxRingKB = 64 << 10
-	}
-	if c.MemoryStallAbort == 0 {
-		c.MemoryStallAbort = 0.2
-	}
-	if c.RequestRing == 0 {
-		c.RequestRing = 1 << 16
-	}
-	if c.FireEvery == 0 {
-		c.FireEvery = DefaultFireEvery
-	}
-	if c.FireBurst == 0 {
-		c.FireBurst = DefaultFireBurst
-	}
-	if c.MinFreeBytes == 0 {
-		c.MinFreeBytes = 256 << 20
-	}
-	if c.ArmTimeout == 0 {
-		c.ArmTimeout = 10 * time.Second
-	}
-	if c.CollectTimeout == 0 {
-		c.CollectTimeout = 30 * time.Second
-	}
-	if c.AnalyzeTimeout == 0 {
-		c.AnalyzeTimeout = 60 * time.Second
-	}
-	if c.Log == nil {
-		c.Log = slog.New(slog.DiscardHandler)
-	}
-	if c.Now == nil {
+	defaults.Fill(&c.MaxConcurrent, 2)
+	defaults.Fill(&c.MaxRingKB, 64<<10)
+	defaults.Fill(&c.MemoryStallAbort, 0.2)
+	defaults.Fill(&c.RequestRing, 1<<16)
+	defaults.Fill(&c.FireEvery, DefaultFireEvery)
+	defaults.Fill(&c.FireBurst, DefaultFireBurst)
+	defaults.Fill(&c.MinFreeBytes, 256<<20)
+	defaults.Fill(&c.ArmTimeout, 10*time.Second)
+	defaults.Fill(&c.CollectTimeout, 30*time.Second)
+	defaults.Fill(&c.AnalyzeTimeout, 60*time.Second)
+	defaults.Fill(&c.Log, slog.New(slog.DiscardHandler))
+	if c.Now == nil { // a func is not comparable: Fill cannot take it
 		c.Now = time.Now
 	}
 	return c

@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
+	"github.com/spikehunt/spikehunt/internal/defaults"
 )
 
 // Config configures a Watcher.
@@ -31,13 +32,9 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.StopTimeout == 0 {
-		c.StopTimeout = 5 * time.Second
-	}
-	if c.Log == nil {
-		c.Log = slog.New(slog.DiscardHandler)
-	}
-	if c.Now == nil {
+	defaults.Fill(&c.StopTimeout, 5*time.Second)
+	defaults.Fill(&c.Log, slog.New(slog.DiscardHandler))
+	if c.Now == nil { // a func is not comparable: Fill cannot take it
 		c.Now = time.Now
 	}
 	return c

@@ -1,7 +1,7 @@
 // Package defaults holds the one helper every component's config.go uses
 // to give a zero field its default, so that defaulting stays a separate,
 // copying step (WithDefaults) apart from a Validate that never changes its
-// receiver (docs: STYLE.md "config.go"). It imports nothing, so every room
+// receiver (CONTRIBUTING.md, "House style"). It imports nothing, so every room
 // may import it; agents/client stays on the standard library alone and
 // does not.
 package defaults

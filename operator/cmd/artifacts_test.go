@@ -12,7 +12,6 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/spikehunt/spikehunt/agents/capture"
 	"github.com/spikehunt/spikehunt/agents/capture/artifact"
 	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
@@ -45,7 +44,7 @@ func TestArtifactStoreDeletesTheRecordAndItsObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	md := &record.Metadata{ID: "pol-node-a-bait-0123", Host: "node-a", Backend: capture.Perf,
+	md := &record.Metadata{ID: "pol-node-a-bait-0123", Host: "node-a", Backend: "perf",
 		ArmedAt: now, FiredAt: now, WindowStart: now.Add(-time.Second), WindowEnd: now.Add(time.Second),
 		Trigger: record.FireCause{Kind: "manual"}, Files: []record.File{{Name: "perf.data.1"}}}
 	if err := artifact.Seal(work, md); err != nil {
@@ -102,7 +101,7 @@ func TestArtifactStoreDeletesWithTheAmbientAWSIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	md := &record.Metadata{ID: "pol-node-a-bait-0124", Host: "node-a", Backend: capture.Perf,
+	md := &record.Metadata{ID: "pol-node-a-bait-0124", Host: "node-a", Backend: "perf",
 		ArmedAt: now, FiredAt: now, WindowStart: now.Add(-time.Second), WindowEnd: now.Add(time.Second),
 		Trigger: record.FireCause{Kind: "manual"}, Files: []record.File{{Name: "perf.data.1"}}}
 	if err := artifact.Seal(work, md); err != nil {

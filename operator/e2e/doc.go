@@ -1,4 +1,4 @@
-// Package e2e holds the platform's full-loop test (issue 7, item 8): a
+// Package e2e holds the platform's full-loop test (make e2e): a
 // detector alert on Kafka reaches the operator on a real API server, which
 // arms a Capture on a node; that node's agent runs the real perf flight
 // recorder on this machine, fires it on its own latency stream, uploads

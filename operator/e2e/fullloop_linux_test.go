@@ -41,7 +41,7 @@ import (
 // and the broker are shared and the budgets are fleet-wide.
 var runs atomic.Int64
 
-// The full loop of issue 7 (item 8), on one node of a real cluster:
+// The platform's full loop, on one node of a real cluster:
 //
 //  1. The node's app ("shop", ~200 requests/s) stalls for a second. Its
 //     requests, as the agent's OTLP spans, are ingested into ClickHouse;

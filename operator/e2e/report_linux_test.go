@@ -43,8 +43,8 @@ func (a storeReports) Open(ctx context.Context, id, file string) (io.ReadCloser,
 	return rc, err
 }
 
-// checkExplained holds an indexed capture to what issue 20 promises of
-// every one: a findings row in the captures table, and a report that
+// checkExplained holds an indexed capture to what every explained capture
+// has: a findings row in the captures table, and a report that
 // the operator's report server serves from the store, whose page says
 // the same verdict.
 func checkExplained(t *testing.T, c *v1alpha1.Capture, row *captures.Capture, reader client.Reader, st artifact.Store) {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/spikehunt/spikehunt/internal/defaults"
 )
 
 // Config configures Handler.
@@ -69,17 +71,9 @@ func (c Config) AuthRequired() bool { return c.User != "" || c.ReadOnlyUser != "
 
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
-	if c.MaxQueryBytes == 0 {
-		c.MaxQueryBytes = d.MaxQueryBytes
-	}
-	if c.MaxCompressedBlockBytes == 0 {
-		c.MaxCompressedBlockBytes = d.MaxCompressedBlockBytes
-	}
-	if c.MaxExecutionTime == 0 {
-		c.MaxExecutionTime = d.MaxExecutionTime
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	defaults.Fill(&c.MaxQueryBytes, d.MaxQueryBytes)
+	defaults.Fill(&c.MaxCompressedBlockBytes, d.MaxCompressedBlockBytes)
+	defaults.Fill(&c.MaxExecutionTime, d.MaxExecutionTime)
+	defaults.Fill(&c.Logger, slog.Default())
 	return c
 }

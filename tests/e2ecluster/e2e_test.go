@@ -26,7 +26,7 @@ import (
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 )
 
-// The whole loop of issue 18 on a real node, every part in a pod of the
+// The whole loop on a real node, every part in a pod of the
 // chart's own images, with the chart's own security contexts, capabilities
 // and probes:
 //

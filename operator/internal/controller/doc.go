@@ -1,5 +1,5 @@
 // Package controller holds the operator's reconcilers, one per concern
-// (STYLE.md): each fetches its object (ignoring not found), gathers its
+// (CONTRIBUTING.md): each fetches its object (ignoring not found), gathers its
 // inputs, calls a pure policy function from operator/policy and writes
 // status only when it changed. cmd/main.go registers them with the
 // manager.
