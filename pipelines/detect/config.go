@@ -201,7 +201,9 @@ type PatternConfig struct {
 	RecurrentMinHosts  int
 	RecurrentHostShare float64
 	// MaxDispersion: intervals are regular when (p75 − p25) / p50 of the
-	// pooled per-host intervals of a hardware class is at most this.
+	// pooled per-host intervals of a hardware class is at most this, or
+	// 2.5 × that of the intervals with missed occurrences read in (an
+	// interval of two or three periods as that many) is.
 	// Periodic 15–20 min gives ~0.15, exponential (Poisson) gaps ~1.6, and
 	// the Poisson intervals that fit in a look-back ~1–1.25, but a noisy
 	// fleet of 30 hosts reaches 0.8 in about 2% of look-backs. Default 0.5.

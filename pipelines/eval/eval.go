@@ -44,6 +44,10 @@ type Options struct {
 	Log    *slog.Logger
 	// Progress, if not nil, gets a line now and then.
 	Progress func(format string, args ...any)
+	// Every is the simulated time between detector passes; 0: a quarter of
+	// the pattern's period (15 minutes without one). Longer saves passes,
+	// each costing the same fixed queries, and coarsens Delay.
+	Every time.Duration
 }
 
 // RunScenario simulates cfg into st (which must hold no other fleet of
@@ -81,6 +85,9 @@ func RunScenario(ctx context.Context, st store.Store, cfg sim.Config, opt Option
 	step := 15 * time.Minute
 	if truth.Period > 0 {
 		step = max(truth.Period/4, time.Minute)
+	}
+	if opt.Every > 0 {
+		step = opt.Every
 	}
 	end := cfg.Start.Add(cfg.Duration)
 	began = time.Now()

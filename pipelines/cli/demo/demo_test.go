@@ -58,8 +58,9 @@ func TestDemoFindsTheThousandSpikesAndIsIdempotent(t *testing.T) {
 	html := filepath.Join(t.TempDir(), "report.html")
 	var first, last, rows string
 	// Both runs simulate the same hours, even when the clock passes an
-	// hour between them.
-	now := time.Now()
+	// hour between them, and every run the same time of day: 12:00–14:00
+	// UTC yesterday.
+	now := time.Now().UTC().Truncate(24 * time.Hour).Add(-24*time.Hour + 14*time.Hour)
 	for run := 1; run <= 2; run++ {
 		code, out, errs := runDemo(t, Command{Now: func() time.Time { return now }}, "demo", "--dsn", dsn, "--hosts", "40", "--hours", "2", "--report", html)
 		last = out

@@ -34,6 +34,7 @@ size.`, stderr)
 	seed := fs.Uint64("seed", 1, "random seed")
 	only := fs.String("scenarios", "", "comma-separated scenarios to run (default all: "+strings.Join(sim.Scenarios(), ", ")+")")
 	start := fs.String("start", "", "first simulated second of every scenario, RFC 3339 (default: the duration before the last midnight UTC, the same fleet on any day)")
+	timesOfDay := fs.String("time-of-day", "", "comma-separated times of day to start every scenario at, each a run of its own: night (02:00 UTC, the simulated load's low) and day (12:00 UTC); default one run ending at the last midnight UTC")
 	variants := fs.Bool("variants", false, "run the off-default variants (their own sizes; --hosts and --duration do not apply); --scenarios filters them by scenario")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
@@ -59,6 +60,21 @@ size.`, stderr)
 		}
 		from = t
 	}
+	var at []string
+	for _, s := range strings.Split(*timesOfDay, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if _, ok := eval.TimesOfDay[s]; !ok {
+			fmt.Fprintf(stderr, "--time-of-day %q: want night or day\n", s)
+			return cli.ErrUsage
+		}
+		at = append(at, s)
+	}
+	if len(at) > 0 && !from.IsZero() {
+		fmt.Fprintln(stderr, "--time-of-day and --start both set the start: give one")
+		return cli.ErrUsage
+	}
 	if err := os.RemoveAll(*dir); err != nil {
 		return err
 	}
@@ -70,6 +86,18 @@ size.`, stderr)
 			runs = append(runs, eval.Variant{Name: cfg.Scenario, Config: cfg})
 		}
 	}
+	if len(at) > 0 {
+		var timed []eval.Variant
+		for _, v := range runs {
+			for _, name := range at {
+				w := v
+				w.Name += "@" + name
+				w.Config.Start = eval.StartAt(w.Config.Duration, eval.TimesOfDay[name])
+				timed = append(timed, w)
+			}
+		}
+		runs = timed
+	}
 	var results []eval.Result
 	for _, v := range runs {
 		cfg := v.Config
@@ -79,7 +107,7 @@ size.`, stderr)
 		if len(want) > 0 && !want[cfg.Scenario] {
 			continue
 		}
-		db := "eval_" + strings.NewReplacer("-", "_", "/", "__").Replace(v.Name)
+		db := "eval_" + strings.NewReplacer("-", "_", "/", "__", "@", "_at_").Replace(v.Name)
 		st, err := store.Open(ctx, "chdb://"+*dir+"?database="+db)
 		if err != nil {
 			return err
