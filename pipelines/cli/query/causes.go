@@ -2,6 +2,7 @@ package query
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spikehunt/spikehunt/internal/workload"
 )
@@ -17,7 +18,8 @@ func WorkloadName(device string) string {
 	if device == "" {
 		return "a cgroup"
 	}
-	if workload.IsSystemdUnit(device) || device == "other" {
+	// "pod <uid>": a pod the agent could not name (no pod watch).
+	if workload.IsSystemdUnit(device) || device == "other" || strings.HasPrefix(device, "pod ") {
 		return device
 	}
 	return "pod " + device
