@@ -51,6 +51,9 @@ func TestRealFixtureTreeSamplesEveryAvailableSource(t *testing.T) {
 		"system.network.io", "system.network.errors", "system.network.packet.dropped", "spikehunt.network.driver_drops",
 		"system.disk.operations", "system.disk.operation_time", "system.disk.io_time", "spikehunt.disk.in_flight",
 		"spikehunt.pressure.stall_time", "spikehunt.memory.slab",
+		"spikehunt.memory.reclaim.scanned", "spikehunt.memory.major_faults", "spikehunt.memory.dirty",
+		"spikehunt.tcp.retransmits", "spikehunt.tcp.listen_overflows", "spikehunt.udp.rcvbuf_errors",
+		"spikehunt.cgroup.cpu.usage", "spikehunt.cgroup.cpu.throttled_time", "spikehunt.cgroup.cpu.limit",
 	} {
 		if !seen[m] {
 			t.Errorf("no %s point from the real fixture", m)
@@ -191,7 +194,7 @@ func TestDisabledSamplersDoNotRun(t *testing.T) {
 }
 
 func TestSamplersListsEveryLinuxSource(t *testing.T) {
-	want := []string{"diskstats", "ethtool", "interrupts", "meminfo", "netdev", "pressure", "schedstat", "softirqs", "stat"}
+	want := []string{"cgroup", "diskstats", "ethtool", "interrupts", "meminfo", "netdev", "netsnmp", "pressure", "schedstat", "softirqs", "stat", "vmstat"}
 	if diff := cmp.Diff(want, Samplers()); diff != "" {
 		t.Errorf("Samplers() (-want +got):\n%s", diff)
 	}
