@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/spikehunt/spikehunt/agents/telemetry"
-	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
 // The v1 fixtures in testdata/real/cgroup were captured on this machine
@@ -330,7 +329,7 @@ func TestThrottledContainerOnV1IsReportedWithItsLimit(t *testing.T) {
 		"spikehunt.cgroup.cpu.usage" + pod: 0.4, "spikehunt.cgroup.cpu.periods" + pod: 10, "spikehunt.cgroup.cpu.throttled_periods" + pod: 0,
 		"spikehunt.cgroup.cpu.throttled_time" + pod: 0, "spikehunt.cgroup.cpu.limit" + pod: 0.2,
 		"spikehunt.cgroup.cpu.usage" + svc: 3.8, "spikehunt.cgroup.cpu.periods" + svc: 0, "spikehunt.cgroup.cpu.throttled_periods" + svc: 0,
-		"spikehunt.cgroup.cpu.throttled_time" + svc: 0,
+		"spikehunt.cgroup.cpu.throttled_time" + svc:                 0,
 		"spikehunt.cgroup.cpu.usage{spikehunt.cgroup=system.slice}": 3.8, "spikehunt.cgroup.cpu.periods{spikehunt.cgroup=system.slice}": 0,
 		"spikehunt.cgroup.cpu.throttled_periods{spikehunt.cgroup=system.slice}": 0, "spikehunt.cgroup.cpu.throttled_time{spikehunt.cgroup=system.slice}": 0,
 	}
@@ -367,10 +366,10 @@ func TestThrottledAndOOMKilledContainerOnV2(t *testing.T) {
 		"spikehunt.cgroup.cpu.limit{" + ctr + "}": 0.5,
 		"spikehunt.cgroup.pressure.stall_time{" + ctr + ",spikehunt.pressure.resource=cpu,spikehunt.pressure.kind=some}": 0.3,
 		"spikehunt.cgroup.pressure.stall_time{" + ctr + ",spikehunt.pressure.resource=cpu,spikehunt.pressure.kind=full}": 0.2,
-		"spikehunt.cgroup.memory.events{" + ctr + ",spikehunt.cgroup.memory.event=high}":     0,
-		"spikehunt.cgroup.memory.events{" + ctr + ",spikehunt.cgroup.memory.event=max}":      4,
-		"spikehunt.cgroup.memory.events{" + ctr + ",spikehunt.cgroup.memory.event=oom}":      1,
-		"spikehunt.cgroup.memory.events{" + ctr + ",spikehunt.cgroup.memory.event=oom_kill}": 1,
+		"spikehunt.cgroup.memory.events{" + ctr + ",spikehunt.cgroup.memory.event=high}":                                 0,
+		"spikehunt.cgroup.memory.events{" + ctr + ",spikehunt.cgroup.memory.event=max}":                                  4,
+		"spikehunt.cgroup.memory.events{" + ctr + ",spikehunt.cgroup.memory.event=oom}":                                  1,
+		"spikehunt.cgroup.memory.events{" + ctr + ",spikehunt.cgroup.memory.event=oom_kill}":                             1,
 	}
 	for k := range got {
 		if !strings.Contains(k, ctr) {
@@ -472,7 +471,7 @@ func TestCgroupsComeAndGoBetweenWalks(t *testing.T) {
 	writeV1Group(t, cg, "system.slice/a.service", 2e9, 0, 0, -1)
 	clock.Advance(time.Second)
 	pass1 := names(c.Sample())
-	c.SampleSlow() // the walk finds c.service and no longer b.service
+	c.SampleSlow()                                               // the walk finds c.service and no longer b.service
 	writeV1Group(t, cg, "system.slice/a.service", 1e9, 0, 0, -1) // a reset
 	writeV1Group(t, cg, "system.slice/c.service", 6e9, 0, 0, -1)
 	clock.Advance(time.Second)
@@ -515,7 +514,7 @@ func TestCgroupThrottlingOnThisKernel(t *testing.T) {
 	unit := fmt.Sprintf("system.slice/spikehunt-test-%d.service", os.Getpid())
 	h, err := detectCgroups(root)
 	if err != nil {
-		testenv.RequirePrivileged(t, "a cgroup hierarchy with the cpu controller", err)
+		requirePrivileged(t, "a cgroup hierarchy with the cpu controller", err)
 	}
 	dirs := []string{filepath.Join(h.cpu, unit)}
 	if !h.v2 && h.acct != "" && h.acct != h.cpu {
@@ -534,7 +533,7 @@ func TestCgroupThrottlingOnThisKernel(t *testing.T) {
 			if err := os.Mkdir(p, 0o755); err == nil {
 				made = append(made, p)
 			} else if !errors.Is(err, os.ErrExist) {
-				testenv.RequirePrivileged(t, "creating a cgroup (root)", err)
+				requirePrivileged(t, "creating a cgroup (root)", err)
 			}
 		}
 	}
@@ -544,7 +543,16 @@ func TestCgroupThrottlingOnThisKernel(t *testing.T) {
 		quota, value = filepath.Join(dirs[0], "cpu.max"), "20000 100000"
 	}
 	if err := os.WriteFile(quota, []byte(value), 0o644); err != nil {
-		testenv.RequirePrivileged(t, "a CFS quota on our cgroup (the cpu controller)", err)
+		requirePrivileged(t, "a CFS quota on our cgroup (the cpu controller)", err)
+	}
+	// The highest weight, so that the loop gets its 0.2 CPU (and is
+	// throttled) even on a machine busy with other work.
+	weight, w := filepath.Join(dirs[0], "cpu.shares"), "262144"
+	if h.v2 {
+		weight, w = filepath.Join(dirs[0], "cpu.weight"), "10000"
+	}
+	if err := os.WriteFile(weight, []byte(w), 0o644); err != nil {
+		t.Fatalf("weight of our cgroup: %v", err)
 	}
 	c, err := New(Options{CgroupFS: root, Disabled: only("cgroup"), Logger: discardLogger()})
 	if err != nil {
@@ -569,7 +577,14 @@ func TestCgroupThrottlingOnThisKernel(t *testing.T) {
 		}
 	}
 	defer stop()
-	time.Sleep(200 * time.Millisecond) // the loop moves itself in
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if b, _ := os.ReadFile(filepath.Join(dirs[0], "cgroup.procs")); len(b) > 0 {
+			break // the loop has moved itself in
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the busy loop did not enter our cgroup")
+		}
+	}
 	c.Sample()
 	time.Sleep(time.Second)
 	pts := c.Sample()
@@ -588,7 +603,7 @@ func TestCgroupThrottlingOnThisKernel(t *testing.T) {
 	if got["spikehunt.cgroup.cpu.throttled_periods"] < 3 || got["spikehunt.cgroup.cpu.throttled_time"] <= 0 {
 		t.Errorf("throttled periods %v, time %v s: want several periods and some time", got["spikehunt.cgroup.cpu.throttled_periods"], got["spikehunt.cgroup.cpu.throttled_time"])
 	}
-	if u := got["spikehunt.cgroup.cpu.usage"]; u < 0.1*secs || u > 0.3*secs {
+	if u := got["spikehunt.cgroup.cpu.usage"]; u < 0.05*secs || u > 0.3*secs {
 		t.Errorf("usage %v s over %.2f s, want about 0.2 CPU", u, secs)
 	}
 	if got["spikehunt.cgroup.cpu.limit"] != 0.2 {
@@ -605,4 +620,16 @@ func TestCgroupThrottlingOnThisKernel(t *testing.T) {
 	if got := testutil.ToFloat64(c.metrics.cgroups.WithLabelValues("unreadable")); got != 1 {
 		t.Errorf("unreadable = %v after our cgroup was removed, want 1", got)
 	}
+}
+
+// requirePrivileged skips a test that lacks root or a kernel feature, or
+// fails it under SPIKEHUNT_REQUIRE_PRIVILEGED=1, as tests/testenv does;
+// that package would bring client-go and minio into this package's test
+// build (and every fuzz build's instrumentation).
+func requirePrivileged(t *testing.T, feature string, reason error) {
+	t.Helper()
+	if os.Getenv("SPIKEHUNT_REQUIRE_PRIVILEGED") == "1" {
+		t.Fatalf("%s is required (SPIKEHUNT_REQUIRE_PRIVILEGED=1) but unavailable: %v", feature, reason)
+	}
+	t.Skipf("%s unavailable, skipping (set SPIKEHUNT_REQUIRE_PRIVILEGED=1 to fail instead): %v", feature, reason)
 }

@@ -17,12 +17,14 @@ const attrCPU = "cpu.logical_number"
 
 var (
 	// deviceKeys name what a counter is about: a NIC, a disk, an IRQ line,
-	// the resource a pressure stall is on (cpu, memory, io).
-	deviceKeys = [...]string{"network.interface.name", "system.device", "spikehunt.irq", "spikehunt.pressure.resource"}
+	// a workload's cgroup (before the resource of its pressure points), the
+	// resource a pressure stall is on (cpu, memory, io).
+	deviceKeys = [...]string{"network.interface.name", "system.device", "spikehunt.irq", "spikehunt.cgroup", "spikehunt.pressure.resource"}
 	// modeKeys name which of a device's or CPU's counters it is.
 	modeKeys = [...]string{
 		"cpu.mode", "network.io.direction", "disk.io.direction",
 		"spikehunt.softirq.vector", "spikehunt.pressure.kind", "spikehunt.memory.slab.kind",
+		"spikehunt.cgroup.memory.event",
 		// The driver's own name of an ethtool counter (rx_pause, rx_missed_errors):
 		// without it, two counters of one NIC would be one series.
 		"spikehunt.counter",

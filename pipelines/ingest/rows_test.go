@@ -92,6 +92,11 @@ func fixturePoints() []telemetry.Point {
 		// Start == End: the agent sends a level as a Gauge.
 		{Metric: "spikehunt.memory.slab", Unit: "By", Start: at(time.Second), End: at(time.Second), Value: 1 << 30,
 			Attrs: []telemetry.Attr{s("spikehunt.memory.slab.kind", "reclaimable")}},
+		// A cgroup's pressure: the cgroup is the device, the resource an attr.
+		{Metric: "spikehunt.cgroup.pressure.stall_time", Unit: "s", Start: at(0), End: at(time.Second), Value: 0.3,
+			Attrs: []telemetry.Attr{s("spikehunt.cgroup", "shop/checkout-7d9/app"), s("spikehunt.pressure.resource", "cpu"), s("spikehunt.pressure.kind", "some")}},
+		{Metric: "spikehunt.cgroup.memory.events", Unit: "{event}", Start: at(0), End: at(time.Second), Value: 1,
+			Attrs: []telemetry.Attr{s("spikehunt.cgroup", "system.slice/backup.service"), s("spikehunt.cgroup.memory.event", "oom_kill")}},
 	}
 }
 
@@ -551,8 +556,8 @@ func TestAnInvalidSpanRejectsItsWholeMessage(t *testing.T) {
 func TestAgentPointsBecomeCounterRows(t *testing.T) {
 	c := NewCounterRows()
 	rows, err := c.AppendMetrics(fixturePointsMsg(t, fixtureResource, fixturePoints()))
-	if err != nil || rows != 9 {
-		t.Fatalf("AppendMetrics = %d rows, %v; want 9, nil", rows, err)
+	if err != nil || rows != 11 {
+		t.Fatalf("AppendMetrics = %d rows, %v; want 11, nil", rows, err)
 	}
 	const start = "2026-11-22T03:00:00.123456Z"
 	row := func(metric string, ms uint32, cpu int16, device, mode string, value float64, attrs string) counterRowText {
@@ -572,6 +577,8 @@ func TestAgentPointsBecomeCounterRows(t *testing.T) {
 		row("spikehunt.network.driver_drops", 1000, -1, "eth1", "rx_missed_errors", 0, "spikehunt.queue=7"),
 		row("spikehunt.context_switches", 1000, -1, "", "", 81234, ""),
 		slab,
+		row("spikehunt.cgroup.pressure.stall_time", 1000, -1, "shop/checkout-7d9/app", "some", 0.3, "spikehunt.pressure.resource=cpu"),
+		row("spikehunt.cgroup.memory.events", 1000, -1, "system.slice/backup.service", "oom_kill", 1, ""),
 	}
 	if diff := cmp.Diff(want, counterRowsIn(t, c)); diff != "" {
 		t.Fatalf("rows (-want +got):\n%s", diff)
