@@ -326,14 +326,14 @@ func (s *cgroupSampler) emit(out *sink, at time.Time, g *cgroupState) {
 // readGroup reads a cgroup's files into g.cur.
 func (s *cgroupSampler) readGroup(g *cgroupState) error {
 	var err error
-	if s.buf, err = s.read(g.stat, s.buf); err != nil {
+	if s.buf, err = s.readRecord(g.stat, s.buf); err != nil {
 		return err
 	}
 	if g.cur, err = parseCgroupCPUStat(s.buf); err != nil {
 		return err
 	}
 	if g.usage != "" {
-		if s.buf, err = s.read(g.usage, s.buf); err != nil {
+		if s.buf, err = s.readRecord(g.usage, s.buf); err != nil {
 			return err
 		}
 		if g.cur.v[cgUsageNs], err = parseCgroupUsage(s.buf); err != nil {
@@ -342,7 +342,7 @@ func (s *cgroupSampler) readGroup(g *cgroupState) error {
 		g.cur.has[cgUsageNs] = true
 	}
 	if g.pressure != "" {
-		if s.buf, err = s.read(g.pressure, s.buf); err != nil {
+		if s.buf, err = s.readRecord(g.pressure, s.buf); err != nil {
 			return err
 		}
 		p, err := parsePressure(s.buf)
@@ -353,7 +353,7 @@ func (s *cgroupSampler) readGroup(g *cgroupState) error {
 		g.cur.v[cgPSIFullUs], g.cur.has[cgPSIFullUs] = p.fullUs, p.hasFull
 	}
 	if g.events != "" {
-		if s.buf, err = s.read(g.events, s.buf); err != nil {
+		if s.buf, err = s.readRecord(g.events, s.buf); err != nil {
 			return err
 		}
 		ev, err := parseCgroupMemoryEvents(s.buf)
@@ -464,8 +464,8 @@ func parseCgroupV1Quota(quota, period []byte) (quotaUs, periodUs uint64, limited
 // parseCgroupMemoryEvents parses v2's memory.events: how many times the
 // cgroup went over memory.high (its tasks were throttled into reclaim),
 // hit memory.max (reclaim, then OOM if it failed), and how many OOMs and
-// OOM kills it had. The four must be there (the file has had them since
-// 4.5; oom_kill since 4.13 is treated as 0 before).
+// OOM kills it had. high, max and oom must be there (since 4.5);
+// oom_kill, added in 4.13, reads as 0 before.
 func parseCgroupMemoryEvents(b []byte) ([len(cgMemEvents)]uint64, error) {
 	var ev [len(cgMemEvents)]uint64
 	var seen [len(cgMemEvents)]bool

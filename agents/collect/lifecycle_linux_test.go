@@ -159,6 +159,10 @@ func TestOptionsValidate(t *testing.T) {
 		{"a relative procfs root", Options{ProcFS: "proc"}, `ProcFS "proc": must be an absolute path`},
 		{"an unknown sampler", Options{Disabled: []string{"softirq"}}, `disabled sampler "softirq": unknown`},
 		{"a disk regexp that does not compile", Options{DiskIgnore: "(["}, "DiskIgnore: error parsing regexp"},
+		{"a relative cgroup root", Options{CgroupFS: "sys/fs/cgroup"}, `CgroupFS "sys/fs/cgroup": must be an absolute path`},
+		{"no busiest cgroup at all", Options{CgroupTop: -1}, "CgroupTop -1: must be 1 to 1000"},
+		{"more busiest cgroups than the bound", Options{CgroupTop: MaxCgroupTop + 1}, "CgroupTop 1001"},
+		{"a walk limit beyond the bound", Options{CgroupScanLimit: MaxCgroupScanLimit + 1}, "CgroupScanLimit 20001: must be 1 to 20000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

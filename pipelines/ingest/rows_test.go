@@ -850,8 +850,9 @@ func TestRowsInsertIntoTheRealTables(t *testing.T) {
 		t.Fatalf("insert counters: %v", err)
 	}
 	got = selectRows(t, st, `SELECT metric, toString(ts_start), interval_ms, host, cpu, device, mode, toString(value), toString(attrs)
-		FROM counters WHERE metric IN ('spikehunt.interrupts', 'spikehunt.network.driver_drops', 'spikehunt.memory.slab') ORDER BY metric`)
+		FROM counters WHERE metric IN ('spikehunt.interrupts', 'spikehunt.network.driver_drops', 'spikehunt.memory.slab', 'spikehunt.cgroup.pressure.stall_time') ORDER BY metric`)
 	want = [][]string{
+		{"spikehunt.cgroup.pressure.stall_time", stampAt(now, 0), "1000", "web-7", "-1", "shop/checkout-7d9/app", "some", "0.3", "{'spikehunt.pressure.resource':'cpu'}"},
 		{"spikehunt.interrupts", stampAt(now, 0), "1500", "web-7", "1", "35", "", "1200", "{'spikehunt.irq.device':'eth0-TxRx-0'}"},
 		{"spikehunt.memory.slab", stampAt(now, time.Second), "0", "web-7", "-1", "", "reclaimable", "1073741824", "{}"},
 		{"spikehunt.network.driver_drops", stampAt(now, 0), "1000", "web-7", "-1", "eth1", "rx_missed_errors", "0", "{'spikehunt.queue':'7'}"},
@@ -859,13 +860,13 @@ func TestRowsInsertIntoTheRealTables(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("counters (-want +got):\n%s", diff)
 	}
-	if got := selectRows(t, st, "SELECT count(), countIf(length(attrs) = 0) FROM counters"); !cmp.Equal(got, [][]string{{"9", "6"}}) {
-		t.Errorf("counters: count, rows without attrs = %q, want 9, 6", got)
+	if got := selectRows(t, st, "SELECT count(), countIf(length(attrs) = 0) FROM counters"); !cmp.Equal(got, [][]string{{"11", "7"}}) {
+		t.Errorf("counters: count, rows without attrs = %q, want 11, 7", got)
 	}
 
 	// A block in which no row has attrs: the Map's key column is empty.
 	c.Reset()
-	if _, err := c.AppendMetrics(fixturePointsMsg(t, fixtureResource, points[len(points)-2:])); err != nil {
+	if _, err := c.AppendMetrics(fixturePointsMsg(t, fixtureResource, points[7:9])); err != nil { // context switches and slab
 		t.Fatal(err)
 	}
 	if err := st.Insert(ctx, "counters", c.Input()); err != nil {
