@@ -30,11 +30,13 @@ import (
 // there means v2; otherwise the v1 cpu and cpuacct hierarchies are read
 // (on a hybrid host too, where the unified tree has no cpu controller).
 //
-// The walk costs milliseconds on a node with hundreds of pods, so the
+// The walk lists the tree's first levels and stats each cgroup's files,
+// several times what a pass reads on a node with hundreds of pods, so the
 // sampler walks on SampleSlow and keeps the list between walks: a cgroup
 // created in between is picked up by the next walk, one deleted drops
 // out as soon as its files fail to read. The quota is read by the walk
-// too. Each pass reads two (v1) or three (v2) files a cgroup, kept open.
+// too. Each pass reads two (v1) or up to three (v2) files a cgroup, kept
+// open.
 //
 // Cardinality: a pass reports every cgroup throttled in the interval and
 // the CgroupTop busiest by CPU; the others' CPU time adds up to one series
