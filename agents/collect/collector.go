@@ -69,6 +69,11 @@ type env struct {
 	log           *slog.Logger
 	diskIgnore    *regexp.Regexp
 	ethtool       ethtoolSource
+	cgroupfs      string
+	cgroupTop     int
+	cgroupLimit   int
+	podNamer      PodNamer
+	metrics       *selfMetrics
 }
 
 func (e *env) procPath(elem ...string) string {
@@ -103,15 +108,20 @@ func New(opts Options) (*Collector, error) {
 		return nil, fmt.Errorf("collect options: %w", err)
 	}
 	opts = opts.withDefaults()
-	e := &env{
-		procfs:     opts.ProcFS,
-		sysfs:      opts.SysFS,
-		tl:         newTimeline(opts.Clock),
-		log:        opts.Logger,
-		diskIgnore: regexp.MustCompile(opts.DiskIgnore), // checked by Validate
-		ethtool:    opts.ethtool,
-	}
 	c := &Collector{log: opts.Logger, metrics: newSelfMetrics()}
+	e := &env{
+		cgroupfs:    opts.CgroupFS,
+		cgroupTop:   opts.CgroupTop,
+		cgroupLimit: opts.CgroupScanLimit,
+		podNamer:    opts.PodNamer,
+		metrics:     c.metrics,
+		procfs:      opts.ProcFS,
+		sysfs:       opts.SysFS,
+		tl:          newTimeline(opts.Clock),
+		log:         opts.Logger,
+		diskIgnore:  regexp.MustCompile(opts.DiskIgnore), // checked by Validate
+		ethtool:     opts.ethtool,
+	}
 	for _, spec := range registry {
 		if slices.Contains(opts.Disabled, spec.name) {
 			continue
@@ -144,11 +154,26 @@ func (c *Collector) Sample() []telemetry.Point {
 
 // SampleSlow runs the slow samplers: the per-IRQ detail of
 // /proc/interrupts, which takes milliseconds to read on a host with many
-// IRQs and CPUs. Its own cadence is 10 s by default.
+// IRQs and CPUs. Its own cadence is 10 s by default. It also rescans what
+// fast samplers find by walking directories (the cgroup tree), which a
+// 1 Hz pass cannot afford; they pick the result up on their next pass.
 func (c *Collector) SampleSlow() []telemetry.Point {
 	c.slowMu.Lock()
 	defer c.slowMu.Unlock()
+	for _, r := range c.fast {
+		if rs, ok := r.s.(rescanner); ok {
+			rs.rescan()
+		}
+	}
 	return c.pass(c.slow, &c.slowLen)
+}
+
+// rescanner is a fast sampler whose sources are found by walking
+// directories. rescan runs on SampleSlow's goroutine, possibly during the
+// sampler's own sample, and hands its result over under the sampler's
+// lock.
+type rescanner interface {
+	rescan()
 }
 
 func (c *Collector) pass(runs []*samplerRun, lastLen *int) []telemetry.Point {

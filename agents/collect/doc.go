@@ -42,7 +42,10 @@
 // totals microseconds, schedstat run delay nanoseconds, diskstats
 // milliseconds — all converted. Bytes are "By" (diskstats sectors are 512
 // bytes whatever the device; meminfo's "kB" is KiB). Counts use UCUM
-// annotations: {packet}, {interrupt}, {softirq}, {switch}, {operation}.
+// annotations: {packet}, {interrupt}, {softirq}, {switch}, {operation},
+// {page}, {stall}, {fault}, {segment}, {connection}, {datagram},
+// {period}, {event}; a cgroup's CPU limit is a gauge in {cpu} (quota ÷
+// period). vmstat's page levels are bytes (nr_dirty × the base page size).
 //
 // # Sources and minimum kernels
 //
@@ -56,6 +59,9 @@
 //	schedstat   /proc/schedstat                          CONFIG_SCHEDSTATS, format version 15+
 //	pressure    /proc/pressure/{cpu,memory,io[,irq]}     4.20 (PSI added), CONFIG_PSI, psi=1 if default-disabled; cpu "full" 5.13; irq 6.1
 //	meminfo     /proc/meminfo                            2.6.19 for SReclaimable/SUnreclaim
+//	vmstat      /proc/vmstat                             2.6; 4.8 renamed the reclaim counters (both spellings read); THP ones need CONFIG_TRANSPARENT_HUGEPAGE
+//	netsnmp     /proc/net/snmp + /proc/net/netstat       2.6 for the TCP MIB; Udp InCsumErrors 3.10; a counter the kernel lacks is not reported
+//	cgroup      <cgroupfs>/cpu,cpuacct (v1) or v2 tree   v1 CFS bandwidth 3.2; v2 4.5, its cpu controller 4.15, cpu.pressure 4.20 (PSI)
 //	pdh         PDH "Processor Information" (Windows)    Windows 7 / Server 2008 R2
 //
 // A source the kernel lacks is not an error: the sampler logs "not
@@ -71,9 +77,33 @@
 // names, softirq vectors newer than it knows). Tests check the parsers
 // against procfs on this machine's captured files.
 //
+// # Cgroups: workloads, names, cardinality
+//
+// The cgroup sampler reports workloads, not every cgroup: on Kubernetes
+// the pods and their containers under kubepods (every QoS class, the
+// cgroupfs and the systemd driver), elsewhere systemd's slices and the
+// services, scopes and slices in them (cgroup_tree_linux.go). Each point
+// carries spikehunt.cgroup, the workload's name: "namespace/pod" and
+// "namespace/pod/container" from Options.PodNamer, "pod <uid>" and a
+// 12-digit container id without one, the unit's path
+// ("system.slice/backup.service") elsewhere. The pipeline files it in the
+// counters table's device column.
+//
+// Each interval reports every cgroup throttled in it and the CgroupTop
+// (default 50) busiest by CPU; the CPU of the rest adds up to
+// spikehunt.cgroup="other", summed over the cgroups that no other
+// workload contains (a container is inside its pod), and
+// spikehunt_collect_cgroups{state} counts them. The tree is walked on
+// SampleSlow, never on the 1 s pass: a cgroup created between walks is
+// seen from the next one, with a baseline. A walk keeps at most
+// CgroupScanLimit workloads and reads directories in batches, so a
+// runaway tree costs bounded memory; what it left is counted as
+// not_scanned.
+//
 // # Containers
 //
-// Point ProcFS and SysFS at the host's mounts. The ethtool ioctl talks to
-// the network namespace the agent runs in, so a DaemonSet needs
-// hostNetwork: true to see the host's NICs.
+// Point ProcFS, SysFS and CgroupFS at the host's mounts. The ethtool ioctl
+// and /proc/net/snmp and /proc/net/netstat describe the network namespace
+// the agent runs in, so a DaemonSet needs hostNetwork: true to see the
+// host's NICs and TCP stack.
 package collect

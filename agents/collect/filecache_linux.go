@@ -26,6 +26,19 @@ type cachedFile struct {
 // read fills buf with the file's current content and returns it; the
 // caller owns the result until its next call with the same buf.
 func (c *fileCache) read(path string, buf []byte) ([]byte, error) {
+	return c.readWith(path, buf, preadAll)
+}
+
+// readRecord is read for a file the kernel prints as one seq_file record,
+// as kernfs does every cgroup file (one show() call): seq_file hands a
+// read all of a record that fits, so a read that comes back short of the
+// buffer has the whole file, and the second, empty read that read makes
+// to see the end is saved. A cgroup pass reads hundreds of such files.
+func (c *fileCache) readRecord(path string, buf []byte) ([]byte, error) {
+	return c.readWith(path, buf, preadRecord)
+}
+
+func (c *fileCache) readWith(path string, buf []byte, preadAll func(int, []byte) ([]byte, error)) ([]byte, error) {
 	if c.files == nil {
 		c.files = map[string]*cachedFile{}
 	}
@@ -87,6 +100,25 @@ func preadAll(fd int, buf []byte) ([]byte, error) {
 			return buf, nil
 		}
 		buf = buf[:len(buf)+n]
+	}
+}
+
+// preadRecord reads a one-record file: one pread when it comes back short
+// of the buffer, preadAll's loop when it filled it.
+func preadRecord(fd int, buf []byte) ([]byte, error) {
+	buf = growForRead(buf[:0])
+	for {
+		n, err := unix.Pread(fd, buf[:cap(buf)], 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return buf[:0], err
+		}
+		if n < cap(buf) {
+			return buf[:n], nil
+		}
+		return preadAll(fd, buf)
 	}
 }
 

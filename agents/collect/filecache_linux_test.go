@@ -1,7 +1,9 @@
 package collect
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -44,5 +46,24 @@ func TestFileCacheReportsMissingFilesAsNotSupported(t *testing.T) {
 	_, err := c.read(filepath.Join(t.TempDir(), "pressure", "cpu"), nil)
 	if !errors.Is(err, ErrNotSupported) {
 		t.Errorf("read of a missing file = %v, want ErrNotSupported", err)
+	}
+}
+
+// readRecord returns what read does, for a file shorter than the buffer,
+// one exactly as long and one longer.
+func TestFileCacheReadRecordReadsWholeFiles(t *testing.T) {
+	dir := t.TempDir()
+	var c fileCache
+	defer c.Close()
+	for _, size := range []int{10, 4096, 10000} {
+		p := filepath.Join(dir, fmt.Sprint(size))
+		want := bytes.Repeat([]byte("x"), size)
+		if err := os.WriteFile(p, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.readRecord(p, nil)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("readRecord of %d bytes = %d bytes, %v", size, len(got), err)
+		}
 	}
 }

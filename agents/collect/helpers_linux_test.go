@@ -137,13 +137,14 @@ func (l *logBuffer) String() string {
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// newFixtureCollector builds a Collector over root/proc, root/sys and
-// root/ethtool with a fake clock.
+// newFixtureCollector builds a Collector over root/proc, root/sys,
+// root/cgroup and root/ethtool with a fake clock.
 func newFixtureCollector(t *testing.T, root string, clock Clock, samplers ...string) *Collector {
 	t.Helper()
 	c, err := New(Options{
 		ProcFS:   filepath.Join(root, "proc"),
 		SysFS:    filepath.Join(root, "sys"),
+		CgroupFS: filepath.Join(root, "cgroup"),
 		Disabled: only(samplers...),
 		Clock:    clock,
 		Logger:   discardLogger(),

@@ -51,6 +51,9 @@ func TestRealFixtureTreeSamplesEveryAvailableSource(t *testing.T) {
 		"system.network.io", "system.network.errors", "system.network.packet.dropped", "spikehunt.network.driver_drops",
 		"system.disk.operations", "system.disk.operation_time", "system.disk.io_time", "spikehunt.disk.in_flight",
 		"spikehunt.pressure.stall_time", "spikehunt.memory.slab",
+		"spikehunt.memory.reclaim.scanned", "spikehunt.memory.major_faults", "spikehunt.memory.dirty",
+		"spikehunt.tcp.retransmits", "spikehunt.tcp.listen_overflows", "spikehunt.udp.rcvbuf_errors",
+		"spikehunt.cgroup.cpu.usage", "spikehunt.cgroup.cpu.throttled_time", "spikehunt.cgroup.cpu.limit",
 	} {
 		if !seen[m] {
 			t.Errorf("no %s point from the real fixture", m)
@@ -156,6 +159,10 @@ func TestOptionsValidate(t *testing.T) {
 		{"a relative procfs root", Options{ProcFS: "proc"}, `ProcFS "proc": must be an absolute path`},
 		{"an unknown sampler", Options{Disabled: []string{"softirq"}}, `disabled sampler "softirq": unknown`},
 		{"a disk regexp that does not compile", Options{DiskIgnore: "(["}, "DiskIgnore: error parsing regexp"},
+		{"a relative cgroup root", Options{CgroupFS: "sys/fs/cgroup"}, `CgroupFS "sys/fs/cgroup": must be an absolute path`},
+		{"no busiest cgroup at all", Options{CgroupTop: -1}, "CgroupTop -1: must be 1 to 1000"},
+		{"more busiest cgroups than the bound", Options{CgroupTop: MaxCgroupTop + 1}, "CgroupTop 1001"},
+		{"a walk limit beyond the bound", Options{CgroupScanLimit: MaxCgroupScanLimit + 1}, "CgroupScanLimit 20001: must be 1 to 20000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -191,7 +198,7 @@ func TestDisabledSamplersDoNotRun(t *testing.T) {
 }
 
 func TestSamplersListsEveryLinuxSource(t *testing.T) {
-	want := []string{"diskstats", "ethtool", "interrupts", "meminfo", "netdev", "pressure", "schedstat", "softirqs", "stat"}
+	want := []string{"cgroup", "diskstats", "ethtool", "interrupts", "meminfo", "netdev", "netsnmp", "pressure", "schedstat", "softirqs", "stat", "vmstat"}
 	if diff := cmp.Diff(want, Samplers()); diff != "" {
 		t.Errorf("Samplers() (-want +got):\n%s", diff)
 	}

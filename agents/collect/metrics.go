@@ -14,6 +14,7 @@ type selfMetrics struct {
 	duration     *prometheus.GaugeVec
 	resets       *prometheus.CounterVec
 	notSupported *prometheus.GaugeVec
+	cgroups      *prometheus.GaugeVec
 }
 
 func newSelfMetrics() *selfMetrics {
@@ -35,6 +36,10 @@ func newSelfMetrics() *selfMetrics {
 			Name: "spikehunt_collect_not_supported",
 			Help: "1 if the sampler's source does not exist on this host's kernel.",
 		}, label),
+		cgroups: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "spikehunt_collect_cgroups",
+			Help: "Workload cgroups in the cgroup sampler's last pass, by state: reported (series of their own), aggregated (into cgroup \"other\", or inside a reported parent), unreadable (vanished or malformed), not_scanned (beyond the rescan's limit: at least this many).",
+		}, []string{"state"}),
 	}
 }
 
@@ -74,11 +79,12 @@ func boolToFloat(b bool) float64 {
 // Register adds the Collector's own metrics to reg:
 // spikehunt_collect_sampler_success{sampler},
 // spikehunt_collect_sampler_duration_seconds{sampler},
-// spikehunt_collect_counter_resets_total{sampler} and
-// spikehunt_collect_not_supported{sampler}.
+// spikehunt_collect_counter_resets_total{sampler},
+// spikehunt_collect_not_supported{sampler} and
+// spikehunt_collect_cgroups{state}.
 func (c *Collector) Register(reg prometheus.Registerer) error {
 	var errs []error
-	for _, col := range []prometheus.Collector{c.metrics.success, c.metrics.duration, c.metrics.resets, c.metrics.notSupported} {
+	for _, col := range []prometheus.Collector{c.metrics.success, c.metrics.duration, c.metrics.resets, c.metrics.notSupported, c.metrics.cgroups} {
 		errs = append(errs, reg.Register(col))
 	}
 	return errors.Join(errs...)

@@ -32,7 +32,8 @@ import (
 //     growth between readings.
 //   - the rank weighs the deviation by what the series is. Time taken from
 //     the workload — CPU time by mode, run delay, PSI stall time, disk
-//     operation and busy time — explains a latency spike directly and
+//     operation and busy time, a cgroup's CPU, throttled and stall time —
+//     explains a latency spike directly and
 //     weighs TimeWeight (100); counts (packets, drops, interrupts, softirqs
 //     raised, switches) are the load or its echo and weigh 1. So a NIC
 //     storm ranks the softirq time on the CPUs it pinned (the DPC flood (docs/field-stories.md)) above
@@ -79,20 +80,29 @@ var absoluteFloors = []struct {
 	{"spikehunt.pressure.stall_time", 0.002, true, false},
 	{"system.disk.operation_time", 0.002, true, false},
 	{"system.disk.io_time", 0.002, true, false},
-	// A workload cgroup's CPU time and the time it was throttled or
-	// stalled on a resource.
-	{"spikehunt.cgroup.cpu.usage", 0.05, true, false},
-	{"spikehunt.cgroup.cpu.throttled_time", 0.005, true, false},
+	// A cgroup's CPU and the time it was throttled or stalled on CPU
+	// weigh as the host's CPU time and PSI do: a pod throttled for 0.5 s
+	// of every second ranks like softirq time taking half a CPU.
+	{"spikehunt.cgroup.cpu.usage", 0.005, true, false},
+	{"spikehunt.cgroup.cpu.throttled_time", 0.002, true, false},
 	{"spikehunt.cgroup.pressure.stall_time", 0.002, true, false},
 	{"system.network.io", 64 << 10, false, false},    // bytes per second
 	{"spikehunt.memory.slab", 1 << 20, false, false}, // bytes of growth per second
+	// Dirty and writeback pages swing by megabytes as a matter of course.
+	{"spikehunt.memory.dirty", 16 << 20, false, false},
+	{"spikehunt.memory.writeback", 16 << 20, false, false},
 	// Counts, per second.
-	{"spikehunt.memory.reclaim.scanned", 64, false, true}, // pages: a 256 KiB/s trickle is not reclaim
+	{"spikehunt.memory.reclaim.scanned", 8, false, true}, // pages: a 32 KiB/s trickle is not reclaim
 	{"spikehunt.memory.reclaim.stalls", 1, false, true},
 	{"spikehunt.memory.compaction.stalls", 1, false, true},
 	{"spikehunt.tcp.listen_overflows", 1, false, true},
 	{"spikehunt.tcp.listen_drops", 1, false, true},
 }
+
+// configuration are gauges that describe a setting, not load: a cgroup's
+// CPU limit. They stay in the counters table for the sentences ("limit
+// 0.5 CPU") and are never suspects themselves.
+var configuration = []string{"spikehunt.cgroup.cpu.limit"}
 
 // defaultAbsoluteFloor is for counts (packets, interrupts, softirqs,
 // switches, drops): one per second.
@@ -111,11 +121,15 @@ const notDownOperstates = `'', 'up', 'unknown'`
 // instrument rather than the cause.
 var selfTelemetry = []string{"spikehunt.agent.", "spikehunt.capture.", "spikehunt.ingest.", "spikehunt.detect."}
 
-// notSelfTelemetry is the condition that keeps selfTelemetry out.
+// notSelfTelemetry is the condition that keeps selfTelemetry and
+// configuration out.
 func notSelfTelemetry() string {
 	var parts []string
 	for _, p := range selfTelemetry {
 		parts = append(parts, "startsWith(metric, "+store.QuoteString(p)+")")
+	}
+	for _, m := range configuration {
+		parts = append(parts, "metric = "+store.QuoteString(m))
 	}
 	return "NOT (" + strings.Join(parts, " OR ") + ")"
 }

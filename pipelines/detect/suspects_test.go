@@ -109,6 +109,28 @@ func TestDetectSuspects(t *testing.T) {
 			exact: true,
 		},
 		{
+			name: "a pod's throttled time ranks first, as CPU time does",
+			series: during(during(append(quietHost(),
+				counterSeries{metric: "spikehunt.cgroup.cpu.usage", cpu: -1, device: "shop/checkout-7d9", rate: 0.2, noise: 0.02},
+				counterSeries{metric: "spikehunt.cgroup.cpu.periods", cpu: -1, device: "shop/checkout-7d9", rate: 10},
+				counterSeries{metric: "spikehunt.cgroup.cpu.throttled_periods", cpu: -1, device: "shop/checkout-7d9"},
+				counterSeries{metric: "spikehunt.cgroup.cpu.throttled_time", cpu: -1, device: "shop/checkout-7d9"}),
+				func(c counterSeries) bool { return c.metric == "spikehunt.cgroup.cpu.throttled_time" }, 0.5),
+				func(c counterSeries) bool { return c.metric == "spikehunt.cgroup.cpu.throttled_periods" }, 9),
+			want: []string{"spikehunt.cgroup.cpu.throttled_time cpu=-1 device=shop/checkout-7d9 mode="},
+		},
+		{
+			name: "a cgroup's CPU limit changing is no suspect",
+			series: during(during(append(quietHost(),
+				counterSeries{metric: "spikehunt.cgroup.cpu.limit", cpu: -1, device: "shop/checkout-7d9"}), func(c counterSeries) bool {
+				return c.metric == "spikehunt.cgroup.cpu.limit"
+			}, 1_000), func(c counterSeries) bool {
+				return c.metric == "system.disk.operation_time" && c.device == "sda" && c.mode == "read"
+			}, 2.0),
+			want:  []string{"system.disk.operation_time cpu=-1 device=sda mode=read"},
+			exact: true,
+		},
+		{
 			name:   "a spike where no counter moved has no suspects",
 			series: quietHost(),
 			want:   nil,

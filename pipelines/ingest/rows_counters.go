@@ -17,8 +17,8 @@ const attrCPU = "cpu.logical_number"
 
 var (
 	// deviceKeys name what a counter is about: a NIC, a disk, an IRQ line,
-	// the workload cgroup (a pod, a systemd unit) a CPU or stall figure is
-	// of, the resource a pressure stall is on (cpu, memory, io).
+	// a workload's cgroup (before the resource of its pressure points), the
+	// resource a pressure stall is on (cpu, memory, io).
 	deviceKeys = [...]string{"network.interface.name", "system.device", "spikehunt.irq", "spikehunt.cgroup", "spikehunt.pressure.resource"}
 	// modeKeys name which of a device's or CPU's counters it is.
 	modeKeys = [...]string{

@@ -95,6 +95,11 @@ func fixturePoints() []telemetry.Point {
 		// Start == End: the agent sends a level as a Gauge.
 		{Metric: "spikehunt.memory.slab", Unit: "By", Start: at(time.Second), End: at(time.Second), Value: 1 << 30,
 			Attrs: []telemetry.Attr{s("spikehunt.memory.slab.kind", "reclaimable")}},
+		// A cgroup's pressure: the cgroup is the device, the resource an attr.
+		{Metric: "spikehunt.cgroup.pressure.stall_time", Unit: "s", Start: at(0), End: at(time.Second), Value: 0.3,
+			Attrs: []telemetry.Attr{s("spikehunt.cgroup", "shop/checkout-7d9/app"), s("spikehunt.pressure.resource", "cpu"), s("spikehunt.pressure.kind", "some")}},
+		{Metric: "spikehunt.cgroup.memory.events", Unit: "{event}", Start: at(0), End: at(time.Second), Value: 1,
+			Attrs: []telemetry.Attr{s("spikehunt.cgroup", "system.slice/backup.service"), s("spikehunt.cgroup.memory.event", "oom_kill")}},
 	}
 }
 
@@ -554,8 +559,8 @@ func TestAnInvalidSpanRejectsItsWholeMessage(t *testing.T) {
 func TestAgentPointsBecomeCounterRows(t *testing.T) {
 	c := NewCounterRows()
 	rows, err := c.AppendMetrics(fixturePointsMsg(t, fixtureResource, fixturePoints()))
-	if err != nil || rows != 9 {
-		t.Fatalf("AppendMetrics = %d rows, %v; want 9, nil", rows, err)
+	if err != nil || rows != 11 {
+		t.Fatalf("AppendMetrics = %d rows, %v; want 11, nil", rows, err)
 	}
 	start := fixtureDate + "T03:00:00.123456Z"
 	row := func(metric string, ms uint32, cpu int16, device, mode string, value float64, attrs string) counterRowText {
@@ -575,6 +580,8 @@ func TestAgentPointsBecomeCounterRows(t *testing.T) {
 		row("spikehunt.network.driver_drops", 1000, -1, "eth1", "rx_missed_errors", 0, "spikehunt.queue=7"),
 		row("spikehunt.context_switches", 1000, -1, "", "", 81234, ""),
 		slab,
+		row("spikehunt.cgroup.pressure.stall_time", 1000, -1, "shop/checkout-7d9/app", "some", 0.3, "spikehunt.pressure.resource=cpu"),
+		row("spikehunt.cgroup.memory.events", 1000, -1, "system.slice/backup.service", "oom_kill", 1, ""),
 	}
 	if diff := cmp.Diff(want, counterRowsIn(t, c)); diff != "" {
 		t.Fatalf("rows (-want +got):\n%s", diff)
@@ -846,8 +853,9 @@ func TestRowsInsertIntoTheRealTables(t *testing.T) {
 		t.Fatalf("insert counters: %v", err)
 	}
 	got = selectRows(t, st, `SELECT metric, toString(ts_start), interval_ms, host, cpu, device, mode, toString(value), toString(attrs)
-		FROM counters WHERE metric IN ('spikehunt.interrupts', 'spikehunt.network.driver_drops', 'spikehunt.memory.slab') ORDER BY metric`)
+		FROM counters WHERE metric IN ('spikehunt.interrupts', 'spikehunt.network.driver_drops', 'spikehunt.memory.slab', 'spikehunt.cgroup.pressure.stall_time') ORDER BY metric`)
 	want = [][]string{
+		{"spikehunt.cgroup.pressure.stall_time", stampAt(now, 0), "1000", "web-7", "-1", "shop/checkout-7d9/app", "some", "0.3", "{'spikehunt.pressure.resource':'cpu'}"},
 		{"spikehunt.interrupts", stampAt(now, 0), "1500", "web-7", "1", "35", "", "1200", "{'spikehunt.irq.device':'eth0-TxRx-0'}"},
 		{"spikehunt.memory.slab", stampAt(now, time.Second), "0", "web-7", "-1", "", "reclaimable", "1073741824", "{}"},
 		{"spikehunt.network.driver_drops", stampAt(now, 0), "1000", "web-7", "-1", "eth1", "rx_missed_errors", "0", "{'spikehunt.queue':'7'}"},
@@ -855,13 +863,13 @@ func TestRowsInsertIntoTheRealTables(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("counters (-want +got):\n%s", diff)
 	}
-	if got := selectRows(t, st, "SELECT count(), countIf(length(attrs) = 0) FROM counters"); !cmp.Equal(got, [][]string{{"9", "6"}}) {
-		t.Errorf("counters: count, rows without attrs = %q, want 9, 6", got)
+	if got := selectRows(t, st, "SELECT count(), countIf(length(attrs) = 0) FROM counters"); !cmp.Equal(got, [][]string{{"11", "7"}}) {
+		t.Errorf("counters: count, rows without attrs = %q, want 11, 7", got)
 	}
 
 	// A block in which no row has attrs: the Map's key column is empty.
 	c.Reset()
-	if _, err := c.AppendMetrics(fixturePointsMsg(t, fixtureResource, points[len(points)-2:])); err != nil {
+	if _, err := c.AppendMetrics(fixturePointsMsg(t, fixtureResource, points[7:9])); err != nil { // context switches and slab
 		t.Fatal(err)
 	}
 	if err := st.Insert(ctx, "counters", c.Input()); err != nil {

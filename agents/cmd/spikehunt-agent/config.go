@@ -10,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/spikehunt/spikehunt/agents/collect"
 	"github.com/spikehunt/spikehunt/agents/export"
 	"github.com/spikehunt/spikehunt/agents/intake"
 	"github.com/spikehunt/spikehunt/agents/spool"
@@ -85,9 +86,10 @@ type ResourceConfig struct {
 // PathsConfig locates the kernel's file systems (a container mounts the
 // host's under /host).
 type PathsConfig struct {
-	ProcFS  string `yaml:"procfs"`
-	SysFS   string `yaml:"sysfs"`
-	TraceFS string `yaml:"tracefs"`
+	ProcFS   string `yaml:"procfs"`
+	SysFS    string `yaml:"sysfs"`
+	CgroupFS string `yaml:"cgroupfs"`
+	TraceFS  string `yaml:"tracefs"`
 }
 
 // CollectConfig sets the samplers' cadence.
@@ -96,14 +98,20 @@ type CollectConfig struct {
 	IRQInterval time.Duration `yaml:"irq_interval"` // per-IRQ detail, default 10s
 	Disabled    []string      `yaml:"disabled"`
 	DiskIgnore  string        `yaml:"disk_ignore"`
+	// CgroupTop cgroups, the busiest by CPU, get series of their own each
+	// interval, besides every throttled one; the rest add up to "other".
+	CgroupTop int `yaml:"cgroup_top"` // default 50
+	// CgroupScanLimit bounds the workload cgroups found by a walk.
+	CgroupScanLimit int `yaml:"cgroup_scan_limit"` // default 2000
 }
 
 // defaultConfig is the configuration with no file.
 func defaultConfig() Config {
 	return Config{
 		Resource: ResourceConfig{HWClassLabel: "spikehunt.io/hw-class"},
-		Paths:    PathsConfig{ProcFS: "/proc", SysFS: "/sys", TraceFS: "/sys/kernel/tracing"},
-		Collect:  CollectConfig{Interval: time.Second, IRQInterval: 10 * time.Second},
+		Paths:    PathsConfig{ProcFS: "/proc", SysFS: "/sys", CgroupFS: collect.DefaultCgroupFS, TraceFS: "/sys/kernel/tracing"},
+		Collect: CollectConfig{Interval: time.Second, IRQInterval: 10 * time.Second,
+			CgroupTop: collect.DefaultCgroupTop, CgroupScanLimit: collect.DefaultCgroupScanLimit},
 		Intake:   intake.DefaultConfig(),
 		Sink:     "kafka",
 		Kafka:    export.KafkaConfig{Brokers: []string{"127.0.0.1:9092"}},
@@ -157,6 +165,12 @@ func (c Config) Validate() error {
 	}
 	if c.Collect.IRQInterval < c.Collect.Interval {
 		return errors.New("collect.irq_interval must be at least collect.interval")
+	}
+	if c.Collect.CgroupTop < 1 || c.Collect.CgroupTop > collect.MaxCgroupTop {
+		return fmt.Errorf("collect.cgroup_top must be 1–%d", collect.MaxCgroupTop)
+	}
+	if c.Collect.CgroupScanLimit < 1 || c.Collect.CgroupScanLimit > collect.MaxCgroupScanLimit {
+		return fmt.Errorf("collect.cgroup_scan_limit must be 1–%d", collect.MaxCgroupScanLimit)
 	}
 	if c.Runtime.GoMaxProcs < 0 {
 		return errors.New("runtime.gomaxprocs must be 0 (Go's default) or more")

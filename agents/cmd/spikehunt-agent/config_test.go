@@ -27,6 +27,7 @@ func TestConfigLoadsEveryKeyOfTheSample(t *testing.T) {
 	}
 	switch {
 	case cfg.Resource.HWClass != "gen5", cfg.Paths.ProcFS != "/host/proc", cfg.Collect.IRQInterval != 10*time.Second,
+		cfg.Paths.CgroupFS != "/host/sys/fs/cgroup", cfg.Collect.CgroupTop != 50, cfg.Collect.CgroupScanLimit != 2000,
 		cfg.Intake.SampleEvery != 20, cfg.Intake.SampledPerSecond != 200, cfg.Intake.ServiceSlowThresholds["billy"] != 100*time.Millisecond,
 		cfg.Intake.MaxSpansPerRequest != 8192, cfg.Intake.DecodeBudgetBytes != 128<<20, cfg.Intake.MaxSpanAge != 30*time.Minute,
 		cfg.Intake.OTLPIdleTimeout != time.Minute, cfg.Intake.OTLPMaxConnections != 256,

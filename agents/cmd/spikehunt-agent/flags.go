@@ -24,6 +24,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	path := fs.String("config", "", "YAML config file (unknown keys are an error)")
 	procfs := fs.String("path.procfs", def.Paths.ProcFS, "procfs mount point (a fixture tree for tests)")
 	sysfs := fs.String("path.sysfs", def.Paths.SysFS, "sysfs mount point")
+	cgroupfs := fs.String("path.cgroupfs", def.Paths.CgroupFS, "where the cgroup file systems are mounted (v2, or v1's cpu/ and cpuacct/ below it)")
 	tracefs := fs.String("path.tracefs", def.Paths.TraceFS, "tracefs mount point (captures)")
 	sink := fs.String("sink", def.Sink, "where to export: kafka or otlp")
 	brokers := fs.String("kafka.brokers", strings.Join(def.Kafka.Brokers, ","), "Kafka bootstrap brokers, comma-separated")
@@ -78,6 +79,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	}
 	apply("path.procfs", func() { cfg.Paths.ProcFS = *procfs })
 	apply("path.sysfs", func() { cfg.Paths.SysFS = *sysfs })
+	apply("path.cgroupfs", func() { cfg.Paths.CgroupFS = *cgroupfs })
 	apply("path.tracefs", func() { cfg.Paths.TraceFS = *tracefs })
 	apply("sink", func() { cfg.Sink = *sink })
 	apply("kafka.brokers", func() { cfg.Kafka.Brokers = strings.Split(*brokers, ",") })

@@ -81,13 +81,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	for _, p := range []*string{&cfg.Paths.ProcFS, &cfg.Paths.SysFS, &cfg.Paths.TraceFS} {
+	for _, p := range []*string{&cfg.Paths.ProcFS, &cfg.Paths.SysFS, &cfg.Paths.CgroupFS, &cfg.Paths.TraceFS} {
 		if *p, err = filepath.Abs(*p); err != nil {
 			return err
 		}
 	}
-	col, err := collect.New(collect.Options{ProcFS: cfg.Paths.ProcFS, SysFS: cfg.Paths.SysFS,
-		Disabled: cfg.Collect.Disabled, DiskIgnore: cfg.Collect.DiskIgnore, Logger: log})
+	col, err := collect.New(collect.Options{ProcFS: cfg.Paths.ProcFS, SysFS: cfg.Paths.SysFS, CgroupFS: cfg.Paths.CgroupFS,
+		Disabled: cfg.Collect.Disabled, DiskIgnore: cfg.Collect.DiskIgnore,
+		CgroupTop: cfg.Collect.CgroupTop, CgroupScanLimit: cfg.Collect.CgroupScanLimit, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,7 @@ SELECT spike_id, host, ws, metric, cpu, device, mode, base, during, deviation
 FROM (
     SELECT spike_id, host, ws, metric, cpu, device, mode, base, during,
         (during - base) / greatest(mad * 1.4826, toFloat64(0.05) * abs(base), floor_abs) AS raw,
-        raw * multiIf(down, toFloat64(10000), metric IN ['system.cpu.time', 'spikehunt.cpu.run_delay', 'spikehunt.pressure.stall_time', 'system.disk.operation_time', 'system.disk.io_time'], toFloat64(100), 1) AS deviation
+        raw * multiIf(down, toFloat64(10000), metric IN ['system.cpu.time', 'spikehunt.cpu.run_delay', 'spikehunt.pressure.stall_time', 'system.disk.operation_time', 'system.disk.io_time', 'spikehunt.cgroup.cpu.usage', 'spikehunt.cgroup.cpu.throttled_time', 'spikehunt.cgroup.pressure.stall_time', 'spikehunt.memory.reclaim.scanned', 'spikehunt.memory.reclaim.stalls', 'spikehunt.memory.compaction.stalls', 'spikehunt.tcp.listen_overflows', 'spikehunt.tcp.listen_drops'], toFloat64(100), 1) AS deviation
     FROM (
         SELECT spike_id, host, ws, metric, cpu, device, mode, any(floor_abs) AS floor_abs,
             maxIf(v * 1000 / len_ms, is_during) AS during,
@@ -20,7 +20,7 @@ FROM (
                     AND NOT arrayExists(o -> c.cs < o.2 + 1000 AND c.ce > o.1 - 1000, w.others) AS is_base
             FROM (
                 SELECT host, metric, cpu, device, mode, cs, len_ms, cs + len_ms AS ce, v, down_iface,
-                    multiIf(metric = 'system.cpu.time', toFloat64(0.005), metric = 'spikehunt.cpu.run_delay', toFloat64(0.002), metric = 'spikehunt.pressure.stall_time', toFloat64(0.002), metric = 'system.disk.operation_time', toFloat64(0.002), metric = 'system.disk.io_time', toFloat64(0.002), metric = 'system.network.io', toFloat64(65536), metric = 'spikehunt.memory.slab', toFloat64(1.048576e+06), toFloat64(1)) AS floor_abs, intDiv(cs, 300000) AS slot
+                    multiIf(metric = 'system.cpu.time', toFloat64(0.005), metric = 'spikehunt.cpu.run_delay', toFloat64(0.002), metric = 'spikehunt.pressure.stall_time', toFloat64(0.002), metric = 'system.disk.operation_time', toFloat64(0.002), metric = 'system.disk.io_time', toFloat64(0.002), metric = 'spikehunt.cgroup.cpu.usage', toFloat64(0.005), metric = 'spikehunt.cgroup.cpu.throttled_time', toFloat64(0.002), metric = 'spikehunt.cgroup.pressure.stall_time', toFloat64(0.002), metric = 'system.network.io', toFloat64(65536), metric = 'spikehunt.memory.slab', toFloat64(1.048576e+06), metric = 'spikehunt.memory.dirty', toFloat64(1.6777216e+07), metric = 'spikehunt.memory.writeback', toFloat64(1.6777216e+07), metric = 'spikehunt.memory.reclaim.scanned', toFloat64(8), metric = 'spikehunt.memory.reclaim.stalls', toFloat64(1), metric = 'spikehunt.memory.compaction.stalls', toFloat64(1), metric = 'spikehunt.tcp.listen_overflows', toFloat64(1), metric = 'spikehunt.tcp.listen_drops', toFloat64(1), toFloat64(1)) AS floor_abs, intDiv(cs, 300000) AS slot
                 FROM (
                     SELECT toString(host) AS host, toString(metric) AS metric, cpu,
                         multiIf(device != '' AND attrs['spikehunt.counter'] != '', concat(device, ':', attrs['spikehunt.counter']),
@@ -31,7 +31,7 @@ FROM (
                         metric = 'system.network.packet.count' AND mode = 'receive'
                             AND attrs['spikehunt.network.operstate'] NOT IN ('', 'up', 'unknown') AS down_iface
                     FROM counters
-                    WHERE host IN ['o\'neil\\h'] AND ts_start >= fromUnixTimestamp64Milli(toInt64(1773478801234), 'UTC') AND ts_start < fromUnixTimestamp64Milli(toInt64(1773482400000), 'UTC') AND interval_ms > 0 AND NOT (startsWith(metric, 'spikehunt.agent.') OR startsWith(metric, 'spikehunt.capture.') OR startsWith(metric, 'spikehunt.ingest.') OR startsWith(metric, 'spikehunt.detect.'))
+                    WHERE host IN ['o\'neil\\h'] AND ts_start >= fromUnixTimestamp64Milli(toInt64(1773478801234), 'UTC') AND ts_start < fromUnixTimestamp64Milli(toInt64(1773482400000), 'UTC') AND interval_ms > 0 AND NOT (startsWith(metric, 'spikehunt.agent.') OR startsWith(metric, 'spikehunt.capture.') OR startsWith(metric, 'spikehunt.ingest.') OR startsWith(metric, 'spikehunt.detect.') OR metric = 'spikehunt.cgroup.cpu.limit')
                         AND NOT (metric = 'system.cpu.time' AND mode = 'idle')
                     UNION ALL
                     -- Gauges (interval_ms = 0) become growth between consecutive readings.
@@ -42,7 +42,7 @@ FROM (
                             toUnixTimestamp64Milli(ts_start) AS t, value,
                             lagInFrame(t) OVER s AS prev_t, lagInFrame(value) OVER s AS prev_v, row_number() OVER s AS rn
                         FROM counters
-                        WHERE host IN ['o\'neil\\h'] AND ts_start >= fromUnixTimestamp64Milli(toInt64(1773478801234), 'UTC') - INTERVAL 1 MINUTE AND ts_start < fromUnixTimestamp64Milli(toInt64(1773482400000), 'UTC') AND interval_ms = 0 AND NOT (startsWith(metric, 'spikehunt.agent.') OR startsWith(metric, 'spikehunt.capture.') OR startsWith(metric, 'spikehunt.ingest.') OR startsWith(metric, 'spikehunt.detect.'))
+                        WHERE host IN ['o\'neil\\h'] AND ts_start >= fromUnixTimestamp64Milli(toInt64(1773478801234), 'UTC') - INTERVAL 1 MINUTE AND ts_start < fromUnixTimestamp64Milli(toInt64(1773482400000), 'UTC') AND interval_ms = 0 AND NOT (startsWith(metric, 'spikehunt.agent.') OR startsWith(metric, 'spikehunt.capture.') OR startsWith(metric, 'spikehunt.ingest.') OR startsWith(metric, 'spikehunt.detect.') OR metric = 'spikehunt.cgroup.cpu.limit')
                         WINDOW s AS (PARTITION BY host, metric, cpu, device, mode ORDER BY ts_start ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
                     )
                     WHERE rn > 1 AND t > prev_t
