@@ -15,7 +15,9 @@ import (
 
 // Cgroups, v1 and v2: per workload cgroup (cgroup_tree_linux.go), the CPU
 // it used, the CFS bandwidth periods it ran and was throttled in and the
-// time it spent throttled; on v2 also its CPU pressure and memory events.
+// time it spent throttled; on v2 also its CPU pressure and memory events,
+// on v1 the times a cgroup with a memory limit hit it (memory.failcnt, as
+// the event "max").
 // A throttled container shows its requests' stall as runnable time with no
 // CPU to run on, and nothing host-wide moves.
 //
@@ -80,6 +82,9 @@ type cgroupCounters struct {
 type cgroupHierarchy struct {
 	v2        bool
 	cpu, acct string // v1: the cpu and cpuacct hierarchies; v2: the root, twice
+	// memory is v1's memory hierarchy, "" without it (and on v2, where
+	// memory.events says the same).
+	memory string
 }
 
 // detectCgroups finds the hierarchy under root.
@@ -94,6 +99,9 @@ func detectCgroups(root string) (cgroupHierarchy, error) {
 	if _, err := os.Stat(filepath.Join(h.acct, "cpuacct.usage")); err != nil {
 		h.acct = "" // no cpuacct: throttling without usage
 	}
+	if _, err := os.Stat(filepath.Join(root, "memory", "memory.failcnt")); err == nil {
+		h.memory = filepath.Join(root, "memory")
+	}
 	return h, nil
 }
 
@@ -104,6 +112,7 @@ type cgroupState struct {
 	limitCPUs         float64        // the CFS quota in CPUs; 0 when unlimited
 	stat, usage       string         // files read each pass; usage "" when v2 or no cpuacct
 	pressure, events  string         // v2 only, "" when absent
+	failcnt           string         // v1 only, for a cgroup with a memory limit: memory.failcnt
 	prev, cur         cgroupCounters
 	havePrev, readOK  bool
 	delta             [cgFields]uint64
@@ -174,6 +183,14 @@ func (s *cgroupSampler) scan() (*cgroupScan, error) {
 			if h.acct != "" {
 				g.usage = existing(filepath.Join(h.acct, w.rel, "cpuacct.usage"))
 			}
+			// v1 counts a memory cgroup's hits of its limit in failcnt, the
+			// reclaim its allocating tasks then do in none of /proc/vmstat's
+			// direct reclaim counters (the kernel leaves cgroup reclaim out
+			// of them). Read only where a limit is set: a cgroup without one
+			// never hits it, and the file would cost every pass a read.
+			if h.memory != "" && memoryLimited(filepath.Join(h.memory, w.rel)) {
+				g.failcnt = existing(filepath.Join(h.memory, w.rel, "memory.failcnt"))
+			}
 			q, errQ := os.ReadFile(filepath.Join(dir, "cpu.cfs_quota_us"))
 			p, errP := os.ReadFile(filepath.Join(dir, "cpu.cfs_period_us"))
 			if errQ == nil && errP == nil {
@@ -185,6 +202,18 @@ func (s *cgroupSampler) scan() (*cgroupScan, error) {
 		sc.groups = append(sc.groups, g)
 	}
 	return sc, nil
+}
+
+// memoryLimited says whether a v1 memory cgroup has a limit: the kernel
+// shows "none" as the largest page-aligned value of a signed 64-bit
+// count (9223372036854771712 on 4 KiB pages).
+func memoryLimited(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "memory.limit_in_bytes"))
+	if err != nil {
+		return false
+	}
+	v, err := parseUint(trimBlank(bytes.TrimSuffix(b, []byte("\n"))))
+	return err == nil && v < 1<<62
 }
 
 func existing(p string) string {
@@ -354,6 +383,15 @@ func (s *cgroupSampler) readGroup(g *cgroupState) error {
 		g.cur.v[cgPSISomeUs], g.cur.has[cgPSISomeUs] = p.someUs, p.hasSome
 		g.cur.v[cgPSIFullUs], g.cur.has[cgPSIFullUs] = p.fullUs, p.hasFull
 	}
+	if g.failcnt != "" {
+		if s.buf, err = s.readRecord(g.failcnt, s.buf); err != nil {
+			return err
+		}
+		if g.cur.v[cgMemMax], err = parseCgroupFailcnt(s.buf); err != nil {
+			return err
+		}
+		g.cur.has[cgMemMax] = true
+	}
 	if g.events != "" {
 		if s.buf, err = s.readRecord(g.events, s.buf); err != nil {
 			return err
@@ -421,6 +459,16 @@ func parseCgroupUsage(b []byte) (uint64, error) {
 	v, err := parseUint(trimBlank(bytes.TrimSuffix(b, []byte("\n"))))
 	if err != nil {
 		return 0, malformed("cpuacct.usage: %v", err)
+	}
+	return v, nil
+}
+
+// parseCgroupFailcnt parses v1's memory.failcnt: how many times the
+// cgroup's usage hit its limit, as v2's memory.events "max" counts.
+func parseCgroupFailcnt(b []byte) (uint64, error) {
+	v, err := parseUint(trimBlank(bytes.TrimSuffix(b, []byte("\n"))))
+	if err != nil {
+		return 0, malformed("memory.failcnt: %v", err)
 	}
 	return v, nil
 }

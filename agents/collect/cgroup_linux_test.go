@@ -633,3 +633,72 @@ func requirePrivileged(t *testing.T, feature string, reason error) {
 	}
 	t.Skipf("%s unavailable, skipping (set SPIKEHUNT_REQUIRE_PRIVILEGED=1 to fail instead): %v", feature, reason)
 }
+
+// On this machine's kernel (cgroup v1): a cgroup of our own with a 32 MiB
+// memory limit, and 96 MiB written to a file from inside it, so its page
+// cache hits the limit and its writer reclaims. /proc/vmstat's direct
+// reclaim counters do not count cgroup reclaim; the cgroup's memory.failcnt
+// does, and the sampler must report it as the event "max".
+func TestCgroupMemoryLimitHitsOnThisKernel(t *testing.T) {
+	const root = "/sys/fs/cgroup"
+	h, err := detectCgroups(root)
+	if err != nil {
+		requirePrivileged(t, "a cgroup hierarchy with the cpu controller", err)
+	}
+	if h.v2 {
+		t.Skip("cgroup v2: memory.events says the same, tested on fixtures (TestThrottledAndOOMKilledContainerOnV2)")
+	}
+	if h.memory == "" {
+		requirePrivileged(t, "the v1 memory controller", errors.New("no memory/memory.failcnt under "+root))
+	}
+	unit := fmt.Sprintf("system.slice/spikehunt-memtest-%d.service", os.Getpid())
+	var made []string
+	t.Cleanup(func() {
+		for i := len(made) - 1; i >= 0; i-- {
+			if err := os.Remove(made[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("remove %s: %v", made[i], err)
+			}
+		}
+	})
+	dirs := []string{filepath.Join(h.cpu, unit), filepath.Join(h.memory, unit)}
+	for _, d := range dirs {
+		for _, p := range []string{filepath.Dir(d), d} {
+			if err := os.Mkdir(p, 0o755); err == nil {
+				made = append(made, p)
+			} else if !errors.Is(err, os.ErrExist) {
+				requirePrivileged(t, "creating a cgroup (root)", err)
+			}
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dirs[1], "memory.limit_in_bytes"), []byte("32M"), 0o644); err != nil {
+		requirePrivileged(t, "a memory limit on our cgroup", err)
+	}
+	c, err := New(Options{CgroupFS: root, Disabled: only("cgroup"), Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Sample()
+	file := filepath.Join(t.TempDir(), "fill")
+	var procs strings.Builder
+	for _, d := range dirs {
+		fmt.Fprintf(&procs, "echo $$ > %s/cgroup.procs && ", d)
+	}
+	writer := exec.Command("sh", "-c", procs.String()+"dd if=/dev/zero of="+file+" bs=1M count=96 2>/dev/null")
+	if out, err := writer.CombinedOutput(); err != nil {
+		t.Fatalf("writer: %v: %s", err, out)
+	}
+	pts := c.Sample()
+	var hits float64
+	found := false
+	for _, p := range pts {
+		if p.Metric == "spikehunt.cgroup.memory.events" && p.Attrs[0].Value == unit && p.Attrs[1].Value == "max" {
+			hits, found = p.Value, true
+		}
+	}
+	failcnt, _ := os.ReadFile(filepath.Join(dirs[1], "memory.failcnt"))
+	t.Logf("%s: limit hits %v (memory.failcnt %s)", unit, hits, strings.TrimSpace(string(failcnt)))
+	if !found || hits < 10 {
+		t.Errorf("limit hits %v (reported %v), want the writer's dozens", hits, found)
+	}
+}

@@ -97,6 +97,10 @@ var absoluteFloors = []struct {
 	{"spikehunt.memory.compaction.stalls", 1, false, true},
 	{"spikehunt.tcp.listen_overflows", 1, false, true},
 	{"spikehunt.tcp.listen_drops", 1, false, true},
+	// A workload's hits of its memory limit (v2 memory.events, v1
+	// memory.failcnt): its tasks reclaim in the cgroup, which /proc/vmstat's
+	// direct reclaim counters leave out.
+	{"spikehunt.cgroup.memory.events", 1, false, true},
 }
 
 // configuration are gauges that describe a setting, not load: a cgroup's

@@ -39,6 +39,16 @@ func causeSentence(x PatternSuspect, during float64) (s string, ok bool) {
 	case "spikehunt.cgroup.pressure.stall_time":
 		return fmt.Sprintf("%s stalled on %s: ~%s s per second during the stalls (baseline %s s",
 			WorkloadName(x.Device), orDash(x.Mode), rate(during), rate(x.Baseline)), true
+	case "spikehunt.cgroup.memory.events":
+		what := "hit its memory limit"
+		switch x.Mode {
+		case "high":
+			what = "went over its memory.high"
+		case "oom", "oom_kill":
+			what = "ran out of memory (" + x.Mode + ")"
+		}
+		return fmt.Sprintf("%s %s %s×/s during the stalls (baseline %s; its allocating tasks reclaim in the cgroup",
+			WorkloadName(x.Device), what, rate(during), rate(x.Baseline)), true
 	case "spikehunt.memory.reclaim.scanned":
 		return fmt.Sprintf("direct reclaim: %s pages/s scanned by allocating tasks (baseline %s",
 			rate(during), rate(x.Baseline)), true

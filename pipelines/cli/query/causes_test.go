@@ -19,6 +19,8 @@ func TestTheEverydayCausesAreSaidInTheTermsAnSREActsOn(t *testing.T) {
 			"pod shop/checkout-7d9c8b6f5 was CPU-throttled: ~2.4 s of throttled time per second during the stalls (baseline 0 s)"},
 		{PatternSuspect{Metric: "spikehunt.cgroup.cpu.usage", Device: "system.slice/backup.service", During: 1.9, Baseline: 0.02},
 			"system.slice/backup.service used 1.9 CPUs during the stalls (baseline 0.02)"},
+		{PatternSuspect{Metric: "spikehunt.cgroup.memory.events", Mode: "max", Device: "shop/cache-5f6c7d8b9", During: 67},
+			"pod shop/cache-5f6c7d8b9 hit its memory limit 67×/s during the stalls (baseline 0; its allocating tasks reclaim in the cgroup)"},
 		{PatternSuspect{Metric: "spikehunt.memory.reclaim.scanned", During: 3100},
 			"direct reclaim: 3100 pages/s scanned by allocating tasks (baseline 0)"},
 		{PatternSuspect{Metric: "spikehunt.tcp.listen_overflows", During: 40},
