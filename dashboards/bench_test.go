@@ -36,7 +36,7 @@ func BenchmarkPanels(b *testing.B) {
 	if _, err := schema.Apply(ctx, st, schema.Options{}); err != nil {
 		b.Fatal(err)
 	}
-	start := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
+	start := testenv.RecentDay().Add(24*time.Hour - time.Duration(hours)*time.Hour) // it ends at 00:00 today
 	end := start.Add(time.Duration(hours) * time.Hour)
 	began := time.Now()
 	loadBenchFleet(b, st, start, hosts, hours)

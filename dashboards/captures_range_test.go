@@ -20,7 +20,7 @@ func TestCapturesIndexShowsTheCapturesThatOverlapTheRange(t *testing.T) {
 	if _, err := schema.Apply(context.Background(), st, schema.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Date(2026, 11, 20, 0, 49, 11, 500e6, time.UTC)
+	start := testenv.RecentDay().Add(49*time.Minute + 11500*time.Millisecond)
 	end := start.Add(4 * time.Second)
 	insertCapture(t, st, "cap-edge", "node-0001", "perf", "fleet alert", "uploaded", start, end, nil)
 

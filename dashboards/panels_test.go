@@ -33,7 +33,7 @@ func testFleetConfig() sim.Config {
 	return sim.Config{
 		Scenario: sim.ThousandSpikes, Cause: sim.CauseNICSoftirq, Seed: 8,
 		Hosts: 40, Duration: time.Hour, CounterStep: time.Second, SpikeLength: 2 * time.Second,
-		Start:         time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC),
+		Start:         testenv.RecentDay().Add(9 * time.Hour),
 		CaptureBudget: 2, CaptureArmed: 0.1,
 	}
 }

@@ -24,7 +24,7 @@ func TestALayerIsTheSameBytesForTheSameInputs(t *testing.T) {
 	if err := os.WriteFile(bin, []byte("#!tool\n"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	epoch := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	epoch := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC) // fixed date: a layer's file times, never stored
 	spec := func() LayerSpec {
 		return LayerSpec{
 			CreatedBy: "test",
@@ -99,7 +99,7 @@ func TestALayerIsTheSameBytesForTheSameInputs(t *testing.T) {
 // for OCI tools; writing the same image again leaves the file alone.
 func TestAnArchiveIsAValidOCILayoutNamedForContainerd(t *testing.T) {
 	dir := t.TempDir()
-	epoch := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	epoch := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC) // fixed date: a layer's file times, never stored
 	cfg := Config{Tag: "0.1.0", Revision: "abc", Source: "https://example.com/x", Created: epoch.Add(time.Hour)}
 	def := Definition{
 		Repository: "x",

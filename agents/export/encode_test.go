@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
 var res = telemetry.Resource{HostName: "node-7", NodeName: "node-7", HWClass: "gen5"}
@@ -22,7 +23,7 @@ var res = telemetry.Resource{HostName: "node-7", NodeName: "node-7", HWClass: "g
 // pdata), as ExportTraceServiceRequest: what the Collector's kafka exporter
 // writes with encoding otlp_proto and what the ingest reads.
 func TestEncodeSpansIsAnOTLPExportRequest(t *testing.T) {
-	start := time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
+	start := testenv.RecentDay().Add(3 * time.Hour)
 	reqs := []telemetry.Request{
 		{Service: "billy", Endpoint: "/get", Start: start, Duration: 1200 * time.Millisecond, Status: "503",
 			TraceID: [16]byte{1, 2, 3}, SpanID: [8]byte{4}, ThreadID: 21560, Weight: 1},
@@ -71,7 +72,7 @@ func TestEncodeSpansIsAnOTLPExportRequest(t *testing.T) {
 }
 
 func TestEncodeMetricsCarriesTheMeasuredInterval(t *testing.T) {
-	t0 := time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
+	t0 := testenv.RecentDay().Add(3 * time.Hour)
 	t1 := t0.Add(2500 * time.Millisecond) // a late tick
 	pts := []telemetry.Point{
 		{Metric: "system.cpu.time", Unit: "s", Start: t0, End: t1, Value: 2.5,
@@ -111,7 +112,7 @@ func TestEncodeSpansMatchesPdata(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	statuses := []string{"200", "404", "503", "OK", "ERROR", "UNSET", "weird", "-1"}
 	services := []string{"billy", "checkout", strings.Repeat("s", 200)}
-	start := time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
+	start := testenv.RecentDay().Add(3 * time.Hour)
 	for round := range 50 {
 		reqs := make([]telemetry.Request, rng.IntN(300))
 		for i := range reqs {

@@ -84,7 +84,7 @@ func BenchmarkKafkaSinkPlaintextVsSASLSSL(b *testing.B) {
 // benchSpans is one export request of n requests with distinct ids.
 func benchSpans(b *testing.B, n int) []byte {
 	b.Helper()
-	t0 := time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
+	t0 := testenv.RecentDay().Add(3 * time.Hour)
 	reqs := make([]telemetry.Request, n)
 	for i := range reqs {
 		r := &reqs[i]

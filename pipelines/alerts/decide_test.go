@@ -16,7 +16,7 @@ import (
 // spikes (a second each, softirq on CPUs 0 and 2) and one recurrent pattern.
 type fleet struct{ t0 time.Time }
 
-func newFleet() fleet { return fleet{t0: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)} }
+func newFleet() fleet { return fleet{t0: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)} } // fixed date: decided in memory with a fake clock, never stored or sent
 
 // windows is one spike window per host, starting at t0+at. Hosts whose name
 // ends in an odd digit are gen5.

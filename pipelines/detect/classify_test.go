@@ -14,7 +14,7 @@ import (
 // The classifier on synthetic spike lists: cheap, so the scenarios are
 // full-size fleets and the false-positive checks run many seeds.
 
-var lookbackEnd = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+var lookbackEnd = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC) // fixed date: classified in memory, never stored
 
 // syntheticFleet builds FleetSpikes of n hosts (class gen4 for even
 // indices, gen5 for odd) over the 6 h before lookbackEnd; spikes gives a

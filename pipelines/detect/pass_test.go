@@ -193,7 +193,7 @@ func TestDetectPassOverEveryService(t *testing.T) {
 }
 
 func TestDetectConfigValidate(t *testing.T) {
-	to := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	to := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC) // fixed date: config validation only, nothing is read
 	tests := []struct {
 		name string
 		cfg  Config

@@ -61,7 +61,7 @@ type sqlCase struct {
 // are spelt out rather than filled by Validate, so a change of a default
 // does not move them.
 func sqlCases() []sqlCase {
-	from := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
+	from := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC) // fixed date: rendered SQL compared with testdata/sql, never run
 	to := from.Add(6 * time.Hour)
 	spikeConfigs := []struct {
 		name string

@@ -214,7 +214,7 @@ func TestPatternVerdict(t *testing.T) {
 }
 
 func TestPendingKeepsOnlyRunsOfTwoMinutesOrMore(t *testing.T) {
-	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC) // fixed date: scored in memory, never stored
 	minute := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Minute) }
 	flags := []Flag{
 		{Host: "a", Minute: minute(1)}, // alone: never fires

@@ -8,7 +8,7 @@ import (
 	"github.com/spikehunt/spikehunt/pipelines/sim"
 )
 
-var t0 = time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
+var t0 = time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC) // fixed date: scored in memory, never stored
 
 func at(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 

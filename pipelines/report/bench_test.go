@@ -14,7 +14,7 @@ import (
 // stalling for ~1 s every 8 (gen5) or 18 (gen4) minutes at its own phase.
 func syntheticFleet(hosts int, span time.Duration) *Fleet {
 	rng := rand.New(rand.NewPCG(1, 2))
-	from := time.Date(2026, 11, 26, 5, 0, 0, 0, time.UTC)
+	from := time.Date(2026, 11, 26, 5, 0, 0, 0, time.UTC) // fixed date: a page rendered in memory, never stored
 	f := &Fleet{Service: "checkout", From: from, To: from.Add(span)}
 	n := int(span/time.Minute) + 1
 	for m := 0; m < n; m++ {

@@ -40,7 +40,7 @@ func simulatedReport(t *testing.T) (*Fleet, string, sim.Truth) {
 			if _, err := schema.Apply(ctx, st, schema.Options{}); err != nil {
 				return err
 			}
-			start := time.Date(2026, 11, 20, 6, 0, 0, 0, time.UTC)
+			start := testenv.RecentDay().Add(6 * time.Hour)
 			cfg := sim.Config{Scenario: sim.ThousandSpikes, Hosts: 12, Duration: time.Hour, Start: start, Seed: 1, CounterStep: 30 * time.Second}
 			truth, _, err := sim.Load(ctx, st, cfg, nil, nil)
 			if err != nil {
@@ -406,7 +406,7 @@ func TestReportDrawsEveryPlotAtTheSizeItIsShown(t *testing.T) {
 // windows, still grouped by class, and its captions say how many of how
 // many.
 func TestAFleetOfMoreThan300HostsShowsThe300WithTheMostSpikesAndSaysSo(t *testing.T) {
-	from := time.Date(2026, 11, 20, 6, 0, 0, 0, time.UTC)
+	from := time.Date(2026, 11, 20, 6, 0, 0, 0, time.UTC) // fixed date: a page rendered in memory, never stored
 	f := &Fleet{Service: "checkout", From: from, To: from.Add(time.Hour)}
 	for m := 0; m <= 60; m++ {
 		f.Minutes = append(f.Minutes, from.Add(time.Duration(m)*time.Minute))
@@ -459,7 +459,7 @@ func TestAFleetOfMoreThan300HostsShowsThe300WithTheMostSpikesAndSaysSo(t *testin
 // The page shows each step of the finding as a heading with its whole
 // paragraphs, and each plot under the step that names it.
 func TestReportShowsStepsAsHeadingsWithWholeParagraphsAndTheirPlots(t *testing.T) {
-	from := time.Date(2026, 11, 20, 6, 0, 0, 0, time.UTC)
+	from := time.Date(2026, 11, 20, 6, 0, 0, 0, time.UTC) // fixed date: a page rendered in memory, never stored
 	f := &Fleet{Service: "checkout", From: from, To: from.Add(time.Hour), Hosts: []string{"a"}, HWClass: []string{"gen4"}}
 	for m := 0; m <= 60; m++ {
 		f.Minutes = append(f.Minutes, from.Add(time.Duration(m)*time.Minute))

@@ -12,9 +12,11 @@ import (
 	"github.com/ClickHouse/ch-go/proto"
 
 	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
-var t0 = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+// t0 is 00:00 of a day the tables of any TTL keep.
+var t0 = testenv.RecentDay()
 
 // loadKnownFleet inserts hosts × seconds × 1000 requests in 100k-row batches.
 // In every host-second, 999 requests take 100–149 µs with weight 1, and one

@@ -249,6 +249,7 @@ var Rules = []Rule{
 	{Pkg: "tests/testsummary", Third: []string{}},
 	{Pkg: "tests/walls", Third: []string{}},
 	{Pkg: "tests/fakeclock", Third: []string{}, Why: "the tests' one fake clock: the standard library only"},
+	{Pkg: "tests/fixeddates", Third: []string{}, Why: "the check for fixed dates in the tests of the store and Kafka: the standard library only"},
 	{Pkg: "tests/growth", Third: []string{}, Why: "bench-scale's fit and memory readings: the standard library only, so any benchmark may take it"},
 	{Pkg: "tests/scalereport", Own: []string{"tests/growth"}, Third: []string{}, Why: "bench-scale's report reads BENCH lines, not the stages' code"},
 	{Pkg: "tests/e2ecluster", Why: "tests only: the chart on a real node, through its images"},

@@ -41,7 +41,7 @@ func ids(alerts []policy.Alert) []string {
 }
 
 func TestAlertInboxKeepsAlertsPerMatchingPolicy(t *testing.T) {
-	clock := fakeclock.New(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	clock := fakeclock.New(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)) // fixed date: the inbox's fake clock, never stored
 	lister := policyLister{items: []v1alpha1.CapturePolicy{
 		inboxPolicy("billy", "billy"),
 		inboxPolicy("billy-patterns", "billy", "fleet-recurrent"),

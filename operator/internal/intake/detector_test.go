@@ -11,11 +11,11 @@ import (
 	"github.com/spikehunt/spikehunt/pipelines/alerts"
 )
 
-var received = time.Date(2025, 6, 1, 12, 5, 0, 0, time.UTC)
+var received = time.Date(2025, 6, 1, 12, 5, 0, 0, time.UTC) // fixed date: decoded only, never stored
 
 func TestDecodeDetectorAlert(t *testing.T) {
-	spikeGroup := readTestdata(t, "spike_group.json")
-	pattern := readTestdata(t, "pattern.json")
+	spikeGroup := readTestdata(t, "spike_group.json") // fixed date: decoded only, never stored
+	pattern := readTestdata(t, "pattern.json")        // fixed date: decoded only, never stored
 	for _, tc := range []struct {
 		name   string
 		doc    []byte
@@ -29,7 +29,7 @@ func TestDecodeDetectorAlert(t *testing.T) {
 			want: Alert{
 				Source: SourceKafka, Key: "kafka/spikegroup-b3174bce73197f743815c153321b0b6a", Service: "billy",
 				HWClasses: []string{"gen5", "gen4"}, Hosts: []string{"web-01", "web-02"},
-				WindowStart: mustTime(t, "2025-06-01T12:00:00Z"), WindowEnd: mustTime(t, "2025-06-01T12:00:02Z"),
+				WindowStart: mustTime(t, "2025-06-01T12:00:00Z"), WindowEnd: mustTime(t, "2025-06-01T12:00:02Z"), // fixed date: decoded only, never stored
 				ReceivedAt: received, RawID: "spikegroup-b3174bce73197f743815c153321b0b6a",
 			},
 		},
@@ -39,7 +39,7 @@ func TestDecodeDetectorAlert(t *testing.T) {
 			want: Alert{
 				Source: SourceKafka, Key: "kafka/pattern-05c235507bf9b2641cb661066dbb9a78", Service: "billy",
 				PatternClass: FleetRecurrent, PatternKey: "billy/fleet-recurrent", HWClasses: []string{"gen5"}, Hosts: []string{"h1", "h2"},
-				WindowStart: mustTime(t, "2025-06-01T06:00:00Z"), WindowEnd: mustTime(t, "2025-06-01T12:00:00Z"),
+				WindowStart: mustTime(t, "2025-06-01T06:00:00Z"), WindowEnd: mustTime(t, "2025-06-01T12:00:00Z"), // fixed date: decoded only, never stored
 				ReceivedAt: received, RawID: "pattern-05c235507bf9b2641cb661066dbb9a78",
 			},
 		},
@@ -49,7 +49,7 @@ func TestDecodeDetectorAlert(t *testing.T) {
 			want: Alert{
 				Source: SourceKafka, Key: "kafka/pattern-05c235507bf9b2641cb661066dbb9a78", Service: "billy",
 				PatternClass: "rack-correlated", PatternKey: "billy/fleet-recurrent", HWClasses: []string{"gen5"}, Hosts: []string{"h1", "h2"},
-				WindowStart: mustTime(t, "2025-06-01T06:00:00Z"), WindowEnd: mustTime(t, "2025-06-01T12:00:00Z"),
+				WindowStart: mustTime(t, "2025-06-01T06:00:00Z"), WindowEnd: mustTime(t, "2025-06-01T12:00:00Z"), // fixed date: decoded only, never stored
 				ReceivedAt: received, RawID: "pattern-05c235507bf9b2641cb661066dbb9a78",
 			},
 		},
@@ -62,7 +62,7 @@ func TestDecodeDetectorAlert(t *testing.T) {
 			want: Alert{
 				Source: SourceKafka, Key: "kafka/pattern-05c235507bf9b2641cb661066dbb9a78", Service: "billy",
 				PatternClass: FleetRecurrent, PatternKey: "billy/fleet-recurrent",
-				WindowStart: mustTime(t, "2025-06-01T06:00:00Z"), WindowEnd: mustTime(t, "2025-06-01T12:00:00Z"),
+				WindowStart: mustTime(t, "2025-06-01T06:00:00Z"), WindowEnd: mustTime(t, "2025-06-01T12:00:00Z"), // fixed date: decoded only, never stored
 				ReceivedAt: received, RawID: "pattern-05c235507bf9b2641cb661066dbb9a78",
 			},
 		},
@@ -92,7 +92,7 @@ func TestDecodeDetectorAlert(t *testing.T) {
 		{name: "a class that is not a name", doc: edit(t, pattern, func(m map[string]any) { m["pattern"].(map[string]any)["class"] = "Fleet Recurrent" }),
 			reason: rejectInvalid},
 		{name: "a window that ends before it starts", doc: edit(t, spikeGroup, func(m map[string]any) {
-			m["spike_group"].(map[string]any)["last_window_end"] = "2025-06-01T11:00:00Z"
+			m["spike_group"].(map[string]any)["last_window_end"] = "2025-06-01T11:00:00Z" // fixed date: decoded only, never stored
 		}), reason: rejectInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -120,7 +120,7 @@ func TestDecodeDetectorAlert(t *testing.T) {
 // what that package's types marshal to, including fields this reader
 // ignores.
 func TestDecodeDetectorAlertReadsWhatThePublisherWrites(t *testing.T) {
-	t0 := mustTime(t, "2025-06-01T12:00:00Z")
+	t0 := mustTime(t, "2025-06-01T12:00:00Z") // fixed date: decoded only, never stored
 	docs := []alerts.Alert{
 		{
 			Schema: alerts.SchemaVersion, AlertID: "spikegroup-0123456789abcdef0123456789abcdef", Kind: alerts.KindSpikeGroup,

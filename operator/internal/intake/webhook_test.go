@@ -35,7 +35,7 @@ const (
 	testToken      = "alertmanager-token-0123456789"
 )
 
-var testNow = time.Date(2025, 6, 1, 12, 0, 40, 0, time.UTC)
+var testNow = time.Date(2025, 6, 1, 12, 0, 40, 0, time.UTC) // fixed date: the webhook's fake clock; it sends to a recording sink
 
 // webhookFixture is a Webhook behind an httptest TLS server, with a
 // recording sink and a fake clock.

@@ -217,7 +217,7 @@ func TestDemoCaptureAdviceIsThePolicysDecision(t *testing.T) {
 		HWClassSkew: map[string]float64{"gen3": 0.5, "gen4": 1.4, "gen5": 1.1}, TypicalPeakMS: 700,
 		TopHosts: []string{"node-0005", "node-0001", "node-0002"},
 	}
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC) // fixed date: the policy's decision in memory: its bait is dealt for this hour, never stored
 	d, alerts, err := decideCaptures("checkout", nodes, []query.Pattern{p}, now)
 	if err != nil {
 		t.Fatal(err)

@@ -9,16 +9,24 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
 
+// goldenDay stands for the fleet's day in the golden files: the fleet is
+// dated from testenv.RecentDay(), so that the tables' TTLs keep it.
+const goldenDay = "YYYY-MM-DD"
+
 // The query commands' output is an interface: scripts parse the JSON and
-// people read the tables. On a fleet with fixed times every command's table
-// and JSON, stdout and stderr, are byte for byte the golden files'.
+// people read the tables. On a fleet with fixed times of day every
+// command's table and JSON, stdout and stderr, are byte for byte the golden
+// files', with the fleet's day written as goldenDay.
 func TestQueryCommandsPrintTheirGoldenOutput(t *testing.T) {
-	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	f := seedQueryFleetAt(t, t0, "toDateTime64('2026-03-01 13:00:00.125', 3, 'UTC')")
+	t0 := testenv.RecentDay().Add(10 * time.Hour)
+	day := t0.Format(time.DateOnly)
+	f := seedQueryFleetAt(t, t0, "toDateTime64('"+day+" 13:00:00.125', 3, 'UTC')")
 	seedCaptures(t, f)
 	all := append([]string{"--dsn", f.dsn}, f.rangeArgs()...)
 	billy := append(append([]string{}, all...), "--service", "billy")
@@ -63,6 +71,7 @@ func TestQueryCommandsPrintTheirGoldenOutput(t *testing.T) {
 				stdout, stderr := cli(t, tc.code, append(tc.args, "-o", output)...)
 				got := "$ spikehunt " + strings.Join(goldenArgs(tc.args, f), " ") + " -o " + output + "\n" +
 					"--- stdout\n" + stdout + "--- stderr\n" + stderr
+				got = strings.ReplaceAll(got, day, goldenDay)
 				path := filepath.Join("testdata", "golden", name+".txt")
 				if *update {
 					if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

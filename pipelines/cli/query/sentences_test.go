@@ -26,7 +26,7 @@ func seedSkewedFleet(t *testing.T) []string {
 		CountersTTLDays: tenYears, DetectionsTTLDays: tenYears, CapturesTTLDays: tenYears}); err != nil {
 		t.Fatal(err)
 	}
-	t0 := time.Date(2026, 11, 25, 18, 0, 0, 0, time.UTC)
+	t0 := testenv.RecentDay().Add(18 * time.Hour)
 	at := func(d time.Duration) string { return t0.Add(d).Format("2006-01-02 15:04:05.000") }
 	exec := func(q string) {
 		t.Helper()

@@ -9,7 +9,7 @@ import (
 // [from, to) when the two overlap, in milliseconds; an empty service or
 // host is no filter, and values are quoted.
 func TestWhereRendersEachFilterOnce(t *testing.T) {
-	from, to := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC), time.Date(2026, 3, 1, 12, 0, 0, 500e6, time.UTC)
+	from, to := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC), time.Date(2026, 3, 1, 12, 0, 0, 500e6, time.UTC) // fixed date: rendered SQL only, never stored
 	rangeSQL := func(iv Interval) string {
 		return iv.Start + " < fromUnixTimestamp64Milli(1772366400500, 'UTC') AND " + iv.End + " > fromUnixTimestamp64Milli(1772359200000, 'UTC')"
 	}

@@ -13,7 +13,7 @@ import (
 
 func TestDetectHealthFailsWhenPassesAreOverdue(t *testing.T) {
 	st := testenv.ClickHouse(t)
-	start := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	start := testenv.RecentDay().Add(10 * time.Hour)
 	now := start
 	reg := newRegistry()
 	h := newDetectHealth(reg, 30*time.Second, start)
