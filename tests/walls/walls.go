@@ -50,7 +50,7 @@ type Rule struct {
 // records (agents/capture/artifact/...) and its control API
 // (agents/capture/control) are not: the operator reads the stores and the
 // demo drives an agent through its socket.
-var agentInternals = append([]string{"agents/collect", "agents/intake", "agents/nodecapture", "agents/cmd/..."}, captureRecorders...)
+var agentInternals = append([]string{"agents/collect", "agents/intake", "agents/podwatch", "agents/nodecapture", "agents/cmd/..."}, captureRecorders...)
 
 // captureRecorders are the capture engine and its backends.
 var captureRecorders = []string{"agents/capture", "agents/capture/perf", "agents/capture/ftrace", "agents/capture/bpftrace", "agents/capture/wpr", "agents/capture/internal/..."}
@@ -86,6 +86,8 @@ var Rules = []Rule{
 	{Pkg: "agents/nodecapture", Own: []string{"agents/capture", "agents/capture/artifact/...", "agents/capture/control", "operator/api/..."},
 		NeverDependOn: []string{"agents/capture/perf", "agents/capture/ftrace", "agents/capture/bpftrace", "agents/capture/wpr"},
 		Why:           "the one bridge from the Capture API to the engine; the engine's backends are cmd's to choose"},
+	{Pkg: "agents/podwatch", Own: nil, Third: []string{"github.com/prometheus/client_golang/prometheus"},
+		Why: "the node's pod names from a list and watch over plain HTTP: no client-go, no scheme; Prometheus for its figures"},
 	{Pkg: "agents/cmd/...", Own: []string{"agents/...", "kafkasec"}, Why: "only cmd wires the agent's packages together"},
 
 	// kafkasec/
