@@ -10,9 +10,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// A watch stream as kube-apiserver writes it (captured from the envtest
-// API server of these tests, trimmed of managedFields), then an ERROR
-// event as it sends one when the resourceVersion asked for is too old.
+// A watch stream in the shape kube-apiserver writes it (one JSON event a
+// line; the fields the Watcher skips cut short), then the ERROR event it
+// sends when the resourceVersion asked for is older than it keeps.
 const recordedStream = `{"type":"ADDED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"checkout-7d9","namespace":"shop","uid":"0f6c3a5e-1b7c-4f0e-9a43-2d1c9e8b7a61","resourceVersion":"812","creationTimestamp":"2026-01-01T00:00:00Z"},"spec":{"containers":[{"name":"app","image":"shop:1"}],"nodeName":"node-a"},"status":{"phase":"Running","initContainerStatuses":[{"name":"migrate","containerID":"cri-o://aa11","image":"m","imageID":"","ready":false,"restartCount":0}],"containerStatuses":[{"name":"app","containerID":"containerd://8e2f","image":"shop:1","imageID":"","ready":true,"restartCount":0},{"name":"pending","image":"x","imageID":"","ready":false,"restartCount":0}]}}}
 {"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"900","creationTimestamp":null},"spec":{"containers":null},"status":{}}}
 {"type":"DELETED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"checkout-7d9","namespace":"shop","uid":"0f6c3a5e-1b7c-4f0e-9a43-2d1c9e8b7a61","resourceVersion":"901"},"spec":{"nodeName":"node-a"},"status":{"containerStatuses":[{"name":"app","containerID":"docker://8e2f"}]}}}

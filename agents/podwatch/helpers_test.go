@@ -8,6 +8,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spikehunt/spikehunt/agents/podwatch"
 )
 
 // syncWriter is a log sink the Watcher's goroutine and the test share.
@@ -56,4 +61,28 @@ func newTokenServer(t *testing.T, want string) *httptest.Server {
 	}))
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+func TestRegisterExposesEveryFigure(t *testing.T) {
+	w, err := podwatch.New(podwatch.Config{Node: "a", Server: "http://127.0.0.1:1", HTTPClient: &http.Client{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	if err := w.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, mf := range mfs {
+		got[mf.GetName()] = len(mf.GetMetric())
+	}
+	want := map[string]int{"spikehunt_podwatch_pods": 1, "spikehunt_podwatch_live": 1, "spikehunt_podwatch_lists_total": 1,
+		"spikehunt_podwatch_relists_total": 2, "spikehunt_podwatch_errors_total": 2, "spikehunt_podwatch_dropped_total": 3}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("families and their series (-want +got):\n%s", diff)
+	}
 }
