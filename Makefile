@@ -153,7 +153,7 @@ FUZZ_TARGETS := ./internal/otlpattr:FuzzParseDecimalIsParseInt ./agents/capture/
 	./agents/intake:FuzzLineProtocol ./agents/intake:FuzzOTLPHTTP ./agents/intake:FuzzScanTraceRequest ./agents/intake:FuzzSpanDecoderMatchesPdata ./agents/intake:FuzzParseCredentials ./agents/spool:FuzzRecovery \
 	./agents/collect:FuzzParseInterrupts ./agents/collect:FuzzParseNetDev ./agents/collect:FuzzParseSoftirqs \
 	./agents/collect:FuzzParseVmstat ./agents/collect:FuzzParseNetSNMP ./agents/collect:FuzzParseCgroupCPUStat ./agents/collect:FuzzParseCgroupUsage \
-	./agents/collect:FuzzParseCgroupQuota ./agents/collect:FuzzParseCgroupMemoryEvents ./agents/collect:FuzzCgroupDirNames \
+	./agents/collect:FuzzParseCgroupQuota ./agents/collect:FuzzParseCgroupMemoryEvents ./agents/collect:FuzzCgroupDirNames ./agents/podwatch:FuzzReadEvents \
 	./pipelines/ingest:FuzzAppendTraces ./pipelines/ingest:FuzzAppendMetrics ./pipelines/ingest:FuzzSpanDecoderMatchesPdata \
 	./agents/capture/artifact:FuzzDecodeMetadata ./agents/capture:FuzzDecodeArmRequest ./agents/capture/wpr:FuzzParseWPRLost \
 	./agents/capture/ftrace:FuzzParseFtraceLine ./agents/capture/ftrace:FuzzParseRingStats ./agents/capture/bpftrace:FuzzBpftraceFlight \

@@ -313,6 +313,24 @@ func TestEachServiceAccountHasWhatItNeedsAndNoMore(t *testing.T) {
 		testenv.Attempt("the agent cannot delete a Capture", func() error { return agent.Delete(ctx, armed.DeepCopy()) }, false),
 		testenv.Attempt("the agent cannot read CapturePolicies", func() error { return agent.List(ctx, &capturev1alpha1.CapturePolicyList{}) }, false),
 		testenv.Attempt("the agent cannot read Secrets", func() error { return agent.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)) }, false),
+		// The pod watch (agents/podwatch) makes exactly these two requests.
+		testenv.Attempt("the agent lists the Pods of its node, in every namespace", func() error {
+			return agent.List(ctx, &corev1.PodList{}, client.MatchingFields{"spec.nodeName": "node-a"})
+		}, true),
+		testenv.Attempt("the agent watches the Pods of its node", func() error {
+			w, err := agent.Watch(ctx, &corev1.PodList{}, client.MatchingFields{"spec.nodeName": "node-a"})
+			if err == nil {
+				w.Stop()
+			}
+			return err
+		}, true),
+		testenv.Attempt("the agent cannot create a Pod", func() error {
+			return agent.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "by-the-agent", Namespace: other},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}})
+		}, false),
+		testenv.Attempt("the agent cannot delete Pods", func() error {
+			return agent.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(other))
+		}, false),
 		testenv.Attempt("the operator lists Nodes", func() error { return operator.List(ctx, &corev1.NodeList{}) }, true),
 		testenv.Attempt("the operator creates a Capture", func() error { return operator.Create(ctx, newCapture("by-the-operator", "node-b")) }, true),
 		testenv.Attempt("the operator writes a CapturePolicy's status", func() error {

@@ -20,6 +20,12 @@
 // Sample and SampleSlow may be called concurrently with each other; calls
 // of the same one are serialized. The returned slice belongs to the caller.
 //
+// Options.PodNamer names the cgroups of Kubernetes pods. The agent passes
+// agents/podwatch's Watcher, whose goroutine the agent starts and stops
+// (cmd's podnames.go); the collector only calls its lookups, from the
+// slow rescan, and neither starts nor closes it. Without one, pods are
+// shown as "pod <uid>".
+//
 // # The measured-interval rule
 //
 // Every sampler keeps its previous reading and the Clock time it was taken

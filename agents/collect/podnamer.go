@@ -17,6 +17,8 @@ type PodNamer interface {
 	ContainerName(id string) (string, bool)
 }
 
+// agents/podwatch's Watcher is the agent's PodNamer in a cluster.
+
 // uidPodNamer is the PodNamer of a node without a pod watch: it knows no
 // name, so pods are shown as "pod <uid>" and containers by the first 12
 // digits of their id, as crictl and docker print them.

@@ -101,7 +101,7 @@ var testMachinery = []string{"tests/testenv", "tests/fakeclock", "tests/growth",
 // samplers and intake run privileged on a node.
 var (
 	captureRecorders = []string{"agents/capture", "agents/capture/perf", "agents/capture/ftrace", "agents/capture/bpftrace", "agents/capture/wpr", "agents/capture/internal/..."}
-	agentInternals   = append([]string{"agents/collect", "agents/intake", "agents/nodecapture", "agents/cmd/..."}, captureRecorders...)
+	agentInternals   = append([]string{"agents/collect", "agents/intake", "agents/podwatch", "agents/nodecapture", "agents/cmd/..."}, captureRecorders...)
 )
 
 // onlyTests are the folders and packages that only _test.go files import.
@@ -141,7 +141,7 @@ var Folders = map[string]Folder{
 			"golang.org/x/net/netutil", "golang.org/x/crypto/bcrypt", "go.yaml.in/yaml/...",
 		},
 		NeverDependOn: append(append([]string{
-			"agents/collect", "agents/intake", "agents/spool", "agents/nodecapture", "agents/cmd/...", "agents/capture/control",
+			"agents/collect", "agents/intake", "agents/spool", "agents/podwatch", "agents/nodecapture", "agents/cmd/...", "agents/capture/control",
 			"pipelines/detect", "pipelines/ingest", "pipelines/sim", "pipelines/alerts", "pipelines/cmd/...",
 		}, captureRecorders...), onlyTests...),
 		Why: "the operator never execs into a node nor holds the detector, the ingest or the capture engine",
@@ -186,6 +186,8 @@ var Rules = []Rule{
 	{Pkg: "agents/capture/wpr", Own: []string{"agents/capture", "agents/capture/artifact/record"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
 	{Pkg: "agents/capture/internal/capturetest", Own: []string{"agents/telemetry"}, Why: "the recorders' test fixture"},
 	{Pkg: "agents/export", Own: []string{"agents/spool", "agents/telemetry", "kafkasec"}, Why: "the exporter moves the spool's records to a sink"},
+	{Pkg: "agents/podwatch", Third: []string{"github.com/prometheus/client_golang/..."},
+		Why: "the node's pod names over plain net/http: no client-go, so the agent stays small"},
 	{Pkg: "agents/nodecapture", Own: []string{"agents/capture", "agents/capture/artifact/...", "agents/capture/control"},
 		TestOwn:       []string{"agents/capture/perf", "agents/capture/bpftrace", "agents/telemetry"},
 		NeverDependOn: []string{"agents/capture/perf", "agents/capture/ftrace", "agents/capture/bpftrace", "agents/capture/wpr"},

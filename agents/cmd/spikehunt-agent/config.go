@@ -103,6 +103,9 @@ type CollectConfig struct {
 	CgroupTop int `yaml:"cgroup_top"` // default 50
 	// CgroupScanLimit bounds the workload cgroups found by a walk.
 	CgroupScanLimit int `yaml:"cgroup_scan_limit"` // default 2000
+	// PodNames names the cgroups of the node's pods from a pod watch
+	// (podnames.go).
+	PodNames PodNamesConfig `yaml:"pod_names"`
 }
 
 // defaultConfig is the configuration with no file.
@@ -171,6 +174,9 @@ func (c Config) Validate() error {
 	}
 	if c.Collect.CgroupScanLimit < 1 || c.Collect.CgroupScanLimit > collect.MaxCgroupScanLimit {
 		return fmt.Errorf("collect.cgroup_scan_limit must be 1–%d", collect.MaxCgroupScanLimit)
+	}
+	if err := c.Collect.PodNames.validate(); err != nil {
+		return err
 	}
 	if c.Runtime.GoMaxProcs < 0 {
 		return errors.New("runtime.gomaxprocs must be 0 (Go's default) or more")

@@ -36,6 +36,7 @@ func TestConfigLoadsEveryKeyOfTheSample(t *testing.T) {
 		cfg.Spool.MaxBytes != 128<<20, cfg.Spool.FsyncInterval != 500*time.Millisecond, cfg.Listen != "0.0.0.0:9464",
 		cfg.Runtime.GoMaxProcs != 2, cfg.Runtime.TimerSlack != 2*time.Millisecond, cfg.Runtime.MemoryLimitRatio != 0.8,
 		cfg.Capture.Kube.Enabled == nil || !*cfg.Capture.Kube.Enabled,
+		cfg.Collect.PodNames.Enabled == nil || !*cfg.Collect.PodNames.Enabled, cfg.Collect.PodNames.MaxPods != 500,
 		len(cfg.Intake.Trigger.UIDs) != 1 || cfg.Intake.Trigger.CIDRs[0] != "10.244.0.0/16", cfg.Capture.FireEvery != time.Minute, cfg.Capture.FireBurst != 1:
 		t.Fatalf("loaded %+v", cfg)
 	}

@@ -86,9 +86,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	// The node's name came from the configuration or the downward API, not
+	// the host name fallback: the watches that select by node need it.
+	nodeGiven := cfg.Resource.NodeName != "" || os.Getenv("NODE_NAME") != ""
+	podNamer, stopPodNames, err := startPodNames(ctx, cfg.Collect.PodNames, res.NodeName, nodeGiven, log, reg)
+	if err != nil {
+		return err
+	}
+	defer stopPodNames()
 	col, err := collect.New(collect.Options{ProcFS: cfg.Paths.ProcFS, SysFS: cfg.Paths.SysFS, CgroupFS: cfg.Paths.CgroupFS,
 		Disabled: cfg.Collect.Disabled, DiskIgnore: cfg.Collect.DiskIgnore,
-		CgroupTop: cfg.Collect.CgroupTop, CgroupScanLimit: cfg.Collect.CgroupScanLimit, Logger: log})
+		CgroupTop: cfg.Collect.CgroupTop, CgroupScanLimit: cfg.Collect.CgroupScanLimit, PodNamer: podNamer, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -107,8 +115,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	// Deferred after stopCapture, so it runs first: the watcher disarms
 	// and reports its captures before the engine closes.
-	stopCaptureWatcher, err := startCaptureWatcher(ctx, cfg.Capture.Kube, eng, res.NodeName,
-		cfg.Resource.NodeName != "" || os.Getenv("NODE_NAME") != "", log, reg)
+	stopCaptureWatcher, err := startCaptureWatcher(ctx, cfg.Capture.Kube, eng, res.NodeName, nodeGiven, log, reg)
 	if err != nil {
 		return err
 	}
