@@ -520,23 +520,7 @@ func TestCgroupThrottlingOnThisKernel(t *testing.T) {
 	if !h.v2 && h.acct != "" && h.acct != h.cpu {
 		dirs = append(dirs, filepath.Join(h.acct, unit))
 	}
-	var made []string // removed in reverse on the way out
-	t.Cleanup(func() {
-		for i := len(made) - 1; i >= 0; i-- {
-			if err := os.Remove(made[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
-				t.Errorf("remove %s: %v", made[i], err)
-			}
-		}
-	})
-	for _, d := range dirs {
-		for _, p := range []string{filepath.Dir(d), d} {
-			if err := os.Mkdir(p, 0o755); err == nil {
-				made = append(made, p)
-			} else if !errors.Is(err, os.ErrExist) {
-				requirePrivileged(t, "creating a cgroup (root)", err)
-			}
-		}
-	}
+	made := makeCgroups(t, dirs)
 	quota := filepath.Join(dirs[0], "cpu.cfs_quota_us")
 	value := "20000"
 	if h.v2 {
@@ -622,6 +606,30 @@ func TestCgroupThrottlingOnThisKernel(t *testing.T) {
 	}
 }
 
+// makeCgroups creates each of dirs and its parent where missing, and
+// removes what it made, in reverse, when the test ends. It returns what it
+// made, for a test that removes a cgroup sooner.
+func makeCgroups(t *testing.T, dirs []string) []string {
+	var made []string
+	t.Cleanup(func() {
+		for i := len(made) - 1; i >= 0; i-- {
+			if err := os.Remove(made[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("remove %s: %v", made[i], err)
+			}
+		}
+	})
+	for _, d := range dirs {
+		for _, p := range []string{filepath.Dir(d), d} {
+			if err := os.Mkdir(p, 0o755); err == nil {
+				made = append(made, p)
+			} else if !errors.Is(err, os.ErrExist) {
+				requirePrivileged(t, "creating a cgroup (root)", err)
+			}
+		}
+	}
+	return made
+}
+
 // requirePrivileged skips a test that lacks root or a kernel feature, or
 // fails it under SPIKEHUNT_REQUIRE_PRIVILEGED=1, as tests/testenv does;
 // that package would bring client-go and minio into this package's test
@@ -652,24 +660,8 @@ func TestCgroupMemoryLimitHitsOnThisKernel(t *testing.T) {
 		requirePrivileged(t, "the v1 memory controller", errors.New("no memory/memory.failcnt under "+root))
 	}
 	unit := fmt.Sprintf("system.slice/spikehunt-memtest-%d.service", os.Getpid())
-	var made []string
-	t.Cleanup(func() {
-		for i := len(made) - 1; i >= 0; i-- {
-			if err := os.Remove(made[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
-				t.Errorf("remove %s: %v", made[i], err)
-			}
-		}
-	})
 	dirs := []string{filepath.Join(h.cpu, unit), filepath.Join(h.memory, unit)}
-	for _, d := range dirs {
-		for _, p := range []string{filepath.Dir(d), d} {
-			if err := os.Mkdir(p, 0o755); err == nil {
-				made = append(made, p)
-			} else if !errors.Is(err, os.ErrExist) {
-				requirePrivileged(t, "creating a cgroup (root)", err)
-			}
-		}
-	}
+	makeCgroups(t, dirs)
 	if err := os.WriteFile(filepath.Join(dirs[1], "memory.limit_in_bytes"), []byte("32M"), 0o644); err != nil {
 		requirePrivileged(t, "a memory limit on our cgroup", err)
 	}
