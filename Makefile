@@ -124,7 +124,7 @@ test: IMAGES_ARGS = --unprivileged skip --missing-pin newest
 test: deps fmt-check vet cross images
 	mkdir -p .cache
 	$(GO) build -o .cache/testsummary ./tests/testsummary
-	$(GO) test -count=1 -timeout 40m -json $(TEST_FLAGS) ./... | .cache/testsummary
+	$(GO) test -count=1 -timeout 55m -json $(TEST_FLAGS) ./... | .cache/testsummary
 
 # The full loop alone (make test runs it too): detector alert on Kafka →
 # operator on envtest → Capture → real perf on this machine (root) → S3 →
