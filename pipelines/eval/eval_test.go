@@ -22,9 +22,9 @@ import (
 //     (≥ 0.9 of their spikes);
 //   - a median detection delay ≤ 2 periods.
 //
-// The everyday causes' scenarios run at everydayTestHosts here (make eval
-// runs them at DefaultHosts): the same bars, at a third of the rows, so
-// that make test stays within its budget.
+// The everyday causes' scenarios (sim.EverydayCause) run at
+// everydayTestHosts here (make eval runs them at DefaultHosts): the same
+// bars, at a third of the rows, so that make test stays within its budget.
 //
 // SPIKEHUNT_EVAL_SCENARIOS=a,b runs only those (for tuning).
 func TestEvalEveryScenario(t *testing.T) {
@@ -34,7 +34,7 @@ func TestEvalEveryScenario(t *testing.T) {
 		if len(only) > 0 && !only[cfg.Scenario] {
 			continue
 		}
-		if everyday[cfg.Scenario] {
+		if sim.EverydayCause(cfg.Defaults().Cause) {
 			cfg.Hosts = everydayTestHosts
 		}
 		t.Run(cfg.Scenario, func(t *testing.T) {
@@ -53,10 +53,7 @@ func TestEvalEveryScenario(t *testing.T) {
 	checkMedianDelay(t, delays)
 }
 
-// everyday are the scenarios of the everyday causes, and
-// everydayTestHosts their fleet in make test.
-var everyday = map[string]bool{sim.CPUThrottle: true, sim.NoisyNeighbor: true, sim.Reclaim: true, sim.TCPListen: true}
-
+// everydayTestHosts is the everyday causes' fleet in make test.
 const everydayTestHosts = 100
 
 // TestEvalVariants holds the detectors to the same bar on scenarios away

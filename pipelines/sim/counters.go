@@ -188,16 +188,16 @@ func (g *counterGen) interval(a, b time.Time, out []telemetry.Point) []telemetry
 	out = append(out, telemetry.Point{Metric: "spikehunt.memory.slab", Unit: "By", Start: b, End: b,
 		Value: math.Round(g.jitter(300 << 20)), Attrs: []telemetry.Attr{telemetry.Str("spikehunt.memory.slab.kind", "total")}})
 	add("spikehunt.context_switches", "{switch}", math.Round(g.jitter(T*6000*f)))
-	if isEveryday(g.cfg.Cause) {
+	if EverydayCause(g.cfg.Cause) {
 		out = g.everyday(a, b, out)
 	}
 	return out
 }
 
-// isEveryday says whether a cause is one of the everyday ones, whose
+// EverydayCause says whether a cause is one of the everyday ones, whose
 // fleets carry the series everyday emits; the others' fleets do without
 // them, and cost what they did before those series existed.
-func isEveryday(cause string) bool {
+func EverydayCause(cause string) bool {
 	switch cause {
 	case CauseCPUThrottle, CauseNeighbour, CauseReclaim, CauseTCPListen:
 		return true

@@ -221,9 +221,6 @@ func hasGo(t *testing.T, dir string) bool {
 // imported by the agent's intake, a _test.go file's import across a wall,
 // and a third-party module that the prose forbids.
 func TestPlantedViolationsAreReported(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs go list over a planted overlay")
-	}
 	t.Parallel()
 	root := moduleRoot(t)
 	tmp := t.TempDir()
