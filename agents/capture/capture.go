@@ -31,7 +31,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
 )
 
 // Backend names.

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // Cgroups, v1 and v2: per workload cgroup (cgroup_tree_linux.go), the CPU

@@ -10,7 +10,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 	"github.com/spikehunt/spikehunt/internal/otlpattr"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
-	"github.com/spikehunt/spikehunt/agents/capture/control"
+	"github.com/spikehunt/spikehunt/internal/capture/control"
 	"github.com/spikehunt/spikehunt/agents/capture/internal/capturetest"
 )
 

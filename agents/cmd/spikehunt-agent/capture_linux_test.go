@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/spikehunt/spikehunt/agents/capture/control"
+	"github.com/spikehunt/spikehunt/internal/capture/control"
 	"github.com/spikehunt/spikehunt/agents/capture/perf"
 	"github.com/spikehunt/spikehunt/agents/client"
 	"github.com/spikehunt/spikehunt/tests/testenv"

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
-	"github.com/spikehunt/spikehunt/agents/capture/control"
+	"github.com/spikehunt/spikehunt/internal/capture/control"
 	"github.com/spikehunt/spikehunt/agents/capture/perf"
 	"github.com/spikehunt/spikehunt/agents/intake"
 )

@@ -10,7 +10,7 @@ import (
 	"github.com/spikehunt/spikehunt/agents/capture"
 	"github.com/spikehunt/spikehunt/agents/export"
 	"github.com/spikehunt/spikehunt/agents/spool"
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // selfPoints are the agent's own figures (telemetry/self.go) as points of

@@ -8,7 +8,7 @@ import (
 const DefaultHWClassLabel = "spikehunt.io/hw-class"
 
 // PatternClass is a detector's class of a recurrence pattern
-// (pipelines/detect).
+// (pipelines/services/detect).
 // +kubebuilder:validation:Enum=fleet-recurrent;fleet-synchronized;isolated-host
 type PatternClass string
 

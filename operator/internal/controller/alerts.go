@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
-	"github.com/spikehunt/spikehunt/operator/policy"
+	"github.com/spikehunt/spikehunt/internal/policy"
 )
 
 // Defaults of AlertInboxConfig.

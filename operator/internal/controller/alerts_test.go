@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
-	"github.com/spikehunt/spikehunt/operator/policy"
+	"github.com/spikehunt/spikehunt/internal/policy"
 	"github.com/spikehunt/spikehunt/tests/fakeclock"
 )
 

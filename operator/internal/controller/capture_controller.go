@@ -18,8 +18,8 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
-	"github.com/spikehunt/spikehunt/pipelines/captures"
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/internal/captures"
+	"github.com/spikehunt/spikehunt/internal/store"
 )
 
 // Defaults of CaptureReconciler.

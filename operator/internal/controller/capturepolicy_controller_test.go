@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
-	"github.com/spikehunt/spikehunt/operator/policy"
+	"github.com/spikehunt/spikehunt/internal/policy"
 )
 
 // TestPolicyArmsExactlyTheSampledNodes: a policy over 60 labelled Nodes in

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
-	"github.com/spikehunt/spikehunt/operator/policy"
+	"github.com/spikehunt/spikehunt/internal/policy"
 )
 
 // budgetWatch replays every change to the fleet's Captures, in the API

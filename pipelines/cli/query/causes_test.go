@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/internal/workload"
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 

@@ -9,7 +9,7 @@
 // columns (rows.go), and every WHERE clause is built by one builder
 // (where.go).
 //
-// The demo (pipelines/cli/demo) words its finding with LoadHosts,
+// The demo (pipelines/lab/demo) words its finding with LoadHosts,
 // LoadPatterns and the sentences here, so that the demo and the commands
 // say the same thing of the same store.
 package query
@@ -26,7 +26,7 @@ import (
 	"time"
 
 	spikehunt "github.com/spikehunt/spikehunt/pipelines/cli"
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/internal/store"
 )
 
 // Now is the clock --since counts back from; tests may replace it.
@@ -226,7 +226,7 @@ func OpenStore(ctx context.Context, dsn string) (store.Store, error) {
 }
 
 // migrationsTable is the table every spikehunt store has from its first
-// migration on (pipelines/schema): the mark of a store.
+// migration on (internal/schema): the mark of a store.
 const migrationsTable = "schema_migrations"
 
 // flags are the flags every query command takes.

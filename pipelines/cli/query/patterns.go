@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/internal/workload"
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/internal/store"
 )
 
 // The values of patterns.class and patterns.modifiers this package words

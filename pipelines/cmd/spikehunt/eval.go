@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/pipelines/cli"
-	"github.com/spikehunt/spikehunt/pipelines/eval"
-	"github.com/spikehunt/spikehunt/pipelines/sim"
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/pipelines/lab/eval"
+	"github.com/spikehunt/spikehunt/pipelines/lab/sim"
+	"github.com/spikehunt/spikehunt/internal/store"
 )
 
 func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -12,9 +12,9 @@ import (
 
 	"github.com/spikehunt/spikehunt/kafkasec"
 	"github.com/spikehunt/spikehunt/pipelines/cli"
-	"github.com/spikehunt/spikehunt/pipelines/ingest"
-	"github.com/spikehunt/spikehunt/pipelines/schema"
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/pipelines/services/ingest"
+	"github.com/spikehunt/spikehunt/internal/schema"
+	"github.com/spikehunt/spikehunt/internal/store"
 )
 
 func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) error {

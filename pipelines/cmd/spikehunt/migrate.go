@@ -6,8 +6,8 @@ import (
 	"io"
 
 	"github.com/spikehunt/spikehunt/pipelines/cli"
-	"github.com/spikehunt/spikehunt/pipelines/schema"
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/internal/schema"
+	"github.com/spikehunt/spikehunt/internal/store"
 )
 
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {

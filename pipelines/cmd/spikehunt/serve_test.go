@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spikehunt/spikehunt/pipelines/captures"
-	"github.com/spikehunt/spikehunt/pipelines/schema"
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/internal/captures"
+	"github.com/spikehunt/spikehunt/internal/schema"
+	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
@@ -125,7 +125,7 @@ func TestServeClickHouseReadsFilesOnlyWithAllowExternalSources(t *testing.T) {
 	}
 }
 
-// The operator indexes uploaded captures (pipelines/captures, the operator's
+// The operator indexes uploaded captures (internal/captures, the operator's
 // --dsn) into the chart's embedded store over HTTP as its read-write user:
 // the schema applied over HTTP, then Index, Get, CapturesOfSpike and
 // Delete all pass serve-clickhouse's gate and users.

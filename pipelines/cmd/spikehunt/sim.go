@@ -10,9 +10,9 @@ import (
 
 	"github.com/spikehunt/spikehunt/kafkasec"
 	"github.com/spikehunt/spikehunt/pipelines/cli"
-	"github.com/spikehunt/spikehunt/pipelines/schema"
-	"github.com/spikehunt/spikehunt/pipelines/sim"
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/internal/schema"
+	"github.com/spikehunt/spikehunt/pipelines/lab/sim"
+	"github.com/spikehunt/spikehunt/internal/store"
 )
 
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
