@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/schema"
+	"github.com/spikehunt/spikehunt/internal/store"
+	"github.com/spikehunt/spikehunt/pipelines/lab/sim"
 	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 	"github.com/spikehunt/spikehunt/pipelines/services/ingest"
-	"github.com/spikehunt/spikehunt/internal/schema"
-	"github.com/spikehunt/spikehunt/pipelines/lab/sim"
-	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/ClickHouse/ch-go/proto"
 
-	"github.com/spikehunt/spikehunt/pipelines/services/chhttp"
 	"github.com/spikehunt/spikehunt/internal/store"
+	"github.com/spikehunt/spikehunt/pipelines/services/chhttp"
 )
 
 // backends gives the same database through every backend that can run

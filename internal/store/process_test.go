@@ -11,8 +11,8 @@ import (
 
 	"github.com/ClickHouse/ch-go/proto"
 
-	"github.com/spikehunt/spikehunt/pipelines/services/chhttp"
 	"github.com/spikehunt/spikehunt/internal/store"
+	"github.com/spikehunt/spikehunt/pipelines/services/chhttp"
 )
 
 // Some properties need a fresh process: the engine boots once per process

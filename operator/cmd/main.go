@@ -34,14 +34,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/spikehunt/spikehunt/internal/alertsig"
 	"github.com/spikehunt/spikehunt/internal/memlimit"
+	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/kafkasec"
 	capturev1alpha1 "github.com/spikehunt/spikehunt/operator/api/v1alpha1"
-	"github.com/spikehunt/spikehunt/operator/internal/controller"
 	"github.com/spikehunt/spikehunt/operator/internal/alertintake"
+	"github.com/spikehunt/spikehunt/operator/internal/controller"
 	"github.com/spikehunt/spikehunt/operator/internal/report"
-	"github.com/spikehunt/spikehunt/internal/alertsig"
-	"github.com/spikehunt/spikehunt/internal/store"
 )
 
 // leaderElectionID names the Lease the replicas compete for.

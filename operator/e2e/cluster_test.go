@@ -22,11 +22,11 @@ import (
 
 	"github.com/spikehunt/spikehunt/agents/capture"
 	"github.com/spikehunt/spikehunt/agents/nodecapture"
-	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
-	"github.com/spikehunt/spikehunt/operator/internal/controller"
-	"github.com/spikehunt/spikehunt/operator/internal/alertintake"
 	"github.com/spikehunt/spikehunt/internal/alertsig"
 	"github.com/spikehunt/spikehunt/internal/store"
+	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
+	"github.com/spikehunt/spikehunt/operator/internal/alertintake"
+	"github.com/spikehunt/spikehunt/operator/internal/controller"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 

@@ -22,17 +22,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
+	"github.com/spikehunt/spikehunt/agents/capture/perf"
 	"github.com/spikehunt/spikehunt/internal/capture/artifact"
 	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
-	"github.com/spikehunt/spikehunt/agents/capture/perf"
+	"github.com/spikehunt/spikehunt/internal/captures"
+	"github.com/spikehunt/spikehunt/internal/schema"
+	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/internal/telemetry"
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 	"github.com/spikehunt/spikehunt/operator/internal/controller"
 	"github.com/spikehunt/spikehunt/pipelines/services/alerts"
-	"github.com/spikehunt/spikehunt/internal/captures"
 	"github.com/spikehunt/spikehunt/pipelines/services/detect"
-	"github.com/spikehunt/spikehunt/internal/schema"
-	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 

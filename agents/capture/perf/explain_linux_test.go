@@ -19,9 +19,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
+	"github.com/spikehunt/spikehunt/agents/capture/internal/capturetest"
 	"github.com/spikehunt/spikehunt/internal/capture/control"
 	"github.com/spikehunt/spikehunt/internal/capture/explain"
-	"github.com/spikehunt/spikehunt/agents/capture/internal/capturetest"
 	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 

@@ -31,8 +31,8 @@ import (
 	"github.com/spikehunt/spikehunt/agents/export"
 	"github.com/spikehunt/spikehunt/agents/intake"
 	"github.com/spikehunt/spikehunt/agents/spool"
-	"github.com/spikehunt/spikehunt/internal/telemetry"
 	"github.com/spikehunt/spikehunt/internal/memlimit"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 	"github.com/spikehunt/spikehunt/kafkasec"
 )
 

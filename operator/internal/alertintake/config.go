@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/alertsig"
 	"github.com/spikehunt/spikehunt/internal/defaults"
 	"github.com/spikehunt/spikehunt/kafkasec"
-	"github.com/spikehunt/spikehunt/internal/alertsig"
 )
 
 // Defaults, exported so that the operator's flag help can print them.

@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/spikehunt/spikehunt/pipelines/services/alerts"
 	"github.com/spikehunt/spikehunt/internal/alertsig"
+	"github.com/spikehunt/spikehunt/pipelines/services/alerts"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 

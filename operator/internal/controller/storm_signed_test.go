@@ -13,10 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/spikehunt/spikehunt/operator/internal/alertintake"
-	"github.com/spikehunt/spikehunt/internal/policy"
-	"github.com/spikehunt/spikehunt/pipelines/services/alerts"
 	"github.com/spikehunt/spikehunt/internal/alertsig"
+	"github.com/spikehunt/spikehunt/internal/policy"
+	"github.com/spikehunt/spikehunt/operator/internal/alertintake"
+	"github.com/spikehunt/spikehunt/pipelines/services/alerts"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 

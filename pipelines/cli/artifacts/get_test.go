@@ -13,9 +13,9 @@ import (
 	"github.com/spikehunt/spikehunt/internal/capture/artifact"
 	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/internal/captures"
-	spikehunt "github.com/spikehunt/spikehunt/pipelines/cli"
 	"github.com/spikehunt/spikehunt/internal/schema"
 	"github.com/spikehunt/spikehunt/internal/store"
+	spikehunt "github.com/spikehunt/spikehunt/pipelines/cli"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/internal/captures"
-	spikehunt "github.com/spikehunt/spikehunt/pipelines/cli"
 	"github.com/spikehunt/spikehunt/internal/store"
+	spikehunt "github.com/spikehunt/spikehunt/pipelines/cli"
 )
 
 // captureView is one captures row as `spikehunt captures` shows it. The JSON

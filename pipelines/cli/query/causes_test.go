@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spikehunt/spikehunt/internal/workload"
 	"github.com/spikehunt/spikehunt/internal/store"
+	"github.com/spikehunt/spikehunt/internal/workload"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 

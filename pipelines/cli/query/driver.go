@@ -25,8 +25,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	spikehunt "github.com/spikehunt/spikehunt/pipelines/cli"
 	"github.com/spikehunt/spikehunt/internal/store"
+	spikehunt "github.com/spikehunt/spikehunt/pipelines/cli"
 )
 
 // Now is the clock --since counts back from; tests may replace it.

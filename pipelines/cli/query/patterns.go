@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spikehunt/spikehunt/internal/workload"
 	"github.com/spikehunt/spikehunt/internal/store"
+	"github.com/spikehunt/spikehunt/internal/workload"
 )
 
 // The values of patterns.class and patterns.modifiers this package words

@@ -8,13 +8,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spikehunt/spikehunt/kafkasec"
-	"github.com/spikehunt/spikehunt/pipelines/services/alerts"
 	"github.com/spikehunt/spikehunt/internal/alertsig"
-	"github.com/spikehunt/spikehunt/pipelines/cli"
-	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 	"github.com/spikehunt/spikehunt/internal/schema"
 	"github.com/spikehunt/spikehunt/internal/store"
+	"github.com/spikehunt/spikehunt/kafkasec"
+	"github.com/spikehunt/spikehunt/pipelines/cli"
+	"github.com/spikehunt/spikehunt/pipelines/services/alerts"
+	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 )
 
 func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -15,12 +15,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/pipelines/cli"
 	"github.com/spikehunt/spikehunt/pipelines/cli/artifacts"
-	"github.com/spikehunt/spikehunt/pipelines/lab/demo"
 	"github.com/spikehunt/spikehunt/pipelines/cli/query"
+	"github.com/spikehunt/spikehunt/pipelines/lab/demo"
 	"github.com/spikehunt/spikehunt/pipelines/services/detect"
-	"github.com/spikehunt/spikehunt/internal/store"
 )
 
 // command is one subcommand: its flags are parsed from args by run itself.

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spikehunt/spikehunt/pipelines/services/chhttp"
-	"github.com/spikehunt/spikehunt/pipelines/cli"
 	"github.com/spikehunt/spikehunt/internal/store"
+	"github.com/spikehunt/spikehunt/pipelines/cli"
+	"github.com/spikehunt/spikehunt/pipelines/services/chhttp"
 )
 
 func runServeClickHouse(ctx context.Context, args []string, stdout, stderr io.Writer) error {

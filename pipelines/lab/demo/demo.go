@@ -25,13 +25,13 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/internal/policy"
+	"github.com/spikehunt/spikehunt/internal/schema"
+	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/pipelines/cli"
 	"github.com/spikehunt/spikehunt/pipelines/cli/query"
-	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 	"github.com/spikehunt/spikehunt/pipelines/lab/htmlreport"
-	"github.com/spikehunt/spikehunt/internal/schema"
 	"github.com/spikehunt/spikehunt/pipelines/lab/sim"
-	"github.com/spikehunt/spikehunt/internal/store"
+	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 )
 
 // Command is `spikehunt demo`.

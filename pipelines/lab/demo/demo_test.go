@@ -17,10 +17,10 @@ import (
 	xhtml "golang.org/x/net/html"
 
 	"github.com/spikehunt/spikehunt/internal/policy"
+	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/pipelines/cli"
 	"github.com/spikehunt/spikehunt/pipelines/cli/query"
 	"github.com/spikehunt/spikehunt/pipelines/lab/sim"
-	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 

@@ -8,8 +8,8 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/spikehunt/spikehunt/pipelines/lab/sim"
 	"github.com/spikehunt/spikehunt/internal/store"
+	"github.com/spikehunt/spikehunt/pipelines/lab/sim"
 )
 
 // The baselines are the latency alerts a competent SRE writes today,

@@ -8,10 +8,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 	"github.com/spikehunt/spikehunt/internal/schema"
-	"github.com/spikehunt/spikehunt/pipelines/lab/sim"
 	"github.com/spikehunt/spikehunt/internal/store"
+	"github.com/spikehunt/spikehunt/pipelines/lab/sim"
+	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 )
 
 // Result is one scenario's score.

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 	"github.com/spikehunt/spikehunt/pipelines/lab/sim"
+	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 )
 
 // overlapSlack widens both sides of a comparison: a stall that starts

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 	"github.com/spikehunt/spikehunt/pipelines/lab/sim"
+	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 )
 
 var t0 = time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC) // fixed date: scored in memory, never stored

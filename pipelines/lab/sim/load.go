@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spikehunt/spikehunt/pipelines/services/ingest"
 	"github.com/spikehunt/spikehunt/internal/store"
+	"github.com/spikehunt/spikehunt/pipelines/services/ingest"
 )
 
 // Load simulates cfg into st the embedded way: the simulated agents produce

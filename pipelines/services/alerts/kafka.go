@@ -9,9 +9,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/spikehunt/spikehunt/internal/alertsig"
 	"github.com/spikehunt/spikehunt/internal/defaults"
 	"github.com/spikehunt/spikehunt/kafkasec"
-	"github.com/spikehunt/spikehunt/internal/alertsig"
 )
 
 // DefaultTopic is the alerts topic of docs/design.md §3.

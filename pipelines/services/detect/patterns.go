@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spikehunt/spikehunt/internal/workload"
 	"github.com/spikehunt/spikehunt/internal/store"
+	"github.com/spikehunt/spikehunt/internal/workload"
 )
 
 // findPatterns classifies the spike windows of service over the look-back

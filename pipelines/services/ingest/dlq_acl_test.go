@@ -11,8 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/spikehunt/spikehunt/kafkasec"
 	"github.com/spikehunt/spikehunt/internal/schema"
+	"github.com/spikehunt/spikehunt/kafkasec"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 

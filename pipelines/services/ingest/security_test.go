@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/agents/export"
-	"github.com/spikehunt/spikehunt/kafkasec"
 	"github.com/spikehunt/spikehunt/internal/schema"
+	"github.com/spikehunt/spikehunt/kafkasec"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 

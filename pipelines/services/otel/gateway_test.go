@@ -16,9 +16,9 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/spikehunt/spikehunt/pipelines/services/ingest"
 	"github.com/spikehunt/spikehunt/internal/schema"
 	"github.com/spikehunt/spikehunt/internal/store"
+	"github.com/spikehunt/spikehunt/pipelines/services/ingest"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/internal/policy"
+	"github.com/spikehunt/spikehunt/pipelines/lab/sim"
 	"github.com/spikehunt/spikehunt/pipelines/services/alerts"
 	"github.com/spikehunt/spikehunt/pipelines/services/detect"
-	"github.com/spikehunt/spikehunt/pipelines/lab/sim"
 )
 
 // service is the simulated fleet's service and the policy's.
