@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"github.com/spikehunt/spikehunt/internal/vocab"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -13,9 +14,9 @@ const DefaultHWClassLabel = "spikehunt.io/hw-class"
 type PatternClass string
 
 const (
-	PatternFleetRecurrent    PatternClass = "fleet-recurrent"
-	PatternFleetSynchronized PatternClass = "fleet-synchronized"
-	PatternIsolatedHost      PatternClass = "isolated-host"
+	PatternFleetRecurrent    PatternClass = PatternClass(vocab.ClassFleetRecurrent)
+	PatternFleetSynchronized PatternClass = PatternClass(vocab.ClassFleetSynchronized)
+	PatternIsolatedHost      PatternClass = PatternClass(vocab.ClassIsolatedHost)
 )
 
 // CapturePolicySpec says which nodes keep a recorder armed as bait, which

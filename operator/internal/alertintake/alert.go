@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/spikehunt/spikehunt/internal/vocab"
 )
 
 // Source says where an Alert came from.
@@ -32,9 +34,9 @@ type PatternClass string
 // classes to appear, so a well-formed class not listed here is passed on
 // as is; the controllers match classes by equality.
 const (
-	FleetRecurrent    PatternClass = "fleet-recurrent"
-	FleetSynchronized PatternClass = "fleet-synchronized"
-	IsolatedHost      PatternClass = "isolated-host"
+	FleetRecurrent    PatternClass = PatternClass(vocab.ClassFleetRecurrent)
+	FleetSynchronized PatternClass = PatternClass(vocab.ClassFleetSynchronized)
+	IsolatedHost      PatternClass = PatternClass(vocab.ClassIsolatedHost)
 )
 
 // Alert is one outside alert, normalized. Only firing alerts become an

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/spikehunt/spikehunt/internal/vocab"
 )
 
 // detectorSchema is the one document version this reader knows
@@ -80,7 +82,7 @@ func reasonOf(err error) string {
 
 // modifierHWClassSkewed is the pattern modifier that says the spike rate
 // differs materially by hardware class (docs/design.md §5).
-const modifierHWClassSkewed = "hw-class-skewed"
+const modifierHWClassSkewed = vocab.ModifierHWClassSkewed
 
 var alertIDPattern = regexp.MustCompile(`^(spikegroup|pattern)-[0-9a-f]{32}$`)
 

@@ -13,17 +13,8 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/internal/store"
+	"github.com/spikehunt/spikehunt/internal/vocab"
 	"github.com/spikehunt/spikehunt/internal/workload"
-)
-
-// The values of patterns.class and patterns.modifiers this package words
-// sentences for. They are the table's contract (the detectors write them
-// from detect.Class*), so the reader does not import the writer.
-const (
-	ClassFleetRecurrent    = "fleet-recurrent"
-	ClassFleetSynchronized = "fleet-synchronized"
-	ClassIsolatedHost      = "isolated-host"
-	ModifierHWClassSkewed  = "hw-class-skewed"
 )
 
 // Pattern is a fleet pattern's current state (its latest look-back in the
@@ -137,7 +128,7 @@ func printPatterns(w io.Writer, patterns []Pattern, withService bool) error {
 			mods = strings.Join(p.Modifiers, ",")
 		}
 		skew := "-"
-		if class, ratio := topSkew(p.HWClassSkew); class != "" && (ratio >= 1.2 || slices.Contains(p.Modifiers, ModifierHWClassSkewed)) {
+		if class, ratio := topSkew(p.HWClassSkew); class != "" && (ratio >= 1.2 || slices.Contains(p.Modifiers, vocab.ModifierHWClassSkewed)) {
 			skew = fmt.Sprintf("%s %.1f×", class, ratio)
 		}
 		var sus []string
@@ -502,7 +493,7 @@ func describePattern(p Pattern) string {
 	if p.RecurrenceIntervalS > 0 {
 		every = " every ~" + SpokenDuration(time.Duration(p.RecurrenceIntervalS*float64(time.Second)))
 	}
-	skewed := slices.Contains(p.Modifiers, ModifierHWClassSkewed)
+	skewed := slices.Contains(p.Modifiers, vocab.ModifierHWClassSkewed)
 	ownPhase, eachOwnPhase := every+" at its own phase", every+", each at its own phase"
 	if classes := classIntervals(p.ClassIntervalS); skewed && classes != "" {
 		every = ", " + classes
@@ -510,7 +501,7 @@ func describePattern(p Pattern) string {
 	}
 	hostShare := share(int64(p.HostsAffected), int64(p.HostsTotal))
 	switch p.Class {
-	case ClassFleetRecurrent:
+	case vocab.ClassFleetRecurrent:
 		if hostShare >= 0.9 {
 			b.WriteString("Every host stalls" + ownPhase)
 		} else {
@@ -518,11 +509,11 @@ func describePattern(p Pattern) string {
 		}
 		b.WriteString(stallClause(p))
 		fmt.Fprintf(&b, "; %s of hosts", pct(hostShare))
-	case ClassFleetSynchronized:
+	case vocab.ClassFleetSynchronized:
 		fmt.Fprintf(&b, "Hosts stall at the same moments%s", every)
 		b.WriteString(stallClause(p))
 		fmt.Fprintf(&b, "; %s of hosts", pct(hostShare))
-	case ClassIsolatedHost:
+	case vocab.ClassIsolatedHost:
 		named := p.HostsAffected > 0 && p.HostsAffected <= 3 && len(p.TopHosts) >= p.HostsAffected
 		switch {
 		case p.HostsAffected == 1 && named:

@@ -18,6 +18,7 @@ import (
 
 	"github.com/spikehunt/spikehunt/internal/policy"
 	"github.com/spikehunt/spikehunt/internal/store"
+	"github.com/spikehunt/spikehunt/internal/vocab"
 	"github.com/spikehunt/spikehunt/pipelines/cli"
 	"github.com/spikehunt/spikehunt/pipelines/cli/query"
 	"github.com/spikehunt/spikehunt/pipelines/lab/sim"
@@ -212,7 +213,7 @@ func TestDemoCaptureAdviceIsThePolicysDecision(t *testing.T) {
 		nodes = append(nodes, policy.Node{Name: fmt.Sprintf("node-%04d", i), HWClass: class})
 	}
 	p := query.Pattern{
-		PatternID: "p1", Service: "checkout", Class: query.ClassFleetRecurrent, Modifiers: []string{query.ModifierHWClassSkewed},
+		PatternID: "p1", Service: "checkout", Class: vocab.ClassFleetRecurrent, Modifiers: []string{vocab.ModifierHWClassSkewed},
 		HostsAffected: 1000, HostsTotal: 1000, HostsAffectedShare: 1, RecurrenceIntervalS: 900,
 		HWClassSkew: map[string]float64{"gen3": 0.5, "gen4": 1.4, "gen5": 1.1}, TypicalPeakMS: 700,
 		TopHosts: []string{"node-0005", "node-0001", "node-0002"},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/internal/policy"
+	"github.com/spikehunt/spikehunt/internal/vocab"
 	"github.com/spikehunt/spikehunt/pipelines/cli/query"
 	"github.com/spikehunt/spikehunt/pipelines/lab/sim"
 )
@@ -60,7 +61,7 @@ func fleetNodes(cfg sim.Config) []policy.Node {
 func patternAlert(p query.Pattern) policy.Alert {
 	a := policy.Alert{ID: "pattern-" + p.PatternID, Service: p.Service, PatternClass: p.Class, PatternKey: p.PatternID,
 		Hosts: slices.Clone(p.TopHosts)}
-	if slices.Contains(p.Modifiers, query.ModifierHWClassSkewed) {
+	if slices.Contains(p.Modifiers, vocab.ModifierHWClassSkewed) {
 		for _, c := range slices.Sorted(maps.Keys(p.HWClassSkew)) {
 			if p.HWClassSkew[c] > 1 {
 				a.HWClasses = append(a.HWClasses, c)
@@ -165,7 +166,7 @@ func captureAdvice(patterns []query.Pattern, suspects []query.PatternSuspect, no
 		armed := affectedArmed(p, d)
 		every := time.Duration(p.RecurrenceIntervalS * float64(time.Second))
 		wait := every / time.Duration(armed+1)
-		if p.Class == query.ClassFleetSynchronized {
+		if p.Class == vocab.ClassFleetSynchronized {
 			wait = every
 		}
 		if armed == 0 {
@@ -254,7 +255,7 @@ func affectedArmed(p query.Pattern, d policy.Decision) int {
 	if len(d.Create) == 0 {
 		return 0
 	}
-	if p.Class == query.ClassIsolatedHost {
+	if p.Class == vocab.ClassIsolatedHost {
 		n := 0
 		for _, a := range d.Create {
 			if slices.Contains(p.TopHosts, a.Node) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spikehunt/spikehunt/internal/schema"
 	"github.com/spikehunt/spikehunt/internal/store"
+	"github.com/spikehunt/spikehunt/internal/vocab"
 	"github.com/spikehunt/spikehunt/pipelines/lab/sim"
 	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 	"github.com/spikehunt/spikehunt/tests/testenv"
@@ -134,7 +135,7 @@ func TestCalibrateSaysHowToFixAnEmptyService(t *testing.T) {
 
 func TestScoreFlags(t *testing.T) {
 	fleet := map[string]string{"a": "gen4", "b": "gen5", "c": "gen4", "d": "gen5"}
-	truth := sim.Truth{Class: sim.ClassFleetRecurrent, Windows: []sim.Window{
+	truth := sim.Truth{Class: vocab.ClassFleetRecurrent, Windows: []sim.Window{
 		{Host: "a", Start: at(90), End: at(91)},
 		{Host: "b", Start: at(200), End: at(201)},
 	}}
@@ -181,7 +182,7 @@ func TestScoreFlagsSeesARecurrenceInFlaggedMinutes(t *testing.T) {
 			perHost = append(perHost, Flag{Host: h, Minute: t0.Add(time.Duration(m) * time.Minute)})
 		}
 	}
-	truth := sim.Truth{Class: sim.ClassFleetRecurrent}
+	truth := sim.Truth{Class: vocab.ClassFleetRecurrent}
 	if s := ScoreFlags(truth, MethodHostP99, perHost, fleet, t0, t0.Add(3*time.Hour)); s.Pattern != PatternSeen {
 		t.Errorf("per-host flags: pattern %q %v, want seen", s.Pattern, s.Classes)
 	}
@@ -195,15 +196,15 @@ func TestScoreFlagsSeesARecurrenceInFlaggedMinutes(t *testing.T) {
 }
 
 func TestPatternVerdict(t *testing.T) {
-	rec := []detect.Pattern{{Class: detect.ClassFleetRecurrent}}
+	rec := []detect.Pattern{{Class: vocab.ClassFleetRecurrent}}
 	for _, tc := range []struct {
 		truth string
 		got   []detect.Pattern
 		want  string
 	}{
-		{sim.ClassFleetRecurrent, rec, PatternSeen},
-		{sim.ClassFleetRecurrent, nil, PatternMissed},
-		{sim.ClassFleetSynchronized, rec, PatternWrong},
+		{vocab.ClassFleetRecurrent, rec, PatternSeen},
+		{vocab.ClassFleetRecurrent, nil, PatternMissed},
+		{vocab.ClassFleetSynchronized, rec, PatternWrong},
 		{"", rec, PatternWrong},
 		{"", nil, PatternNone},
 	} {

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/vocab"
 	"github.com/spikehunt/spikehunt/pipelines/lab/sim"
 	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 )
@@ -64,7 +65,7 @@ func TestScoreTop1(t *testing.T) {
 }
 
 func TestClassRight(t *testing.T) {
-	rec := detect.Pattern{Class: detect.ClassFleetRecurrent, Modifiers: []string{detect.ModifierHWClassSkewed}}
+	rec := detect.Pattern{Class: vocab.ClassFleetRecurrent, Modifiers: []string{vocab.ModifierHWClassSkewed}}
 	for _, tc := range []struct {
 		name  string
 		truth sim.Truth
@@ -73,9 +74,9 @@ func TestClassRight(t *testing.T) {
 	}{
 		{"no truth, no pattern", sim.Truth{}, nil, true},
 		{"no truth, a pattern is wrong", sim.Truth{}, []detect.Pattern{rec}, false},
-		{"class and modifier", sim.Truth{Class: sim.ClassFleetRecurrent, Modifiers: []string{sim.ModifierHWClassSkewed}}, []detect.Pattern{rec}, true},
-		{"a missing modifier is wrong", sim.Truth{Class: sim.ClassFleetRecurrent, Modifiers: []string{sim.ModifierHWClassSkewed}}, []detect.Pattern{{Class: detect.ClassFleetRecurrent}}, false},
-		{"an extra modifier is wrong", sim.Truth{Class: sim.ClassFleetRecurrent}, []detect.Pattern{rec}, false},
+		{"class and modifier", sim.Truth{Class: vocab.ClassFleetRecurrent, Modifiers: []string{vocab.ModifierHWClassSkewed}}, []detect.Pattern{rec}, true},
+		{"a missing modifier is wrong", sim.Truth{Class: vocab.ClassFleetRecurrent, Modifiers: []string{vocab.ModifierHWClassSkewed}}, []detect.Pattern{{Class: vocab.ClassFleetRecurrent}}, false},
+		{"an extra modifier is wrong", sim.Truth{Class: vocab.ClassFleetRecurrent}, []detect.Pattern{rec}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := ClassRight(tc.truth, tc.got); got != tc.want {

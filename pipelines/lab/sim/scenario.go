@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"sort"
 	"time"
+
+	"github.com/spikehunt/spikehunt/internal/vocab"
 )
 
 // Host is one simulated machine.
@@ -113,12 +115,12 @@ func Plan(cfg Config) ([]Host, Truth) {
 			}
 		}
 		truth.Period = (cfg.PeriodMin + cfg.PeriodMax) / 2
-		truth.Class = ClassFleetRecurrent
+		truth.Class = vocab.ClassFleetRecurrent
 		if len(affected) <= isolatedMax(cfg.Hosts) {
-			truth.Class = ClassIsolatedHost
+			truth.Class = vocab.ClassIsolatedHost
 		}
-		if cfg.Skew >= 1.5 && cfg.SkewClass != "" && len(cfg.HWClasses) > 1 && truth.Class == ClassFleetRecurrent {
-			truth.Modifiers = []string{ModifierHWClassSkewed}
+		if cfg.Skew >= 1.5 && cfg.SkewClass != "" && len(cfg.HWClasses) > 1 && truth.Class == vocab.ClassFleetRecurrent {
+			truth.Modifiers = []string{vocab.ModifierHWClassSkewed}
 		}
 	case BadHost:
 		// One host, a Poisson process with mean interval PeriodMin.
@@ -131,7 +133,7 @@ func Plan(cfg Config) ([]Host, Truth) {
 			}
 			hosts[i].Stalls = append(hosts[i].Stalls, Stall{Start: t, Length: cfg.SpikeLength, Cause: cfg.Cause})
 		}
-		truth.Class, truth.Period = ClassIsolatedHost, cfg.PeriodMin
+		truth.Class, truth.Period = vocab.ClassIsolatedHost, cfg.PeriodMin
 	case Synchronized:
 		// The same stall on every affected host, PeriodMin apart, from a
 		// fleet-wide phase.
@@ -141,7 +143,7 @@ func Plan(cfg Config) ([]Host, Truth) {
 				hosts[i].Stalls = append(hosts[i].Stalls, Stall{Start: t, Length: cfg.SpikeLength, Cause: cfg.Cause})
 			}
 		}
-		truth.Class, truth.Period = ClassFleetSynchronized, p
+		truth.Class, truth.Period = vocab.ClassFleetSynchronized, p
 	}
 	// Independent noise spikes on every host, in any scenario.
 	if cfg.Noise > 0 {
@@ -189,14 +191,6 @@ func stalledEndpoint(scenario string) string {
 	}
 	return ""
 }
-
-// Pattern classes, as the detectors name them (pipelines/services/detect).
-const (
-	ClassFleetRecurrent    = "fleet-recurrent"
-	ClassFleetSynchronized = "fleet-synchronized"
-	ClassIsolatedHost      = "isolated-host"
-	ModifierHWClassSkewed  = "hw-class-skewed"
-)
 
 // isolatedMax is the most hosts a pattern may have and still be "one or
 // few hosts" (docs/design.md §5).

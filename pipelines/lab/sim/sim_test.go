@@ -16,6 +16,7 @@ import (
 	"github.com/spikehunt/spikehunt/internal/schema"
 	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/internal/telemetry"
+	"github.com/spikehunt/spikehunt/internal/vocab"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
@@ -53,7 +54,7 @@ func TestPlanScenarios(t *testing.T) {
 	})
 	t.Run("thousand-spikes: every host recurs on a 15–20 min period at its own phase, twice as often on gen5", func(t *testing.T) {
 		hosts, tr, c := plan(t, Config{Scenario: ThousandSpikes})
-		if tr.Class != ClassFleetRecurrent || len(tr.Modifiers) != 1 || tr.Modifiers[0] != ModifierHWClassSkewed {
+		if tr.Class != vocab.ClassFleetRecurrent || len(tr.Modifiers) != 1 || tr.Modifiers[0] != vocab.ModifierHWClassSkewed {
 			t.Fatalf("truth class %q %v", tr.Class, tr.Modifiers)
 		}
 		perClass := map[string][]float64{}
@@ -82,7 +83,7 @@ func TestPlanScenarios(t *testing.T) {
 				t.Fatalf("%s: %+v", h.Name, h.Stalls)
 			}
 		}
-		if tr.Class != ClassFleetSynchronized || !tr.SecondOccurrence.Equal(hosts[0].Stalls[1].Start) {
+		if tr.Class != vocab.ClassFleetSynchronized || !tr.SecondOccurrence.Equal(hosts[0].Stalls[1].Start) {
 			t.Errorf("truth %q, second occurrence %v", tr.Class, tr.SecondOccurrence)
 		}
 	})
@@ -94,13 +95,13 @@ func TestPlanScenarios(t *testing.T) {
 				bad = append(bad, n)
 			}
 		}
-		if len(bad) != 1 || bad[0] < 80 || bad[0] > 160 || tr.Class != ClassIsolatedHost {
+		if len(bad) != 1 || bad[0] < 80 || bad[0] > 160 || tr.Class != vocab.ClassIsolatedHost {
 			t.Errorf("hosts with stalls %v, class %q; want one with ~120", bad, tr.Class)
 		}
 	})
 	t.Run("down-interface: a few hosts, isolated", func(t *testing.T) {
 		_, tr, _ := plan(t, Config{Scenario: DownInterface})
-		if tr.AffectedHosts != 3 || tr.Class != ClassIsolatedHost || tr.TopSuspects[0].Device != "eth1" {
+		if tr.AffectedHosts != 3 || tr.Class != vocab.ClassIsolatedHost || tr.TopSuspects[0].Device != "eth1" {
 			t.Errorf("truth %+v", tr)
 		}
 	})
@@ -376,7 +377,7 @@ func TestEndpointStallHoldsUpOnlyCheckout(t *testing.T) {
 		t.Fatal(err)
 	}
 	hosts, truth := Plan(cfg)
-	if cfg.Service != "storefront" || cfg.RPS != 8 || truth.Class != ClassFleetRecurrent ||
+	if cfg.Service != "storefront" || cfg.RPS != 8 || truth.Class != vocab.ClassFleetRecurrent ||
 		!slices.Equal(truth.StalledEndpoints, []string{"/checkout"}) || !slices.Equal(truth.UnaffectedEndpoints, []string{"/search", "/feed", "/profile"}) {
 		t.Fatalf("config %s at %g req/s, truth %q, stalled %v, unaffected %v", cfg.Service, cfg.RPS, truth.Class, truth.StalledEndpoints, truth.UnaffectedEndpoints)
 	}

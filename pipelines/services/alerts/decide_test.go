@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/spikehunt/spikehunt/internal/vocab"
 	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 )
 
@@ -44,8 +45,8 @@ func (f fleet) windows(service string, at time.Duration, hosts ...string) []dete
 
 func (f fleet) pattern(service string, affected int) detect.Pattern {
 	return detect.Pattern{
-		ID: service + "/fleet-recurrent", Service: service, Class: detect.ClassFleetRecurrent,
-		Modifiers: []string{detect.ModifierHWClassSkewed}, LookbackStart: f.t0.Add(-6 * time.Hour), LookbackEnd: f.t0,
+		ID: service + "/fleet-recurrent", Service: service, Class: vocab.ClassFleetRecurrent,
+		Modifiers: []string{vocab.ModifierHWClassSkewed}, LookbackStart: f.t0.Add(-6 * time.Hour), LookbackEnd: f.t0,
 		HostsAffected: affected, HostsTotal: 50, RecurrenceInterval: 17 * time.Minute, Regularity: 0.9, Synchronicity: 0.05,
 		HWClassSkew: map[string]float64{"gen4": 0.5, "gen5": 2.1}, IllusionShare: 0.4,
 		Suspects:            []detect.PatternSuspect{{Metric: "spikehunt.softirqs", Mode: "NET_RX", CPUs: []int{0, 2, 4, 6}, Hosts: affected, Score: 5}},
@@ -233,7 +234,7 @@ func TestAlertPatternChanges(t *testing.T) {
 		{"class, modifiers and interval changes are named", Config{}, []step{
 			{Pass{Patterns: []detect.Pattern{p}}, "new []", 0, 0},
 			{Pass{Patterns: []detect.Pattern{with(func(q *detect.Pattern) {
-				q.Class, q.Modifiers, q.RecurrenceInterval = detect.ClassFleetSynchronized, nil, 25*time.Minute
+				q.Class, q.Modifiers, q.RecurrenceInterval = vocab.ClassFleetSynchronized, nil, 25*time.Minute
 			})}}, "changed [class modifiers recurrence_interval]", 40, 15 * time.Minute},
 		}},
 		{"a pattern's changes are spaced by PatternChangeEvery, against what was published", Config{PatternChangeEvery: 10 * time.Minute}, []step{

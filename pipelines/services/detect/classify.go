@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/spikehunt/spikehunt/internal/vocab"
 )
 
 // FleetSpikes is what Classify judges: one service's spike windows over a
@@ -572,15 +574,15 @@ func (a *Assessment) patterns(f FleetSpikes) []classified {
 		if !math.IsNaN(a.Dispersion) {
 			p.Regularity = a.Regularity
 		}
-		if class != ClassIsolatedHost && a.Skewed {
-			p.Modifiers = []string{ModifierHWClassSkewed}
+		if class != vocab.ClassIsolatedHost && a.Skewed {
+			p.Modifiers = []string{vocab.ModifierHWClassSkewed}
 		}
 		return classified{p, hosts}
 	}
 	var out []classified
 	synchronized := len(a.Bursts) > 0 && a.Synchronicity >= cfg.MinSynchronicity
 	if synchronized {
-		out = append(out, base(ClassFleetSynchronized, a.burstHosts(cfg)))
+		out = append(out, base(vocab.ClassFleetSynchronized, a.burstHosts(cfg)))
 	}
 	needRepeaters := max(cfg.RecurrentMinHosts, int(math.Ceil(cfg.RecurrentHostShare*float64(a.HostsTotal))))
 	if !synchronized && a.Repeaters >= needRepeaters && !math.IsNaN(a.Dispersion) && a.Dispersion <= cfg.MaxDispersion {
@@ -588,11 +590,11 @@ func (a *Assessment) patterns(f FleetSpikes) []classified {
 		for _, h := range a.perHost {
 			hosts = append(hosts, h.host)
 		}
-		out = append(out, base(ClassFleetRecurrent, hosts))
+		out = append(out, base(vocab.ClassFleetRecurrent, hosts))
 	}
 	maxIsolated := max(cfg.IsolatedMaxHosts, int(math.Ceil(cfg.IsolatedHostShare*float64(a.HostsTotal))))
 	if n := len(a.Outliers); n >= 1 && n <= maxIsolated && a.OutlierShare >= cfg.IsolatedMinShare {
-		p := base(ClassIsolatedHost, a.Outliers)
+		p := base(vocab.ClassIsolatedHost, a.Outliers)
 		// The fleet's interval and regularity say nothing of the outliers.
 		p.RecurrenceInterval, p.Regularity = a.outlierIntervals(cfg)
 		out = append(out, p)

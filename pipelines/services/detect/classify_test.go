@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spikehunt/spikehunt/internal/vocab"
 )
 
 // The classifier on synthetic spike lists: cheap, so the scenarios are
@@ -101,7 +102,7 @@ func TestDetectClassifyFindsEachPatternOnSyntheticFleets(t *testing.T) {
 		{
 			name:  "a 1 s stall every 15–20 min on 300 hosts at random phases is fleet-recurrent every ~17.5 min",
 			hosts: 300, spikes: periodic(start, 15*time.Minute, 20*time.Minute, 5*time.Second, 0),
-			want: []string{ClassFleetRecurrent},
+			want: []string{vocab.ClassFleetRecurrent},
 			check: func(t *testing.T, ps []Pattern) {
 				p := ps[0]
 				if p.RecurrenceInterval < 16*time.Minute || p.RecurrenceInterval > 19*time.Minute {
@@ -121,7 +122,7 @@ func TestDetectClassifyFindsEachPatternOnSyntheticFleets(t *testing.T) {
 		{
 			name:  "a periodic stall with a tenth of its spikes missed is still fleet-recurrent",
 			hosts: 300, spikes: periodic(start, 15*time.Minute, 20*time.Minute, 5*time.Second, 0.1),
-			want: []string{ClassFleetRecurrent},
+			want: []string{vocab.ClassFleetRecurrent},
 		},
 		{
 			name:  "twice the rate on one hardware class adds the hw-class-skewed modifier",
@@ -132,7 +133,7 @@ func TestDetectClassifyFindsEachPatternOnSyntheticFleets(t *testing.T) {
 				}
 				return periodic(start, 15*time.Minute, 20*time.Minute, 5*time.Second, 0)(i, class, rng)
 			},
-			want: []string{ClassFleetRecurrent + "+" + ModifierHWClassSkewed},
+			want: []string{vocab.ClassFleetRecurrent + "+" + vocab.ModifierHWClassSkewed},
 			check: func(t *testing.T, ps []Pattern) {
 				skew := ps[0].HWClassSkew
 				if skew["gen5"] < 1.2 || skew["gen4"] > 0.8 {
@@ -143,7 +144,7 @@ func TestDetectClassifyFindsEachPatternOnSyntheticFleets(t *testing.T) {
 		{
 			name:  "the same 30 s stall on every host hourly is fleet-synchronized, not recurrent",
 			hosts: 300, spikes: hourly(3 * time.Second),
-			want: []string{ClassFleetSynchronized},
+			want: []string{vocab.ClassFleetSynchronized},
 			check: func(t *testing.T, ps []Pattern) {
 				if p := ps[0]; p.Synchronicity < 0.99 || p.HostsAffected != 300 || p.RecurrenceInterval != time.Hour {
 					t.Errorf("synchronicity %.2f, hosts %d, interval %v; want 1, 300, 1h", p.Synchronicity, p.HostsAffected, p.RecurrenceInterval)
@@ -156,7 +157,7 @@ func TestDetectClassifyFindsEachPatternOnSyntheticFleets(t *testing.T) {
 			spikes: func(_ int, _ string, rng *rand.Rand) []time.Time {
 				return []time.Time{lookbackEnd.Add(-2*time.Minute + time.Duration(rng.IntN(5))*time.Second)}
 			},
-			want: []string{ClassFleetSynchronized},
+			want: []string{vocab.ClassFleetSynchronized},
 		},
 		{
 			name:  "one host spiking every ~3 min is isolated-host, even over background noise",
@@ -167,7 +168,7 @@ func TestDetectClassifyFindsEachPatternOnSyntheticFleets(t *testing.T) {
 				}
 				return poisson(start, 12*time.Hour)(i, class, rng)
 			},
-			want: []string{ClassIsolatedHost},
+			want: []string{vocab.ClassIsolatedHost},
 			check: func(t *testing.T, ps []Pattern) {
 				if diff := cmp.Diff([]string{"host-042"}, ps[0].AffectedHostsSample); diff != "" {
 					t.Errorf("affected hosts (-want +got):\n%s", diff)
@@ -186,7 +187,7 @@ func TestDetectClassifyFindsEachPatternOnSyntheticFleets(t *testing.T) {
 				}
 				return nil
 			},
-			want: []string{ClassIsolatedHost},
+			want: []string{vocab.ClassIsolatedHost},
 		},
 		{
 			name:  "two spikes on one host are not yet a pattern",
@@ -294,7 +295,7 @@ func TestDetectClassifyFindsARecurrentStallByTheSecondSpike(t *testing.T) {
 					f.Hosts = append(f.Hosts, HostSpikes{h.Host, h.HWClass, in})
 				}
 			}
-			if slices.Contains(classes(Classify(f, PatternConfig{})), ClassFleetRecurrent) {
+			if slices.Contains(classes(Classify(f, PatternConfig{})), vocab.ClassFleetRecurrent) {
 				found = end
 				break
 			}

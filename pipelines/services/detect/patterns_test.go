@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spikehunt/spikehunt/internal/vocab"
 )
 
 // periodicStall is a SQL condition for a 1 s stall every `period` seconds
@@ -31,7 +32,7 @@ func TestDetectPatternsEndToEnd(t *testing.T) {
 			name: "a 1 s stall every 15–20 min on 300 hosts at random phases is fleet-recurrent, found by the second spike",
 			// 50 min: every host had its second spike by minute 40.
 			load: fleetLoad{hosts: 300, seconds: 3000, stall: periodicStall(fifteenToTwenty)},
-			want: []string{ClassFleetRecurrent},
+			want: []string{vocab.ClassFleetRecurrent},
 			check: func(t *testing.T, ps []Pattern) {
 				p := ps[0]
 				if p.RecurrenceInterval < 16*time.Minute || p.RecurrenceInterval > 19*time.Minute {
@@ -50,7 +51,7 @@ func TestDetectPatternsEndToEnd(t *testing.T) {
 		{
 			name: "twice the stall rate on gen5 is fleet-recurrent, hw-class-skewed",
 			load: fleetLoad{hosts: 300, seconds: 3000, stall: periodicStall("if(h % 2 = 1, 450 + cityHash64(h, 11) % 151, 900 + cityHash64(h, 11) % 301)")},
-			want: []string{ClassFleetRecurrent + "+" + ModifierHWClassSkewed},
+			want: []string{vocab.ClassFleetRecurrent + "+" + vocab.ModifierHWClassSkewed},
 			check: func(t *testing.T, ps []Pattern) {
 				if s := ps[0].HWClassSkew; s["gen5"] < 1.2 || s["gen4"] > 0.8 {
 					t.Errorf("hw_class_skew %v, want gen5 ≈ 1.33, gen4 ≈ 0.67", s)
@@ -60,7 +61,7 @@ func TestDetectPatternsEndToEnd(t *testing.T) {
 		{
 			name: "the same 30 s stall on every host hourly is fleet-synchronized",
 			load: fleetLoad{hosts: 100, seconds: 7200, stall: "(s >= 1805 AND s < 1835) OR (s >= 5405 AND s < 5435)"},
-			want: []string{ClassFleetSynchronized},
+			want: []string{vocab.ClassFleetSynchronized},
 			check: func(t *testing.T, ps []Pattern) {
 				if p := ps[0]; p.Synchronicity != 1 || p.HostsAffected != 100 || p.RecurrenceInterval != time.Hour {
 					t.Errorf("synchronicity %.2f, hosts %d, interval %v; want 1, 100, 1h", p.Synchronicity, p.HostsAffected, p.RecurrenceInterval)
@@ -70,7 +71,7 @@ func TestDetectPatternsEndToEnd(t *testing.T) {
 		{
 			name: "one host spiking every 3 min is isolated-host",
 			load: fleetLoad{hosts: 100, seconds: 3600, stall: "h = 7 AND s % 180 = 5"},
-			want: []string{ClassIsolatedHost},
+			want: []string{vocab.ClassIsolatedHost},
 			check: func(t *testing.T, ps []Pattern) {
 				p := ps[0]
 				if diff := cmp.Diff([]string{host(7)}, p.AffectedHostsSample); diff != "" || p.HostsAffected != 1 || p.RecurrenceInterval != 3*time.Minute {
@@ -103,7 +104,7 @@ func TestDetectPatternsEndToEnd(t *testing.T) {
 			ctx := context.Background()
 			st := migrated(t)
 			tt.load.insert(t, st)
-			if tt.want != nil && tt.want[0] == ClassIsolatedHost {
+			if tt.want != nil && tt.want[0] == vocab.ClassIsolatedHost {
 				insertCounters(t, st, host(7), tt.load.seconds, storms(quietHost(), 5, 180))
 			}
 			res, err := Pass(ctx, st, Config{Service: "billy", From: dataStart, To: sec(tt.load.seconds)})
@@ -244,8 +245,8 @@ func TestDetectPatternSuspectsAreTheFamiliesMostAffectedHostsShare(t *testing.T)
 }
 
 func TestDetectPatternIDIsStablePerServiceAndClass(t *testing.T) {
-	a, b := PatternID("billy", ClassFleetRecurrent), PatternID("billy", ClassFleetRecurrent)
-	if a != b || a == PatternID("billy", ClassIsolatedHost) || a == PatternID("cart", ClassFleetRecurrent) {
-		t.Errorf("pattern ids: %s %s %s %s", a, b, PatternID("billy", ClassIsolatedHost), PatternID("cart", ClassFleetRecurrent))
+	a, b := PatternID("billy", vocab.ClassFleetRecurrent), PatternID("billy", vocab.ClassFleetRecurrent)
+	if a != b || a == PatternID("billy", vocab.ClassIsolatedHost) || a == PatternID("cart", vocab.ClassFleetRecurrent) {
+		t.Errorf("pattern ids: %s %s %s %s", a, b, PatternID("billy", vocab.ClassIsolatedHost), PatternID("cart", vocab.ClassFleetRecurrent))
 	}
 }

@@ -2,14 +2,6 @@ package detect
 
 import "time"
 
-// Pattern classes (docs/design.md §5) and the one modifier.
-const (
-	ClassFleetRecurrent    = "fleet-recurrent"
-	ClassFleetSynchronized = "fleet-synchronized"
-	ClassIsolatedHost      = "isolated-host"
-	ModifierHWClassSkewed  = "hw-class-skewed"
-)
-
 // SpikeWindow is one host's spike: consecutive seconds whose max latency
 // passed the threshold, merged across short gaps. A row of the spikes table.
 type SpikeWindow struct {

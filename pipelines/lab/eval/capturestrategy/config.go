@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/internal/policy"
+	"github.com/spikehunt/spikehunt/internal/vocab"
 )
 
 // Pattern is a recurrence pattern the simulated fleet carries: Fraction of
@@ -92,7 +93,7 @@ func DefaultConfig() Config {
 	return Config{
 		Hosts: 1000, HWClasses: DefaultHWClasses, Pattern: Patterns()[0], Seed: 1,
 		BaitPercent: 5, RotationPeriod: time.Hour, WidenBy: 3,
-		PatternClasses: []string{"fleet-recurrent", "fleet-synchronized"},
+		PatternClasses: []string{vocab.ClassFleetRecurrent, vocab.ClassFleetSynchronized},
 		Budgets:        policy.Budgets{MaxConcurrentPerFleet: 20, PerNodeCooldown: 30 * time.Minute, MaxPerPatternPerHour: 6},
 		Pre:            10 * time.Second, Post: 2 * time.Second,
 		ArmDelay: 2 * time.Second, TriggerDelay: 100 * time.Millisecond, IndexDelay: 5 * time.Second,

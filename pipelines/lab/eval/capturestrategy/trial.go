@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/internal/policy"
+	"github.com/spikehunt/spikehunt/internal/vocab"
 	"github.com/spikehunt/spikehunt/pipelines/lab/sim"
 	"github.com/spikehunt/spikehunt/pipelines/services/alerts"
 	"github.com/spikehunt/spikehunt/pipelines/services/detect"
@@ -197,7 +198,7 @@ func Run(cfg Config) (Trial, error) {
 			nextDet = nextDet.Add(cfg.DetectEvery)
 			for _, a := range d.pass(now) {
 				tr.Alerts++
-				if a.PatternClass == detect.ClassFleetRecurrent {
+				if a.PatternClass == vocab.ClassFleetRecurrent {
 					if !tr.Detected {
 						tr.Detected, tr.DetectedAt = true, now
 						end = now.Add(time.Duration(cfg.Horizon) * period)
@@ -376,7 +377,7 @@ func policyAlert(a alerts.Alert) policy.Alert {
 	p := a.Pattern
 	out := policy.Alert{ID: "kafka/" + a.AlertID, Service: a.Service, PatternClass: p.Class, PatternKey: p.PatternID,
 		Hosts: slices.Clone(p.AffectedHostsSample)}
-	if slices.Contains(p.Modifiers, detect.ModifierHWClassSkewed) {
+	if slices.Contains(p.Modifiers, vocab.ModifierHWClassSkewed) {
 		for c, v := range p.HWClassSkew {
 			if v > 1 {
 				out.HWClasses = append(out.HWClasses, c)
