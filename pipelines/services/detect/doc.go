@@ -42,6 +42,11 @@
 // testdata/sql, so a change to one is reviewed as a diff of the SQL the
 // engine receives: go test ./pipelines/services/detect -run TestGoldenSQL -update.
 //
+// Why one package: the stages (spikes, suspects, patterns, endpoints)
+// are SQL over each other's tables, rendered from one config by one
+// template helper and run in one pass whose order and idempotence this
+// package owns; each stage is its own file with its own golden SQL.
+//
 // Imports: store only (and schema in tests). cmd imports this package;
 // nothing here imports cmd, sim or eval.
 package detect
