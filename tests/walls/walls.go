@@ -208,6 +208,8 @@ var Rules = []Rule{
 	{Pkg: "agents/capture/wpr", Own: []string{"agents/capture", "internal/capture/artifact/record"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
 	{Pkg: "agents/capture/internal/capturetest", Own: []string{"internal/telemetry"}, Why: "the recorders' test fixture"},
 	{Pkg: "agents/export", Own: []string{"agents/spool", "internal/telemetry", "internal/otlpwire", "kafkasec"}, Why: "the exporter moves the spool's records to a sink"},
+	{Pkg: "agents/selfreport", Own: []string{"agents/capture", "agents/export", "agents/spool", "internal/telemetry"}, Third: []string{},
+		Why: "the agent's own figures, read from its parts directly, never from a metrics registry"},
 	{Pkg: "agents/podwatch", Third: []string{"github.com/prometheus/client_golang/..."},
 		Why: "the node's pod names over plain net/http: no client-go, so the agent stays small"},
 	{Pkg: "agents/nodecapture", Own: []string{"agents/capture", "internal/capture/artifact/...", "internal/capture/control"},
