@@ -256,6 +256,7 @@ var Rules = []Rule{
 	{Pkg: "tests/scalereport", Own: []string{"tests/growth"}, Third: []string{}, Why: "bench-scale's report reads BENCH lines, not the stages' code"},
 	{Pkg: "tests/e2ecluster", Why: "tests only: the chart on a real node, through its images"},
 	{Pkg: "tests/shopapp", Third: []string{"golang.org/x/sys/unix"}, Why: "the end-to-end tests' app: none of spikehunt's code"},
+	{Pkg: "tests/causelab", Why: "make causes only: everyday stall causes through the whole platform on this machine's kernel, from _test.go files"},
 	{Pkg: "tests/peers", Why: "benchmarks only: spikehunt's binaries and packages against their peers, from _test.go files"},
 	{Pkg: "tests/e2ecluster/shop", Own: []string{"tests/shopapp"}, Third: []string{"go.opentelemetry.io/collector/pdata/..."},
 		Why: "the cluster e2e's app: an OTel-instrumented service, none of spikehunt's code"},
@@ -327,6 +328,8 @@ var Crossings = []Crossing{
 		Why: "the chart's rendered configs parsed by the code that reads them"},
 	{From: "tests/e2ecluster", To: []string{"operator/api/v1alpha1", "pipelines/store"}, TestOnly: true, Why: "the whole loop on a real node, read back"},
 	{From: "tests/peers", To: []string{"agents/collect", "agents/export", "agents/telemetry"}, TestOnly: true, Why: "the agent's packages against their peers"},
+	{From: "tests/causelab", To: []string{"agents/capture/control", "pipelines/cli/query", "pipelines/detect", "pipelines/ingest", "pipelines/schema", "pipelines/store"}, TestOnly: true,
+		Why: "the cause lab drives the agent binary through its control socket and reads the store as the CLI does"},
 }
 
 // match reports whether module-relative path p is matched by pattern.
