@@ -121,9 +121,18 @@ type labCase struct {
 	verdictNames  func(verdict string) bool
 }
 
-// topIs judges the rank-1 family of most windows with ok.
+// topIs judges each window by its rank-1 suspect: ok says whether it
+// names the cause. The case's top-1 names it when it does in more than
+// half of the case's windows; the label is the family first in most of
+// them, as `spikehunt suspects` names it.
 func topIs(ok func(c *caseRun, x suspectRow) bool) func(*caseRun, []suspectRow, int) (string, bool) {
 	return func(c *caseRun, rows []suspectRow, windows int) (string, bool) {
+		named := 0
+		for _, x := range rows {
+			if x.Rank == 1 && ok(c, x) {
+				named++
+			}
+		}
 		x, n := topFamily(rows)
 		if n == 0 {
 			return fmt.Sprintf("none (no counter moved in %d windows)", windows), false
@@ -132,8 +141,8 @@ func topIs(ok func(c *caseRun, x suspectRow) bool) func(*caseRun, []suspectRow, 
 		if x.CPU >= 0 {
 			cpus = []int{x.CPU}
 		}
-		return fmt.Sprintf("%s, first in %d of %d windows (during %.3g/s, baseline %.3g/s)",
-			query.SuspectLabel(x.Metric, x.Mode, x.Device, cpus), n, windows, x.During, x.Baseline), ok(c, x)
+		return fmt.Sprintf("%s, first in %d of %d windows (during %.3g/s, baseline %.3g/s); the cause first in %d of %d",
+			query.SuspectLabel(x.Metric, x.Mode, x.Device, cpus), n, windows, x.During, x.Baseline, named, windows), named*2 > windows
 	}
 }
 
@@ -310,9 +319,16 @@ func cases() []labCase {
 				resp.Body.Close()
 				return nil
 			},
+			// A window with no suspect says no kernel counter moved.
 			judgeSuspects: func(c *caseRun, rows []suspectRow, windows int) (string, bool) {
+				with := map[string]bool{}
+				for _, x := range rows {
+					with[x.SpikeID] = true
+				}
+				quiet := windows - len(with)
 				if x, n := topFamily(rows); n > 0 {
-					return fmt.Sprintf("%s, first in %d of %d windows", query.SuspectLabel(x.Metric, x.Mode, x.Device, nil), n, windows), false
+					return fmt.Sprintf("%s, first in %d of %d windows; no counter moved in %d of %d", query.SuspectLabel(x.Metric, x.Mode, x.Device, nil),
+						n, windows, quiet, windows), quiet*2 > windows
 				}
 				return fmt.Sprintf("no suspects: no kernel counter moved in the %d windows", windows), windows > 0
 			},

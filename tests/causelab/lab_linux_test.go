@@ -485,6 +485,15 @@ func (l *lab) runCase(t *testing.T, c labCase) result {
 		if s.worst >= stallBar {
 			r.stalls++
 		}
+		select {
+		case <-a.done:
+			r.note = fmt.Sprintf("the app exited after stall %d (%v): %s", attempt+1, a.cmd.ProcessState, lastLines(a.out.String(), 3))
+			t.Log(r.note)
+		default:
+		}
+		if r.note != "" {
+			break
+		}
 		t.Logf("stall %d: induced %s–%s, slowest request %v", attempt+1, s.from.Format("15:04:05.000"), s.to.Format("15:04:05.000"), s.worst.Round(time.Millisecond))
 	}
 	time.Sleep(settle)
@@ -652,6 +661,11 @@ func report(t *testing.T, results []result) {
 			fmt.Printf("BENCH causes.%s_s %.1f s\n", r.name, r.toVerdict.Seconds())
 		}
 	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], " | ")
 }
 
 func yes(b bool) string {
