@@ -384,17 +384,17 @@ type stall struct {
 
 // result is one case's outcome.
 type result struct {
-	name, letter       string
-	stalls             int // stalls the load saw at ≥ stallBar
-	windows            int // of those, the ones a spike window of the lab's host overlaps
-	patterns           []string
-	top1               string // the family top in most of the case's windows, as `spikehunt suspects` labels it
-	top1OK             bool
-	verdict            string
-	verdictOK          bool
-	toVerdict          time.Duration // first stall to the capture's verdict; 0 without one
-	cgroupSeen         bool          // the agent's cgroup sampler reported the app's cgroup
-	note               string
+	name, letter        string
+	stalls              int // stalls the load saw at ≥ stallBar
+	windows             int // of those, the ones a spike window of the lab's host overlaps
+	patterns            []string
+	top1                string // the family top in most of the case's windows, as `spikehunt suspects` labels it
+	top1OK              bool
+	verdict             string
+	verdictOK           bool
+	toVerdict           time.Duration // first stall to the capture's verdict; 0 without one
+	cgroupSeen          bool          // the agent's cgroup sampler reported the app's cgroup
+	note                string
 	suspectsOut, patOut string
 }
 
