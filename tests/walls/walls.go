@@ -277,6 +277,8 @@ var Rules = []Rule{
 	{Pkg: "tests/scalereport", Own: []string{"tests/growth"}, Third: []string{}, Why: "bench-scale's report reads BENCH lines, not the stages' code"},
 	{Pkg: "tests/e2ecluster", TestOwn: []string{"internal/store"}, Why: "tests only: the chart on a real node, through its images"},
 	{Pkg: "tests/shopapp", Third: []string{"golang.org/x/sys/unix"}, Why: "the end-to-end tests' app: none of spikehunt's code"},
+	{Pkg: "tests/causelab", TestOwn: []string{"internal/capture/control", "internal/schema", "internal/store"},
+		Why: "make causes only: everyday stall causes through the whole platform on this machine's kernel, from _test.go files"},
 	{Pkg: "tests/peers", TestOwn: []string{"internal/telemetry", "internal/otlpwire"}, Why: "benchmarks only: spikehunt's binaries and packages against their peers, from _test.go files"},
 	{Pkg: "tests/e2ecluster/shop", Own: []string{"tests/shopapp"}, Third: []string{"go.opentelemetry.io/collector/pdata/..."},
 		Why: "the cluster e2e's app: an OTel-instrumented service, none of spikehunt's code"},
@@ -314,6 +316,8 @@ var Crossings = []Crossing{
 	{From: "helm", To: []string{"operator/api/v1alpha1"}, TestOnly: true,
 		Why: "the chart's rendered configs parsed by the code that reads them"},
 	{From: "tests/e2ecluster", To: []string{"operator/api/v1alpha1"}, TestOnly: true, Why: "the whole loop on a real node, read back"},
+	{From: "tests/causelab", To: []string{"pipelines/cli/query", "pipelines/services/detect", "pipelines/services/ingest"}, TestOnly: true,
+		Why: "the cause lab runs the ingest, a detect pass and the CLI's queries in process"},
 	{From: "tests/peers", To: []string{"agents/collect"}, TestOnly: true, Why: "the agent's packages against their peers"},
 }
 
