@@ -50,14 +50,18 @@ var agentBench struct {
 // (tests/cgroupfixture), v1 and v2, instead of this machine's few: the
 // agent's budget, 1% of a core and 40 MiB at 20,000 requests/s, holds with
 // every sampler on such a node. It measures each layout once, whatever b.N
-// is.
+// is; SPIKEHUNT_BENCH_CPUPROFILE=file saves file.v1 and file.v2.
 func BenchmarkAgentUnderLoadWith200Cgroups(b *testing.B) {
 	for _, layout := range []string{"v1", "v2"} {
 		b.Run("cgroup="+layout, func(b *testing.B) {
 			run := agentCgroupBench[layout]
 			run.Do(func() {
 				tree := cgroupfixture.Tree(b, layout == "v2")
-				run.r, run.err = measureAgentUnder(b, []string{"--path.cgroupfs", tree}, "", agentUDP, func(ctx context.Context, addr string) int {
+				profile := os.Getenv("SPIKEHUNT_BENCH_CPUPROFILE")
+				if profile != "" {
+					profile += "." + layout
+				}
+				run.r, run.err = measureAgentUnder(b, []string{"--path.cgroupfs", tree}, profile, agentUDP, func(ctx context.Context, addr string) int {
 					return udpLoad(ctx, addr, 20000)
 				})
 				if run.err == nil && run.r.cgroups != cgroupfixture.Workloads {
