@@ -179,10 +179,13 @@ bench-store: deps-demo
 # The agent for SPIKEHUNT_BENCH_SECONDS (default 30) under 20,000 requests/s
 # to a real broker, over the line protocol, then over OTLP/gRPC from the OTel
 # SDK (idle, pdata decoder, direct decoder: three agents one after the
-# other), the OTLP decode path alone (direct and pdata in one run), plus one
-# full sampling pass on this machine.
+# other), the same line load with the cgroup sampler over the 200 workload
+# cgroups of a busy node (tests/cgroupfixture, v1 then v2), the OTLP decode
+# path alone (direct and pdata in one run), plus one full sampling pass on
+# this machine with that 200-cgroup tree (v1 and v2).
 bench-agent: deps
 	BENCHTIME=1x tests/bench.sh agent ./agents/cmd/spikehunt-agent -- -bench '^BenchmarkAgentUnderLoad$$'
+	BENCHTIME=1x tests/bench.sh agent-cgroups ./agents/cmd/spikehunt-agent -- -bench '^BenchmarkAgentUnderLoadWith200Cgroups$$'
 	BENCHTIME=1x tests/bench.sh agent-otlp ./agents/cmd/spikehunt-agent -- -bench '^BenchmarkAgentOTLPUnderLoad$$'
 	BENCHTIME=500x tests/bench.sh agent-otlp-decode ./agents/intake -- -bench '^BenchmarkOTLP(DecodePath|GRPCExport)$$'
 	BENCHTIME=300x tests/bench.sh agent-sample ./agents/collect -- -bench '^BenchmarkSample$$'

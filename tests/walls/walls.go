@@ -95,8 +95,8 @@ var everyRoom = []string{"internal/defaults", "internal/memlimit", "internal/otl
 var shared = []string{"internal/...", "kafkasec"}
 
 // testMachinery are the packages any package's tests may import: tests/'s
-// real components, fake clock, readings and app.
-var testMachinery = []string{"tests/testenv", "tests/fakeclock", "tests/growth", "tests/cluster", "tests/shopapp"}
+// real components, fake clock, readings, app and cgroup tree.
+var testMachinery = []string{"tests/testenv", "tests/fakeclock", "tests/growth", "tests/cluster", "tests/shopapp", "tests/cgroupfixture"}
 
 // The agent's packages that only the agent may hold: the recorders,
 // samplers and intake run privileged on a node.
@@ -272,6 +272,7 @@ var Rules = []Rule{
 	{Pkg: "tests/testsummary", Third: []string{}},
 	{Pkg: "tests/walls", Third: []string{}},
 	{Pkg: "tests/fakeclock", Third: []string{}, Why: "the tests' one fake clock: the standard library only"},
+	{Pkg: "tests/cgroupfixture", Third: []string{}, Why: "the agent's benchmarks' cgroup tree: the standard library only"},
 	{Pkg: "tests/fixeddates", Third: []string{}, Why: "the check for fixed dates in the tests of the store and Kafka: the standard library only"},
 	{Pkg: "tests/growth", Third: []string{}, Why: "bench-scale's fit and memory readings: the standard library only, so any benchmark may take it"},
 	{Pkg: "tests/scalereport", Own: []string{"tests/growth"}, Third: []string{}, Why: "bench-scale's report reads BENCH lines, not the stages' code"},

@@ -1,10 +1,15 @@
 package query
 
 import (
+	"context"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spikehunt/spikehunt/internal/workload"
+	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
 // The everyday causes' sentences: a workload cgroup's throttling or CPU,
@@ -25,20 +30,52 @@ func WorkloadName(device string) string {
 	return "pod " + device
 }
 
-// causeSentence is the opening of the sentence for a family of an everyday
-// cause, with during already undiluted; ok is false for other families.
-// The caller closes the parenthesis the opening leaves open.
-func causeSentence(x PatternSuspect, during float64) (s string, ok bool) {
+// CFSPeriods are a CPU-throttled workload's CFS bandwidth periods, read
+// from the counters of the pattern's stalls: per second, the periods it
+// had runnable tasks in and those it was throttled in, during a stall (the
+// counter interval of the window with the most throttled periods, as a
+// suspect's during is its highest rate) and at baseline (the median
+// interval before it); each the median over the pattern's stalls. The JSON
+// keys are part of the CLI's interface.
+type CFSPeriods struct {
+	During            float64 `json:"during"`
+	ThrottledDuring   float64 `json:"throttled_during"`
+	Baseline          float64 `json:"baseline"`
+	ThrottledBaseline float64 `json:"throttled_baseline"`
+	// LimitCPUs is its CPU limit, the CFS quota over its period, as the
+	// agent reports it (spikehunt.cgroup.cpu.limit); 0 when it has none
+	// or it was not reported.
+	LimitCPUs float64 `json:"limit_cpus"`
+}
+
+// throttleMetrics are the families a CPU-throttled workload is a suspect
+// by, whose sentence gives its CFS periods.
+var throttleMetrics = map[string]bool{"spikehunt.cgroup.cpu.throttled_time": true, "spikehunt.cgroup.cpu.throttled_periods": true}
+
+// causeWords is the sentence for a family of an everyday cause: the
+// opening, which leaves a parenthesis open for the caller to add to and
+// close; the tail that follows it ("" or ": …"); and, when the figure the
+// sentence gives is not the family's rate, that figure as read over a
+// counter step (what a coarse step's note quotes), else "".
+type causeWords struct{ open, tail, read string }
+
+// causeSentence words a family of an everyday cause. during is already
+// undiluted; undilute puts the stall's excess of another rate of the same
+// counters back into the stall in the same way. ok is false for other
+// families.
+func causeSentence(x PatternSuspect, during float64, undilute func(during, baseline float64) float64) (causeWords, bool) {
 	switch x.Metric {
-	case "spikehunt.cgroup.cpu.throttled_time":
-		return fmt.Sprintf("%s was CPU-throttled: ~%s s of throttled time per second during the stalls (baseline %s s",
-			WorkloadName(x.Device), rate(during), rate(x.Baseline)), true
+	case "spikehunt.cgroup.cpu.throttled_time", "spikehunt.cgroup.cpu.throttled_periods":
+		return throttleSentence(x, during, undilute), true
 	case "spikehunt.cgroup.cpu.usage":
-		return fmt.Sprintf("%s used %s CPUs during the stalls (baseline %s",
-			WorkloadName(x.Device), rate(during), rate(x.Baseline)), true
+		// Which CPUs a cgroup ran on is in neither its cpu.stat nor
+		// cpuacct.usage (the agent reads no per-CPU or cpuset file), so the
+		// sentence names no CPUs.
+		return causeWords{open: fmt.Sprintf("%s used %s CPUs during the stalls (baseline %s",
+			WorkloadName(x.Device), rate(during), rate(x.Baseline))}, true
 	case "spikehunt.cgroup.pressure.stall_time":
-		return fmt.Sprintf("%s stalled on %s: ~%s s per second during the stalls (baseline %s s",
-			WorkloadName(x.Device), orDash(x.Mode), rate(during), rate(x.Baseline)), true
+		return causeWords{open: fmt.Sprintf("%s stalled on %s: ~%s s per second during the stalls (baseline %s s",
+			WorkloadName(x.Device), orDash(x.Mode), rate(during), rate(x.Baseline))}, true
 	case "spikehunt.cgroup.memory.events":
 		what := "hit its memory limit"
 		switch x.Mode {
@@ -47,23 +84,181 @@ func causeSentence(x PatternSuspect, during float64) (s string, ok bool) {
 		case "oom", "oom_kill":
 			what = "ran out of memory (" + x.Mode + ")"
 		}
-		return fmt.Sprintf("%s %s %s×/s during the stalls (baseline %s; its allocating tasks reclaim in the cgroup",
-			WorkloadName(x.Device), what, rate(during), rate(x.Baseline)), true
+		return causeWords{open: fmt.Sprintf("%s %s %s×/s during the stalls (baseline %s",
+			WorkloadName(x.Device), what, grouped(during), grouped(x.Baseline)), tail: ": its allocating tasks reclaim in the cgroup"}, true
 	case "spikehunt.memory.reclaim.scanned":
-		return fmt.Sprintf("direct reclaim: %s pages/s scanned by allocating tasks (baseline %s",
-			rate(during), rate(x.Baseline)), true
+		return causeWords{open: fmt.Sprintf("direct reclaim: %s pages/s scanned by allocating tasks (baseline %s",
+			grouped(during), grouped(x.Baseline))}, true
 	case "spikehunt.memory.reclaim.stalls":
-		return fmt.Sprintf("direct reclaim: allocating tasks stalled %s×/s (baseline %s",
-			rate(during), rate(x.Baseline)), true
+		return causeWords{open: fmt.Sprintf("direct reclaim: allocating tasks stalled %s×/s (baseline %s",
+			grouped(during), grouped(x.Baseline))}, true
 	case "spikehunt.memory.compaction.stalls":
-		return fmt.Sprintf("memory compaction stalled allocating tasks %s×/s (baseline %s",
-			rate(during), rate(x.Baseline)), true
+		return causeWords{open: fmt.Sprintf("memory compaction stalled allocating tasks %s×/s (baseline %s",
+			grouped(during), grouped(x.Baseline))}, true
 	case "spikehunt.tcp.listen_overflows":
-		return fmt.Sprintf("the TCP listen queue overflowed %s×/s (baseline %s; clients retry their SYN after 1 s",
-			rate(during), rate(x.Baseline)), true
+		return causeWords{open: fmt.Sprintf("the TCP listen queue overflowed %s×/s (baseline %s",
+			grouped(during), grouped(x.Baseline)), tail: ": clients retry their SYN after 1 s"}, true
 	case "spikehunt.tcp.listen_drops":
-		return fmt.Sprintf("the TCP listen queue dropped %s SYNs/s (baseline %s; clients retry after 1 s",
-			rate(during), rate(x.Baseline)), true
+		return causeWords{open: fmt.Sprintf("the TCP listen queue dropped %s SYNs/s (baseline %s",
+			grouped(during), grouped(x.Baseline)), tail: ": clients retry after 1 s"}, true
 	}
-	return "", false
+	return causeWords{}, false
+}
+
+// throttleSentence says in how many of its CFS periods a workload was
+// throttled during the stalls, against its limit and its baseline: "pod
+// shop/checkout-7d9 was CPU-throttled in 9 of 10 periods during the
+// stalls (limit 0.5 CPU; baseline 0". Without its periods it gives the
+// throttled time.
+func throttleSentence(x PatternSuspect, during float64, undilute func(during, baseline float64) float64) causeWords {
+	var limit string
+	c := x.CFS
+	if c != nil && c.LimitCPUs > 0 {
+		unit := "CPUs"
+		if c.LimitCPUs <= 1 {
+			unit = "CPU"
+		}
+		limit = "limit " + rate(c.LimitCPUs) + " " + unit + "; "
+	}
+	if c == nil || c.During <= 0 || c.ThrottledDuring <= 0 {
+		if x.Metric != "spikehunt.cgroup.cpu.throttled_time" {
+			return causeWords{open: fmt.Sprintf("%s was CPU-throttled in %s periods/s during the stalls (%sbaseline %s",
+				WorkloadName(x.Device), rate(during), limit, rate(x.Baseline))}
+		}
+		return causeWords{open: fmt.Sprintf("%s was CPU-throttled: ~%s s of throttled time per second during the stalls (%sbaseline %s s",
+			WorkloadName(x.Device), rate(during), limit, rate(x.Baseline))}
+	}
+	periods := undilute(c.During, c.Baseline)
+	throttled := math.Min(undilute(c.ThrottledDuring, c.ThrottledBaseline), periods)
+	baseline := "0"
+	if b := rate(c.ThrottledBaseline); b != "0" {
+		baseline = b + " of " + rate(c.Baseline)
+	}
+	return causeWords{
+		open: fmt.Sprintf("%s was CPU-throttled in %s of %s periods during the stalls (%sbaseline %s",
+			WorkloadName(x.Device), rate(throttled), rate(periods), limit, baseline),
+		read: rate(c.ThrottledDuring) + " of " + rate(c.During) + " periods",
+	}
+}
+
+// grouped renders a count per second as rate does, with its thousands
+// grouped from 1,000 up: "3,100".
+func grouped(v float64) string {
+	if math.Abs(v) < 1000 || math.IsInf(v, 0) || math.IsNaN(v) {
+		return rate(v)
+	}
+	digits := strconv.FormatFloat(math.Abs(math.Round(v)), 'f', 0, 64)
+	var b strings.Builder
+	if v < 0 {
+		b.WriteByte('-')
+	}
+	for i, d := range digits {
+		if i > 0 && (len(digits)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(d)
+	}
+	return b.String()
+}
+
+// The suspects' windows around a spike window, as the detector's defaults
+// set them (docs/detection.md): the counter intervals overlapping
+// [start − suspectMargin, end + suspectMargin] are during the stall, those
+// inside [start − suspectBaseline, start − suspectGuard] its baseline.
+const (
+	suspectMargin   = time.Second
+	suspectBaseline = 30 * time.Minute
+	suspectGuard    = 30 * time.Second
+	// suspectSlot is the grain of the join between windows and counters.
+	suspectSlot = 5 * time.Minute
+)
+
+// readCFSPeriods fills in the CFS periods of the pattern's CPU-throttled
+// suspects from the counters of the hosts of its windows: the periods and
+// throttled periods of the family (summed over its pods on a host) and
+// its CPU limit. Another stall inside a window's baseline is not left out,
+// as the detector leaves it: the baseline is a median over its intervals,
+// which a few throttled ones do not move.
+func readCFSPeriods(ctx context.Context, st store.Store, p *Pattern, windows Where) error {
+	var families []string
+	for _, x := range p.Suspects {
+		if throttleMetrics[x.Metric] {
+			families = append(families, x.Device)
+		}
+	}
+	if len(families) == 0 {
+		return nil
+	}
+	family := "(" + workload.FamilySQL + ")"
+	hosts := "host IN (SELECT host FROM spikes FINAL WHERE " + windows.String() + ")"
+	counters := Where{}.And(hosts).In(family, families).
+		During("ts_start", p.LookbackStart.Add(-suspectBaseline-time.Minute), p.LookbackEnd.Add(time.Minute))
+	margin, slot := suspectMargin.Milliseconds(), suspectSlot.Milliseconds()
+	type periods struct {
+		family string
+		CFSPeriods
+	}
+	rows, err := readRows(ctx, st, "counters", fmt.Sprintf(`SELECT ifNull(f.family, ifNull(l.family, '')) AS family,
+		toFloat64(ifNull(f.p_during, 0)) AS p_during, toFloat64(ifNull(f.t_during, 0)) AS t_during,
+		toFloat64(ifNull(f.p_base, 0)) AS p_base, toFloat64(ifNull(f.t_base, 0)) AS t_base, toFloat64(ifNull(l.limit_cpus, 0)) AS limit_cpus
+	FROM (
+		SELECT family, quantileExact(0.5)(p_during) AS p_during, quantileExact(0.5)(t_during) AS t_during,
+			quantileExact(0.5)(p_base) AS p_base, quantileExact(0.5)(t_base) AS t_base
+		FROM (
+			SELECT spike_id, family,
+				argMaxIf(p_rate, t_rate, is_during) AS p_during, maxIf(t_rate, is_during) AS t_during,
+				quantileExactIf(0.5)(p_rate, is_base) AS p_base, quantileExactIf(0.5)(t_rate, is_base) AS t_base
+			FROM (
+				SELECT w.spike_id AS spike_id, c.family AS family, c.p_rate AS p_rate, c.t_rate AS t_rate,
+					c.cs < w.we + %[5]d AND c.ce > w.ws - %[5]d AS is_during,
+					c.cs >= w.ws - %[4]d AND c.ce <= w.ws - %[7]d AS is_base
+				FROM (
+					SELECT host, family, cs, cs + len_ms AS ce, intDiv(cs, %[1]d) AS slot,
+						sumIf(value, metric = 'spikehunt.cgroup.cpu.periods') * 1000 / len_ms AS p_rate,
+						sumIf(value, metric = 'spikehunt.cgroup.cpu.throttled_periods') * 1000 / len_ms AS t_rate
+					FROM (
+						SELECT toString(host) AS host, %[2]s AS family, toUnixTimestamp64Milli(ts_start) AS cs, toInt64(interval_ms) AS len_ms, metric, value
+						FROM counters
+						WHERE %[3]s AND metric IN ('spikehunt.cgroup.cpu.periods', 'spikehunt.cgroup.cpu.throttled_periods') AND interval_ms > 0
+					)
+					GROUP BY host, family, cs, len_ms
+				) AS c
+				INNER JOIN (
+					SELECT spike_id, toString(host) AS host, toUnixTimestamp64Milli(window_start) AS ws, toUnixTimestamp64Milli(window_end) AS we,
+						arrayJoin(range(intDiv(ws - %[4]d - 60000, %[1]d), intDiv(we + %[5]d, %[1]d) + 1)) AS slot
+					FROM spikes FINAL WHERE %[6]s
+				) AS w ON c.host = w.host AND c.slot = w.slot
+			)
+			WHERE is_during OR is_base
+			GROUP BY spike_id, family
+			HAVING countIf(is_during) > 0
+		)
+		GROUP BY family
+	) AS f
+	FULL JOIN (
+		SELECT %[2]s AS family, quantileExact(0.5)(value) AS limit_cpus
+		FROM counters WHERE %[3]s AND metric = 'spikehunt.cgroup.cpu.limit'
+		GROUP BY family
+	) AS l ON f.family = l.family
+	SETTINGS join_use_nulls = 1`, slot, family, counters.String(), suspectBaseline.Milliseconds(), margin, windows.String(), suspectGuard.Milliseconds()),
+		func(c *columns) func(int) periods {
+			fam := col[string](c, "family")
+			pd, td, pb, tb, limit := col[float64](c, "p_during"), col[float64](c, "t_during"), col[float64](c, "p_base"), col[float64](c, "t_base"), col[float64](c, "limit_cpus")
+			return func(i int) periods {
+				return periods{fam.Row(i), CFSPeriods{During: finite(pd.Row(i)), ThrottledDuring: finite(td.Row(i)),
+					Baseline: finite(pb.Row(i)), ThrottledBaseline: finite(tb.Row(i)), LimitCPUs: finite(limit.Row(i))}}
+			}
+		})
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		for i := range p.Suspects {
+			if x := &p.Suspects[i]; throttleMetrics[x.Metric] && x.Device == r.family {
+				cfs := r.CFSPeriods
+				x.CFS = &cfs
+			}
+		}
+	}
+	return nil
 }

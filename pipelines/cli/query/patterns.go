@@ -87,6 +87,10 @@ type PatternSuspect struct {
 	// seconds on those hosts.
 	HostCPUs     int     `json:"host_cpus"`
 	CounterStepS float64 `json:"counter_step_s"`
+	// CFS is a CPU-throttled workload's periods and limit, for its
+	// throttled time or periods (nil for other families, or without
+	// their counters).
+	CFS *CFSPeriods `json:"cfs,omitempty"`
 }
 
 // Patterns is `spikehunt patterns`.
@@ -329,7 +333,10 @@ func enrichPattern(ctx context.Context, st store.Store, p *Pattern) error {
 	if err := readEndpoints(ctx, st, p, cond); err != nil {
 		return err
 	}
-	return readSuspectRates(ctx, st, p, cond)
+	if err := readSuspectRates(ctx, st, p, cond); err != nil {
+		return err
+	}
+	return readCFSPeriods(ctx, st, p, cond)
 }
 
 // readStalls fills in the slowest request of the pattern's stalls and
@@ -635,12 +642,17 @@ func SuspectSentence(x PatternSuspect, stall time.Duration) string {
 		}
 		return s
 	}
-	during, coarse := x.During, x.CounterStepS > 0 && stallS > 0 && x.CounterStepS > stallS
-	if coarse && x.During > x.Baseline {
-		during = x.Baseline + (x.During-x.Baseline)*x.CounterStepS/stallS
+	coarse := x.CounterStepS > 0 && stallS > 0 && x.CounterStepS > stallS
+	undilute := func(during, baseline float64) float64 {
+		if coarse && during > baseline {
+			return baseline + (during-baseline)*x.CounterStepS/stallS
+		}
+		return during
 	}
+	during := undilute(x.During, x.Baseline)
 	cpuTime := x.Metric == "system.cpu.time"
-	s, everyday := causeSentence(x, during)
+	words, everyday := causeSentence(x, during, undilute)
+	s := words.open
 	switch {
 	case everyday:
 	case cpuTime:
@@ -661,13 +673,16 @@ func SuspectSentence(x PatternSuspect, stall time.Duration) string {
 	}
 	if coarse {
 		read := rate(x.During) + "/s"
-		if cpuTime {
+		switch {
+		case cpuTime:
 			read = finePct(x.During)
+		case words.read != "":
+			read = words.read
 		}
 		s += fmt.Sprintf("; counters every %s, coarser than the ~%s stall: over a step it reads %s, diluted",
 			SpokenDuration(time.Duration(x.CounterStepS*float64(time.Second))), spokenLatency(float64(stall)/float64(time.Millisecond)), read)
 	}
-	return s + ")"
+	return s + ")" + words.tail
 }
 
 // finePct renders a share 0..1 as a percentage with one decimal below 10%.
