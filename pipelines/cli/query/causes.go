@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/internal/workload"
-	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
 // The everyday causes' sentences: a workload cgroup's throttling or CPU,
