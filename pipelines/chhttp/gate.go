@@ -51,8 +51,8 @@ type admission struct {
 
 // admit parses query with the engine (on eng, the role's pool) and refuses
 // what role may not run.
-func (h *Handler) admit(ctx context.Context, eng Engine, query string, role Role) (*admission, *refusal) {
-	canon, ref := h.engineText(ctx, eng, "SELECT formatQuerySingleLine("+store.QuoteString(query)+")")
+func (h *Handler) admit(ctx context.Context, eng Engine, query string, role Role, params []store.QueryParam) (*admission, *refusal) {
+	canon, ref := h.engineText(ctx, eng, "SELECT formatQuerySingleLine("+store.QuoteString(query)+")", nil)
 	if ref != nil {
 		return nil, ref
 	}
@@ -86,7 +86,7 @@ func (h *Handler) admit(ctx context.Context, eng Engine, query string, role Role
 	if strings.HasPrefix(canon, "INSERT ") {
 		text = canon // the parser wants an INSERT's FORMAT, and it is the INSERT's
 	}
-	ast, ref := h.engineText(ctx, eng, "EXPLAIN AST "+text)
+	ast, ref := h.engineText(ctx, eng, "EXPLAIN AST "+text, params)
 	if ref != nil {
 		return nil, ref
 	}
@@ -126,9 +126,9 @@ func (h *Handler) admit(ctx context.Context, eng Engine, query string, role Role
 
 // engineText runs q on eng and returns its output as text, or the refusal
 // the engine's error becomes.
-func (h *Handler) engineText(ctx context.Context, eng Engine, q string) (string, *refusal) {
+func (h *Handler) engineText(ctx context.Context, eng Engine, q string, params []store.QueryParam) (string, *refusal) {
 	var out bytes.Buffer
-	err := eng.QueryRaw(ctx, store.RawStatement{Query: q, Database: h.database}, "TSVRaw", &out)
+	err := eng.QueryRaw(ctx, store.RawStatement{Query: q, Database: h.database, Params: params}, "TSVRaw", &out)
 	if err != nil {
 		var ex *store.Exception
 		if errors.As(err, &ex) {
@@ -233,7 +233,7 @@ func (h *Handler) checkTree(tree []astNode, role Role) *refusal {
 		case "Function":
 			name := n.rest
 			switch {
-			case parentKind == "Storage definition":
+			case parentKind == "Storage definition" && firstChild(tree, i):
 				if !tableEngines[name] {
 					return denied("table_engine", fmt.Sprintf("the table engine %s is refused: only the MergeTree family and views (no engine may name a path, a host or a format)", name))
 				}
@@ -245,9 +245,14 @@ func (h *Handler) checkTree(tree []astNode, role Role) *refusal {
 				return denied("function", fmt.Sprintf("the function %s is refused: it reaches files, hosts or tables by name", name))
 			}
 		}
-		_ = i
 	}
 	return nil
+}
+
+// firstChild: tree[i] is its parent's first child (a Storage definition's
+// first is its engine; its ORDER BY tuple() comes later).
+func firstChild(tree []astNode, i int) bool {
+	return i > 0 && tree[i].parent == i-1
 }
 
 // isDatabase: the first part of a qualified name that names a database a

@@ -135,6 +135,7 @@ var notSettings = map[string]bool{
 	"query_id": true, "session_id": true, "session_timeout": true, "session_check": true,
 	"compress": true, "decompress": true, "client_protocol_version": true, "buffer_size": true,
 	"wait_end_of_query": true, "enable_http_compression": true, "http_zlib_compression_level": true,
+	"network_compression_method": true,
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -215,15 +216,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		v := vs[len(vs)-1]
-		if ref := h.checkSetting(r.Context(), eng, role, k, v); ref != nil {
-			h.refuse(w, rf, ref)
-			return
-		}
 		if k == "max_execution_time" {
+			// Lowered, never lifted: a larger value or none (0) is the cap,
+			// as Grafana's query timeout may well exceed it.
 			if f, err := strconv.ParseFloat(v, 64); err == nil && f > 0 && f < maxExec.Seconds() {
 				maxExec = time.Duration(f * float64(time.Second))
 			}
 			continue
+		}
+		if ref := h.checkSetting(r.Context(), eng, role, k, v); ref != nil {
+			h.refuse(w, rf, ref)
+			return
 		}
 		if clientSettings[k] {
 			st.Setting(k, v)
@@ -262,7 +265,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// An INSERT named in the URL takes the body as its data.
 	if st.Query != "" {
 		if ins, format, ok := splitInsert(st.Query); ok {
-			if _, ref := h.admit(r.Context(), eng, st.Query, role); ref != nil {
+			if _, ref := h.admit(r.Context(), eng, st.Query, role, st.Params); ref != nil {
 				h.refuse(w, rf, ref)
 				return
 			}
@@ -289,7 +292,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeErrorAs(w, rf, http.StatusBadRequest, exception(62, "empty query", "SYNTAX_ERROR"))
 		return
 	}
-	adm, ref := h.admit(r.Context(), eng, st.Query, role)
+	adm, ref := h.admit(r.Context(), eng, st.Query, role, st.Params)
 	if ref != nil {
 		h.refuse(w, rf, ref)
 		return
