@@ -55,7 +55,8 @@ var statementKinds = map[string]Role{
 	"DeleteQuery":                RoleIngest, // lightweight DELETE (the captures index)
 	"CreateQuery":                RoleMigrate,
 	"AlterQuery":                 RoleMigrate,
-	"DropQuery":                  RoleMigrate, // DROP and TRUNCATE
+	"DropQuery":                  RoleMigrate,
+	"TruncateQuery":              RoleMigrate,
 	"Rename":                     RoleMigrate,
 	"OptimizeQuery":              RoleMigrate,
 }

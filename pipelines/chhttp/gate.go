@@ -75,6 +75,9 @@ func (h *Handler) admit(ctx context.Context, eng Engine, query string, role Role
 			return nil, refuse("session_statement", 48, "NOT_IMPLEMENTED", "serve-clickhouse has no sessions, so "+strings.ToUpper(toks[0].text)+" would have no effect: pass settings as URL parameters (?max_threads=2) and the database as ?database=")
 		}
 	}
+	if hasWords(toks, "CREATE", "DICTIONARY") || hasWords(toks, "CREATE", "OR", "REPLACE", "DICTIONARY") || hasWords(toks, "DICTIONARY") && hasWords(toks, "SOURCE") {
+		return nil, denied("statement", "dictionaries are refused: a dictionary's source reaches files, hosts and other tables")
+	}
 	if hasWords(toks, "CREATE", "TEMPORARY") {
 		return nil, refuse("session_statement", 48, "NOT_IMPLEMENTED", "serve-clickhouse has no sessions, so a temporary table would have no effect: use a subquery or WITH")
 	}

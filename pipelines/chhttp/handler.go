@@ -33,7 +33,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/subtle"
-	"sync/atomic"
 	"errors"
 	"fmt"
 	"io"
@@ -42,6 +41,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ClickHouse/ch-go/compress"
