@@ -188,7 +188,7 @@ func checkApplied(list []Migration, done map[int]appliedRow, database string) er
 }
 
 func recordStatement(o Options, m Migration) string {
-	return fmt.Sprintf("INSERT INTO %s (version, name, checksum, applied_at) VALUES (%d, %s, %s, now64(3))",
+	return fmt.Sprintf("INSERT INTO %s (version, name, checksum, applied_at) SELECT %d, %s, %s, now64(3)",
 		dialect{o}.Name("schema_migrations"), m.Version, store.QuoteString(m.Name), store.QuoteString(m.Checksum()))
 }
 

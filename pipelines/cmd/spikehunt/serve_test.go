@@ -131,12 +131,13 @@ func TestServeClickHouseReadsFilesOnlyWithAllowExternalSources(t *testing.T) {
 // Delete all pass serve-clickhouse's gate and users.
 func TestTheOperatorsCaptureIndexWorksThroughServeClickHouse(t *testing.T) {
 	t.Setenv("SPIKEHUNT_CLICKHOUSE_PASSWORD", "operator-pw")
-	addr := startServe(t, "--user", "ingest")
+	t.Setenv("SPIKEHUNT_CLICKHOUSE_MIGRATE_PASSWORD", "migrate-pw")
+	addr := startServeOn(t, "chdb://"+t.TempDir()+"?database=spikehunt", "--user", "ingest", "--migrate-user", "migrate")
 	ctx := context.Background()
 	if _, err := store.Open(ctx, "http://ingest:wrong@"+addr+"/"); err == nil {
 		t.Fatal("a wrong password opened the store")
 	}
-	root, err := store.Open(ctx, "http://ingest:operator-pw@"+addr+"/")
+	root, err := store.Open(ctx, "http://migrate:migrate-pw@"+addr+"/")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,7 +87,7 @@ func mustOK(t *testing.T, a answer) {
 
 func createHV(t *testing.T, addr, table string) {
 	t.Helper()
-	mustOK(t, post(t, addr, nil, nil, []byte("CREATE TABLE "+table+" (host String, v UInt32) ENGINE = MergeTree ORDER BY host")))
+	ddl(t, addr, "CREATE TABLE "+table+" (host String, v UInt32) ENGINE = MergeTree ORDER BY host")
 }
 
 // {name:Type} placeholders take their values from param_name URL
@@ -412,10 +412,10 @@ func TestResponsesFollowAcceptEncoding(t *testing.T) {
 // (X-ClickHouse-Format, X-ClickHouse-Database); the old code answered
 // TabSeparated, which the client could not read.
 func TestFormatAndDatabaseHeadersAreHonoured(t *testing.T) {
-	addr, _ := serve(t, Config{})
-	a := post(t, addr, nil, map[string]string{"X-ClickHouse-Format": "JSONEachRow", "X-ClickHouse-Database": "system"}, []byte("SELECT currentDatabase() AS db"))
+	addr, db := serve(t, Config{})
+	a := post(t, addr, nil, map[string]string{"X-ClickHouse-Format": "JSONEachRow", "X-ClickHouse-Database": db}, []byte("SELECT currentDatabase() AS db"))
 	mustOK(t, a)
-	if a.body != `{"db":"system"}`+"\n" || a.header.Get("X-ClickHouse-Format") != "JSONEachRow" {
+	if a.body != `{"db":"`+db+`"}`+"\n" || a.header.Get("X-ClickHouse-Format") != "JSONEachRow" {
 		t.Fatalf("got %q (format %q), want JSONEachRow of system", a.body, a.header.Get("X-ClickHouse-Format"))
 	}
 }

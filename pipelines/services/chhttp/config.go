@@ -21,6 +21,10 @@ type Config struct {
 	// or EXPLAIN, and run with the engine's readonly = 2, so no INSERT, DDL
 	// or change of readonly gets through, whatever the text hides.
 	ReadOnlyUser, ReadOnlyPassword string
+	// MigrateUser and MigratePassword: the one user that may change the
+	// schema (CREATE, ALTER, DROP, …), for spikehunt migrate. Without it,
+	// no request changes the schema.
+	MigrateUser, MigratePassword string
 	// ExternalSources lets statements read and write files as the server's
 	// user through what the engine's grants cannot refuse: FROM INFILE, the
 	// file() function, and (for the read-write user) INTO OUTFILE. Set it
@@ -54,6 +58,9 @@ func (c Config) Validate() error {
 	if c.ReadOnlyUser != "" && c.ReadOnlyUser == c.User {
 		return fmt.Errorf("chhttp: the read-only user %q is also the read-write user: give Grafana a user of its own", c.User)
 	}
+	if c.MigrateUser != "" && (c.MigrateUser == c.User || c.MigrateUser == c.ReadOnlyUser) {
+		return fmt.Errorf("chhttp: the migrate user %q is also another role's user: give each role a user of its own", c.MigrateUser)
+	}
 	if c.MaxQueryBytes < 0 {
 		return errors.New("chhttp: MaxQueryBytes must not be negative")
 	}
@@ -67,7 +74,9 @@ func (c Config) Validate() error {
 }
 
 // AuthRequired reports whether requests must name a user.
-func (c Config) AuthRequired() bool { return c.User != "" || c.ReadOnlyUser != "" }
+func (c Config) AuthRequired() bool {
+	return c.User != "" || c.ReadOnlyUser != "" || c.MigrateUser != ""
+}
 
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()

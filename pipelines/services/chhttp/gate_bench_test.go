@@ -50,7 +50,7 @@ func BenchmarkGate(b *testing.B) {
 	})
 	b.Run("gate", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			if ref := h.admit(ctx, q, true); ref != nil {
+			if _, ref := h.admit(ctx, st, q, RoleReadOnly, nil); ref != nil {
 				b.Fatal(ref.err)
 			}
 		}

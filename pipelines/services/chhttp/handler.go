@@ -41,6 +41,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ClickHouse/ch-go/compress"
@@ -57,30 +58,67 @@ type Engine interface {
 
 // Handler is an http.Handler speaking the ClickHouse HTTP interface.
 type Handler struct {
-	eng        Engine
+	pools      Pools
+	database   string
 	cfg        Config
 	refused    *prometheus.CounterVec
 	compressed *prometheus.CounterVec
+	killed     prometheus.Counter
+	defaults   settingDefaults
+	seq        atomic.Uint64
 }
 
-// New returns a handler over eng; zero fields of cfg take DefaultConfig's
-// values. Check cfg with Validate first.
+// Pools are the engine's connections, one pool per role, so that one
+// role's statements cannot starve another's, and Control, for the
+// handler's own statements (KILL QUERY of a statement whose client has
+// left). They may all be one store (New).
+type Pools struct {
+	ReadOnly, Ingest, Migrate, Control Engine
+}
+
+func (p Pools) of(r Role) Engine {
+	switch r {
+	case RoleReadOnly:
+		return p.ReadOnly
+	case RoleIngest:
+		return p.Ingest
+	}
+	return p.Migrate
+}
+
+// New returns a handler over eng for every role; zero fields of cfg take
+// DefaultConfig's values. Check cfg with Validate first.
 func New(eng Engine, cfg Config) *Handler {
-	return &Handler{eng: eng, cfg: cfg.withDefaults(), refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+	return NewPools(Pools{eng, eng, eng, eng}, cfg)
+}
+
+// NewPools returns a handler with a pool of the engine's connections for
+// each role.
+func NewPools(p Pools, cfg Config) *Handler {
+	db := "default"
+	if d, ok := p.Control.(interface{ Database() string }); ok {
+		db = d.Database()
+	}
+	return &Handler{pools: p, database: db, cfg: cfg.withDefaults(), refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "spikehunt_chhttp_refused_total",
-		Help: "Statements the gate refused, by reason: into_outfile, from_infile, file_function, session_statement, read_only_write, read_only_statement, insert_with_semicolon, unparsable (several statements or a syntax error).",
+		Help: "Statements the gate refused, by reason: into_outfile, from_infile, statement, role, table_function, table_engine, function, format, setting, system_table, database, session_statement, insert_with_semicolon, unparsable (several statements or a syntax error).",
 	}, []string{"reason"}), compressed: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "spikehunt_chhttp_compressed_bodies_total",
 		Help: "Compressed request and response bodies, by direction (request, response) and format: an HTTP Content-Encoding (gzip, deflate, zstd, lz4) or ClickHouse's compressed blocks (clickhouse_blocks: decompress=1 requests, compress=1 responses).",
-	}, []string{"direction", "format"})}
+	}, []string{"direction", "format"}), killed: prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "spikehunt_chhttp_abandoned_queries_killed_total",
+		Help: "Statements killed because their client left before they ended.",
+	})}
 }
 
 // Register adds the handler's metrics to reg.
 func (h *Handler) Register(reg prometheus.Registerer) error {
-	if err := reg.Register(h.refused); err != nil {
-		return err
+	for _, c := range []prometheus.Collector{h.refused, h.compressed, h.killed} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
 	}
-	return reg.Register(h.compressed)
+	return nil
 }
 
 // refuse answers a statement the gate turned away and counts it.
@@ -97,6 +135,7 @@ var notSettings = map[string]bool{
 	"query_id": true, "session_id": true, "session_timeout": true, "session_check": true,
 	"compress": true, "decompress": true, "client_protocol_version": true, "buffer_size": true,
 	"wait_end_of_query": true, "enable_http_compression": true, "http_zlib_compression_level": true,
+	"network_compression_method": true,
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -114,7 +153,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, &store.Exception{Code: 1, Message: "Code: 1. DB::Exception: only GET and POST are supported. (UNSUPPORTED_METHOD)"})
 		return
 	}
-	readOnly, ok := h.authorize(r)
+	role, ok := h.authorize(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Basic realm="spikehunt"`)
 		writeError(w, http.StatusUnauthorized, &store.Exception{Code: store.CodeAuthFailed,
@@ -165,31 +204,42 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		st.Params = mergeParams(st.Params, f.params)
 		body = http.NoBody
 	}
+	if database != "" && database != h.database {
+		writeErrorAs(w, rf, http.StatusForbidden, exception(81, fmt.Sprintf("serve-clickhouse serves the database %s only, not %s", h.database, database), "UNKNOWN_DATABASE"))
+		return
+	}
+	st.Database = h.database
+	eng := h.pools.of(role)
 	maxExec := h.cfg.MaxExecutionTime
 	for k, vs := range p {
 		if strings.HasPrefix(k, "param_") || notSettings[k] || len(vs) == 0 {
 			continue
 		}
-		if readOnly && k == "readonly" {
-			writeErrorAs(w, rf, http.StatusForbidden, exception(164, "the read-only user cannot change readonly", "READONLY"))
-			return
-		}
+		v := vs[len(vs)-1]
 		if k == "max_execution_time" {
-			if v, err := strconv.ParseFloat(vs[len(vs)-1], 64); err == nil && v > 0 && v < maxExec.Seconds() {
-				maxExec = time.Duration(v * float64(time.Second))
+			// Lowered, never lifted: a larger value or none (0) is the cap,
+			// as Grafana's query timeout may well exceed it.
+			if f, err := strconv.ParseFloat(v, 64); err == nil && f > 0 && f < maxExec.Seconds() {
+				maxExec = time.Duration(f * float64(time.Second))
 			}
 			continue
 		}
-		st.Setting(k, vs[len(vs)-1])
+		if ref := h.checkSetting(r.Context(), eng, role, k, v); ref != nil {
+			h.refuse(w, rf, ref)
+			return
+		}
+		if clientSettings[k] {
+			st.Setting(k, v)
+		}
 	}
-	// The engine stops the statement there; serve-clickhouse's write
-	// timeout is set from the same bound.
-	st.Setting("max_execution_time", strconv.FormatFloat(math.Ceil(maxExec.Seconds()), 'f', 0, 64))
-	if readOnly {
-		// Last, so that no setting before it can undo it; readonly = 2 (not
-		// 1) lets Grafana set its own max_execution_time and the like, which
-		// the engine's constraints keep from naming files.
-		st.Setting("readonly", "2")
+	// Last, so that no setting before them can undo them: the role's
+	// constants and the execution cap. A SETTINGS clause cannot change them
+	// either: the gate admits one only for clientSettings.
+	for _, f := range h.forced(role) {
+		if f[0] == "max_execution_time" {
+			f[1] = strconv.FormatFloat(math.Ceil(maxExec.Seconds()), 'f', 0, 64)
+		}
+		st.Setting(f[0], f[1])
 	}
 	queryID := p.Get("query_id")
 	if queryID != "" {
@@ -215,12 +265,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// An INSERT named in the URL takes the body as its data.
 	if st.Query != "" {
 		if ins, format, ok := splitInsert(st.Query); ok {
-			if ref := h.admit(r.Context(), st.Query, readOnly); ref != nil {
+			if _, ref := h.admit(r.Context(), eng, st.Query, role, st.Params); ref != nil {
 				h.refuse(w, rf, ref)
 				return
 			}
 			st.Query = ins
-			if err := h.eng.InsertRaw(r.Context(), st, format, body); err != nil {
+			if err := h.run(r.Context(), func(ctx context.Context, st store.RawStatement) error { return eng.InsertRaw(ctx, st, format, body) }, st); err != nil {
 				writeErrorAs(w, rf, statusOf(err), err)
 				return
 			}
@@ -242,8 +292,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeErrorAs(w, rf, http.StatusBadRequest, exception(62, "empty query", "SYNTAX_ERROR"))
 		return
 	}
-	if ref := h.admit(r.Context(), st.Query, readOnly); ref != nil {
+	adm, ref := h.admit(r.Context(), eng, st.Query, role, st.Params)
+	if ref != nil {
 		h.refuse(w, rf, ref)
+		return
+	}
+	if adm.kind == "InsertQuery" && strings.Contains(strings.TrimRight(st.Query, " \t\r\n;"), ";") {
+		// The inline data is not what the parser printed: a ';' in it
+		// could start a second statement.
+		h.refuse(w, rf, refuse("insert_with_semicolon", 62, "SYNTAX_ERROR", "an INSERT with its data in the query text must not contain ';' (a second statement could follow it): put the INSERT … FORMAT in the query parameter and the data in the body"))
 		return
 	}
 	format := p.Get("default_format")
@@ -253,25 +310,28 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if format == "" {
 		format = "TabSeparated"
 	}
-	if f := trailingFormat(st.Query); f != "" {
-		format = f
+	if adm.format != "" {
+		format = adm.format
+	} else if !outputFormats[format] {
+		h.refuse(w, rf, denied("format", fmt.Sprintf("the output format %s is refused: ask for Native, RowBinary, TSV, CSV, JSON or the like", format)))
+		return
 	}
 	revision, _ := strconv.Atoi(p.Get("client_protocol_version"))
-	h.respond(w, r, st, format, revision, rf)
+	h.respond(w, r, eng, st, format, revision, rf)
 }
 
 // respond runs st and streams its output. The status line waits for the
 // first bytes, so that an error the engine reports up front gets a 500.
-func (h *Handler) respond(w http.ResponseWriter, r *http.Request, st store.RawStatement, format string, revision int, rf responseFormat) {
+func (h *Handler) respond(w http.ResponseWriter, r *http.Request, eng Engine, st store.RawStatement, format string, revision int, rf responseFormat) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		var err error
-		if strings.EqualFold(format, "Native") && revision > 0 {
-			err = h.nativeAtRevision(r.Context(), st, revision, pw)
-		} else {
-			err = h.eng.QueryRaw(r.Context(), st, format, pw)
-		}
+		err := h.run(r.Context(), func(ctx context.Context, st store.RawStatement) error {
+			if strings.EqualFold(format, "Native") && revision > 0 {
+				return h.nativeAtRevision(ctx, eng, st, revision, pw)
+			}
+			return eng.QueryRaw(ctx, st, format, pw)
+		}, st)
 		pw.CloseWithError(err)
 		done <- err
 	}()
@@ -300,11 +360,12 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, st store.RawSt
 	<-done
 }
 
-// authorize names the request's user: ok when it is one of the configured
-// users (or none is configured), readOnly when it is the read-only one.
-func (h *Handler) authorize(r *http.Request) (readOnly, ok bool) {
+// authorize names the request's role: ok when its user is one of the
+// configured users. With no user configured (loopback only), every request
+// is the ingest's: it reads and inserts, and never changes the schema.
+func (h *Handler) authorize(r *http.Request) (Role, bool) {
 	if !h.cfg.AuthRequired() {
-		return false, true
+		return RoleIngest, true
 	}
 	user, pass, ok := r.BasicAuth()
 	if !ok {
@@ -314,9 +375,19 @@ func (h *Handler) authorize(r *http.Request) (readOnly, ok bool) {
 		q := r.URL.Query()
 		user, pass = q.Get("user"), q.Get("password")
 	}
+	// Every comparison is made, so the time taken names no user.
 	rw := h.cfg.User != "" && matches(user, pass, h.cfg.User, h.cfg.Password)
 	ro := h.cfg.ReadOnlyUser != "" && matches(user, pass, h.cfg.ReadOnlyUser, h.cfg.ReadOnlyPassword)
-	return ro, rw || ro
+	mg := h.cfg.MigrateUser != "" && matches(user, pass, h.cfg.MigrateUser, h.cfg.MigratePassword)
+	switch {
+	case mg:
+		return RoleMigrate, true
+	case rw:
+		return RoleIngest, true
+	case ro:
+		return RoleReadOnly, true
+	}
+	return 0, false
 }
 
 func matches(user, pass, wantUser, wantPass string) bool {
