@@ -1,14 +1,12 @@
 package query
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/internal/workload"
 )
 
@@ -172,93 +170,3 @@ const (
 	// suspectSlot is the grain of the join between windows and counters.
 	suspectSlot = 5 * time.Minute
 )
-
-// readCFSPeriods fills in the CFS periods of the pattern's CPU-throttled
-// suspects from the counters of the hosts of its windows: the periods and
-// throttled periods of the family (summed over its pods on a host) and
-// its CPU limit. Another stall inside a window's baseline is not left out,
-// as the detector leaves it: the baseline is a median over its intervals,
-// which a few throttled ones do not move.
-func readCFSPeriods(ctx context.Context, st store.Store, p *Pattern, windows Where) error {
-	var families []string
-	for _, x := range p.Suspects {
-		if throttleMetrics[x.Metric] {
-			families = append(families, x.Device)
-		}
-	}
-	if len(families) == 0 {
-		return nil
-	}
-	family := "(" + workload.FamilySQL + ")"
-	hosts := "host IN (SELECT host FROM spikes FINAL WHERE " + windows.String() + ")"
-	counters := Where{}.And(hosts).In(family, families).
-		During("ts_start", p.LookbackStart.Add(-suspectBaseline-time.Minute), p.LookbackEnd.Add(time.Minute))
-	margin, slot := suspectMargin.Milliseconds(), suspectSlot.Milliseconds()
-	type periods struct {
-		family string
-		CFSPeriods
-	}
-	rows, err := readRows(ctx, st, "counters", fmt.Sprintf(`SELECT ifNull(f.family, ifNull(l.family, '')) AS family,
-		toFloat64(ifNull(f.p_during, 0)) AS p_during, toFloat64(ifNull(f.t_during, 0)) AS t_during,
-		toFloat64(ifNull(f.p_base, 0)) AS p_base, toFloat64(ifNull(f.t_base, 0)) AS t_base, toFloat64(ifNull(l.limit_cpus, 0)) AS limit_cpus
-	FROM (
-		SELECT family, quantileExact(0.5)(p_during) AS p_during, quantileExact(0.5)(t_during) AS t_during,
-			quantileExact(0.5)(p_base) AS p_base, quantileExact(0.5)(t_base) AS t_base
-		FROM (
-			SELECT spike_id, family,
-				argMaxIf(p_rate, t_rate, is_during) AS p_during, maxIf(t_rate, is_during) AS t_during,
-				quantileExactIf(0.5)(p_rate, is_base) AS p_base, quantileExactIf(0.5)(t_rate, is_base) AS t_base
-			FROM (
-				SELECT w.spike_id AS spike_id, c.family AS family, c.p_rate AS p_rate, c.t_rate AS t_rate,
-					c.cs < w.we + %[5]d AND c.ce > w.ws - %[5]d AS is_during,
-					c.cs >= w.ws - %[4]d AND c.ce <= w.ws - %[7]d AS is_base
-				FROM (
-					SELECT host, family, cs, cs + len_ms AS ce, intDiv(cs, %[1]d) AS slot,
-						sumIf(value, metric = 'spikehunt.cgroup.cpu.periods') * 1000 / len_ms AS p_rate,
-						sumIf(value, metric = 'spikehunt.cgroup.cpu.throttled_periods') * 1000 / len_ms AS t_rate
-					FROM (
-						SELECT toString(host) AS host, %[2]s AS family, toUnixTimestamp64Milli(ts_start) AS cs, toInt64(interval_ms) AS len_ms, metric, value
-						FROM counters
-						WHERE %[3]s AND metric IN ('spikehunt.cgroup.cpu.periods', 'spikehunt.cgroup.cpu.throttled_periods') AND interval_ms > 0
-					)
-					GROUP BY host, family, cs, len_ms
-				) AS c
-				INNER JOIN (
-					SELECT spike_id, toString(host) AS host, toUnixTimestamp64Milli(window_start) AS ws, toUnixTimestamp64Milli(window_end) AS we,
-						arrayJoin(range(intDiv(ws - %[4]d - 60000, %[1]d), intDiv(we + %[5]d, %[1]d) + 1)) AS slot
-					FROM spikes FINAL WHERE %[6]s
-				) AS w ON c.host = w.host AND c.slot = w.slot
-			)
-			WHERE is_during OR is_base
-			GROUP BY spike_id, family
-			HAVING countIf(is_during) > 0
-		)
-		GROUP BY family
-	) AS f
-	FULL JOIN (
-		SELECT %[2]s AS family, quantileExact(0.5)(value) AS limit_cpus
-		FROM counters WHERE %[3]s AND metric = 'spikehunt.cgroup.cpu.limit'
-		GROUP BY family
-	) AS l ON f.family = l.family
-	SETTINGS join_use_nulls = 1`, slot, family, counters.String(), suspectBaseline.Milliseconds(), margin, windows.String(), suspectGuard.Milliseconds()),
-		func(c *columns) func(int) periods {
-			fam := col[string](c, "family")
-			pd, td, pb, tb, limit := col[float64](c, "p_during"), col[float64](c, "t_during"), col[float64](c, "p_base"), col[float64](c, "t_base"), col[float64](c, "limit_cpus")
-			return func(i int) periods {
-				return periods{fam.Row(i), CFSPeriods{During: finite(pd.Row(i)), ThrottledDuring: finite(td.Row(i)),
-					Baseline: finite(pb.Row(i)), ThrottledBaseline: finite(tb.Row(i)), LimitCPUs: finite(limit.Row(i))}}
-			}
-		})
-	if err != nil {
-		return err
-	}
-	for _, r := range rows {
-		for i := range p.Suspects {
-			if x := &p.Suspects[i]; throttleMetrics[x.Metric] && x.Device == r.family {
-				cfs := r.CFSPeriods
-				x.CFS = &cfs
-			}
-		}
-	}
-	return nil
-}

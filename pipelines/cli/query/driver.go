@@ -12,6 +12,13 @@
 // The demo (pipelines/lab/demo) words its finding with LoadHosts,
 // LoadPatterns and the sentences here, so that the demo and the commands
 // say the same thing of the same store.
+//
+// Why one package: every command runs through one driver (the time range,
+// the scope, the store, a table or JSON), and the sentences are words over
+// the records the loaders read; split, the records and the driver would
+// be exported only for one another. Each command is its own file; the
+// pattern sentences are in sentences.go and causes.go, beside their tests,
+// and the patterns' loaders in patterns_load.go.
 package query
 
 import (
