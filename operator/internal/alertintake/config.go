@@ -82,7 +82,7 @@ type KafkaConfig struct {
 	// KeysDir is a folder holding the detector's signing keys, one file
 	// per key named after its id (a Kubernetes Secret mounted as a
 	// volume). A record must be signed by one of them
-	// (pipelines/services/alerts/schema.md, "Signatures"); to rotate, add the new
+	// (internal/alertdoc/schema.md, "Signatures"); to rotate, add the new
 	// key here first, then sign with it, then remove the old one. Read once
 	// by NewKafkaConsumer.
 	KeysDir string `yaml:"keys_dir"`

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/spikehunt/spikehunt/internal/alertdoc"
 	"github.com/spikehunt/spikehunt/internal/alertsig"
 	"github.com/spikehunt/spikehunt/internal/defaults"
 	"github.com/spikehunt/spikehunt/kafkasec"
@@ -101,7 +102,7 @@ func NewKafkaSink(cfg KafkaConfig) (*KafkaSink, error) {
 
 // Send produces the alerts and waits until the brokers acknowledged all of
 // them.
-func (k *KafkaSink) Send(ctx context.Context, alerts []Alert) error {
+func (k *KafkaSink) Send(ctx context.Context, alerts []alertdoc.Alert) error {
 	recs := make([]*kgo.Record, 0, len(alerts))
 	now := k.cfg.Now()
 	for _, a := range alerts {
