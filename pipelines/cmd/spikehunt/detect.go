@@ -153,7 +153,12 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	if *listen != "" {
 		reg := newRegistry()
 		health = newDetectHealth(reg, *every, time.Now())
-		srv, ln, err := listenHTTP(*listen, health.mux(reg, st, time.Now), limits)
+		var checks []func() (bool, string)
+		if pub != nil {
+			reg.MustRegister(pub.missing)
+			checks = append(checks, pub.health)
+		}
+		srv, ln, err := listenHTTP(*listen, health.mux(reg, st, time.Now, checks...), limits)
 		if err != nil {
 			return err
 		}
