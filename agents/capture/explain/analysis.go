@@ -5,7 +5,9 @@
 // stacks. It reads perf script's text (perfscript.go) or ftrace's
 // (ftracesched.go), rebuilds threads' timelines from sched_switch and
 // sched_wakeup (timeline.go) and words one verdict per request
-// (verdict.go); with ftrace's block events (blockio.go) it holds a
+// (verdict.go), with the everyday causes read from its chains and, when
+// the recorder read them, the host's cgroups (causes.go); with ftrace's
+// block events (blockio.go) it holds a
 // blocked wait against the devices (waitio.go); it sums the bpftrace
 // irq_duration script's blocks (interrupts.go); and it draws all of it as
 // one self-contained page, report.html (report.go, svg.go). Standard

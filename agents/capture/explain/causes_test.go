@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,8 +24,15 @@ type causeFixture struct {
 	trace   *Trace
 }
 
+// loaded keeps the fixtures parsed: the faults' trace is some 9 MB of
+// text. Tests read them, never change them.
+var loaded sync.Map
+
 func loadCause(t *testing.T, name string) causeFixture {
 	t.Helper()
+	if c, ok := loaded.Load(name); ok {
+		return c.(causeFixture)
+	}
 	var c causeFixture
 	b, err := os.ReadFile(filepath.Join("testdata", "causes", name+".json"))
 	if err != nil {
@@ -46,6 +54,7 @@ func loadCause(t *testing.T, name string) causeFixture {
 		t.Fatal(err)
 	}
 	c.trace.SortEvents()
+	loaded.Store(name, c)
 	return c
 }
 
