@@ -425,3 +425,60 @@ func TestPerfVerdictNamesTheMajorFaults(t *testing.T) {
 		t.Errorf("verdict %q, want it to begin with the wait on major page faults", v.Verdict)
 	}
 }
+
+// BenchmarkQuotaSampler is what the armed perf recorder adds for the
+// throttling verdict: one sample of the cpu.stat of 100 cgroups with a
+// CPU quota (made by the benchmark), as the sampler takes one every
+// interval, and the walk that finds them (every 30 s).
+//
+//	capture.quota_sample_100_cgroups_us  one sample of the 100 cgroups
+//	capture.quota_sampler_cpu_pct        % of one core at a sample a second (the interval of a pre-window of 4 s or more)
+//	capture.quota_walk_ms                one walk of the cpu hierarchy
+func BenchmarkQuotaSampler(b *testing.B) {
+	m, err := mountedCgroups()
+	if err != nil || os.Geteuid() != 0 {
+		testenv.RequirePrivileged(b, "cgroups (root)", fmt.Errorf("%v, uid %d", err, os.Geteuid()))
+	}
+	base := filepath.Join(m.cpu, fmt.Sprintf("spikehunt-bench-quotas-%d", os.Getpid()))
+	if err := os.Mkdir(base, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	var made []string
+	b.Cleanup(func() {
+		for _, d := range append(made, base) {
+			os.Remove(d)
+		}
+	})
+	for i := range 100 {
+		d := filepath.Join(base, fmt.Sprintf("pod%d", i))
+		if err := os.Mkdir(d, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		made = append(made, d)
+		file, value := "cpu.cfs_quota_us", "50000"
+		if m.cpuV2 {
+			file, value = "cpu.max", "50000 100000"
+		}
+		if err := os.WriteFile(filepath.Join(d, file), []byte(value), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s := newQuotaSampler(m, 4*time.Second)
+	t0 := time.Now()
+	s.walk()
+	walk := time.Since(t0)
+	if n := len(s.quotas); n < 100 {
+		b.Fatalf("the walk found %d quotas, want the 100 made", n)
+	}
+	s.walked = time.Now()
+	b.ResetTimer()
+	n := max(b.N, 200)
+	t0 = time.Now()
+	for range n {
+		s.sample(time.Now())
+	}
+	per := time.Since(t0) / time.Duration(n)
+	b.ReportMetric(float64(per.Microseconds()), "capture.quota_sample_100_cgroups_us:µs")
+	b.ReportMetric(100*per.Seconds()/s.interval.Seconds()+100*walk.Seconds()/rewalkEvery.Seconds(), "capture.quota_sampler_cpu_pct:%")
+	b.ReportMetric(float64(walk.Microseconds())/1000, "capture.quota_walk_ms:ms")
+}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -286,6 +287,11 @@ func parseCPUStat(b []byte) (explain.CPUStat, error) {
 const (
 	maxCgroupsWalked = 8192
 	maxQuotaSamples  = 512
+	// maxOpenStats bounds the cpu.stat files kept open between samples
+	// (a read at offset 0 of an open one is a single system call, a
+	// fifth of an open, read and close); past it they are opened each
+	// time.
+	maxOpenStats = 1024
 	// rewalkEvery finds the quotas of cgroups made after arming (new
 	// pods) this often.
 	rewalkEvery = 30 * time.Second
@@ -303,6 +309,8 @@ type quotaSampler struct {
 
 	mu       sync.Mutex
 	quotas   map[string]*explain.CPUQuota // by cgroup path
+	open     map[string]*os.File          // their cpu.stat, by cgroup path
+	buf      []byte
 	fired    bool
 	walked   time.Time
 	walkCost time.Duration // the last walk's time, for the notes
@@ -311,8 +319,9 @@ type quotaSampler struct {
 }
 
 func newQuotaSampler(m cgroupMounts, pre time.Duration) *quotaSampler {
-	iv := min(max(pre/4, 100*time.Millisecond), time.Second)
-	return &quotaSampler{m: m, interval: iv, keep: pre + 2*iv, quotas: map[string]*explain.CPUQuota{}}
+	iv := min(max(pre/4, 250*time.Millisecond), time.Second)
+	return &quotaSampler{m: m, interval: iv, keep: pre + 2*iv, quotas: map[string]*explain.CPUQuota{},
+		open: map[string]*os.File{}, buf: make([]byte, 4096)}
 }
 
 func (s *quotaSampler) Start() {
@@ -354,6 +363,12 @@ func (s *quotaSampler) Stop() {
 	close(s.stop)
 	<-s.done
 	s.sample(time.Now())
+	s.mu.Lock()
+	for p, f := range s.open {
+		f.Close()
+		delete(s.open, p)
+	}
+	s.mu.Unlock()
 }
 
 // Quotas are the cgroups with a quota and their samples, by path.
@@ -378,7 +393,7 @@ func (s *quotaSampler) sample(now time.Time) {
 		s.walked = now
 	}
 	for p, q := range s.quotas {
-		b, err := os.ReadFile(filepath.Join(cgroupDir(s.m.cpu, s.m.cpuRoot, p), "cpu.stat"))
+		b, err := s.readStat(p)
 		if err != nil {
 			continue // the cgroup is gone: its samples stay
 		}
@@ -399,6 +414,30 @@ func (s *quotaSampler) sample(now time.Time) {
 			q.Samples = q.Samples[len(q.Samples)-maxQuotaSamples:]
 		}
 	}
+}
+
+// readStat reads a cgroup's cpu.stat, from the file kept open when it
+// can. The bytes are valid until the next call.
+func (s *quotaSampler) readStat(p string) ([]byte, error) {
+	f := s.open[p]
+	if f == nil {
+		var err error
+		if f, err = os.Open(filepath.Join(cgroupDir(s.m.cpu, s.m.cpuRoot, p), "cpu.stat")); err != nil {
+			return nil, err
+		}
+		if len(s.open) < maxOpenStats {
+			s.open[p] = f
+		} else {
+			defer f.Close()
+		}
+	}
+	n, err := f.ReadAt(s.buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		f.Close()
+		delete(s.open, p)
+		return nil, err
+	}
+	return s.buf[:n], nil
 }
 
 // walk finds the cgroups with a quota under the cpu controller's mount.
