@@ -312,9 +312,13 @@ func (v *RequestVerdict) throttled() bool {
 // (quota 0.5 CPU: 50 ms per 100 ms; throttled 4 times meanwhile)".
 func (t *Throttling) clause() string {
 	cpus := float64(t.QuotaUS) / float64(max(t.PeriodUS, 1))
-	return fmt.Sprintf("while its cgroup %s was CPU-throttled (quota %s CPU: %s per %s; throttled %d times meanwhile)",
+	times := "times"
+	if t.Times == 1 {
+		times = "time"
+	}
+	return fmt.Sprintf("while its cgroup %s was CPU-throttled (quota %s CPU: %s per %s; throttled %d %s meanwhile)",
 		t.Cgroup, strconv.FormatFloat(float64(int64(cpus*100+0.5))/100, 'f', -1, 64),
-		ms(time.Duration(t.QuotaUS)*time.Microsecond), ms(time.Duration(t.PeriodUS)*time.Microsecond), t.Times)
+		ms(time.Duration(t.QuotaUS)*time.Microsecond), ms(time.Duration(t.PeriodUS)*time.Microsecond), t.Times, times)
 }
 
 // memoryCause is the memory cause that took 1/part or more of the

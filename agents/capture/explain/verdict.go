@@ -225,7 +225,7 @@ func (v *RequestVerdict) sentence() string {
 		} else if len(v.RunnableBehind) > 0 {
 			fmt.Fprintf(&b, " behind %s", v.RunnableBehind[0].Who)
 			// Another cgroup's task: the neighbour to name.
-			if c := v.RunnableBehind[0].Cgroup; c != "" && c != v.Cgroup {
+			if c := v.RunnableBehind[0].Cgroup; c != "" && v.Cgroup != "" && c != v.Cgroup {
 				fmt.Fprintf(&b, " of %s", cgroupName(c))
 			}
 			fmt.Fprintf(&b, " on CPU %d", v.RunnableCPU)
