@@ -300,25 +300,31 @@ func hasQuota(qs []CPUQuota, cgroup string) bool {
 	return false
 }
 
-// throttled reports whether the runnable time is the quota's: the
-// cgroup was throttled while the request ran, for at least half the
-// runnable time (the counters sum every CPU's throttled time, and cover
-// the samples' bracket, so they can only be generous).
-func (v *RequestVerdict) throttled() bool {
-	return v.Throttled != nil && v.Throttled.Times > 0 && v.Throttled.ThrottledNS*2 >= v.Runnable
+// throttled reports whether the runnable time is (in part) the quota's:
+// the cgroup was throttled while the request ran, for a quarter of the
+// runnable time or more; only, when for half of it or more, so that who
+// else held the CPU is not the story. The counters sum every CPU's
+// throttled time over the samples' bracket, so they can only be
+// generous; a thread that also waited behind others (a busy CPU drains
+// its quota slowly) is throttled for less of its runnable time.
+func (v *RequestVerdict) throttled() (throttled, only bool) {
+	if v.Throttled == nil || v.Throttled.Times == 0 || v.Throttled.ThrottledNS*4 < v.Runnable {
+		return false, false
+	}
+	return true, v.Throttled.ThrottledNS*2 >= v.Runnable
 }
 
-// throttleClause: "while its cgroup /kubepods/…/pod… was CPU-throttled
-// (quota 0.5 CPU: 50 ms per 100 ms; throttled 4 times meanwhile)".
+// clause: "while its cgroup /kubepods/…/pod… was CPU-throttled (quota
+// 0.5 CPU: 50 ms per 100 ms; throttled 4 times, 380 ms, meanwhile)".
 func (t *Throttling) clause() string {
 	cpus := float64(t.QuotaUS) / float64(max(t.PeriodUS, 1))
 	times := "times"
 	if t.Times == 1 {
 		times = "time"
 	}
-	return fmt.Sprintf("while its cgroup %s was CPU-throttled (quota %s CPU: %s per %s; throttled %d %s meanwhile)",
+	return fmt.Sprintf("while its cgroup %s was CPU-throttled (quota %s CPU: %s per %s; throttled %d %s, %s, meanwhile)",
 		t.Cgroup, strconv.FormatFloat(float64(int64(cpus*100+0.5))/100, 'f', -1, 64),
-		ms(time.Duration(t.QuotaUS)*time.Microsecond), ms(time.Duration(t.PeriodUS)*time.Microsecond), t.Times, times)
+		ms(time.Duration(t.QuotaUS)*time.Microsecond), ms(time.Duration(t.PeriodUS)*time.Microsecond), t.Times, times, ms(t.ThrottledNS))
 }
 
 // memoryCause is the memory cause that took 1/part or more of the

@@ -80,7 +80,7 @@ func TestVerdictsOfTheEverydayCausesFromRealCaptures(t *testing.T) {
 		name  string
 		wants []string
 	}{
-		{"verdict-throttled", []string{"runnable ", " while its cgroup /spikehunt-test-throttled-", " was CPU-throttled (quota 0.1 CPU: 10 ms per 100 ms; throttled "}},
+		{"verdict-throttled", []string{"runnable ", " while its cgroup /spikehunt-test-throttled-", " was CPU-throttled (quota 0.1 CPU: 10 ms per 100 ms; throttled ", " ms, meanwhile)"}},
 		{"verdict-neighbour", []string{"runnable ", " behind noisyhog[", "] of /spikehunt-test-neighbour-", " on CPU 1;"}},
 		{"verdict-reclaim", []string{"in direct reclaim of its memory cgroup /spikehunt-test-reclaim-", " (limit 32 MiB) for ", "shrink_folio_list"}},
 		{"verdict-faults", []string{"waited ", " on major page faults (", " faults)"}},
@@ -159,7 +159,7 @@ func TestThrottlingTakesTheSamplesThatBracketTheRequest(t *testing.T) {
 	if th == nil || th.Times != 4 || th.ThrottledNS != 380e6 || th.Cgroup != "/kubepods/pod1" {
 		t.Fatalf("%+v", th)
 	}
-	if got := th.clause(); got != "while its cgroup /kubepods/pod1 was CPU-throttled (quota 0.5 CPU: 50 ms per 100 ms; throttled 4 times meanwhile)" {
+	if got := th.clause(); got != "while its cgroup /kubepods/pod1 was CPU-throttled (quota 0.5 CPU: 50 ms per 100 ms; throttled 4 times, 380 ms, meanwhile)" {
 		t.Errorf("clause %q", got)
 	}
 	// Before any growth, or past the last sample: none.
@@ -171,6 +171,27 @@ func TestThrottlingTakesTheSamplesThatBracketTheRequest(t *testing.T) {
 	}
 	if th := h.throttling("/other", t0.Add(1100*time.Millisecond), t0.Add(1900*time.Millisecond)); th != nil {
 		t.Errorf("another cgroup: %+v", th)
+	}
+}
+
+// Throttled for most of its runnable time, the quota is the story; for a
+// quarter to a half, the quota and who held the CPU; for less, who held it.
+func TestThrottlingAndWhoHeldTheCPU(t *testing.T) {
+	v := RequestVerdict{Thread: "web[7]", OnCPU: 50 * time.Millisecond, Runnable: 400 * time.Millisecond, RunnableCPU: 0, Cgroup: "/pod1",
+		RunnableBehind: []ShareView{{Who: "ld[9]", NS: 300 * time.Millisecond, Cgroup: "/"}},
+		Throttled:      &Throttling{Cgroup: "/pod1", QuotaUS: 10000, PeriodUS: 100000, Times: 4, ThrottledNS: 300 * time.Millisecond}}
+	for _, tc := range []struct {
+		throttled time.Duration
+		want      string
+	}{
+		{300 * time.Millisecond, "runnable 400 ms while its cgroup /pod1 was CPU-throttled (quota 0.1 CPU: 10 ms per 100 ms; throttled 4 times, 300 ms, meanwhile); 450 ms"},
+		{150 * time.Millisecond, "runnable 400 ms while its cgroup /pod1 was CPU-throttled (quota 0.1 CPU: 10 ms per 100 ms; throttled 4 times, 150 ms, meanwhile) and behind ld[9] of the root cgroup on CPU 0; 450 ms"},
+		{50 * time.Millisecond, "runnable 400 ms behind ld[9] of the root cgroup on CPU 0; 450 ms"},
+	} {
+		v.Throttled.ThrottledNS = tc.throttled
+		if got := v.sentence(); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("throttled %v:\n  %s\nwant\n  %s…", tc.throttled, got, tc.want)
+		}
 	}
 }
 

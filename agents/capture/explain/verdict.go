@@ -220,16 +220,21 @@ func (v *RequestVerdict) sentence() string {
 		}
 	case v.Runnable >= v.OnCPU:
 		fmt.Fprintf(&b, "runnable %s", ms(v.Runnable))
-		if v.throttled() {
+		throttled, only := v.throttled()
+		if throttled {
 			fmt.Fprintf(&b, " %s", v.Throttled.clause())
-		} else if len(v.RunnableBehind) > 0 {
+		}
+		if len(v.RunnableBehind) > 0 && !only {
+			if throttled {
+				b.WriteString(" and")
+			}
 			fmt.Fprintf(&b, " behind %s", v.RunnableBehind[0].Who)
 			// Another cgroup's task: the neighbour to name.
 			if c := v.RunnableBehind[0].Cgroup; c != "" && v.Cgroup != "" && c != v.Cgroup {
 				fmt.Fprintf(&b, " of %s", cgroupName(c))
 			}
 			fmt.Fprintf(&b, " on CPU %d", v.RunnableCPU)
-		} else if v.RunnableCPU >= 0 {
+		} else if v.RunnableCPU >= 0 && !throttled {
 			fmt.Fprintf(&b, " waiting for CPU %d", v.RunnableCPU)
 		}
 	default:

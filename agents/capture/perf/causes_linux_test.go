@@ -307,6 +307,7 @@ func TestPerfVerdictNamesTheCPUQuotaThatThrottledTheRequest(t *testing.T) {
 	p := startSpinner(t, 25000)
 	p.join(t, dir)
 	v := explainCause(t, "verdict-throttled", 250*time.Millisecond, func() telemetry.Request { return p.serve(t, "/throttled", "go") }, nil)
+	t.Logf("throttling %+v", v.Throttled)
 	if v.Throttled == nil || v.Throttled.Cgroup != cg || v.Throttled.Times == 0 {
 		t.Fatalf("throttling %+v, want %s's", v.Throttled, cg)
 	}
@@ -318,7 +319,9 @@ func TestPerfVerdictNamesTheCPUQuotaThatThrottledTheRequest(t *testing.T) {
 
 // A request thread and a CPU hog, both pinned to one CPU, the hog in
 // another cgroup with ten times the CPU shares (weight): the request
-// waits behind the hog, which the verdict names with its cgroup.
+// waits behind the hog (first in line even on a machine whose other
+// tasks keep that CPU busy: the hog's cgroup outweighs ten of them),
+// which the verdict names with its cgroup.
 func TestPerfVerdictNamesTheNoisyNeighbourAndItsCgroup(t *testing.T) {
 	m := testCgroups(t)
 	victimDir, victim := makeCgroup(t, m, false, "victim")
@@ -390,9 +393,12 @@ func TestPerfVerdictNamesDirectReclaimOfTheMemoryCgroup(t *testing.T) {
 	if v.Reclaim == nil || v.Reclaim.What != "memory cgroup reclaim" || v.Reclaim.LimitBytes != 32<<20 {
 		t.Fatalf("reclaim %+v, want the memory cgroup's with its 32 MiB limit", v.Reclaim)
 	}
+	// First when it took a quarter of the request or more; after the
+	// state when the machine's other work kept the thread runnable for
+	// most of it.
 	want := "in direct reclaim of its memory cgroup " + cg + " (limit 32 MiB) for "
-	if !strings.HasPrefix(v.Verdict, want) {
-		t.Errorf("verdict %q, want it to begin %q", v.Verdict, want)
+	if !strings.Contains(v.Verdict, want) {
+		t.Errorf("verdict %q, want %q", v.Verdict, want)
 	}
 }
 
@@ -421,8 +427,8 @@ func TestPerfVerdictNamesTheMajorFaults(t *testing.T) {
 	if v.MajorFaults == nil || v.MajorFaults.Waits < 2 {
 		t.Fatalf("major faults %+v, want the file's", v.MajorFaults)
 	}
-	if !strings.HasPrefix(v.Verdict, "waited ") || !strings.Contains(v.Verdict, " on major page faults (") {
-		t.Errorf("verdict %q, want it to begin with the wait on major page faults", v.Verdict)
+	if !regexp.MustCompile(`(^|; )waited \d+ ms on major page faults \(\d+ faults\)`).MatchString(v.Verdict) {
+		t.Errorf("verdict %q, want the wait on major page faults", v.Verdict)
 	}
 }
 
