@@ -164,11 +164,11 @@ func (p *requestProc) serve(t *testing.T, endpoint, req string) telemetry.Reques
 	return telemetry.Request{Service: "web", Endpoint: endpoint, Start: start, Duration: d, Status: "200", ThreadID: uint32(p.tid), Weight: 1}
 }
 
-// explainCause arms a perf capture whose trigger is threshold, runs the
-// request, and returns the verdict of its thread. The request must reach
-// the threshold: a cause that was not induced fails here, not in the
-// verdict's assertions.
-func explainCause(t *testing.T, id string, threshold time.Duration, run func() telemetry.Request, arm func(*capture.Engine)) explain.RequestVerdict {
+// explainCause arms a perf capture whose trigger is threshold, calls arm
+// (if not nil), runs the request, calls served (if not nil), and returns
+// the verdict of its thread. The request must reach the threshold: a
+// cause that was not induced fails here, not in the verdict's assertions.
+func explainCause(t *testing.T, id string, threshold time.Duration, run func() telemetry.Request, arm, served func()) explain.RequestVerdict {
 	t.Helper()
 	e, _ := perfEngineGoverned(t, capture.GovernConfig{Nice: 10})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
@@ -179,10 +179,13 @@ func explainCause(t *testing.T, id string, threshold time.Duration, run func() t
 		t.Fatal(err)
 	}
 	if arm != nil {
-		arm(e)
+		arm()
 	}
 	time.Sleep(300 * time.Millisecond)
 	q := run()
+	if served != nil {
+		served()
+	}
 	t.Logf("the request took %v on thread %d", q.Duration, q.ThreadID)
 	if q.Duration < threshold {
 		t.Fatalf("the request took %v, under the %v the cause should have made it take", q.Duration, threshold)
@@ -294,19 +297,24 @@ var scriptTime = regexp.MustCompile(` (\d+\.\d+): `)
 
 // A thread in a cgroup with a quota of 10 ms per 100 ms that does some
 // 50 ms of CPU work per request: it is throttled four or five times a
-// request, runnable while its cgroup waits for the next period.
+// request, runnable while its cgroup waits for the next period. The
+// cgroup has ten times the default CPU shares (weight), so that on a
+// machine whose other tasks keep the CPUs busy the quota, not their
+// share of the CPU, is what holds it back.
 func TestPerfVerdictNamesTheCPUQuotaThatThrottledTheRequest(t *testing.T) {
 	m := testCgroups(t)
 	dir, cg := makeCgroup(t, m, false, "throttled")
 	if m.cpuV2 {
 		writeCgroupFile(t, dir, "cpu.max", "10000 100000")
+		writeCgroupFile(t, dir, "cpu.weight", "1000")
 	} else {
 		writeCgroupFile(t, dir, "cpu.cfs_period_us", "100000")
 		writeCgroupFile(t, dir, "cpu.cfs_quota_us", "10000")
+		writeCgroupFile(t, dir, "cpu.shares", "10240")
 	}
 	p := startSpinner(t, 25000)
 	p.join(t, dir)
-	v := explainCause(t, "verdict-throttled", 250*time.Millisecond, func() telemetry.Request { return p.serve(t, "/throttled", "go") }, nil)
+	v := explainCause(t, "verdict-throttled", 250*time.Millisecond, func() telemetry.Request { return p.serve(t, "/throttled", "go") }, nil, nil)
 	t.Logf("throttling %+v", v.Throttled)
 	if v.Throttled == nil || v.Throttled.Cgroup != cg || v.Throttled.Times == 0 {
 		t.Fatalf("throttling %+v, want %s's", v.Throttled, cg)
@@ -347,7 +355,7 @@ func TestPerfVerdictNamesTheNoisyNeighbourAndItsCgroup(t *testing.T) {
 	}
 	var hog *exec.Cmd
 	v := explainCause(t, "verdict-neighbour", 250*time.Millisecond, func() telemetry.Request { return p.serve(t, "/starved", "go") },
-		func(*capture.Engine) {
+		func() {
 			// After arming: perf enables its events on each CPU in turn.
 			hog = exec.Command(hogPath, "-c", "while :; do :; done")
 			hog.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -359,6 +367,13 @@ func TestPerfVerdictNamesTheNoisyNeighbourAndItsCgroup(t *testing.T) {
 				t.Fatal(err)
 			}
 			writeCgroupFile(t, hogDir, "cgroup.procs", strconv.Itoa(hog.Process.Pid))
+		},
+		func() {
+			// Stopped, not killed: the dump and the analysis that
+			// follow run at nice 10 and would wait behind it, and the
+			// capture names its cgroup from /proc at seal time, as it
+			// would a neighbour that lives on.
+			hog.Process.Signal(syscall.SIGSTOP)
 		})
 	if v.Cgroup != victim {
 		t.Errorf("the request's cgroup is %q, want %s", v.Cgroup, victim)
@@ -389,7 +404,7 @@ func TestPerfVerdictNamesDirectReclaimOfTheMemoryCgroup(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "written")
 	// Once before the capture: the cgroup starts at its limit.
 	p.serve(t, "/warm", "write "+file+" 64")
-	v := explainCause(t, "verdict-reclaim", 100*time.Millisecond, func() telemetry.Request { return p.serve(t, "/write", "write "+file+" 192") }, nil)
+	v := explainCause(t, "verdict-reclaim", 100*time.Millisecond, func() telemetry.Request { return p.serve(t, "/write", "write "+file+" 192") }, nil, nil)
 	if v.Reclaim == nil || v.Reclaim.What != "memory cgroup reclaim" || v.Reclaim.LimitBytes != 32<<20 {
 		t.Fatalf("reclaim %+v, want the memory cgroup's with its 32 MiB limit", v.Reclaim)
 	}
@@ -423,7 +438,7 @@ func TestPerfVerdictNamesTheMajorFaults(t *testing.T) {
 	}
 	p := startHelper(t)
 	p.join(t, dir)
-	v := explainCause(t, "verdict-faults", 100*time.Millisecond, func() telemetry.Request { return p.serve(t, "/mapped", "fault "+file) }, nil)
+	v := explainCause(t, "verdict-faults", 100*time.Millisecond, func() telemetry.Request { return p.serve(t, "/mapped", "fault "+file) }, nil, nil)
 	if v.MajorFaults == nil || v.MajorFaults.Waits < 2 {
 		t.Fatalf("major faults %+v, want the file's", v.MajorFaults)
 	}
