@@ -36,7 +36,14 @@ func (r *perfRecorder) Analyze(ctx context.Context, in capture.AnalysisInput) (c
 			return capture.AnalysisOutput{}, fmt.Errorf("perf script %s: %w", f, err)
 		}
 	}
-	a := explain.Analyze(tr, in.Metadata, in.Requests, in.Threshold)
+	var host *explain.Host
+	if r.cgroups != nil {
+		// Read now, at seal time: the request threads and the tasks
+		// they waited behind are named with their cgroups while they
+		// live.
+		host = &explain.Host{Task: r.cgroups.task, Quotas: r.quotas.Quotas()}
+	}
+	a := explain.AnalyzeOn(tr, host, in.Metadata, in.Requests, in.Threshold)
 	b, err := json.MarshalIndent(a, "", "  ")
 	if err != nil {
 		return capture.AnalysisOutput{}, err
