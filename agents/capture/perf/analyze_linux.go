@@ -13,6 +13,7 @@ import (
 
 	"github.com/spikehunt/spikehunt/agents/capture"
 	"github.com/spikehunt/spikehunt/internal/capture/explain"
+	"github.com/spikehunt/spikehunt/internal/capture/reportpage"
 )
 
 // Files an analysis adds to the artifact.
@@ -55,7 +56,7 @@ func (r *perfRecorder) Analyze(ctx context.Context, in capture.AnalysisInput) (c
 	if err := writeNew(filepath.Join(r.dir, FoldedFile), func(f *os.File) error { return explain.WriteFolded(f, folded) }); err != nil {
 		return capture.AnalysisOutput{}, err
 	}
-	if err := writeNew(filepath.Join(r.dir, explain.ReportFile), func(f *os.File) error { return explain.WriteReport(f, in.Metadata, &a, folded) }); err != nil {
+	if err := writeNew(filepath.Join(r.dir, explain.ReportFile), func(f *os.File) error { return reportpage.WriteReport(f, in.Metadata, &a, folded) }); err != nil {
 		return capture.AnalysisOutput{}, err
 	}
 	files := []string{ExplainFile, FoldedFile, explain.ReportFile}

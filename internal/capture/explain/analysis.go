@@ -292,3 +292,18 @@ func AnalyzeInterrupts(in *Interrupts, md *record.Metadata, cpus int) Analysis {
 	}
 	return a
 }
+
+// ReportFile is the self-contained page every analysed artifact holds
+// beside explain.json; the operator's report links open it by this name.
+const ReportFile = "report.html"
+
+// SpokenDuration is a duration as people read it in a verdict: "998 ms",
+// "1.25 s", "40 µs".
+func SpokenDuration(d time.Duration) string { return ms(d) }
+
+func ratio(a, b uint64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/internal/capture/explain"
+	"github.com/spikehunt/spikehunt/internal/capture/reportpage"
 	"github.com/spikehunt/spikehunt/internal/captures"
 	spikehunt "github.com/spikehunt/spikehunt/pipelines/cli"
 )
@@ -281,8 +282,8 @@ func orDefault(s string) string {
 // TimelineSVG and FlameSVG are the report's drawings (explain's), for
 // the demo's own report.
 var (
-	TimelineSVG = explain.TimelineSVG
-	FlameSVG    = explain.FlameSVG
+	TimelineSVG = reportpage.TimelineSVG
+	FlameSVG    = reportpage.FlameSVG
 )
 
 // writeHTML writes the capture's report as the agent renders report.html,
@@ -292,7 +293,7 @@ func writeHTML(path string, x explanation) error {
 	if err != nil {
 		return err
 	}
-	return errors.Join(explain.WriteReport(f, x.Metadata, &x.Analysis, x.Folded), f.Close())
+	return errors.Join(reportpage.WriteReport(f, x.Metadata, &x.Analysis, x.Folded), f.Close())
 }
 
 // ReadAnalysis reads the analysis (explain.json) and the window's folded
