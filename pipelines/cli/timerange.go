@@ -68,6 +68,7 @@ func AddTimeRange(fs *flag.FlagSet, defaultSince string) *TimeRange {
 	fs.StringVar(&r.since, "since", defaultSince, "the range is this long, up to --to: a duration, 90s, 30m, 36h or 7d")
 	fs.StringVar(&r.from, "from", "", "start of the range, instead of --since: RFC 3339 (2026-11-25T18:00:00Z) or a duration ago (36h)")
 	fs.StringVar(&r.to, "to", "", "end of the range, excluded: RFC 3339 or a duration ago (default now)")
+	Group(fs, "since", "from", "to")
 	return r
 }
 

@@ -183,7 +183,6 @@ func (c command) run(ctx context.Context, args []string, stdout, stderr io.Write
 	if q.check != nil {
 		if msg := q.check(); msg != "" {
 			fmt.Fprintln(stderr, msg)
-			fs.Usage()
 			return spikehunt.ErrUsage
 		}
 	}
@@ -354,11 +353,10 @@ type Scope struct {
 }
 
 // resolve checks the parsed flags and resolves the time range against now.
-// A mistake is printed with the usage and returned as spikehunt.ErrUsage.
+// A mistake is printed in one line and returned as spikehunt.ErrUsage.
 func (q *flags) resolve(stderr io.Writer, now time.Time) (Scope, error) {
 	bad := func(format string, a ...any) (Scope, error) {
-		fmt.Fprintf(stderr, format+"\n\n", a...)
-		q.fs.Usage()
+		fmt.Fprintf(stderr, format+"\n", a...)
 		return Scope{}, spikehunt.ErrUsage
 	}
 	if q.dsn == "" {
