@@ -107,6 +107,9 @@ func PrintFlags(fs *flag.FlagSet, w io.Writer) {
 		var b strings.Builder
 		fmt.Fprintf(&b, "  %s", Dashed(f.Name))
 		typ, usage := flag.UnquoteUsage(f)
+		if n, ok := f.Value.(interface{ TypeName() string }); ok {
+			typ = n.TypeName()
+		}
 		if typ != "" {
 			b.WriteString(" " + typ)
 		}

@@ -79,6 +79,16 @@ func TestCommandLineMistakes(t *testing.T) {
 		{[]string{"migrate", "--dsn", "http://127.0.0.1:1/db?dial_timeout=300ms"}, 1, "unreachable"},
 		{[]string{"demo", "--hosts", "1"}, 2, "--hosts must be 2–5000"},
 		{[]string{"demo", "--scenario", "gremlins"}, 2, `unknown scenario "gremlins"`},
+		// The time grammar: --hours takes a duration or a number of hours.
+		{[]string{"demo", "--hosts", "1", "--hours", "6h"}, 2, "--hosts must be 2–5000"},
+		{[]string{"demo", "--hours", "49h"}, 2, "--hours 30m–48h"},
+		{[]string{"demo", "--hours", "soon"}, 2, `invalid value "soon" for flag --hours: want a duration`},
+		// sim and eval take --from (--start, eval's --dir: deprecated aliases) and eval --dsn.
+		{[]string{"sim", "--dsn", "chdb:///tmp/x", "--from", "yesterday"}, 2, `--from "yesterday": want an RFC 3339 time`},
+		{[]string{"sim", "--dsn", "chdb:///tmp/x", "--start", "yesterday"}, 2, "warning: --start is deprecated and will be removed; use --from\n--from \"yesterday\""},
+		{[]string{"eval", "--dsn", "http://host:8123/db"}, 2, "eval runs on an embedded store, chdb:///dir"},
+		{[]string{"eval", "--dir", "/tmp/x", "--scenarios", "gremlins"}, 2, "warning: --dir is deprecated and will be removed; use --dsn\nunknown scenario"},
+		{[]string{"eval", "--start", "soon", "--scenarios", "healthy"}, 2, `--from "soon": want an RFC 3339 time`},
 		{[]string{"sim", "--dsn", "chdb:///tmp/x", "--kafka.brokers", "k:9092"}, 2, "give one of --dsn or --kafka.brokers"},
 		{[]string{"sim", "--dsn", "chdb:///tmp/x", "--fraction", "2"}, 2, "fraction 2, want [0, 1]"},
 		{[]string{"serve-clickhouse", "--dsn", "http://host:8123/db"}, 2, "must name an embedded store"},

@@ -62,7 +62,8 @@ Re-running within the same hour loads nothing twice (every batch carries a
 deduplication token) and rewrites the same detections.`, stderr)
 	dsn := fs.String("dsn", "chdb://"+filepath.Join(cache, "spikehunt", "demo")+"?database=demo", "store to use")
 	hosts := fs.Int("hosts", 300, "hosts in the fleet (2–5000)")
-	hours := fs.Float64("hours", 6, "simulated hours (0.5–48)")
+	var hours time.Duration
+	cli.DurationUnitVar(fs, &hours, "hours", 6*time.Hour, time.Hour, "simulated time, 30m–48h: a duration (6h, 90m, 1d) or a number of hours (6)")
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same fleet")
 	scenario := fs.String("scenario", sim.ThousandSpikes, "fleet scenario: "+strings.Join(sim.Scenarios(), ", "))
 	cause := fs.String("cause", sim.CauseNICSoftirq, "what moves in the kernel during a stall: "+strings.Join(sim.Causes(), ", "))
@@ -73,14 +74,14 @@ deduplication token) and rewrites the same detections.`, stderr)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	if *hosts < 2 || *hosts > 5000 || *hours < 0.5 || *hours > 48 {
-		fmt.Fprintln(stderr, "--hosts must be 2–5000, --hours 0.5–48")
+	if *hosts < 2 || *hosts > 5000 || hours < 30*time.Minute || hours > 48*time.Hour {
+		fmt.Fprintln(stderr, "--hosts must be 2–5000, --hours 30m–48h")
 		return cli.ErrUsage
 	}
 	// The simulated agents run captures with the default budget, armed
 	// as bait on a few hosts: the pipeline-health dashboard shows them.
 	cfg := sim.Config{Scenario: *scenario, Cause: *cause, Hosts: *hosts, Seed: *seed,
-		Duration: time.Duration(*hours * float64(time.Hour)).Truncate(time.Minute), CounterStep: *counterStep,
+		Duration: hours.Truncate(time.Minute), CounterStep: *counterStep,
 		CaptureBudget: 2, CaptureArmed: 0.05}
 	if c.Now != nil {
 		d := cfg.Duration
