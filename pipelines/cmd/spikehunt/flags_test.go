@@ -34,7 +34,7 @@ func TestEveryCommandsHelpWritesFlagsAsTheREADMEDoes(t *testing.T) {
 		}
 	}
 	for cmd, columns := range map[string][]string{
-		"spikes":   {"SPIKE ", "PEAK_MS ", "milliseconds", "SCORE ", "no unit", "TOP_SUSPECT "},
+		"spikes":   {"SPIKE ", "PEAK_MS ", "milliseconds", "SCORE ", "no unit", "TOP_SUSPECT ", "; - when no\n                counter moved", "suspects --spike ID says which"},
 		"suspects": {"BASELINE ", "DURING ", "share of one CPU", "events per second", "DEVIATION ", "1.4826 × MAD", "TOP_SUSPECT_IN "},
 		"patterns": {"CLASS ", "INTERVAL ", "REGULARITY ", "0–1", "SYNC ", "HW_SKEW ", "ILLUSION ", "0–100%"},
 		"hosts":    {"REQUESTS ", "P50_MS, P99_MS", "MAX_MS ", "SPIKES "},

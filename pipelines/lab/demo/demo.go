@@ -188,8 +188,14 @@ deduplication token) and rewrites the same detections.`, stderr)
 	if fi, err := os.Stat(path); err == nil {
 		step("wrote the report (%d kB) in %.1fs", (fi.Size()+512)/1024, time.Since(wrote).Seconds())
 	}
-	fmt.Fprintf(stdout, "\nReport with plots: %s\nExplore: spikehunt patterns|hosts|spikes|suspects --dsn '%s' --from %s --to %s\n",
-		path, *dsn, cfg.Start.Format(time.RFC3339), end.Format(time.RFC3339))
+	// The local capture comes after the simulated hours, which end at the
+	// hour: the range printed reaches past it, so that captures finds it.
+	exploreTo := end
+	if *localCapture && notLocal == "" {
+		exploreTo = exploreEnd(end, time.Now())
+	}
+	fmt.Fprintf(stdout, "\nReport with plots: %s\nExplore: spikehunt patterns|hosts|spikes|suspects|captures --dsn '%s' --from %s --to %s\n",
+		path, *dsn, cli.FormatTime(cfg.Start), cli.FormatTime(exploreTo))
 	if dataDir != "" {
 		// The dashboards read the store's own database, which the static
 		// provisioning files (database spikehunt) do not name: the
@@ -199,6 +205,16 @@ deduplication token) and rewrites the same detections.`, stderr)
 	}
 	step("done")
 	return nil
+}
+
+// exploreEnd is the --to of the range the demo prints: the end of the
+// simulated hours, or, when this host captured after them, the next whole
+// minute after now, which is after the capture.
+func exploreEnd(end, now time.Time) time.Time {
+	if next := now.UTC().Truncate(time.Minute).Add(time.Minute); next.After(end) {
+		return next
+	}
+	return end
 }
 
 // demoFinding words what the detectors found in four steps. The fourth is
@@ -258,7 +274,13 @@ func demoFinding(ctx context.Context, st store.Store, cfg sim.Config, scope quer
 				if s.Hosts == 1 {
 					hosts = "1 host"
 				}
-				say(&suspectsStep, "%s; a top suspect on %s.", query.SuspectSentence(s, p.StallLength()), hosts)
+				sentence := query.SuspectSentence(s, p.StallLength())
+				if strings.Contains(p.Description, sentence) {
+					// Step 2's pattern sentence already gives its
+					// figures: name it, do not say it twice.
+					sentence = query.SuspectLabel(s.Metric, s.Mode, s.Device, s.CPUs) + ", as in step 2"
+				}
+				say(&suspectsStep, "%s; a top suspect on %s.", sentence, hosts)
 			}
 			suspects = append(suspects, s)
 		}
