@@ -110,7 +110,7 @@ deduplication token) and rewrites the same detections.`, stderr)
 		return err
 	}
 	end := cfg.Start.Add(cfg.Duration)
-	step("simulating %d hosts × %s of %s (%s UTC) into the ingest", cfg.Hosts, cfg.Duration, cfg.Scenario, cfg.Start.Format("2006-01-02 15:04"))
+	step("simulating %d hosts × %s of %s (%s UTC) into the ingest", cfg.Hosts, cli.FormatDuration(cfg.Duration), cfg.Scenario, cfg.Start.Format("2006-01-02 15:04"))
 	lastTenth := -1
 	_, stats, err := sim.Load(ctx, st, cfg, nil, func(done, total int) {
 		if t := 10 * done / total; t != lastTenth {
