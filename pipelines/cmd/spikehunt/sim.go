@@ -86,7 +86,7 @@ scenario's default.`, stderr)
 		fmt.Fprintln(stderr, err)
 		return cli.ErrUsage
 	}
-	fmt.Fprintf(stderr, "sim: %s, %d hosts × %s from %s, seed %d\n", c.Scenario, c.Hosts, c.Duration, c.Start.Format(time.RFC3339), c.Seed)
+	fmt.Fprintf(stderr, "sim: %s, %d hosts × %s from %s, seed %d\n", c.Scenario, c.Hosts, cli.FormatDuration(c.Duration), cli.FormatTime(c.Start), c.Seed)
 	lastTenth := -1
 	progress := func(done, total int) {
 		if t := 10 * done / total; t != lastTenth {
