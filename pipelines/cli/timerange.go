@@ -122,6 +122,9 @@ func (d *duration) Set(s string) error {
 		}
 	}
 	v, err := ParseDuration(s)
+	if err != nil && d.zero {
+		return errors.New("want 0 or a positive duration such as 90s, 30m, 36h or 7d")
+	}
 	if err != nil {
 		return err
 	}

@@ -93,10 +93,6 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 		fmt.Fprintln(stderr, err)
 		return cli.ErrUsage
 	}
-	if *every < 0 {
-		fmt.Fprintln(stderr, "--every must be 0 (once) or positive")
-		return cli.ErrUsage
-	}
 	if err := cfg.Validate(); err != nil {
 		if ce := (*detect.ConfigError)(nil); errors.As(err, &ce) {
 			fmt.Fprintln(stderr, ce.Problem)
