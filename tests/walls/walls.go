@@ -87,7 +87,7 @@ type Crossing struct {
 // besides its Own: they import nothing of ours and nothing outside the
 // standard library. A StdlibOnly package still may not: they are not the standard
 // library's.
-var everyRoom = []string{"internal/defaults", "internal/memlimit", "internal/otlpattr", "internal/vocab", "internal/workload"}
+var everyRoom = []string{"internal/defaults", "internal/flagusage", "internal/memlimit", "internal/otlpattr", "internal/vocab", "internal/workload"}
 
 // shared are the packages that a Rule's Own may name although they are in
 // another top folder: the shared layer beneath the products (internal/)
@@ -165,6 +165,7 @@ var Rules = []Rule{
 	// (everyRoom) take the standard library only; the rest take the
 	// leaves, each other as listed, and their own third-party modules.
 	{Pkg: "internal/defaults", StdlibOnly: true, Why: "every config.go imports it: the standard library only"},
+	{Pkg: "internal/flagusage", StdlibOnly: true, Why: "every binary prints its flags and flag mistakes with it: the standard library only"},
 	{Pkg: "internal/memlimit", StdlibOnly: true, Why: "the binaries set the Go runtime's memory limit from their cgroup's with it: the standard library only"},
 	{Pkg: "internal/otlpattr", StdlibOnly: true, Why: "both direct span decoders (agents/intake, pipelines/services/ingest) read attributes with it: the standard library only"},
 	{Pkg: "internal/vocab", StdlibOnly: true, Why: "the words every product shares (pattern classes, backends, tables, the data source): the standard library only"},
@@ -236,8 +237,8 @@ var Rules = []Rule{
 	{Pkg: "pipelines/services/otel", TestOwn: []string{"pipelines/services/ingest", "internal/schema", "internal/store"}, Why: "tests only: the gateway Collector's build and config"},
 
 	// pipelines/cli/: the command line and its queries.
-	{Pkg: "pipelines/cli", Third: []string{}, StdlibOnly: true,
-		Why: "the flag plumbing every spikehunt command shares: the standard library only"},
+	{Pkg: "pipelines/cli", Third: []string{},
+		Why: "the flag plumbing every spikehunt command shares: the standard library and internal/flagusage, the binaries' one help style"},
 	{Pkg: "pipelines/cli/query", Own: []string{"pipelines/cli", "internal/captures", "internal/store", "internal/schema"}, Third: []string{"github.com/ClickHouse/ch-go/..."},
 		Why: "the query commands read the tables through store, the captures index's conditions through captures, and nothing that writes them"},
 	{Pkg: "pipelines/cli/artifacts", Own: []string{"pipelines/cli", "pipelines/cli/query", "internal/captures", "internal/store", "internal/schema", "internal/capture/artifact/...", "internal/capture/explain", "internal/capture/reportpage"},

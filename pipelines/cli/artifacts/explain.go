@@ -49,7 +49,6 @@ func Explain(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if *output != "text" && *output != "json" {
 		fmt.Fprintf(stderr, "-o %q: want text or json\n", *output)
-		fs.Usage()
 		return spikehunt.ErrUsage
 	}
 	c, src, err := loc.locate(ctx, id)
