@@ -97,8 +97,7 @@ func shopMain() int {
 		fmt.Fprintln(os.Stderr, "shop: listen:", err)
 		return 2
 	}
-	h := &labShop{app: &shopapp.App{StallFor: time.Second}, tracer: tp.Tracer("causelab-shop"), allocating: make(chan struct{}, 2),
-		writing: make(chan struct{}, 1)}
+	h := &labShop{app: &shopapp.App{StallFor: time.Second}, tracer: tp.Tracer("causelab-shop"), allocating: make(chan struct{}, 2)}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	if err := os.WriteFile(os.Getenv(addrFileEnv), []byte(ln.Addr().String()), 0o644); err != nil {
@@ -191,7 +190,6 @@ type labShop struct {
 	allocating chan struct{}
 	writeUntil atomic.Int64 // Unix nanoseconds
 	writePath  atomic.Pointer[string]
-	writing    chan struct{}
 }
 
 func (s *labShop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -236,15 +234,10 @@ func (s *labShop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		<-s.allocating
 	}
 	if time.Now().UnixNano() < s.writeUntil.Load() {
-		// The request appends a record to the app's journal and syncs it
-		// when the journal is free (one writer at a time, a request that
-		// finds it busy goes on): the request path's own synchronous IO.
-		select {
-		case s.writing <- struct{}{}:
-			writeSynced(*s.writePath.Load())
-			<-s.writing
-		default:
-		}
+		// The request appends a record to the app's journal and waits
+		// for the device to have it: the request path's own synchronous
+		// IO.
+		writeSynced(*s.writePath.Load())
 	}
 	s.app.ServeHTTP(w, r)
 	end := time.Now()
@@ -318,21 +311,25 @@ func floodMain() int {
 		return 2
 	}
 	defer unix.Close(fd)
-	if err := unix.Connect(fd, &unix.SockaddrInet4{Addr: target.Addr().As4(), Port: int(target.Port())}); err != nil {
-		fmt.Fprintln(os.Stderr, "flood: connect:", err)
-		return 2
-	}
-	payload := make([]byte, 64)
+	// Unconnected: the port unreachable the peer answers with is not
+	// reported to the next send. Each datagram is near the largest UDP
+	// takes, so the sender's one system call is some 40 fragments of the
+	// veth's MTU that the receiving CPU must take in and reassemble.
+	to := &unix.SockaddrInet4{Addr: target.Addr().As4(), Port: int(target.Port())}
+	payload := make([]byte, floodDatagram)
 	end := time.Now().Add(d)
 	for sent := 0; ; sent++ {
-		// A datagram the host cannot queue (ENOBUFS) or the peer refused
-		// (ECONNREFUSED from an ICMP) is sent again: the flood goes on.
-		unix.Write(fd, payload)
-		if sent%1024 == 0 && !time.Now().Before(end) {
+		// A datagram the host cannot queue (ENOBUFS) is sent again: the
+		// flood goes on.
+		unix.Sendto(fd, payload, 0, to)
+		if sent%64 == 0 && !time.Now().Before(end) {
 			return 0
 		}
 	}
 }
+
+// floodDatagram is the size of the flood's datagrams.
+const floodDatagram = 60_000
 
 // burnMain spins threads for a duration: "threads,duration".
 func burnMain() int {

@@ -185,8 +185,9 @@ const (
 	memHeadroom = 96 << 20
 	fillMB      = 320
 	connBurst   = 400
-	floodFrom   = 0 // the CPU the flood's sender runs on; the app runs on CPU 1
-	diskIOPS    = 4 // (f): the writes per second the app's cgroup may issue to the device under its disk
+	floodFrom   = 0    // the CPU the flood's sender runs on; the app runs on CPU 1
+	rxRules     = 3000 // (e): the firewall rules each packet into the namespace walks
+	diskIOPS    = 50   // (f): the writes per second the app's cgroup may issue to the device under its disk
 )
 
 // The network namespace and veth pair of (e): the app listens at nsAddr
@@ -247,6 +248,22 @@ func (c *caseRun) rxNamespace(rpsMask string) error {
 		if err != nil {
 			return err
 		}
+	}
+	// The namespace's firewall: rxRules rules that match none of the
+	// lab's packets, walked by every packet in the receiving softirq, as
+	// a node with thousands of service rules walks them. They are what
+	// makes each of the flood's packets cost the receiving CPU more than
+	// it costs the sender; they go with the namespace.
+	var rules strings.Builder
+	rules.WriteString("*raw\n")
+	for i := range rxRules {
+		fmt.Fprintf(&rules, "-A PREROUTING -s 192.0.2.%d -p tcp --dport %d -j DROP\n", i%250+1, i+1)
+	}
+	rules.WriteString("COMMIT\n")
+	restore := exec.Command("ip", "netns", "exec", rxNetns, "iptables-restore")
+	restore.Stdin = strings.NewReader(rules.String())
+	if out, err := restore.CombinedOutput(); err != nil {
+		return fmt.Errorf("iptables-restore in %s: %v: %s", rxNetns, err, out)
 	}
 	c.netns = "/run/netns/" + rxNetns
 	c.listen = nsAddr + ":0"
@@ -439,10 +456,10 @@ func cases() []labCase {
 			name: "netrx", letter: "e",
 			// The app on CPU 1, listening in a network namespace reached
 			// over a veth pair whose receive processing RPS steers to CPU
-			// 1; a sender pinned to CPU 0 floods the namespace with small
-			// UDP datagrams. CPU 1's NET_RX softirq takes the CPU from the
-			// app, and its backlog queue, full, drops the load's packets
-			// with the flood's.
+			// 1, behind a long firewall; a sender pinned to CPU 0 floods
+			// the namespace with fragmented UDP datagrams. CPU 1's NET_RX
+			// softirq takes the CPU from the app, and the load's packets
+			// wait in CPU 1's backlog with the flood's.
 			setup: func(c *caseRun) error {
 				if err := appIn("1", "cpu", "cpuacct", "cpuset")(c); err != nil {
 					return err
@@ -458,10 +475,11 @@ func cases() []labCase {
 		},
 		{
 			name: "disk", letter: "f",
-			// Each request appends to the app's journal on a device whose
-			// writes take a quarter of a second (a loop device stacked on
-			// one the app's blkio cgroup may write 4 times a second),
-			// direct and synced, while a burst lasts.
+			// While a burst lasts, each request appends to the app's
+			// journal, direct and synced, on a device that takes 50
+			// writes a second (a loop device stacked on one the app's
+			// blkio cgroup may write 50 times a second): 100 requests a
+			// second queue on it.
 			setup: func(c *caseRun) error {
 				if err := appIn("", "cpu", "cpuacct", "blkio")(c); err != nil {
 					return err
