@@ -185,9 +185,9 @@ const (
 	memHeadroom = 96 << 20
 	fillMB      = 320
 	connBurst   = 400
-	floodFrom   = 0    // the CPU the flood's sender runs on; the app runs on CPU 1
-	rxRules     = 3000 // (e): the firewall rules each packet into the namespace walks
-	diskIOPS    = 50   // (f): the writes per second the app's cgroup may issue to the device under its disk
+	floodFrom   = 0     // the CPU the flood's sender runs on; the app runs on CPU 1
+	rxRules     = 10000 // (e): the firewall rules each packet into the namespace walks
+	diskIOPS    = 50    // (f): the writes per second the app's cgroup may issue to the device under its disk
 )
 
 // The network namespace and veth pair of (e): the app listens at nsAddr

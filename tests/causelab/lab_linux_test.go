@@ -369,6 +369,22 @@ func (ld *load) record(sent time.Time, lat time.Duration) {
 	ld.mu.Unlock()
 }
 
+// slow counts the requests sent in [from, to), and of them those at
+// least bar slow.
+func (ld *load) slow(from, to time.Time, bar time.Duration) (slow, all int) {
+	ld.mu.Lock()
+	defer ld.mu.Unlock()
+	for _, s := range ld.seen {
+		if !s.sent.Before(from) && s.sent.Before(to) {
+			all++
+			if s.lat >= bar {
+				slow++
+			}
+		}
+	}
+	return slow, all
+}
+
 // worst is the slowest request sent in [from, to).
 func (ld *load) worst(from, to time.Time) time.Duration {
 	ld.mu.Lock()
@@ -538,7 +554,9 @@ func (l *lab) runCase(t *testing.T, c labCase) result {
 		if r.note != "" {
 			break
 		}
-		t.Logf("stall %d: induced %s–%s, slowest request %v", attempt+1, s.from.Format("15:04:05.000"), s.to.Format("15:04:05.000"), s.worst.Round(time.Millisecond))
+		n, all := ld.slow(s.from.Add(-time.Second), s.to.Add(time.Second), stallBar)
+		t.Logf("stall %d: induced %s–%s, slowest request %v; %d of the %d requests sent then took %v or more", attempt+1,
+			s.from.Format("15:04:05.000"), s.to.Format("15:04:05.000"), s.worst.Round(time.Millisecond), n, all, stallBar)
 	}
 	time.Sleep(settle)
 	stopLoad()
