@@ -355,7 +355,17 @@ func cases() []labCase {
 				if c.hogCgroups, err = c.cgroup(c.hogUnit, "1", "cpu", "cpuacct", "cpuset"); err != nil {
 					return err
 				}
-				return c.set(c.hogCgroups[0], "cpu.shares", "262144")
+				if err := c.set(c.hogCgroups[0], "cpu.shares", "262144"); err != nil {
+					return err
+				}
+				// The slice competes with the host's other tasks at its
+				// own weight: at the default, on a busy machine, it gets
+				// a fraction of CPU 1, and the hog a third of a CPU. The
+				// neighbour is the heaviest thing on the CPU, as a
+				// neighbour with the node's largest request is.
+				sliceDir := filepath.Join(c.lab.cgroups.cpu, slice)
+				c.t.Cleanup(func() { os.WriteFile(filepath.Join(sliceDir, "cpu.shares"), []byte("1024"), 0o644) })
+				return c.set(sliceDir, "cpu.shares", "262144")
 			},
 			induce: func(c *caseRun) error { return c.lab.burn(c.hogCgroups, 2, burnFor) },
 			judgeSuspects: topIs(func(c *caseRun, x suspectRow) bool {

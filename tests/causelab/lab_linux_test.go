@@ -198,7 +198,6 @@ capture:
   backends: [perf]
   dir: %s
   socket: %s
-  memory_stall_abort: 1
 listen: 127.0.0.1:0
 log_level: warn
 `, l.host, l.otlp, strings.Join(brokers, ", "), spans, metrics, filepath.Join(l.out, "spool"), filepath.Join(l.out, "captures"), sock)
