@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -164,6 +165,24 @@ func mentions(words ...string) func(*caseRun, string) bool {
 		}
 		return false
 	}
+}
+
+// resident keeps an idle process (sleep) in cgroups until the case ends.
+func (c *caseRun) resident(cgroups []string) error {
+	var join strings.Builder
+	for _, d := range cgroups {
+		fmt.Fprintf(&join, "echo $$ > %s/cgroup.procs && ", d)
+	}
+	cmd := exec.Command("sh", "-c", join.String()+"exec sleep infinity")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	c.t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return nil
 }
 
 // appIn puts the app in its own unit of the lab's slice in controllers.
@@ -365,7 +384,16 @@ func cases() []labCase {
 				// neighbour with the node's largest request is.
 				sliceDir := filepath.Join(c.lab.cgroups.cpu, slice)
 				c.t.Cleanup(func() { os.WriteFile(filepath.Join(sliceDir, "cpu.shares"), []byte("1024"), 0o644) })
-				return c.set(sliceDir, "cpu.shares", "262144")
+				if err := c.set(sliceDir, "cpu.shares", "262144"); err != nil {
+					return err
+				}
+				// The neighbour lives in its unit from the start, idle
+				// between its bursts, as a neighbour's pod does: the
+				// agent's cgroup walk (every irq_interval) finds the unit
+				// and its quiet CPU before the first burst. A unit made
+				// and used only by the burst would be first seen during
+				// it, with no baseline.
+				return c.resident(c.hogCgroups)
 			},
 			induce: func(c *caseRun) error { return c.lab.burn(c.hogCgroups, 2, burnFor) },
 			judgeSuspects: topIs(func(c *caseRun, x suspectRow) bool {
