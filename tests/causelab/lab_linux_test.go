@@ -630,9 +630,6 @@ func (l *lab) runCase(t *testing.T, c labCase) result {
 	out.Reset()
 	query.Patterns(ctx, rng, &out, &errb)
 	r.patOut = out.String()
-	if c.name == "lock" && strings.Contains(r.patOut, "no kernel counter moved") {
-		r.top1 += "; patterns: no kernel counter moved with the stalls"
-	}
 
 	var n int
 	tab, err := store.Select(ctx, l.st, fmt.Sprintf("SELECT count() FROM counters WHERE host = %s AND startsWith(metric, 'spikehunt.cgroup.') AND device = %s",
