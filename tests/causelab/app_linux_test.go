@@ -2,9 +2,11 @@ package causelab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -39,6 +41,9 @@ const (
 	addrFileEnv = "SPIKEHUNT_CAUSELAB_ADDR_FILE" // where the app writes its address
 	backlogEnv  = "SPIKEHUNT_CAUSELAB_BACKLOG"   // the app's listen backlog (0: the system's)
 	burnEnv     = "SPIKEHUNT_CAUSELAB_BURN"      // threads,duration of a burn
+	netnsEnv    = "SPIKEHUNT_CAUSELAB_NETNS"     // a network namespace (a path) the app listens in
+	listenEnv   = "SPIKEHUNT_CAUSELAB_LISTEN"    // the app's listen address (default 127.0.0.1:0)
+	floodEnv    = "SPIKEHUNT_CAUSELAB_FLOOD"     // cpu,target,duration of a UDP flood
 )
 
 // requestStartHeader carries the time the load generator sent the request
@@ -87,7 +92,7 @@ func shopMain() int {
 		tp.Shutdown(c)
 	}()
 	backlog, _ := strconv.Atoi(os.Getenv(backlogEnv))
-	ln, err := listen(backlog)
+	ln, err := listenIn(os.Getenv(netnsEnv), os.Getenv(listenEnv), backlog)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "shop: listen:", err)
 		return 2
@@ -106,17 +111,65 @@ func shopMain() int {
 	return 0
 }
 
-// listen listens on a loopback port with the given backlog (0: the
-// system's somaxconn, as net.Listen does).
-func listen(backlog int) (net.Listener, error) {
+// listenIn listens on addr (default a loopback port) with the given
+// backlog (0: the system's somaxconn, as net.Listen does). With netns
+// set, the socket is made in that network namespace — a socket belongs to
+// the namespace it was created in — by one thread that enters it and
+// comes back; the rest of the app (its OTLP exporter to the agent on
+// loopback) stays in the lab's namespace.
+func listenIn(netns, addr string, backlog int) (net.Listener, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	if netns == "" {
+		return listen(addr, backlog)
+	}
+	runtime.LockOSThread()
+	// The thread is not unlocked if it cannot return to its namespace:
+	// the runtime then ends it with the goroutine instead of reusing it.
+	back, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		runtime.UnlockOSThread()
+		return nil, err
+	}
+	defer back.Close()
+	target, err := os.Open(netns)
+	if err != nil {
+		runtime.UnlockOSThread()
+		return nil, err
+	}
+	defer target.Close()
+	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("enter %s: %w", netns, err)
+	}
+	ln, lerr := listen(addr, backlog)
+	if err := unix.Setns(int(back.Fd()), unix.CLONE_NEWNET); err != nil {
+		return nil, errors.Join(lerr, fmt.Errorf("return from %s: %w", netns, err))
+	}
+	runtime.UnlockOSThread()
+	return ln, lerr
+}
+
+// listen makes the listening socket on this thread.
+func listen(addr string, backlog int) (net.Listener, error) {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil || !ap.Addr().Is4() {
+		return nil, fmt.Errorf("listen address %q: want IPv4 host:port", addr)
+	}
 	if backlog <= 0 {
-		return net.Listen("tcp", "127.0.0.1:0")
+		backlog = unix.SOMAXCONN
+		if b, err := os.ReadFile("/proc/sys/net/core/somaxconn"); err == nil {
+			if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				backlog = n
+			}
+		}
 	}
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}); err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
@@ -135,6 +188,8 @@ type labShop struct {
 	allocUntil atomic.Int64 // Unix nanoseconds
 	allocMB    atomic.Int64
 	allocating chan struct{}
+	writeUntil atomic.Int64 // Unix nanoseconds
+	writePath  atomic.Pointer[string]
 }
 
 func (s *labShop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -143,6 +198,14 @@ func (s *labShop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ms, _ := strconv.Atoi(r.URL.Query().Get("ms"))
 		s.allocMB.Store(int64(mb))
 		s.allocUntil.Store(time.Now().Add(time.Duration(ms) * time.Millisecond).UnixNano())
+		w.Write([]byte("ok\n"))
+		return
+	}
+	if r.URL.Path == "/lab/io" {
+		path := r.URL.Query().Get("path")
+		ms, _ := strconv.Atoi(r.URL.Query().Get("ms"))
+		s.writePath.Store(&path)
+		s.writeUntil.Store(time.Now().Add(time.Duration(ms) * time.Millisecond).UnixNano())
 		w.Write([]byte("ok\n"))
 		return
 	}
@@ -170,6 +233,12 @@ func (s *labShop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		touchFresh(int(s.allocMB.Load()) << 20)
 		<-s.allocating
 	}
+	if time.Now().UnixNano() < s.writeUntil.Load() {
+		// The request appends a record to the app's journal and waits
+		// for the device to have it: the request path's own synchronous
+		// IO.
+		writeSynced(*s.writePath.Load())
+	}
 	s.app.ServeHTTP(w, r)
 	end := time.Now()
 	_, sp := s.tracer.Start(r.Context(), "GET "+r.URL.Path, trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindServer),
@@ -193,6 +262,74 @@ func touchFresh(n int) {
 	}
 	unix.Munmap(b)
 }
+
+// writeSynced writes one 4 KiB block at the start of path, direct and
+// synced: the request waits for the device to take it.
+func writeSynced(path string) {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_DIRECT|unix.O_DSYNC|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	// O_DIRECT wants an aligned buffer: an anonymous mapping is.
+	b, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return
+	}
+	defer unix.Munmap(b)
+	b[0] = 1
+	unix.Pwrite(fd, b, 0)
+}
+
+// floodMain sends UDP datagrams to target from one thread pinned to cpu
+// for a duration: "cpu,host:port,duration".
+func floodMain() int {
+	spec := strings.Split(os.Getenv(floodEnv), ",")
+	if len(spec) != 3 {
+		fmt.Fprintln(os.Stderr, "flood: bad", floodEnv, os.Getenv(floodEnv))
+		return 2
+	}
+	cpu, err1 := strconv.Atoi(spec[0])
+	target, err2 := netip.ParseAddrPort(spec[1])
+	d, err3 := time.ParseDuration(spec[2])
+	if err := errors.Join(err1, err2, err3); err != nil || !target.Addr().Is4() {
+		fmt.Fprintln(os.Stderr, "flood: bad", floodEnv, os.Getenv(floodEnv), err)
+		return 2
+	}
+	runtime.LockOSThread()
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		fmt.Fprintln(os.Stderr, "flood: pin:", err)
+		return 2
+	}
+	name := []byte("netflood\x00")
+	unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&name[0])), 0, 0, 0)
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "flood:", err)
+		return 2
+	}
+	defer unix.Close(fd)
+	// Unconnected: the port unreachable the peer answers with is not
+	// reported to the next send. Each datagram is near the largest UDP
+	// takes, so the sender's one system call is some 40 fragments of the
+	// veth's MTU that the receiving CPU must take in and reassemble.
+	to := &unix.SockaddrInet4{Addr: target.Addr().As4(), Port: int(target.Port())}
+	payload := make([]byte, floodDatagram)
+	end := time.Now().Add(d)
+	for sent := 0; ; sent++ {
+		// A datagram the host cannot queue (ENOBUFS) is sent again: the
+		// flood goes on.
+		unix.Sendto(fd, payload, 0, to)
+		if sent%64 == 0 && !time.Now().Before(end) {
+			return 0
+		}
+	}
+}
+
+// floodDatagram is the size of the flood's datagrams.
+const floodDatagram = 60_000
 
 // burnMain spins threads for a duration: "threads,duration".
 func burnMain() int {

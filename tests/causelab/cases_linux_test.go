@@ -4,14 +4,18 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/spikehunt/spikehunt/pipelines/cli/query"
 )
@@ -23,14 +27,15 @@ import (
 const slice = "spikehunt-causelab.slice"
 
 // cgroupRoots are the v1 hierarchies the lab uses.
-type cgroupRoots struct{ cpu, cpuacct, cpuset, memory string }
+type cgroupRoots struct{ cpu, cpuacct, cpuset, memory, blkio string }
 
 func findCgroupRoots() (cgroupRoots, error) {
 	const root = "/sys/fs/cgroup"
-	r := cgroupRoots{cpu: root + "/cpu", cpuacct: root + "/cpuacct", cpuset: root + "/cpuset", memory: root + "/memory"}
-	for _, f := range []string{r.cpu + "/cpu.cfs_quota_us", r.cpuacct + "/cpuacct.usage", r.cpuset + "/cpuset.cpus", r.memory + "/memory.limit_in_bytes"} {
+	r := cgroupRoots{cpu: root + "/cpu", cpuacct: root + "/cpuacct", cpuset: root + "/cpuset", memory: root + "/memory", blkio: root + "/blkio"}
+	for _, f := range []string{r.cpu + "/cpu.cfs_quota_us", r.cpuacct + "/cpuacct.usage", r.cpuset + "/cpuset.cpus", r.memory + "/memory.limit_in_bytes",
+		r.blkio + "/blkio.throttle.write_iops_device"} {
 		if _, err := os.Stat(f); err != nil {
-			return r, fmt.Errorf("the lab needs cgroup v1's cpu, cpuacct, cpuset and memory hierarchies under %s: %w", root, err)
+			return r, fmt.Errorf("the lab needs cgroup v1's cpu, cpuacct, cpuset, memory and blkio hierarchies under %s: %w", root, err)
 		}
 	}
 	return r, nil
@@ -46,6 +51,9 @@ type caseRun struct {
 	hogUnit    string
 	hogCgroups []string
 	backlog    int
+	netns      string // the app listens in this network namespace (a path under /run/netns) when set
+	listen     string // and on this address
+	disk       string // (f): the device the app's requests write to
 	app        *app
 	load       *load
 	scratch    string
@@ -58,7 +66,8 @@ type caseRun struct {
 func (c *caseRun) cgroup(rel, cpus string, controllers ...string) ([]string, error) {
 	var dirs []string
 	for _, ctl := range controllers {
-		root := map[string]string{"cpu": c.lab.cgroups.cpu, "cpuacct": c.lab.cgroups.cpuacct, "cpuset": c.lab.cgroups.cpuset, "memory": c.lab.cgroups.memory}[ctl]
+		root := map[string]string{"cpu": c.lab.cgroups.cpu, "cpuacct": c.lab.cgroups.cpuacct, "cpuset": c.lab.cgroups.cpuset, "memory": c.lab.cgroups.memory,
+			"blkio": c.lab.cgroups.blkio}[ctl]
 		parent := root
 		for _, p := range []string{filepath.Join(root, slice), filepath.Join(root, rel)} {
 			if err := os.Mkdir(p, 0o755); err == nil {
@@ -118,7 +127,7 @@ type labCase struct {
 	// judgeSuspects labels the top-1 family of the case's windows and
 	// says whether it names the cause.
 	judgeSuspects func(c *caseRun, rows []suspectRow, windows int) (string, bool)
-	verdictNames  func(verdict string) bool
+	verdictNames  func(c *caseRun, verdict string) bool
 }
 
 // topIs judges each window by its rank-1 suspect: ok says whether it
@@ -146,8 +155,8 @@ func topIs(ok func(c *caseRun, x suspectRow) bool) func(*caseRun, []suspectRow, 
 	}
 }
 
-func mentions(words ...string) func(string) bool {
-	return func(v string) bool {
+func mentions(words ...string) func(*caseRun, string) bool {
+	return func(_ *caseRun, v string) bool {
 		v = strings.ToLower(v)
 		for _, w := range words {
 			if strings.Contains(v, w) {
@@ -156,6 +165,24 @@ func mentions(words ...string) func(string) bool {
 		}
 		return false
 	}
+}
+
+// resident keeps an idle process (sleep) in cgroups until the case ends.
+func (c *caseRun) resident(cgroups []string) error {
+	var join strings.Builder
+	for _, d := range cgroups {
+		fmt.Fprintf(&join, "echo $$ > %s/cgroup.procs && ", d)
+	}
+	cmd := exec.Command("sh", "-c", join.String()+"exec sleep infinity")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	c.t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return nil
 }
 
 // appIn puts the app in its own unit of the lab's slice in controllers.
@@ -177,7 +204,140 @@ const (
 	memHeadroom = 96 << 20
 	fillMB      = 320
 	connBurst   = 400
+	floodFrom   = 0     // the CPU the flood's sender runs on; the app runs on CPU 1
+	rxRules     = 10000 // (e): the firewall rules each packet into the namespace walks
+	diskIOPS    = 50    // (f): the writes per second the app's cgroup may issue to the device under its disk
 )
+
+// The network namespace and veth pair of (e): the app listens at nsAddr
+// in the namespace, reached from the lab's namespace over the pair.
+const (
+	rxNetns  = "spikehunt-causelab-rx"
+	rxVethLo = "shcl-rx0" // the lab's end
+	rxVethNs = "shcl-rx1" // the namespace's end
+	rxHost   = "10.213.77.1"
+	nsAddr   = "10.213.77.2"
+)
+
+// run runs a command, its output in the error when it fails.
+func run(name string, args ...string) error {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// rxNamespace makes (e)'s namespace and veth pair, and steers the receive
+// processing of the namespace's end to cpus (an RPS mask): every packet
+// into the namespace — the flood's and the load's — is processed in the
+// NET_RX softirq of those CPUs, from their backlog queues. Removed when
+// the case ends.
+func (c *caseRun) rxNamespace(rpsMask string) error {
+	if err := run("ip", "netns", "add", rxNetns); err != nil {
+		return err
+	}
+	c.t.Cleanup(func() {
+		if err := run("ip", "netns", "del", rxNetns); err != nil {
+			c.t.Error(err)
+		}
+	})
+	if err := run("ip", "link", "add", rxVethLo, "type", "veth", "peer", "name", rxVethNs, "netns", rxNetns); err != nil {
+		return err
+	}
+	c.t.Cleanup(func() {
+		// Deleting the namespace deletes its end, and with it the pair;
+		// this is for a namespace that could not be deleted.
+		if _, err := os.Stat("/sys/class/net/" + rxVethLo); err == nil {
+			if err := run("ip", "link", "del", rxVethLo); err != nil {
+				c.t.Error(err)
+			}
+		}
+	})
+	in := func(args ...string) error { return run("ip", append([]string{"netns", "exec", rxNetns}, args...)...) }
+	for _, err := range []error{
+		run("ip", "addr", "add", rxHost+"/30", "dev", rxVethLo),
+		run("ip", "link", "set", rxVethLo, "up"),
+		in("ip", "addr", "add", nsAddr+"/30", "dev", rxVethNs),
+		in("ip", "link", "set", rxVethNs, "up"),
+		in("ip", "link", "set", "lo", "up"),
+		// ip netns exec mounts the namespace's own /sys.
+		in("sh", "-c", fmt.Sprintf("echo %s > /sys/class/net/%s/queues/rx-0/rps_cpus", rpsMask, rxVethNs)),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	// The namespace's firewall: rxRules rules that match none of the
+	// lab's packets, walked by every packet in the receiving softirq, as
+	// a node with thousands of service rules walks them. They are what
+	// makes each of the flood's packets cost the receiving CPU more than
+	// it costs the sender; they go with the namespace.
+	var rules strings.Builder
+	rules.WriteString("*raw\n")
+	for i := range rxRules {
+		fmt.Fprintf(&rules, "-A PREROUTING -s 192.0.2.%d -p tcp --dport %d -j DROP\n", i%250+1, i+1)
+	}
+	rules.WriteString("COMMIT\n")
+	restore := exec.Command("ip", "netns", "exec", rxNetns, "iptables-restore")
+	restore.Stdin = strings.NewReader(rules.String())
+	if out, err := restore.CombinedOutput(); err != nil {
+		return fmt.Errorf("iptables-restore in %s: %v: %s", rxNetns, err, out)
+	}
+	c.netns = "/run/netns/" + rxNetns
+	c.listen = nsAddr + ":0"
+	return nil
+}
+
+// stackedLoop makes (f)'s disk: a loop device over a second loop device
+// over a file on the lab's tmpfs, the upper one in direct IO mode, so
+// each write to it is a write to the lower one, issued by the loop's
+// worker on behalf of the writer's blkio cgroup; blkcg, when not "", may
+// then write to the lower device iops times a second. To the app the
+// upper device is a disk whose writes take 1/iops s: its requests are in
+// flight on it (its diskstats' time and busy time) for as long. It
+// returns the upper device's path.
+func (c *caseRun) stackedLoop(blkcg string, iops int) (string, error) {
+	backing := filepath.Join(c.lab.out, "disk-"+c.name)
+	if err := os.WriteFile(backing, nil, 0o600); err != nil {
+		return "", err
+	}
+	if err := os.Truncate(backing, 64<<20); err != nil {
+		return "", err
+	}
+	c.t.Cleanup(func() { os.Remove(backing) })
+	attach := func(args ...string) (string, error) {
+		out, err := exec.Command("losetup", append([]string{"-f", "--show"}, args...)...).CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("losetup %v: %v: %s", args, err, out)
+		}
+		dev := strings.TrimSpace(string(out))
+		c.t.Cleanup(func() {
+			if err := run("losetup", "-d", dev); err != nil {
+				c.t.Error(err)
+			}
+		})
+		return dev, nil
+	}
+	lower, err := attach(backing)
+	if err != nil {
+		return "", err
+	}
+	upper, err := attach("--direct-io=on", lower)
+	if err != nil {
+		return "", err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(lower, &st); err != nil {
+		return "", err
+	}
+	if blkcg != "" {
+		if err := c.set(blkcg, "blkio.throttle.write_iops_device", fmt.Sprintf("%d:%d %d", unix.Major(st.Rdev), unix.Minor(st.Rdev), iops)); err != nil {
+			return "", err
+		}
+	}
+	return upper, nil
+}
 
 func cases() []labCase {
 	return []labCase{
@@ -214,7 +374,26 @@ func cases() []labCase {
 				if c.hogCgroups, err = c.cgroup(c.hogUnit, "1", "cpu", "cpuacct", "cpuset"); err != nil {
 					return err
 				}
-				return c.set(c.hogCgroups[0], "cpu.shares", "262144")
+				if err := c.set(c.hogCgroups[0], "cpu.shares", "262144"); err != nil {
+					return err
+				}
+				// The slice competes with the host's other tasks at its
+				// own weight: at the default, on a busy machine, it gets
+				// a fraction of CPU 1, and the hog a third of a CPU. The
+				// neighbour is the heaviest thing on the CPU, as a
+				// neighbour with the node's largest request is.
+				sliceDir := filepath.Join(c.lab.cgroups.cpu, slice)
+				c.t.Cleanup(func() { os.WriteFile(filepath.Join(sliceDir, "cpu.shares"), []byte("1024"), 0o644) })
+				if err := c.set(sliceDir, "cpu.shares", "262144"); err != nil {
+					return err
+				}
+				// The neighbour lives in its unit from the start, idle
+				// between its bursts, as a neighbour's pod does: the
+				// agent's cgroup walk (every irq_interval) finds the unit
+				// and its quiet CPU before the first burst. A unit made
+				// and used only by the burst would be first seen during
+				// it, with no baseline.
+				return c.resident(c.hogCgroups)
 			},
 			induce: func(c *caseRun) error { return c.lab.burn(c.hogCgroups, 2, burnFor) },
 			judgeSuspects: topIs(func(c *caseRun, x suspectRow) bool {
@@ -237,7 +416,13 @@ func cases() []labCase {
 					return err
 				}
 				used, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-				c.scratch = c.t.TempDir()
+				// The writer's file is on the disk, not the lab's tmpfs:
+				// page cache is what reclaim takes back; tmpfs pages
+				// charged to the cgroup are not, without swap.
+				c.scratch = filepath.Join(c.lab.tmp, "reclaim")
+				if err := os.MkdirAll(c.scratch, 0o755); err != nil {
+					return err
+				}
 				return c.set(mem, "memory.limit_in_bytes", strconv.FormatInt(used+memHeadroom, 10))
 			},
 			induce: func(c *caseRun) error {
@@ -306,6 +491,58 @@ func cases() []labCase {
 			verdictNames: mentions("listen", "syn", "backlog", "accept queue"),
 		},
 		{
+			name: "netrx", letter: "e",
+			// The app on CPU 1, listening in a network namespace reached
+			// over a veth pair whose receive processing RPS steers to CPU
+			// 1, behind a long firewall; a sender pinned to CPU 0 floods
+			// the namespace with fragmented UDP datagrams. CPU 1's NET_RX
+			// softirq takes the CPU from the app, and the load's packets
+			// wait in CPU 1's backlog with the flood's.
+			setup: func(c *caseRun) error {
+				if err := appIn("1", "cpu", "cpuacct", "cpuset")(c); err != nil {
+					return err
+				}
+				return c.rxNamespace("2")
+			},
+			induce: func(c *caseRun) error { return c.lab.flood(floodFrom, nsAddr+":9", burnFor) },
+			judgeSuspects: topIs(func(c *caseRun, x suspectRow) bool {
+				return x.CPU == 1 && (x.Metric == "system.cpu.time" && x.Mode == "softirq" ||
+					x.Metric == "spikehunt.softirqs" && x.Mode == "NET_RX")
+			}),
+			verdictNames: mentions("softirq", "net_rx"),
+		},
+		{
+			name: "disk", letter: "f",
+			// While a burst lasts, each request appends to the app's
+			// journal, direct and synced, on a device that takes 50
+			// writes a second (a loop device stacked on one the app's
+			// blkio cgroup may write 50 times a second): 100 requests a
+			// second queue on it.
+			setup: func(c *caseRun) error {
+				if err := appIn("", "cpu", "cpuacct", "blkio")(c); err != nil {
+					return err
+				}
+				var err error
+				c.disk, err = c.stackedLoop(c.appCgroups[2], diskIOPS)
+				return err
+			},
+			induce: func(c *caseRun) error {
+				resp, err := http.Get(fmt.Sprintf("%s/lab/io?path=%s&ms=%d", c.app.url, url.QueryEscape(c.disk), burnFor.Milliseconds()))
+				if err != nil {
+					return err
+				}
+				resp.Body.Close()
+				time.Sleep(burnFor)
+				return nil
+			},
+			judgeSuspects: topIs(func(c *caseRun, x suspectRow) bool {
+				return (strings.HasPrefix(x.Metric, "system.disk.") || x.Metric == "spikehunt.disk.in_flight") && x.Device == filepath.Base(c.disk)
+			}),
+			verdictNames: func(c *caseRun, v string) bool {
+				return strings.Contains(v, filepath.Base(c.disk)) || mentions("device latency", "block device", "blocked in io")(c, v)
+			},
+		},
+		{
 			name: "lock", letter: "g",
 			// tests/shopapp's /stall: the app's one lock held for a second
 			// in nanosleep; every request behind it waits. No kernel
@@ -319,7 +556,11 @@ func cases() []labCase {
 				resp.Body.Close()
 				return nil
 			},
-			// A window with no suspect says no kernel counter moved.
+			// A window with no suspect says no kernel counter moved: on
+			// one host that is the only way the CLI says it (`spikehunt
+			// spikes` shows "-" for its top suspect, `suspects` no row);
+			// the sentence "no kernel counter moved with the stalls" is
+			// the fleet pattern's, which one host never forms.
 			judgeSuspects: func(c *caseRun, rows []suspectRow, windows int) (string, bool) {
 				with := map[string]bool{}
 				for _, x := range rows {
@@ -332,7 +573,7 @@ func cases() []labCase {
 				}
 				return fmt.Sprintf("no suspects: no kernel counter moved in the %d windows", windows), windows > 0
 			},
-			verdictNames: func(v string) bool {
+			verdictNames: func(_ *caseRun, v string) bool {
 				v = strings.ToLower(v)
 				return strings.Contains(v, "blocked") && strings.Contains(v, "stack") &&
 					(strings.Contains(v, "nanosleep") || strings.Contains(v, "futex"))
