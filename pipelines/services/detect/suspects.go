@@ -87,6 +87,7 @@ var absoluteFloors = []struct {
 	{"spikehunt.cgroup.cpu.throttled_time", 0.002, true, false},
 	{"spikehunt.cgroup.pressure.stall_time", 0.002, true, false},
 	{"system.network.io", 64 << 10, false, false},    // bytes per second
+	{"system.disk.io", 64 << 10, false, false},       // bytes per second: writeback from nothing is not a stall's cause by itself
 	{"spikehunt.memory.slab", 1 << 20, false, false}, // bytes of growth per second
 	// Dirty and writeback pages swing by megabytes as a matter of course.
 	{"spikehunt.memory.dirty", 16 << 20, false, false},

@@ -120,6 +120,19 @@ func TestDetectSuspects(t *testing.T) {
 			want: []string{"spikehunt.cgroup.cpu.throttled_time cpu=-1 device=shop/checkout-7d9 mode="},
 		},
 		{
+			// Disk bytes from a zero baseline deviate by the bytes
+			// themselves; with the floor of a count (1/s), 90 MB/s of
+			// page-cache writeback outranked a neighbour taking most of a
+			// CPU. Bytes per second have the floor network bytes have.
+			name: "a neighbour's CPU outranks disk writes that start from nothing",
+			series: during(during(append(quietHost(),
+				counterSeries{metric: "spikehunt.cgroup.cpu.usage", cpu: -1, device: "system.slice/backup.service", rate: 0.02, noise: 0.005},
+				counterSeries{metric: "system.disk.io", cpu: -1, device: "loop1", mode: "write"}),
+				func(c counterSeries) bool { return c.metric == "spikehunt.cgroup.cpu.usage" }, 0.9),
+				func(c counterSeries) bool { return c.metric == "system.disk.io" }, 90e6),
+			want: []string{"spikehunt.cgroup.cpu.usage cpu=-1 device=system.slice/backup.service mode="},
+		},
+		{
 			name: "a cgroup's CPU limit changing is no suspect",
 			series: during(during(append(quietHost(),
 				counterSeries{metric: "spikehunt.cgroup.cpu.limit", cpu: -1, device: "shop/checkout-7d9"}), func(c counterSeries) bool {
