@@ -264,6 +264,7 @@ var Rules = []Rule{
 	{Pkg: "internal/defaults", StdlibOnly: true, Why: "every config.go imports it: the standard library only"},
 	{Pkg: "internal/memlimit", StdlibOnly: true, Why: "the binaries set the Go runtime's memory limit from their cgroup's with it: the standard library only"},
 	{Pkg: "internal/otlpattr", StdlibOnly: true, Why: "both direct span decoders (agents/intake, pipelines/ingest) read attributes with it: the standard library only"},
+	{Pkg: "internal/peerconns", StdlibOnly: true, Why: "the agent's OTLP servers and the operator's webhook and report server share one per-peer connection gate: the standard library only"},
 	{Pkg: "internal/workload", StdlibOnly: true, Why: "the detector and the CLI name a pod's workload with it: the standard library only"},
 
 	// dashboards/, helm/: Go definitions and tests.
