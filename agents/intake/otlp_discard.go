@@ -24,8 +24,8 @@ import (
 // grpc-go holds: OTLP/HTTP bodies are read and dropped as they arrive,
 // within max_request_bytes on the wire (a compressed body is never
 // inflated); a gRPC message, which grpc-go reads whole and decompresses
-// before the handler runs, takes max_request_bytes of the budget from the
-// tap to the end of the call, as a trace export does.
+// before the handler runs, counts against its peer's otlp_streams_per_peer
+// as a trace export does.
 
 const (
 	signalMetrics = "metrics"
@@ -35,7 +35,7 @@ const (
 	logsServiceName    = "opentelemetry.proto.collector.logs.v1.LogsService"
 )
 
-// budgetedMethods are the gRPC methods whose message the tap budgets.
+// budgetedMethods are the gRPC methods whose streams the tap counts.
 var budgetedMethods = map[string]bool{
 	exportMethod:                         true,
 	"/" + metricsServiceName + "/Export": true,
@@ -87,7 +87,6 @@ type discardService struct {
 func (s *discardService) export(ctx context.Context, req *grpcRequest) (*grpcResponse, error) {
 	if h, _ := ctx.Value(grpcHoldKey{}).(*grpcHold); h != nil {
 		h.handled.Store(true)
-		h.release()
 	}
 	s.src.discarded[s.signal].Inc()
 	return &grpcResponse{b: []byte{}}, nil
