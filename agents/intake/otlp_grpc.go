@@ -340,7 +340,7 @@ func (s *traceService) export(ctx context.Context, req *grpcRequest) (*grpcRespo
 	if err := s.in.reserve(&h.budgetHold, held+shape.cost); err != nil {
 		if errors.Is(err, errOverBudget) {
 			s.src.drop(reasonOverBudget, 1)
-			return nil, overBudgetStatus("spikehunt: "+errOverBudget.Error()).Err()
+			return nil, overBudgetStatus("spikehunt: " + errOverBudget.Error()).Err()
 		}
 		s.src.drop(reasonTooLarge, 1)
 		return nil, status.Error(codes.ResourceExhausted, err.Error())

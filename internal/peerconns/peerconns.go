@@ -96,10 +96,10 @@ type Listener struct {
 	net.Listener
 	cfg Config
 
-	mu      sync.Mutex
-	peers   map[netip.Addr]*peer
-	open    int
-	byAddr  map[string]*Conn
+	mu     sync.Mutex
+	peers  map[netip.Addr]*peer
+	open   int
+	byAddr map[string]*Conn
 }
 
 type peer struct {
