@@ -159,7 +159,8 @@ func parseFlags(args []string) (options, error) {
 		"whose captures each may open (\"*\": all); the server does not start without it")
 	fs.StringVar(&o.report.TLSCertFile, "report.tls-cert-file", "", "PEM certificate (chain) of the report server; without it and --report.tls-key-file it speaks plain HTTP and must sit behind a TLS ingress (basic auth sends the password with every request)")
 	fs.StringVar(&o.report.TLSKeyFile, "report.tls-key-file", "", "PEM key of the report server")
-	fs.IntVar(&o.report.MaxConnections, "report.max-connections", report.DefaultMaxConnections, "open connections the report server serves at once; the next wait to be accepted")
+	fs.IntVar(&o.report.MaxConnections, "report.max-connections", report.DefaultMaxConnections, "open connections the report server serves at once; a newcomer takes the place of an idle one, or is closed")
+	fs.IntVar(&o.report.MaxConnectionsPerPeer, "report.max-connections-per-peer", 0, "open connections of one client IP, below --report.max-connections (default a quarter of it)")
 	fs.Int64Var(&o.report.MaxFileBytes, "report.max-file-bytes", report.DefaultMaxFileBytes, "largest file the report server sends in proxy mode (it is read whole and checked first); larger ones are refused with 413: use spikehunt captures get")
 	fs.StringVar(&o.report.SpoolDir, "report.spool-dir", "", "folder for files over 1 MiB while proxy mode checks them (default: the system's temporary folder); needs --report.max-connections × --report.max-file-bytes at worst")
 	fs.Float64Var(&o.memoryLimitRatio, "runtime.memory-limit-ratio", memlimit.DefaultRatio, "share of the pod's memory limit (its cgroup's) the Go runtime may use before its garbage collector works harder, "+
