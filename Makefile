@@ -234,6 +234,7 @@ bench-hardening: deps
 	BENCHTIME=20x tests/bench.sh hardening-gate ./pipelines/chhttp -- -bench '^BenchmarkGate$$'
 	BENCHTIME=1x tests/bench.sh hardening-offenders ./pipelines/ingest -- -bench '^BenchmarkAHundredOffenders$$'
 	BENCHTIME=2s tests/bench.sh hardening-kafka-tls ./agents/export -- -bench '^BenchmarkKafkaSinkPlaintextVsSASLSSL$$'
+	BENCHTIME=1x tests/bench.sh hardening-attack ./agents/intake -- -bench '^BenchmarkThroughputUnderAttack$$' -timeout 20m
 
 # spikehunt against what a user would run instead, same load, same machine,
 # same Kafka (docs/benchmarks.md); not part of `make bench` or `make test`.

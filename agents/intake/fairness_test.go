@@ -3,6 +3,7 @@ package intake
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -105,24 +106,28 @@ func TestSilentGRPCStreamsHoldNoBudgetAndAreCounted(t *testing.T) {
 // without reading; it returns the connection.
 func rawHeaderFlood(t testing.TB, addr, from string, streams, size int) net.Conn {
 	t.Helper()
-	c, err := dialerFrom(from).Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
+	c := rawHeaderFloodConn(addr, from, streams, size)
+	if c == nil {
+		t.Fatalf("dial %s from %s", addr, from)
 	}
 	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// rawHeaderFloodConn is rawHeaderFlood's connection, nil if it could not
+// dial; the caller closes it.
+func rawHeaderFloodConn(addr, from string, streams, size int) net.Conn {
+	c, err := dialerFrom(from).Dial("tcp", addr)
+	if err != nil {
+		return nil
+	}
+	block := headerBlock(addr, size)
 	go func() {
 		c.Write([]byte(http2.ClientPreface))
 		fr := http2.NewFramer(c, c)
 		fr.WriteSettings()
-		var block bytes.Buffer
-		enc := hpack.NewEncoder(&block)
 		for i := range streams {
-			block.Reset()
-			for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", exportMethod}, {":authority", addr},
-				{"content-type", "application/grpc"}, {"te", "trailers"}, {"x-pad", strings.Repeat("a", size)}} {
-				enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1], Sensitive: true})
-			}
-			b := block.Bytes()
+			b := block
 			id := uint32(2*i + 1)
 			first := min(len(b), 16<<10)
 			if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: b[:first], EndHeaders: first == len(b)}) != nil {
@@ -139,6 +144,26 @@ func rawHeaderFlood(t testing.TB, addr, from string, streams, size int) net.Conn
 	}()
 	return c
 }
+
+// headerBlock is the HPACK block of an Export request with a metadata
+// entry of size bytes. Its fields are never indexed, so the same block
+// serves every stream of a connection; it is encoded once a size.
+func headerBlock(authority string, size int) []byte {
+	key := fmt.Sprint(authority, "/", size)
+	if b, ok := headerBlocks.Load(key); ok {
+		return b.([]byte)
+	}
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", exportMethod}, {":authority", authority},
+		{"content-type", "application/grpc"}, {"te", "trailers"}, {"x-pad", strings.Repeat("a", size)}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1], Sensitive: true})
+	}
+	headerBlocks.Store(key, block.Bytes())
+	return block.Bytes()
+}
+
+var headerBlocks sync.Map
 
 func heapInUse() uint64 {
 	runtime.GC()
