@@ -227,7 +227,10 @@ bench-operator: deps
 # issue's gzip bombs cost (four over HTTP, four over gRPC), serve-clickhouse's
 # gate on a panel-sized query, a batch with a hundred poison messages found
 # by the time window and by splitting, and Kafka export over SASL_SSL beside
-# plaintext (one broker, both listeners).
+# plaintext (one broker, both listeners); and what a real OTLP sender keeps
+# of its throughput under a mixed attack on the agent (silent gRPC streams,
+# metadata floods, idle connections; SPIKEHUNT_BENCH_SECONDS each, default
+# 120).
 bench-hardening: deps
 	BENCHTIME=200x tests/bench.sh hardening-intake ./agents/intake -- -bench '^Benchmark(OTLPHTTPRequest|ScanTraceRequest|TrustDecide)$$'
 	BENCHTIME=3x tests/bench.sh hardening-bombs ./agents/intake -- -bench '^BenchmarkGzipBombs$$'
