@@ -150,7 +150,7 @@ cluster-test: deps
 FUZZTIME ?= 30s
 FUZZ_TARGETS := ./internal/otlpattr:FuzzParseDecimalIsParseInt ./agents/capture/explain:FuzzParse ./agents/capture/explain:FuzzReadBlockIO ./agents/capture/explain:FuzzReadFtrace ./agents/capture/explain:FuzzReadIrqBlocks ./pipelines/store:FuzzDecodeNative ./pipelines/chhttp:FuzzTranscodeNative ./pipelines/chhttp:FuzzDecodeBlocks \
 	./operator/internal/intake:FuzzDecodeDetectorAlert ./operator/internal/intake:FuzzDecodeGrafana ./operator/internal/intake:FuzzDecodeAlertmanager ./operator/internal/intake:FuzzGrafanaSignedRequest ./pipelines/alerts/alertsig:FuzzVerify \
-	./agents/intake:FuzzLineProtocol ./agents/intake:FuzzOTLPHTTP ./agents/intake:FuzzScanTraceRequest ./agents/intake:FuzzSpanDecoderMatchesPdata ./agents/intake:FuzzParseCredentials ./agents/spool:FuzzRecovery \
+	./agents/intake:FuzzLineProtocol ./agents/intake:FuzzOTLPHTTP ./agents/intake:FuzzScanTraceRequest ./agents/intake:FuzzSpanDecoderMatchesPdata ./agents/intake:FuzzParseCredentials ./agents/intake:FuzzHeaderGuard ./agents/spool:FuzzRecovery \
 	./agents/collect:FuzzParseInterrupts ./agents/collect:FuzzParseNetDev ./agents/collect:FuzzParseSoftirqs \
 	./agents/collect:FuzzParseVmstat ./agents/collect:FuzzParseNetSNMP ./agents/collect:FuzzParseCgroupCPUStat ./agents/collect:FuzzParseCgroupUsage \
 	./agents/collect:FuzzParseCgroupQuota ./agents/collect:FuzzParseCgroupMemoryEvents ./agents/collect:FuzzCgroupDirNames ./agents/podwatch:FuzzReadEvents \
