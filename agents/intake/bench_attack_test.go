@@ -63,6 +63,7 @@ func BenchmarkThroughputUnderAttack(b *testing.B) {
 	}
 	// send paces the apps for d and returns the spans/s accepted, and
 	// the spans refused.
+	var lastErr atomic.Value
 	send := func(d time.Duration) (float64, int64) {
 		var accepted, refused atomic.Int64
 		every := time.Duration(float64(time.Second) * batch * apps / float64(rate))
@@ -90,6 +91,7 @@ func BenchmarkThroughputUnderAttack(b *testing.B) {
 						accepted.Add(batch)
 					case ctx.Err() == nil:
 						refused.Add(batch)
+						lastErr.Store(err.Error())
 					}
 				}
 			})
@@ -106,6 +108,9 @@ func BenchmarkThroughputUnderAttack(b *testing.B) {
 	under, underRefused := send(secs)
 	stop()
 
+	if e, ok := lastErr.Load().(string); ok {
+		b.Logf("the sender's last refusal: %s", e)
+	}
 	b.Logf("open connections as the attack began: http %v, grpc %v", openHTTP, openGRPC)
 	b.Logf("unattacked %.0f spans/s (%d refused), under attack %.0f spans/s (%d refused), over %s each; the attack: %s",
 		base, baseRefused, under, underRefused, secs, attackSummary(in))
