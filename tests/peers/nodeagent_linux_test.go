@@ -58,7 +58,8 @@ func benchRate(def int) int {
 // otelcol-peers` (make bench-peers-agent installs it).
 // SPIKEHUNT_BENCH_CPUPROFILE=file also saves spikehunt-agent's CPU
 // profile over its measured seconds (go tool pprof file);
-// SPIKEHUNT_BENCH_PERF=file records it with perf instead, at 2,999 Hz with
+// (the batches of 100 in file.batch100, the baseline's in
+// file.baseline.batch100); SPIKEHUNT_BENCH_PERF=file records it with perf instead, at 2,999 Hz with
 // the kernel's side of its syscalls (perf report -i file).
 //
 // Each then gets the same rate in batches of 100 spans (batch100Load), where
@@ -208,8 +209,9 @@ type nodeAgentProc struct {
 	metrics string // its Prometheus metrics URL
 	topics  []string
 	// spikehunt: spikehunt-agent rather than the Collector (their metrics
-	// differ, and only the agent serves a CPU profile).
-	spikehunt bool
+	// differ, and only the agent serves a CPU profile); baseline: the
+	// agent of SPIKEHUNT_BENCH_BASELINE_REF.
+	spikehunt, baseline bool
 }
 
 func (p *nodeAgentProc) stop() {
@@ -340,6 +342,7 @@ func measureNodeAgents(b *testing.B) (nodeAgentFigures, error) {
 		if err != nil {
 			return r, fmt.Errorf("the baseline agent (%s): %w", ref, err)
 		}
+		base.baseline = true
 		r.baseline100, err = measurePhase(adm, base, batch100Load, 0, warm, secs)
 		base.stop()
 		if err != nil {
@@ -403,8 +406,15 @@ func measurePhase(adm *kadm.Client, p *nodeAgentProc, load spanLoad, idle, warm,
 	profiled := make(chan error, 1)
 	switch {
 	case os.Getenv("SPIKEHUNT_BENCH_CPUPROFILE") != "" && p.spikehunt:
+		path := os.Getenv("SPIKEHUNT_BENCH_CPUPROFILE")
+		if p.baseline {
+			path += ".baseline"
+		}
+		if load != nodeLoad {
+			path += fmt.Sprintf(".batch%d", load.BatchSize)
+		}
 		go func() {
-			profiled <- saveCPUProfile(strings.TrimSuffix(p.metrics, "/metrics"), secs, os.Getenv("SPIKEHUNT_BENCH_CPUPROFILE"))
+			profiled <- saveCPUProfile(strings.TrimSuffix(p.metrics, "/metrics"), secs, path)
 		}()
 	case os.Getenv("SPIKEHUNT_BENCH_PERF") != "" && p.spikehunt:
 		go func() { profiled <- perfRecord(pid, secs, os.Getenv("SPIKEHUNT_BENCH_PERF")) }()
