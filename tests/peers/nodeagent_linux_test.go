@@ -184,15 +184,18 @@ func buildAgent(dir string) (string, error) {
 }
 
 // buildAgentAt builds spikehunt-agent as it is at the git commit ref (a
-// branch, a tag, a hash) of this repository into dir, from a worktree of
-// its own that it removes after.
+// branch, a tag, a hash) of this repository into dir, from that commit's
+// files (git archive), leaving the repository as it is.
 func buildAgentAt(ref, dir string) (string, error) {
 	src := filepath.Join(dir, "src")
-	if out, err := exec.Command("git", "worktree", "add", "--detach", src, ref).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("git worktree add %s: %w\n%s", ref, err, out)
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", err
 	}
-	defer exec.Command("git", "worktree", "remove", "--force", src).Run()
-	bin := filepath.Join(dir, "spikehunt-agent-"+strings.NewReplacer("/", "-").Replace(ref))
+	archive := exec.Command("sh", "-c", `git archive "$1" | tar -x -C "$2"`, "sh", ref, src)
+	if out, err := archive.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("git archive %s: %w\n%s", ref, err, out)
+	}
+	bin := filepath.Join(dir, "spikehunt-agent-baseline")
 	cmd := exec.Command("go", "build", "-o", bin, "./agents/cmd/spikehunt-agent")
 	cmd.Dir = src
 	if out, err := cmd.CombinedOutput(); err != nil {
