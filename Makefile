@@ -6,7 +6,7 @@ GO ?= go
 # Install locations of the pinned components (SPIKEHUNT_LIBCHDB, KUBEBUILDER_ASSETS, …).
 $(foreach kv,$(shell deps/install.sh env 2>/dev/null),$(eval export $(kv)))
 
-.PHONY: all deps deps-demo build install demo eval eval-variants test e2e e2e-cluster cluster-test vet fmt-check cross manifests bench bench-store bench-store-mode bench-agent bench-ingest bench-detect bench-capture-strategy bench-operator bench-dashboards bench-hardening bench-peers bench-peers-agent bench-peers-ingest bench-peers-detect bench-scale dashboards fuzz clean
+.PHONY: all deps deps-demo build install demo eval eval-variants test e2e e2e-cluster cluster-test vet fmt-check cross manifests bench bench-store bench-store-mode bench-agent bench-ingest bench-detect bench-capture-strategy bench-operator bench-dashboards bench-hardening bench-peers bench-peers-agent bench-peers-ingest bench-peers-detect bench-scale dashboards fuzz clean causes
 .PHONY: chart-sync helm-lint images deps-images
 
 all: build
@@ -27,7 +27,7 @@ build:
 
 # make install PREFIX=/usr/local [DESTDIR=…]: the three binaries in
 # PREFIX/bin and the engine in PREFIX/lib/spikehunt/libchdb.so, where a
-# binary looks for it beside itself (pipelines/store/libchdb.go), so an
+# binary looks for it beside itself (internal/store/libchdb.go), so an
 # installed spikehunt runs from any directory without SPIKEHUNT_LIBCHDB.
 PREFIX ?= /usr/local
 install: deps-demo build ## install bin/spikehunt, spikehunt-agent, spikehunt-operator and libchdb.so under PREFIX (default /usr/local)
@@ -59,7 +59,7 @@ chart-sync: ## copy the CRDs, dashboards and gateway config into helm/spikehunt
 	rm -f helm/spikehunt/crds/*.yaml helm/spikehunt/files/dashboards/*.json
 	cp operator/config/crd/bases/*.yaml helm/spikehunt/crds/
 	for f in dashboards/grafana/*.json; do [ -e "$$f" ] && cp "$$f" helm/spikehunt/files/dashboards/; done; true
-	cp pipelines/otel/config.yaml helm/spikehunt/files/otel/config.yaml
+	cp pipelines/services/otel/config.yaml helm/spikehunt/files/otel/config.yaml
 	cp dashboards/provisioning/dashboards/spikehunt.yaml helm/spikehunt/files/provisioning/dashboards/spikehunt.yaml
 
 helm-lint: deps ## helm lint the chart with its defaults and every example values file
@@ -147,15 +147,25 @@ e2e-cluster: deps images
 cluster-test: deps
 	SPIKEHUNT_REQUIRE_PRIVILEGED=$${SPIKEHUNT_REQUIRE_PRIVILEGED:-1} $(GO) test -count=1 -v -timeout 10m $(TEST_FLAGS) ./tests/cluster
 
+# The everyday stall causes induced for real on this machine's kernel
+# (root, cgroup v1, perf; about a quarter of an hour), each through the
+# agent binary, Kafka, the ingest, the detector, `spikehunt suspects` and
+# a perf capture's verdict (docs/causes.md). Not part of make test, where
+# tests/causelab skips. SPIKEHUNT_CAUSELAB_CASES=throttle,lock picks cases.
+causes: deps
+	mkdir -p .cache
+	SPIKEHUNT_CAUSELAB=1 SPIKEHUNT_REQUIRE_PRIVILEGED=$${SPIKEHUNT_REQUIRE_PRIVILEGED:-1} $(GO) test -count=1 -v -timeout 40m $(TEST_FLAGS) -run '^TestCauses$$' ./tests/causelab 2>&1 | tee .cache/causes.txt
+	@grep '^BENCH' .cache/causes.txt
+
 FUZZTIME ?= 30s
-FUZZ_TARGETS := ./internal/otlpattr:FuzzParseDecimalIsParseInt ./agents/capture/explain:FuzzParse ./agents/capture/explain:FuzzReadBlockIO ./agents/capture/explain:FuzzReadFtrace ./agents/capture/explain:FuzzReadIrqBlocks ./pipelines/store:FuzzDecodeNative ./pipelines/chhttp:FuzzTranscodeNative ./pipelines/chhttp:FuzzDecodeBlocks \
-	./operator/internal/intake:FuzzDecodeDetectorAlert ./operator/internal/intake:FuzzDecodeGrafana ./operator/internal/intake:FuzzDecodeAlertmanager ./operator/internal/intake:FuzzGrafanaSignedRequest ./pipelines/alerts/alertsig:FuzzVerify \
+FUZZ_TARGETS := ./internal/otlpattr:FuzzParseDecimalIsParseInt ./internal/capture/explain:FuzzParse ./internal/capture/explain:FuzzReadBlockIO ./internal/capture/explain:FuzzReadFtrace ./internal/capture/explain:FuzzReadIrqBlocks ./internal/store:FuzzDecodeNative ./pipelines/services/chhttp:FuzzTranscodeNative ./pipelines/services/chhttp:FuzzDecodeBlocks \
+	./operator/internal/alertintake:FuzzDecodeDetectorAlert ./operator/internal/alertintake:FuzzDecodeGrafana ./operator/internal/alertintake:FuzzDecodeAlertmanager ./operator/internal/alertintake:FuzzGrafanaSignedRequest ./internal/alertsig:FuzzVerify \
 	./agents/intake:FuzzLineProtocol ./agents/intake:FuzzOTLPHTTP ./agents/intake:FuzzScanTraceRequest ./agents/intake:FuzzSpanDecoderMatchesPdata ./agents/intake:FuzzParseCredentials ./agents/intake:FuzzHeaderGuard ./agents/spool:FuzzRecovery \
 	./agents/collect:FuzzParseInterrupts ./agents/collect:FuzzParseNetDev ./agents/collect:FuzzParseSoftirqs \
 	./agents/collect:FuzzParseVmstat ./agents/collect:FuzzParseNetSNMP ./agents/collect:FuzzParseCgroupCPUStat ./agents/collect:FuzzParseCgroupUsage \
 	./agents/collect:FuzzParseCgroupQuota ./agents/collect:FuzzParseCgroupMemoryEvents ./agents/collect:FuzzCgroupDirNames ./agents/podwatch:FuzzReadEvents \
-	./pipelines/ingest:FuzzAppendTraces ./pipelines/ingest:FuzzAppendMetrics ./pipelines/ingest:FuzzSpanDecoderMatchesPdata \
-	./agents/capture/artifact:FuzzDecodeMetadata ./agents/capture:FuzzDecodeArmRequest ./agents/capture/wpr:FuzzParseWPRLost \
+	./pipelines/services/ingest:FuzzAppendTraces ./pipelines/services/ingest:FuzzAppendMetrics ./pipelines/services/ingest:FuzzSpanDecoderMatchesPdata \
+	./internal/capture/artifact:FuzzDecodeMetadata ./agents/capture:FuzzDecodeArmRequest ./agents/capture/wpr:FuzzParseWPRLost \
 	./agents/capture/ftrace:FuzzParseFtraceLine ./agents/capture/ftrace:FuzzParseRingStats ./agents/capture/bpftrace:FuzzBpftraceFlight \
 	./operator/internal/report:FuzzParsePath
 fuzz:                ## each fuzz target for FUZZTIME
@@ -164,15 +174,18 @@ fuzz:                ## each fuzz target for FUZZTIME
 bench: bench-store bench-store-mode bench-agent bench-ingest bench-detect bench-capture bench-capture-strategy bench-operator bench-dashboards bench-hardening bench-scale ## every bench-* target
 
 bench-store: deps-demo
-	tests/bench.sh store ./pipelines/store
+	tests/bench.sh store ./internal/store
 
 # The agent for SPIKEHUNT_BENCH_SECONDS (default 30) under 20,000 requests/s
 # to a real broker, over the line protocol, then over OTLP/gRPC from the OTel
 # SDK (idle, pdata decoder, direct decoder: three agents one after the
-# other), the OTLP decode path alone (direct and pdata in one run), plus one
-# full sampling pass on this machine.
+# other), the same line load with the cgroup sampler over the 200 workload
+# cgroups of a busy node (tests/cgroupfixture, v1 then v2), the OTLP decode
+# path alone (direct and pdata in one run), plus one full sampling pass on
+# this machine with that 200-cgroup tree (v1 and v2).
 bench-agent: deps
 	BENCHTIME=1x tests/bench.sh agent ./agents/cmd/spikehunt-agent -- -bench '^BenchmarkAgentUnderLoad$$'
+	BENCHTIME=1x tests/bench.sh agent-cgroups ./agents/cmd/spikehunt-agent -- -bench '^BenchmarkAgentUnderLoadWith200Cgroups$$'
 	BENCHTIME=1x tests/bench.sh agent-otlp ./agents/cmd/spikehunt-agent -- -bench '^BenchmarkAgentOTLPUnderLoad$$'
 	BENCHTIME=500x tests/bench.sh agent-otlp-decode ./agents/intake -- -bench '^BenchmarkOTLP(DecodePath|GRPCExport)$$'
 	BENCHTIME=300x tests/bench.sh agent-sample ./agents/collect -- -bench '^BenchmarkSample$$'
@@ -191,7 +204,7 @@ bench-capture: deps
 # indexed capture, and the captures that covered nothing. Pure Go, no
 # components; docs/benchmarks.md "Capture strategy, measured".
 bench-capture-strategy:
-	BENCHTIME=1x tests/bench.sh capture-strategy ./pipelines/eval/capturestrategy -- -bench '^BenchmarkCaptureStrategy$$' -timeout 60m
+	BENCHTIME=1x tests/bench.sh capture-strategy ./pipelines/lab/eval/capturestrategy -- -bench '^BenchmarkCaptureStrategy$$' -timeout 60m
 
 # One `spikehunt ingest` into the embedded engine over 5,000,000 agent spans
 # from 300 hosts (SPIKEHUNT_BENCH_SPANS to change), from a real broker.
@@ -220,7 +233,7 @@ bench-store-mode: deps
 # operator's default client rate (target ≤ 2,000 ms).
 bench-operator: deps
 	BENCHTIME=1x tests/bench.sh operator ./operator/internal/controller -- -bench '^BenchmarkPolicy5000Nodes$$'
-	BENCHTIME=100000x tests/bench.sh operator-alertsig ./pipelines/alerts/alertsig -- -bench '^BenchmarkVerify$$'
+	BENCHTIME=100000x tests/bench.sh operator-alertsig ./internal/alertsig -- -bench '^BenchmarkVerify$$'
 
 # What the bounds of docs/hardening.md cost: the agent's OTLP path per span
 # with its pricing walk, the trigger's allow-list per datagram, the RSS the
@@ -234,8 +247,8 @@ bench-operator: deps
 bench-hardening: deps
 	BENCHTIME=200x tests/bench.sh hardening-intake ./agents/intake -- -bench '^Benchmark(OTLPHTTPRequest|ScanTraceRequest|TrustDecide)$$'
 	BENCHTIME=3x tests/bench.sh hardening-bombs ./agents/intake -- -bench '^BenchmarkGzipBombs$$'
-	BENCHTIME=20x tests/bench.sh hardening-gate ./pipelines/chhttp -- -bench '^BenchmarkGate$$'
-	BENCHTIME=1x tests/bench.sh hardening-offenders ./pipelines/ingest -- -bench '^BenchmarkAHundredOffenders$$'
+	BENCHTIME=20x tests/bench.sh hardening-gate ./pipelines/services/chhttp -- -bench '^BenchmarkGate$$'
+	BENCHTIME=1x tests/bench.sh hardening-offenders ./pipelines/services/ingest -- -bench '^BenchmarkAHundredOffenders$$'
 	BENCHTIME=2s tests/bench.sh hardening-kafka-tls ./agents/export -- -bench '^BenchmarkKafkaSinkPlaintextVsSASLSSL$$'
 	BENCHTIME=1x tests/bench.sh hardening-attack ./agents/intake -- -bench '^BenchmarkThroughputUnderAttack$$' -timeout 20m
 
@@ -259,8 +272,8 @@ bench-peers-agent: ## spikehunt-agent vs the Collector node agent, and a samplin
 # One detector pass over 24 h × 1,000 hosts of 1 s rollups (loading them
 # takes minutes), and the median detection delay over the eval scenarios.
 bench-detect: deps-demo
-	SPIKEHUNT_BENCH_HOSTS=1000 SPIKEHUNT_BENCH_HOURS=24 BENCHTIME=1x tests/bench.sh detect ./pipelines/detect -- -bench '^BenchmarkDetectFullPass$$' -timeout 60m
-	BENCHTIME=1x tests/bench.sh detect-delay ./pipelines/eval -- -bench '^BenchmarkDetectionDelay$$' -timeout 60m
+	SPIKEHUNT_BENCH_HOSTS=1000 SPIKEHUNT_BENCH_HOURS=24 BENCHTIME=1x tests/bench.sh detect ./pipelines/services/detect -- -bench '^BenchmarkDetectFullPass$$' -timeout 60m
+	BENCHTIME=1x tests/bench.sh detect-delay ./pipelines/lab/eval -- -bench '^BenchmarkDetectionDelay$$' -timeout 60m
 
 # Detection against the rules users write today (docs/benchmarks.md): every
 # eval scenario and variant once, spikehunt's windows and patterns beside a
@@ -268,7 +281,7 @@ bench-detect: deps-demo
 # all over the same stored requests; a table per run and method, and
 # BENCH peers.detect_recall_<method> / _precision_<method> on thousand-spikes.
 bench-peers-detect: deps-demo
-	BENCHTIME=1x tests/bench.sh peers-detect ./pipelines/eval -- -bench '^BenchmarkPeersDetect$$' -timeout 120m
+	BENCHTIME=1x tests/bench.sh peers-detect ./pipelines/lab/eval -- -bench '^BenchmarkPeersDetect$$' -timeout 120m
 
 # How each stage's cost grows with the fleet (docs/benchmarks.md, "Cost as
 # the fleet grows"), one process per stage and size: the ingest of 1,000
@@ -290,7 +303,7 @@ bench-scale: deps
 	if [ -n "$${SPIKEHUNT_SCALE_FULL:-}" ]; then detect="$$detect 10000"; \
 	else skipped=(--skipped "detect=10000:not run: a fleet-day of 10,000 hosts is 864 M rows of 1 s rollups and more requests to load, beyond this target's half hour on 2 cores (SPIKEHUNT_SCALE_FULL=1 runs it)"); fi; \
 	for h in $(SCALE_INGEST_HOSTS); do SPIKEHUNT_BENCH_HOSTS=$$h BENCHTIME=1x tests/bench.sh scale-ingest-$$h ./pipelines/cmd/spikehunt -- -bench '^BenchmarkScaleIngest$$' -timeout 30m | tee -a $$lines; done; \
-	for h in $$detect; do SPIKEHUNT_BENCH_HOSTS=$$h SPIKEHUNT_BENCH_HOURS=24 BENCHTIME=1x tests/bench.sh scale-detect-$$h ./pipelines/detect -- -bench '^BenchmarkScaleDetect$$' -timeout 120m | tee -a $$lines; done; \
+	for h in $$detect; do SPIKEHUNT_BENCH_HOSTS=$$h SPIKEHUNT_BENCH_HOURS=24 BENCHTIME=1x tests/bench.sh scale-detect-$$h ./pipelines/services/detect -- -bench '^BenchmarkScaleDetect$$' -timeout 120m | tee -a $$lines; done; \
 	for n in $(SCALE_OPERATOR_NODES); do SPIKEHUNT_BENCH_NODES=$$n BENCHTIME=1x tests/bench.sh scale-operator-$$n ./operator/internal/controller -- -bench '^BenchmarkScaleOperator$$' -timeout 30m | tee -a $$lines; done; \
 	echo "load average at the end: $$(cut -d' ' -f1-3 /proc/loadavg)"; \
 	$(GO) run ./tests/scalereport --want ingest=1000,3000,10000 --want detect=1000,3000,10000 --want operator=5000,15000,50000 "$${skipped[@]}" < $$lines | tee .cache/bench/scale.txt; \

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spikehunt/spikehunt/pipelines/detect"
-	"github.com/spikehunt/spikehunt/pipelines/schema"
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/internal/schema"
+	"github.com/spikehunt/spikehunt/internal/store"
+	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/spikehunt/spikehunt/internal/vocab"
 )
 
 // The data source every panel uses, through the ${datasource} variable.
 const (
-	DatasourceType = "grafana-clickhouse-datasource"
-	DatasourceUID  = "spikehunt-clickhouse"
+	DatasourceType = vocab.DataSourceType
+	DatasourceUID  = vocab.DataSourceUID
 	// schemaVersion is the dashboard JSON model version these dashboards are
 	// written in (Grafana 11–13 read it without migrating).
 	schemaVersion = 41

@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spikehunt/spikehunt/pipelines/detect"
-	"github.com/spikehunt/spikehunt/pipelines/ingest"
-	"github.com/spikehunt/spikehunt/pipelines/schema"
-	"github.com/spikehunt/spikehunt/pipelines/sim"
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/internal/schema"
+	"github.com/spikehunt/spikehunt/internal/store"
+	"github.com/spikehunt/spikehunt/pipelines/lab/sim"
+	"github.com/spikehunt/spikehunt/pipelines/services/detect"
+	"github.com/spikehunt/spikehunt/pipelines/services/ingest"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
@@ -72,7 +72,7 @@ func loadFleet(t *testing.T, cfg sim.Config) loadedFleet {
 	}
 	t.Logf("detectors: %d spike windows, %d patterns in %s", len(res.Spikes), len(res.Patterns), time.Since(began).Round(time.Millisecond))
 	// The pipeline's own figures, through the writer the ingest and
-	// spikehunt detect use (pipelines/ingest/self_counters.go), stamped
+	// spikehunt detect use (pipelines/services/ingest/self_counters.go), stamped
 	// inside the simulated hour: sim.Load feeds the store in process, so
 	// no Kafka consumer reported rows and lag for this fleet; here one
 	// reports every 10 s what the load wrote, and the detector its pass.

@@ -13,8 +13,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/spikehunt/spikehunt/pipelines/chhttp"
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/internal/store"
+	"github.com/spikehunt/spikehunt/pipelines/services/chhttp"
 )
 
 type datasourceFile struct {

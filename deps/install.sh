@@ -23,11 +23,11 @@ helm_dir=$cache/helm/$HELM_VERSION
 controller_gen_dir=$cache/controller-gen/$CONTROLLER_TOOLS_VERSION
 # One folder per manifest: a branch that adds a component builds beside the
 # Collector the others use instead of replacing it under them.
-otelcol_manifest=$root/pipelines/otel/builder-config.yaml
+otelcol_manifest=$root/pipelines/services/otel/builder-config.yaml
 otelcol_dir=$cache/otelcol/$OTELCOL_VERSION-$(sha256sum "$otelcol_manifest" | cut -c1-12)
 otelcol_builder=$cache/otelcol/builder-$OTELCOL_VERSION
 # The stock Collector spikehunt's peer benchmarks measure against (not shipped).
-peers_otelcol_manifest=$root/pipelines/otel/peers-builder-config.yaml
+peers_otelcol_manifest=$root/pipelines/services/otel/peers-builder-config.yaml
 peers_otelcol_dir=$cache/otelcol/peers-$PEERS_OTELCOL_VERSION-$(sha256sum "$peers_otelcol_manifest" | cut -c1-12)
 peers_otelcol_builder=$cache/otelcol/builder-$PEERS_OTELCOL_VERSION
 node_exporter_dir=$cache/node-exporter/$NODE_EXPORTER_VERSION
@@ -446,11 +446,11 @@ install_grafana_schema() {
 	say "@grafana/schema, tsc -> $grafana_schema_dir"
 }
 
-# The official ClickHouse clients that pipelines/chhttp's conformance test
+# The official ClickHouse clients that pipelines/services/chhttp's conformance test
 # runs against serve-clickhouse: clickhouse-connect in a virtualenv (py/),
 # @clickhouse/client in node_modules (js/), client-v2 and its dependencies as
 # jars (java/libs). The test's client scripts live in
-# pipelines/chhttp/testdata/clients.
+# pipelines/services/chhttp/testdata/clients.
 install_chclients() {
 	local want="clickhouse-connect==$CLICKHOUSE_CONNECT_VERSION $CLICKHOUSE_CONNECT_DEPS @clickhouse/client@$CLICKHOUSE_JS_VERSION com.clickhouse:client-v2:$CLICKHOUSE_JAVA_VERSION"
 	stamped "$chclients_dir" "$want" && return

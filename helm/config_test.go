@@ -15,8 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/spikehunt/spikehunt/agents/capture/artifact"
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact"
+	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
@@ -342,7 +342,7 @@ func TestArtifactStoreConfigsAreValid(t *testing.T) {
 }
 
 // TestGatewayConfigIsValidForTheCollector runs the Collector of
-// pipelines/otel (same release as the chart's image) on the ConfigMap's
+// pipelines/services/otel (same release as the chart's image) on the ConfigMap's
 // files with the Deployment's environment: `validate` decodes every
 // component's configuration strictly.
 func TestGatewayConfigIsValidForTheCollector(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact"
 )
 
 // storeConfigs decodes, strictly, the artifact store configuration the

@@ -19,7 +19,7 @@ func TestChartCopiesAreByteIdentical(t *testing.T) {
 	}{
 		{"the operator's CRDs", "../operator/config/crd/bases/*.yaml", chartDir + "/crds/*.yaml", 2},
 		{"the Grafana dashboards", "../dashboards/grafana/*.json", chartDir + "/files/dashboards/*.json", 0},
-		{"the gateway Collector's config", "../pipelines/otel/config.yaml", chartDir + "/files/otel/config.yaml", 1},
+		{"the gateway Collector's config", "../pipelines/services/otel/config.yaml", chartDir + "/files/otel/config.yaml", 1},
 		{"the dashboards' provider", "../dashboards/provisioning/dashboards/spikehunt.yaml", chartDir + "/files/provisioning/dashboards/spikehunt.yaml", 1},
 	} {
 		t.Run(tt.what, func(t *testing.T) {

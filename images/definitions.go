@@ -26,7 +26,7 @@ type Definition struct {
 const NonRoot = 65532
 
 // LibCHDBPath is where the spikehunt image carries the ClickHouse engine;
-// SPIKEHUNT_LIBCHDB points there (pipelines/store.LibraryCandidates).
+// SPIKEHUNT_LIBCHDB points there (internal/store.LibraryCandidates).
 const LibCHDBPath = "/usr/local/lib/libchdb.so"
 
 const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

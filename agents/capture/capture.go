@@ -31,15 +31,16 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/internal/vocab"
 )
 
 // Backend names.
 const (
-	Perf     = "perf"
-	Ftrace   = "ftrace"
-	Bpftrace = "bpftrace"
-	WPR      = "wpr"
+	Perf     = vocab.BackendPerf
+	Ftrace   = vocab.BackendFtrace
+	Bpftrace = vocab.BackendBpftrace
+	WPR      = vocab.BackendWPR
 )
 
 // ErrNotSupported marks a backend this machine cannot run (the tool is

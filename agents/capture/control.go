@@ -10,8 +10,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/capture/artifact"
-	"github.com/spikehunt/spikehunt/agents/capture/control"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact"
+	"github.com/spikehunt/spikehunt/internal/capture/control"
 )
 
 // DecodeArmRequest parses and checks a request body into a Spec.

@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/capture/artifact"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact"
 	"github.com/spikehunt/spikehunt/internal/defaults"
 )
 

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/capture/artifact"
-	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
-	"github.com/spikehunt/spikehunt/agents/capture/control"
-	"github.com/spikehunt/spikehunt/agents/capture/explain"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/internal/capture/control"
+	"github.com/spikehunt/spikehunt/internal/capture/explain"
 )
 
 // run is one capture's goroutine: wait for a fire, dump the pre-window,

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/capture/control"
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/capture/control"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // fileBackend is a recorder on our own interface that writes a file per

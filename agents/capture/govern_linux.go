@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
 )
 
 // govern applies CPU affinity, nice and the IO class to every thread of

@@ -5,7 +5,7 @@ package capture
 import (
 	"os/exec"
 
-	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
 )
 
 // govern is Linux-only; elsewhere (WPR on Windows) the recorder runs as

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // Heat is what the governor knows of the host, from the agent's own

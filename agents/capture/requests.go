@@ -7,8 +7,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // requestRing keeps the most recent requests the agent saw, so that a

@@ -3,7 +3,7 @@ package capture
 import (
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // fireLimiter rate-limits the local trigger per sender: a token bucket

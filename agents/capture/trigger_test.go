@@ -14,8 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/spikehunt/spikehunt/agents/capture/control"
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/capture/control"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 var (

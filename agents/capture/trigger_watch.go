@@ -3,8 +3,8 @@ package capture
 import (
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // watch evaluates one armed capture's trigger on each request. Not safe

@@ -17,7 +17,7 @@ import (
 
 	"github.com/spikehunt/spikehunt/agents/client"
 	"github.com/spikehunt/spikehunt/agents/intake"
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 func socketPath(t testing.TB) string {

@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/spikehunt/spikehunt/tests/cgroupfixture"
 )
 
 // BenchmarkSample times one full fast pass over this machine's real /proc
 // and /sys, with the cgroup sampler over a generated tree of 200 workload
-// cgroups (cgroupBenchTree), v1 as on this machine and v2.
+// cgroups (tests/cgroupfixture), v1 as on this machine and v2.
 // agent.sample_tick_ms is the median pass with the v1 tree, the figure to
 // compare across commits; the target is 2 ms or less.
 func BenchmarkSample(b *testing.B) {
@@ -22,7 +24,7 @@ func BenchmarkSample(b *testing.B) {
 		layout, figure string
 	}{{"v1", "agent.sample_tick_ms"}, {"v2", "agent.sample_tick_cgroup_v2_ms"}} {
 		b.Run("cgroup="+v.layout, func(b *testing.B) {
-			c, err := New(Options{CgroupFS: cgroupBenchTree(b, v.layout == "v2"), Logger: discardLogger()})
+			c, err := New(Options{CgroupFS: cgroupfixture.Tree(b, v.layout == "v2"), Logger: discardLogger()})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -34,8 +36,8 @@ func BenchmarkSample(b *testing.B) {
 			}
 			c.Sample()
 			if got := testutil.ToFloat64(c.metrics.cgroups.WithLabelValues("reported")) +
-				testutil.ToFloat64(c.metrics.cgroups.WithLabelValues("aggregated")); got != cgroupBenchCount {
-				b.Fatalf("the pass saw %v cgroups, want %d", got, cgroupBenchCount)
+				testutil.ToFloat64(c.metrics.cgroups.WithLabelValues("aggregated")); got != cgroupfixture.Workloads {
+				b.Fatalf("the pass saw %v cgroups, want %d", got, cgroupfixture.Workloads)
 			}
 			b.ReportAllocs()
 			durs := make([]time.Duration, 0, b.N)
@@ -50,71 +52,6 @@ func BenchmarkSample(b *testing.B) {
 			b.ReportMetric(float64(durs[len(durs)/2].Nanoseconds())/1e6, v.figure+":ms")
 		})
 	}
-}
-
-// cgroupBenchCount is the workload cgroups of cgroupBenchTree: 50 pods of
-// three containers each.
-const cgroupBenchCount = 200
-
-// cgroupBenchTree writes a cgroup tree of a busy Kubernetes node, 50
-// pods with three containers each in the three QoS classes: v1 with the
-// cgroupfs driver (cpu/ and cpuacct/ hierarchies, as on this machine), or
-// v2 with the systemd driver (cpu.stat with throttling, cpu.max,
-// cpu.pressure, memory.events). The files live on tmpfs, so the pass
-// measures the agent's reading and bookkeeping; the kernel's formatting
-// of cgroupfs files, rstat flushes on v2 included, comes on top.
-func cgroupBenchTree(b *testing.B, v2 bool) string {
-	b.Helper()
-	root := b.TempDir()
-	w := func(rel, content string) {
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			b.Fatal(err)
-		}
-	}
-	qos := []string{"", "burstable", "besteffort"}
-	for i := range cgroupBenchCount / 4 {
-		uid := fmt.Sprintf("%08x-8a4e-4a8e-9b8f-0c6d2f1e7a10", i)
-		var dirs []string
-		if v2 {
-			pod := "kubepods.slice/kubepods-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice"
-			if q := qos[i%3]; q != "" {
-				pod = "kubepods.slice/kubepods-" + q + ".slice/kubepods-" + q + "-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice"
-			}
-			dirs = append(dirs, pod)
-			for c := range 3 {
-				dirs = append(dirs, fmt.Sprintf("%s/cri-containerd-%08x%056x.scope", pod, i, c))
-			}
-			for _, d := range dirs {
-				w(d+"/cpu.stat", fmt.Sprintf("usage_usec %d\nuser_usec 1\nsystem_usec 1\ncore_sched.force_idle_usec 0\nnr_periods %d\nnr_throttled 3\nthrottled_usec 41134\nnr_bursts 0\nburst_usec 0\n", 2493814+i, 120+i))
-				w(d+"/cpu.max", "50000 100000\n")
-				w(d+"/cpu.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=257869\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=257869\n")
-				w(d+"/memory.events", "low 0\nhigh 12\nmax 3\noom 1\noom_kill 1\noom_group_kill 0\n")
-			}
-			continue
-		}
-		pod := "kubepods/" + qos[i%3] + "/pod" + uid
-		dirs = append(dirs, pod)
-		for c := range 3 {
-			dirs = append(dirs, fmt.Sprintf("%s/%08x%056x", pod, i, c))
-		}
-		for _, d := range dirs {
-			w("cpu/"+d+"/cpu.stat", fmt.Sprintf("nr_periods %d\nnr_throttled 11\nthrottled_time 489574296\nnr_bursts 0\nburst_time 0\n", 15+i))
-			w("cpu/"+d+"/cpu.cfs_quota_us", "20000\n")
-			w("cpu/"+d+"/cpu.cfs_period_us", "100000\n")
-			w("cpuacct/"+d+"/cpuacct.usage", fmt.Sprintf("%d\n", 246596454+i))
-		}
-	}
-	if v2 {
-		w("cgroup.controllers", "cpuset cpu io memory hugetlb pids rdma misc\n")
-	} else {
-		w("cpu/cpu.stat", "nr_periods 0\nnr_throttled 0\nthrottled_time 0\n")
-		w("cpuacct/cpuacct.usage", "233650778626\n")
-	}
-	return root
 }
 
 // BenchmarkSampleSlow times one /proc/interrupts pass.
@@ -239,7 +176,7 @@ func ifaceName(i int) string {
 // the v1 200-cgroup tree.
 func BenchmarkSampleLargeHost(b *testing.B) {
 	root := largeHostTree(b)
-	c, err := New(Options{ProcFS: filepath.Join(root, "proc"), SysFS: filepath.Join(root, "sys"), CgroupFS: cgroupBenchTree(b, false),
+	c, err := New(Options{ProcFS: filepath.Join(root, "proc"), SysFS: filepath.Join(root, "sys"), CgroupFS: cgroupfixture.Tree(b, false),
 		Logger: discardLogger(), ethtool: fixtureEthtool{dir: filepath.Join(root, "ethtool")}})
 	if err != nil {
 		b.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // Cgroups, v1 and v2: per workload cgroup (cgroup_tree_linux.go), the CPU
@@ -37,8 +37,12 @@ import (
 // sampler walks on SampleSlow and keeps the list between walks: a cgroup
 // created in between is picked up by the next walk, one deleted drops
 // out as soon as its files fail to read. The quota is read by the walk
-// too. Each pass reads two (v1) or up to three (v2) files a cgroup, kept
-// open.
+// too. Each pass reads, kept open, cpu.stat and on v1 cpuacct.usage (and
+// memory.failcnt where a memory limit is set) of every cgroup, which the
+// choice below needs; v2's cpu.pressure and memory.events only of the
+// cgroups it keeps (below), which halves a pass's reads on a node of 200
+// cgroups with the default 50 kept. A cgroup that enters the kept set
+// reports its pressure and memory events from its second pass in it.
 //
 // Cardinality: a pass reports every cgroup throttled in the interval and
 // the CgroupTop busiest by CPU; the others' CPU time adds up to one series
@@ -107,14 +111,17 @@ func detectCgroups(root string) (cgroupHierarchy, error) {
 
 // cgroupState is a workload as the sampler tracks it across passes.
 type cgroupState struct {
-	w                 cgroupWorkload
-	attr              telemetry.Attr // spikehunt.cgroup = its name
-	limitCPUs         float64        // the CFS quota in CPUs; 0 when unlimited
-	stat, usage       string         // files read each pass; usage "" when v2 or no cpuacct
-	pressure, events  string         // v2 only, "" when absent
-	failcnt           string         // v1 only, for a cgroup with a memory limit: memory.failcnt
-	prev, cur         cgroupCounters
-	havePrev, readOK  bool
+	w                cgroupWorkload
+	attr             telemetry.Attr // spikehunt.cgroup = its name
+	limitCPUs        float64        // the CFS quota in CPUs; 0 when unlimited
+	stat, usage      string         // files read each pass; usage "" when v2 or no cpuacct
+	pressure, events string         // v2 only, "" when absent
+	failcnt          string         // v1 only, for a cgroup with a memory limit: memory.failcnt
+	prev, cur        cgroupCounters
+	havePrev, readOK bool
+	// extrasPrev says prev holds pressure and events read on the previous
+	// pass (v2, kept cgroups only).
+	extrasPrev        bool
 	delta             [cgFields]uint64
 	hasDelta          [cgFields]bool
 	throttled, chosen bool
@@ -232,7 +239,7 @@ func (s *cgroupSampler) adopt(sc *cgroupScan) {
 	}
 	for _, g := range sc.groups {
 		if o, ok := old[g.w.rel]; ok {
-			g.prev, g.havePrev = o.prev, o.havePrev
+			g.prev, g.havePrev, g.extrasPrev = o.prev, o.havePrev, o.extrasPrev
 		}
 	}
 	s.hier, s.groups, s.notScanned, s.scanned = sc.hier, sc.groups, sc.notScanned, true
@@ -271,36 +278,50 @@ func (s *cgroupSampler) sample(dst []telemetry.Point) ([]telemetry.Point, error)
 	for _, g := range s.groups {
 		g.hasDelta, g.throttled, g.chosen = [cgFields]bool{}, false, false
 		if g.havePrev {
-			for i := range cgFields {
-				switch {
-				case !g.cur.has[i] || !g.prev.has[i]:
-				case g.cur.v[i] < g.prev.v[i]:
-					s.resetTally.n++
-				default:
-					g.delta[i], g.hasDelta[i] = g.cur.v[i]-g.prev.v[i], true
-				}
-			}
+			s.deltas(g, cgUsageNs, cgPSISomeUs)
+			s.deltas(g, cgMemMax, cgMemMax+1) // v1's memory.failcnt, read each pass
 			g.throttled = g.delta[cgThrottled] > 0 && g.hasDelta[cgThrottled] || g.delta[cgThrottledNs] > 0 && g.hasDelta[cgThrottledNs]
 			s.order = append(s.order, g)
 		}
+	}
+	// The busiest first; ties in path order, so the choice is stable. The
+	// choice is made on every pass, emitted or not, so that the kept
+	// cgroups' v2 files are read on consecutive passes.
+	slices.SortStableFunc(s.order, func(a, b *cgroupState) int {
+		switch da, db := a.delta[cgUsageNs], b.delta[cgUsageNs]; {
+		case da > db:
+			return -1
+		case da < db:
+			return 1
+		}
+		return 0
+	})
+	for i, g := range s.order {
+		g.chosen = g.throttled || i < s.env.cgroupTop
+	}
+	// v2's cpu.pressure and memory.events are read only for the cgroups
+	// kept, and on a cgroup's first pass (its baseline, so that one busy
+	// from the start reports them on its second). A delta needs the
+	// previous pass's reading: a cgroup that enters the kept set reads a
+	// baseline and reports them from its next pass, never a change summed
+	// over the passes it was out, over one pass's interval.
+	for _, g := range s.groups {
+		read := (g.chosen || !g.havePrev) && (g.pressure != "" || g.events != "") && s.readExtras(g) == nil
+		if read && g.extrasPrev {
+			s.deltas(g, cgPSISomeUs, cgMemMax)
+			s.deltas(g, cgMemMax+1, cgFields)
+			if g.events != "" {
+				s.deltas(g, cgMemMax, cgMemMax+1)
+			}
+		}
+		g.extrasPrev = read
 		g.prev, g.havePrev = g.cur, true
 	}
 	reported, aggregated := 0, 0
 	if out.emit {
-		// The busiest first; ties in path order, so the choice is stable.
-		slices.SortStableFunc(s.order, func(a, b *cgroupState) int {
-			switch da, db := a.delta[cgUsageNs], b.delta[cgUsageNs]; {
-			case da > db:
-				return -1
-			case da < db:
-				return 1
-			}
-			return 0
-		})
 		var otherNs uint64
 		var haveOther bool
-		for i, g := range s.order {
-			g.chosen = g.throttled || i < s.env.cgroupTop
+		for _, g := range s.order {
 			if !g.chosen {
 				aggregated++
 				if !g.w.nested && g.hasDelta[cgUsageNs] {
@@ -322,6 +343,20 @@ func (s *cgroupSampler) sample(dst []telemetry.Point) ([]telemetry.Point, error)
 	s.env.metrics.cgroups.WithLabelValues("not_scanned").Set(float64(s.notScanned))
 	s.sweep() // closes the files of cgroups that left
 	return out.pts, nil
+}
+
+// deltas sets g's deltas of the fields [from, to) that both readings
+// have; a counter that went down is counted and has none.
+func (s *cgroupSampler) deltas(g *cgroupState, from, to int) {
+	for i := from; i < to; i++ {
+		switch {
+		case !g.cur.has[i] || !g.prev.has[i]:
+		case g.cur.v[i] < g.prev.v[i]:
+			s.resetTally.n++
+		default:
+			g.delta[i], g.hasDelta[i] = g.cur.v[i]-g.prev.v[i], true
+		}
+	}
 }
 
 // emit appends the points of one reported cgroup.
@@ -372,6 +407,22 @@ func (s *cgroupSampler) readGroup(g *cgroupState) error {
 		}
 		g.cur.has[cgUsageNs] = true
 	}
+	if g.failcnt != "" {
+		if s.buf, err = s.readRecord(g.failcnt, s.buf); err != nil {
+			return err
+		}
+		if g.cur.v[cgMemMax], err = parseCgroupFailcnt(s.buf); err != nil {
+			return err
+		}
+		g.cur.has[cgMemMax] = true
+	}
+	return nil
+}
+
+// readExtras reads a v2 cgroup's cpu.pressure and memory.events into
+// g.cur. After a failure the caller takes neither as a baseline.
+func (s *cgroupSampler) readExtras(g *cgroupState) error {
+	var err error
 	if g.pressure != "" {
 		if s.buf, err = s.readRecord(g.pressure, s.buf); err != nil {
 			return err
@@ -382,15 +433,6 @@ func (s *cgroupSampler) readGroup(g *cgroupState) error {
 		}
 		g.cur.v[cgPSISomeUs], g.cur.has[cgPSISomeUs] = p.someUs, p.hasSome
 		g.cur.v[cgPSIFullUs], g.cur.has[cgPSIFullUs] = p.fullUs, p.hasFull
-	}
-	if g.failcnt != "" {
-		if s.buf, err = s.readRecord(g.failcnt, s.buf); err != nil {
-			return err
-		}
-		if g.cur.v[cgMemMax], err = parseCgroupFailcnt(s.buf); err != nil {
-			return err
-		}
-		g.cur.has[cgMemMax] = true
 	}
 	if g.events != "" {
 		if s.buf, err = s.readRecord(g.events, s.buf); err != nil {

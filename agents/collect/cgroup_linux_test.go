@@ -14,7 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // The v1 fixtures in testdata/real/cgroup were captured on this machine
@@ -694,5 +694,68 @@ func TestCgroupMemoryLimitHitsOnThisKernel(t *testing.T) {
 	t.Logf("%s: limit hits %v", unit, hits)
 	if !found || hits < 10 {
 		t.Errorf("limit hits %v (reported %v), want the writer's dozens", hits, found)
+	}
+}
+
+// On v2, cpu.pressure and memory.events are read only for the cgroups
+// kept (CgroupTop 1 here: the busiest pod); a pod that enters the kept set
+// reports them from its second pass in it, never the change it gathered
+// while it was out as one pass's.
+func TestCgroupV2ReadsPressureAndMemoryEventsOnlyForTheKeptCgroups(t *testing.T) {
+	root := t.TempDir()
+	v2 := filepath.Join(root, "cgroup")
+	writeFile(t, v2, "cgroup.controllers", "cpuset cpu io memory hugetlb pids rdma misc\n")
+	pod := func(name string) string {
+		return "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + name + "_0000_0000_0000_000000000000.slice"
+	}
+	a, b := pod("0000000a"), pod("0000000b")
+	write := func(rel string, usageUs, someUs, maxEvents int) {
+		writeFile(t, v2, rel+"/cpu.stat", fmt.Sprintf("usage_usec %d\nnr_periods 0\nnr_throttled 0\nthrottled_usec 0\n", usageUs))
+		writeFile(t, v2, rel+"/cpu.pressure", fmt.Sprintf("some avg10=0.00 avg60=0.00 avg300=0.00 total=%d\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n", someUs))
+		writeFile(t, v2, rel+"/memory.events", fmt.Sprintf("low 0\nhigh 0\nmax %d\noom 0\noom_kill 0\n", maxEvents))
+	}
+	write(a, 0, 0, 0)
+	write(b, 0, 0, 0)
+	clock := newFakeClock()
+	c := newCgroupCollector(t, root, clock, 1)
+	s := c.fast[0].s.(*cgroupSampler)
+	open := func(rel string) bool { _, ok := s.files[filepath.Join(v2, rel, "cpu.pressure")]; return ok }
+	const pressure, maxEv = "spikehunt.cgroup.pressure.stall_time{spikehunt.cgroup=pod 0000000%s-0000-0000-0000-000000000000,spikehunt.pressure.resource=cpu,spikehunt.pressure.kind=some}",
+		"spikehunt.cgroup.memory.events{spikehunt.cgroup=pod 0000000%s-0000-0000-0000-000000000000,spikehunt.cgroup.memory.event=max}"
+	c.Sample() // every pod's baseline, its v2 files included
+	if !open(a) || !open(b) {
+		t.Fatal("the baseline pass did not read every pod's cpu.pressure")
+	}
+	for i, pass := range []struct {
+		aUsage, aSome, aMax, bUsage, bSome, bMax int
+		want                                     map[string]float64
+		bRead                                    bool
+	}{
+		// a is the busiest; b stalls 0.2 s and hits its limit twice, unread.
+		{500000, 100000, 1, 100000, 200000, 2, map[string]float64{
+			fmt.Sprintf(pressure, "a"): 0.1, fmt.Sprintf(maxEv, "a"): 1}, false},
+		// b is now the busiest, a is out: b's files read last at the
+		// baseline, two passes ago, it reports none yet (against them it
+		// would read 0.4 s of stall and 4 hits in one second).
+		{600000, 150000, 1, 1100000, 400000, 4, map[string]float64{}, true},
+		// b's second pass in the set: its second's stall and hits.
+		{700000, 200000, 1, 2100000, 700000, 7, map[string]float64{
+			fmt.Sprintf(pressure, "b"): 0.3, fmt.Sprintf(maxEv, "b"): 3}, true},
+	} {
+		clock.Advance(time.Second)
+		write(a, pass.aUsage, pass.aSome, pass.aMax)
+		write(b, pass.bUsage, pass.bSome, pass.bMax)
+		got := map[string]float64{}
+		for k, v := range cgroupRates(t, c.Sample()) {
+			if strings.Contains(k, "kind=some") || strings.Contains(k, "event=max") {
+				got[k] = v
+			}
+		}
+		if diff := cmp.Diff(pass.want, got, cmp.Comparer(func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 })); diff != "" {
+			t.Errorf("pass %d: pressure and limit hits (-want +got):\n%s", i+2, diff)
+		}
+		if open(b) != pass.bRead || open(a) == pass.bRead {
+			t.Errorf("pass %d: cpu.pressure open for a %v, b %v; want only the kept pod's", i+2, open(a), open(b))
+		}
 	}
 }

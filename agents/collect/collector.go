@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // sampler reads one kernel source. Implementations live in <source>_linux.go

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // counterSet turns successive readings of cumulative kernel counters into

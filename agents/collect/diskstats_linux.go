@@ -1,7 +1,7 @@
 package collect
 
 import (
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // /proc/diskstats: per block device, operations, time spent and I/Os in

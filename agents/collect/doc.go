@@ -106,6 +106,12 @@
 // runaway tree costs bounded memory; what it left is counted as
 // not_scanned.
 //
+// Why one package: the samplers are many small rooms already, one file
+// per kernel source, registering themselves in one table that the agent's
+// flags switch. They share the measured-interval rule, the counter reset
+// handling and the fixture roots; a package per sampler would export
+// those for one another.
+//
 // # Containers
 //
 // Point ProcFS, SysFS and CgroupFS at the host's mounts. The ethtool ioctl

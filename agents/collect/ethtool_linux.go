@@ -7,7 +7,7 @@ import (
 	"os"
 	"slices"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // NIC counters beyond /proc/net/dev, for interfaces backed by a device

@@ -3,7 +3,7 @@ package collect
 import (
 	"bytes"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // /proc/interrupts: per IRQ, per CPU, with the device or queue the IRQ

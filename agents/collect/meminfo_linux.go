@@ -3,7 +3,7 @@ package collect
 import (
 	"bytes"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // /proc/meminfo: kernel slab memory (the pause-frames story (docs/field-stories.md): a NIC offload made kernel

@@ -3,7 +3,7 @@ package collect
 import (
 	"bytes"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // /proc/net/dev for every interface, lo and down ones included, each

@@ -3,7 +3,7 @@ package collect
 import (
 	"bytes"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // /proc/net/snmp and /proc/net/netstat: the IP stack's MIB counters, as

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // Windows has no cumulative per-CPU interrupt or DPC counters to read like

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"errors"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // /proc/pressure/{cpu,memory,io} (Linux 4.20+, CONFIG_PSI; with

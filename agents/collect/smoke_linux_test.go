@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // metricsBySampler says which metrics prove that a sampler ran.

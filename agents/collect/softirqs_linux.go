@@ -3,7 +3,7 @@ package collect
 import (
 	"bytes"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // /proc/softirqs (Linux 2.6.31+): how many times each softirq vector ran on

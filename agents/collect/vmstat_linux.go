@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"os"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // /proc/vmstat: the memory manager's event counters. Only the ones that

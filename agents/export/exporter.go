@@ -22,7 +22,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spikehunt/spikehunt/agents/spool"
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/otlpwire"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // drainEvery bounds the drain tick, so the intake's queue never has to
@@ -40,7 +41,7 @@ type Exporter struct {
 	wg  sync.WaitGroup
 
 	// Run's goroutine only.
-	spans spanEncoder
+	spans otlpwire.SpanEncoder
 	buf   []byte // the record being written
 }
 
@@ -98,7 +99,7 @@ func (e *Exporter) Run(ctx context.Context, reqs <-chan telemetry.Request, point
 	writePasses := func() {
 		for i, ps := range passes {
 			e.write(KindMetrics, func(dst []byte) ([]byte, error) {
-				b, err := EncodeMetrics(e.res, ps)
+				b, err := otlpwire.EncodeMetrics(e.res, ps)
 				return append(dst, b...), err
 			})
 			passes[i] = nil
@@ -108,7 +109,7 @@ func (e *Exporter) Run(ctx context.Context, reqs <-chan telemetry.Request, point
 	flush := func() {
 		if len(batch) > 0 {
 			e.m.spans.Observe(float64(len(batch)))
-			e.write(KindTraces, func(dst []byte) ([]byte, error) { return e.spans.append(dst, e.res, batch), nil })
+			e.write(KindTraces, func(dst []byte) ([]byte, error) { return e.spans.Append(dst, e.res, batch), nil })
 			batch = batch[:0]
 		}
 	}

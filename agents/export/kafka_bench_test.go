@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/otlpwire"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 	"github.com/spikehunt/spikehunt/kafkasec"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
@@ -94,7 +95,7 @@ func benchSpans(b *testing.B, n int) []byte {
 		binary.BigEndian.PutUint64(r.SpanID[:], uint64(i))
 		r.Weight = 10
 	}
-	p, err := EncodeSpans(telemetry.Resource{HostName: "node-1", NodeName: "node-1", HWClass: "gen5"}, reqs)
+	p, err := otlpwire.EncodeSpans(telemetry.Resource{HostName: "node-1", NodeName: "node-1", HWClass: "gen5"}, reqs)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,7 +11,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/otlpwire"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // otlpServer is the receiving side of OTLP/gRPC, built on the same pdata
@@ -50,8 +51,9 @@ func TestOTLPSinkRetriesUntilTheCollectorIsUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	traces, _ := EncodeSpans(res, []telemetry.Request{{Service: "billy", Endpoint: "/get", Start: now, Duration: time.Millisecond}, {Service: "billy", Endpoint: "/put", Start: now, Duration: time.Millisecond}})
-	metrics, _ := EncodeMetrics(res, []telemetry.Point{{Metric: "system.cpu.time", Start: now, End: now.Add(time.Second), Value: 1}})
+	res := telemetry.Resource{HostName: "node-7", NodeName: "node-7", HWClass: "gen5"}
+	traces, _ := otlpwire.EncodeSpans(res, []telemetry.Request{{Service: "billy", Endpoint: "/get", Start: now, Duration: time.Millisecond}, {Service: "billy", Endpoint: "/put", Start: now, Duration: time.Millisecond}})
+	metrics, _ := otlpwire.EncodeMetrics(res, []telemetry.Point{{Metric: "system.cpu.time", Start: now, End: now.Add(time.Second), Value: 1}})
 	delivered := make(chan error, 2)
 	for kind, p := range map[Kind][]byte{KindTraces: traces, KindMetrics: metrics} {
 		if err := sink.Send(kind, p, func(err error) { delivered <- err }); err != nil {

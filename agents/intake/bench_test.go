@@ -22,7 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/mem"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 var benchLine = []byte("billy /search/{q} 5210 200 4bf92f3577b34da6a3ce929d0e0e4736 21560")

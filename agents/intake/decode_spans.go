@@ -10,8 +10,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
 	"github.com/spikehunt/spikehunt/internal/otlpattr"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // The direct decoder: an ExportTraceServiceRequest in protobuf walked

@@ -53,6 +53,12 @@
 //	…
 //	in.Close()                         // stops receivers, then closes Out
 //
+// Why one package: the receivers (OTLP/gRPC, OTLP/HTTP, the line
+// protocol) share one decode budget, one sampler, one cardinality cap and
+// one bounded queue, which are what make the intake safe on a busy node;
+// split, each would reach into the others' accounting. Each file is one
+// receiver or one of those shared bounds.
+//
 // The caller owns the Intake and must call Close, also after a failed
 // Start. The intake owns one goroutine per datagram socket, the gRPC and
 // HTTP servers' goroutines, and Out's channel: it closes Out in Close,

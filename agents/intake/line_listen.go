@@ -7,7 +7,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // listenUDP binds the line-protocol UDP socket.

@@ -5,7 +5,7 @@ package intake
 import (
 	"net"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // datagramReader reads datagrams through the net package. It learns a UDP

@@ -55,6 +55,7 @@ type metrics struct {
 	connsRefused     *prometheus.CounterVec // {server, reason}
 	discarded        *prometheus.CounterVec // {source, signal}
 	sources          map[string]*sourceMetrics
+	dropTotals       *dropTotals // drops by reason, for Intake.Drops
 }
 
 // sourceMetrics holds one receiver's counters, resolved once so the hot
@@ -62,9 +63,10 @@ type metrics struct {
 type sourceMetrics struct {
 	name      string
 	outcomes  [numOutcomes]prometheus.Counter
-	queueFull prometheus.Counter
+	queueFull reasonCounter
 	ignored   prometheus.Counter
 	drops     *prometheus.CounterVec
+	totals    *dropTotals
 	// discarded counts the OTLP requests of signals the agent does not
 	// use, by signal (OTLP sources only).
 	discarded map[string]prometheus.Counter
@@ -116,7 +118,8 @@ func newMetrics(queueLen, budgetUsed func() float64) *metrics {
 			Name: "spikehunt_intake_discarded_requests_total",
 			Help: "OTLP export requests of a signal the agent does not use (signal=metrics, logs), answered success and discarded unread. Apps send them when OTEL_EXPORTER_OTLP_ENDPOINT points at the agent; OTEL_EXPORTER_OTLP_TRACES_ENDPOINT sends it traces only.",
 		}, []string{"source", "signal"}),
-		sources: map[string]*sourceMetrics{},
+		sources:    map[string]*sourceMetrics{},
+		dropTotals: &dropTotals{},
 	}
 	m.evictService = m.evictions.WithLabelValues("service")
 	m.evictEndpoint = m.evictions.WithLabelValues("endpoint")
@@ -125,9 +128,10 @@ func newMetrics(queueLen, budgetUsed func() float64) *metrics {
 	for _, src := range []string{SourceOTLPGRPC, SourceOTLPHTTP, SourceUDP, SourceUnixgram} {
 		s := &sourceMetrics{
 			name:      src,
-			queueFull: m.drops.WithLabelValues(src, reasonQueueFull),
+			queueFull: reasonCounter{c: m.drops.WithLabelValues(src, reasonQueueFull), totals: m.dropTotals, reason: reasonQueueFull},
 			ignored:   m.ignored.WithLabelValues(src),
 			drops:     m.drops,
+			totals:    m.dropTotals,
 		}
 		if src == SourceOTLPGRPC || src == SourceOTLPHTTP {
 			s.discarded = map[string]prometheus.Counter{
@@ -146,6 +150,7 @@ func newMetrics(queueLen, budgetUsed func() float64) *metrics {
 func (s *sourceMetrics) drop(reason string, n int) {
 	if n > 0 {
 		s.drops.WithLabelValues(s.name, reason).Add(float64(n))
+		s.totals.add(reason, uint64(n))
 	}
 }
 

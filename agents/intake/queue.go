@@ -1,6 +1,6 @@
 package intake
 
-import "github.com/spikehunt/spikehunt/agents/telemetry"
+import "github.com/spikehunt/spikehunt/internal/telemetry"
 
 // The hand-off to the agent is a buffered channel of cfg.QueueSize
 // requests, read through Out. Receivers never wait on it: when it is full

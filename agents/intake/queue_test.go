@@ -77,6 +77,11 @@ func TestQueueFullDropsAndKeepsAnswering(t *testing.T) {
 	if got := drops(in, SourceUDP, "queue_full"); got != 2000 {
 		t.Errorf("drops{udp, queue_full} = %v, want 2000", got)
 	}
+	// Drops, which the agent's own figures read, is the counter summed
+	// over sources.
+	if got, want := in.Drops()["queue_full"], uint64(90+2*20*50+2000); got != want {
+		t.Errorf("Drops()[queue_full] = %d, want %d", got, want)
+	}
 
 	// Once the consumer catches up, requests flow again.
 	collect(t, in, 10, time.Second)

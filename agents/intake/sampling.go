@@ -5,7 +5,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // Sampling (docs/design.md §3). A request is slow when its latency reaches the

@@ -13,13 +13,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
-	"github.com/spikehunt/spikehunt/agents/capture/artifact"
-	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/agents/capture/bpftrace"
-	"github.com/spikehunt/spikehunt/agents/capture/control"
 	"github.com/spikehunt/spikehunt/agents/capture/perf"
 	"github.com/spikehunt/spikehunt/agents/nodecapture"
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/internal/capture/control"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 	capturev1alpha1 "github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )

@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
-	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
-	"github.com/spikehunt/spikehunt/agents/capture/control"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/internal/capture/control"
 	capturev1alpha1 "github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 )
 

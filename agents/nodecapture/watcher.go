@@ -37,7 +37,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
-	"github.com/spikehunt/spikehunt/agents/capture/control"
+	"github.com/spikehunt/spikehunt/internal/capture/control"
 	capturev1alpha1 "github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 )
 

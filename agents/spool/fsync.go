@@ -6,7 +6,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // syncLoop fsyncs what was appended and acknowledged every FsyncInterval,

@@ -34,14 +34,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/spikehunt/spikehunt/internal/alertsig"
 	"github.com/spikehunt/spikehunt/internal/memlimit"
+	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/kafkasec"
 	capturev1alpha1 "github.com/spikehunt/spikehunt/operator/api/v1alpha1"
+	"github.com/spikehunt/spikehunt/operator/internal/alertintake"
 	"github.com/spikehunt/spikehunt/operator/internal/controller"
-	"github.com/spikehunt/spikehunt/operator/internal/intake"
 	"github.com/spikehunt/spikehunt/operator/internal/report"
-	"github.com/spikehunt/spikehunt/pipelines/alerts/alertsig"
-	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
 // leaderElectionID names the Lease the replicas compete for.
@@ -129,8 +129,8 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.indexRetry, "index.retry", controller.DefaultIndexRetry, "how often an uploaded capture no spike overlaps yet is indexed again")
 	fs.DurationVar(&o.indexWait, "index.wait", controller.DefaultIndexWait, "how long after a capture's window it is indexed again for late spikes before it is Indexed with none")
 	fs.StringVar(&o.kafkaBrokers, "alerts.kafka.brokers", "", "comma-separated Kafka brokers of the detector's alerts topic; empty turns the Kafka intake off")
-	fs.StringVar(&o.alertsTopic, "alerts.topic", intake.DefaultTopic, "the detector's alerts topic")
-	fs.StringVar(&o.alertsGroup, "alerts.kafka.group", intake.DefaultGroup, "the consumer group whose committed offsets a restarted operator resumes from")
+	fs.StringVar(&o.alertsTopic, "alerts.topic", alertintake.DefaultTopic, "the detector's alerts topic")
+	fs.StringVar(&o.alertsGroup, "alerts.kafka.group", alertintake.DefaultGroup, "the consumer group whose committed offsets a restarted operator resumes from")
 	o.kafkaSecurity = kafkasec.AddFlags(fs, "alerts.kafka.", kafkasec.Config{})
 	fs.StringVar(&o.alertKeysDir, "alerts.keys-dir", "", "folder of the detector's alert signing keys, one file per key named after its id (the mounted Secret); "+
 		"records must be signed by one of them. Required with --alerts.kafka.brokers unless --alerts.allow-unsigned")
@@ -139,11 +139,11 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.maxSignatureAge, "alerts.max-signature-age", alertsig.DefaultMaxAge, "refuse alert records signed longer ago than this (a backlog after an outage, a replay); 1m–168h")
 	fs.DurationVar(&o.alertTTL, "alerts.ttl", controller.DefaultAlertTTL, "how long an alert whose armings the budgets refuse stays pending")
 	fs.IntVar(&o.maxPendingAlerts, "alerts.max-pending", controller.DefaultMaxPendingAlerts, "alerts pending per policy; beyond it the oldest are dropped (counted)")
-	fs.StringVar(&o.webhookAddr, "webhook.address", intake.DefaultAddress, "address of the HTTPS alert webhook (Grafana, Alertmanager)")
+	fs.StringVar(&o.webhookAddr, "webhook.address", alertintake.DefaultAddress, "address of the HTTPS alert webhook (Grafana, Alertmanager)")
 	fs.StringVar(&o.webhookTLSCert, "webhook.tls-cert-file", "", "PEM certificate (chain) of the alert webhook")
 	fs.StringVar(&o.webhookTLSKey, "webhook.tls-key-file", "", "PEM key of the alert webhook")
-	fs.StringVar(&o.grafanaSecretFile, "webhook.grafana-secret-file", "", "file with the Grafana contact point's HMAC secret; enables "+intake.DefaultGrafanaPath)
-	fs.StringVar(&o.alertmanagerTokenFile, "webhook.alertmanager-token-file", "", "file with the Alertmanager receiver's bearer token; enables "+intake.DefaultAlertmanagerPath)
+	fs.StringVar(&o.grafanaSecretFile, "webhook.grafana-secret-file", "", "file with the Grafana contact point's HMAC secret; enables "+alertintake.DefaultGrafanaPath)
+	fs.StringVar(&o.alertmanagerTokenFile, "webhook.alertmanager-token-file", "", "file with the Alertmanager receiver's bearer token; enables "+alertintake.DefaultAlertmanagerPath)
 	fs.StringVar(&o.webhookSlice, "webhook.endpointslice", "", "EndpointSlice of the webhook's selector-less Service: the leader writes its own address there while it serves, so that senders reach the leader and never a standby; empty: no slice (route to the leader yourself)")
 	fs.StringVar(&o.webhookSliceNamespace, "webhook.endpointslice-namespace", "", "namespace of --webhook.endpointslice (the pod's own)")
 	fs.StringVar(&o.webhookAdvertise, "webhook.advertise-address", "", "this pod's IP, written to --webhook.endpointslice when it leads (the downward API's status.podIP)")
@@ -202,8 +202,8 @@ func parseFlags(args []string) (options, error) {
 }
 
 // kafkaIntakeConfig is the Kafka alert intake the flags describe.
-func (o options) kafkaIntakeConfig() intake.KafkaConfig {
-	return intake.KafkaConfig{
+func (o options) kafkaIntakeConfig() alertintake.KafkaConfig {
+	return alertintake.KafkaConfig{
 		Brokers: strings.Split(o.kafkaBrokers, ","), Topic: o.alertsTopic, Group: o.alertsGroup,
 		KeysDir: o.alertKeysDir, AllowUnsigned: o.allowUnsigned, MaxSignatureAge: o.maxSignatureAge,
 		Security: o.kafkaSecurity.Config(),
@@ -312,9 +312,9 @@ func registerControllers(mgr ctrl.Manager, o options) error {
 			return fmt.Errorf("report server: %w", err)
 		}
 	}
-	sink := intake.PolicySink(inbox.Offer)
+	sink := alertintake.PolicySink(inbox.Offer)
 	if o.kafkaBrokers != "" {
-		consumer, err := intake.NewKafkaConsumer(o.kafkaIntakeConfig(), sink, log.With("source", "kafka"))
+		consumer, err := alertintake.NewKafkaConsumer(o.kafkaIntakeConfig(), sink, log.With("source", "kafka"))
 		if err != nil {
 			return err
 		}
@@ -326,14 +326,14 @@ func registerControllers(mgr ctrl.Manager, o options) error {
 		}
 	}
 	if o.grafanaSecretFile != "" || o.alertmanagerTokenFile != "" {
-		cfg := intake.WebhookConfig{Address: o.webhookAddr, TLSCertFile: o.webhookTLSCert, TLSKeyFile: o.webhookTLSKey}
+		cfg := alertintake.WebhookConfig{Address: o.webhookAddr, TLSCertFile: o.webhookTLSCert, TLSKeyFile: o.webhookTLSKey}
 		if o.grafanaSecretFile != "" {
-			cfg.Grafana = &intake.GrafanaConfig{Secret: intake.SecretSource{File: o.grafanaSecretFile}}
+			cfg.Grafana = &alertintake.GrafanaConfig{Secret: alertintake.SecretSource{File: o.grafanaSecretFile}}
 		}
 		if o.alertmanagerTokenFile != "" {
-			cfg.Alertmanager = &intake.AlertmanagerConfig{Token: intake.SecretSource{File: o.alertmanagerTokenFile}}
+			cfg.Alertmanager = &alertintake.AlertmanagerConfig{Token: alertintake.SecretSource{File: o.alertmanagerTokenFile}}
 		}
-		wh, err := intake.NewWebhook(cfg, sink, log.With("source", "webhook"))
+		wh, err := alertintake.NewWebhook(cfg, sink, log.With("source", "webhook"))
 		if err != nil {
 			return err
 		}

@@ -22,11 +22,11 @@ import (
 
 	"github.com/spikehunt/spikehunt/agents/capture"
 	"github.com/spikehunt/spikehunt/agents/nodecapture"
+	"github.com/spikehunt/spikehunt/internal/alertsig"
+	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
+	"github.com/spikehunt/spikehunt/operator/internal/alertintake"
 	"github.com/spikehunt/spikehunt/operator/internal/controller"
-	"github.com/spikehunt/spikehunt/operator/internal/intake"
-	"github.com/spikehunt/spikehunt/pipelines/alerts/alertsig"
-	"github.com/spikehunt/spikehunt/pipelines/store"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
@@ -118,10 +118,10 @@ func (c *cluster) startOperator(t *testing.T, o operatorConfig) {
 	if err := (&controller.CaptureReconciler{Store: o.store, IndexRetry: time.Second, IndexWait: 5 * time.Minute}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	consumer, err := intake.NewKafkaConsumer(intake.KafkaConfig{
+	consumer, err := alertintake.NewKafkaConsumer(alertintake.KafkaConfig{
 		Brokers: o.brokers, Topic: o.alertTopic, Group: o.group, SessionTimeout: 6 * time.Second,
 		Keys: []alertsig.Key{alertKey},
-	}, intake.PolicySink(inbox.Offer), o.log.With("component", "intake"))
+	}, alertintake.PolicySink(inbox.Offer), o.log.With("component", "intake"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/export"
-	"github.com/spikehunt/spikehunt/agents/telemetry"
-	"github.com/spikehunt/spikehunt/pipelines/alerts"
-	"github.com/spikehunt/spikehunt/pipelines/alerts/alertsig"
-	"github.com/spikehunt/spikehunt/pipelines/detect"
-	"github.com/spikehunt/spikehunt/pipelines/ingest"
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/internal/alertsig"
+	"github.com/spikehunt/spikehunt/internal/otlpwire"
+	"github.com/spikehunt/spikehunt/internal/store"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
+	"github.com/spikehunt/spikehunt/pipelines/services/alerts"
+	"github.com/spikehunt/spikehunt/pipelines/services/detect"
+	"github.com/spikehunt/spikehunt/pipelines/services/ingest"
 )
 
 // pipeline is the way from the node's requests to the alerts topic, in
@@ -109,7 +109,7 @@ func (p *pipeline) flush() error {
 	if len(b) == 0 {
 		return nil
 	}
-	msg, err := export.EncodeSpans(p.res, b)
+	msg, err := otlpwire.EncodeSpans(p.res, b)
 	if err != nil {
 		return err
 	}

@@ -15,11 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/capture/artifact"
-	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/internal/captures"
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 	"github.com/spikehunt/spikehunt/operator/internal/report"
-	"github.com/spikehunt/spikehunt/pipelines/captures"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 	"github.com/spikehunt/spikehunt/tests/shopapp"
 )
 

@@ -9,7 +9,7 @@
 // dependency to every binary that imports this package. The
 // command table and the wiring stay in pipelines/cmd/spikehunt; the
 // commands themselves live there or in pipelines/cli/query and
-// pipelines/cli/demo. It imports only the standard library.
+// pipelines/lab/demo. It imports only the standard library.
 package cli
 
 import (

@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
-	"github.com/spikehunt/spikehunt/pipelines/store"
 	"github.com/spikehunt/spikehunt/tests/cluster"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
@@ -132,7 +132,7 @@ func setUp(t *testing.T) *env {
 }
 
 // values are the release's values: the local images, never pulled (the
-// gateway's is pipelines/otel's Collector build); the host's Kafka and S3;
+// gateway's is pipelines/services/otel's Collector build); the host's Kafka and S3;
 // the embedded store on a volume of the node; a detector pass every few
 // seconds so that the test takes minutes, not hours.
 func (e *env) values() string {

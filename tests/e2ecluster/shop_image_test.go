@@ -46,7 +46,7 @@ func buildShopImage(t *testing.T, c *cluster.Cluster) string {
 	return shopImageName
 }
 
-// gatewayImageName is the gateway Collector (pipelines/otel's build, which
+// gatewayImageName is the gateway Collector (pipelines/services/otel's build, which
 // holds every component of the chart's gateway config) as an image: the
 // chart's default, the upstream contrib image, cannot be pulled here.
 const gatewayImageName = "spikehunt.local/e2e-otelcol:0.155.0"

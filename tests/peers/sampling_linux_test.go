@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/agents/collect"
-	"github.com/spikehunt/spikehunt/agents/export"
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/otlpwire"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // nodeExporterCollectors are node_exporter's collectors that read what
@@ -137,7 +137,7 @@ func spikehuntPassCPU(passes int) (float64, int, error) {
 	var points []telemetry.Point
 	pass := func() error {
 		points = append(c.Sample(), c.SampleSlow()...)
-		_, err := export.EncodeMetrics(res, points)
+		_, err := otlpwire.EncodeMetrics(res, points)
 		return err
 	}
 	for range 5 { // the baselines, and the files opened

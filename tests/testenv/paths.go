@@ -21,7 +21,7 @@ type DepPaths struct {
 	KubebuilderAssets string // KUBEBUILDER_ASSETS: folder with kube-apiserver and etcd.
 	KubeNode          string // SPIKEHUNT_KUBE_NODE: folder with kubelet, kube-controller-manager, kube-scheduler, kube-proxy, pause and coredns (tests/cluster).
 	Helm              string // SPIKEHUNT_HELM: the helm binary.
-	Otelcol           string // SPIKEHUNT_OTELCOL: the gateway Collector built from pipelines/otel.
+	Otelcol           string // SPIKEHUNT_OTELCOL: the gateway Collector built from pipelines/services/otel.
 	ControllerGen     string // SPIKEHUNT_CONTROLLER_GEN: controller-gen, for operator/api's generated files.
 	ChClients         string // SPIKEHUNT_CHCLIENTS: the official ClickHouse clients (py/, js/, java/libs) serve-clickhouse is tested with.
 }

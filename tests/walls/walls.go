@@ -83,19 +83,20 @@ type Crossing struct {
 	Why      string
 }
 
-// everyRoom are the shared leaves every package may import besides its
-// Own: they import nothing of ours and nothing outside the standard
-// library. A StdlibOnly package still may not: they are not the standard
+// everyRoom are the shared layer's leaves, which every package may import
+// besides its Own: they import nothing of ours and nothing outside the
+// standard library. A StdlibOnly package still may not: they are not the standard
 // library's.
-var everyRoom = []string{"internal/..."}
+var everyRoom = []string{"internal/defaults", "internal/memlimit", "internal/otlpattr", "internal/peerconns", "internal/vocab", "internal/workload"}
 
-// shared are the top-level packages that a Rule's Own may name although
-// they are in another top folder: the leaves several products share.
+// shared are the packages that a Rule's Own may name although they are in
+// another top folder: the shared layer beneath the products (internal/)
+// and the Kafka security settings every client takes.
 var shared = []string{"internal/...", "kafkasec"}
 
 // testMachinery are the packages any package's tests may import: tests/'s
-// real components, fake clock, readings and app.
-var testMachinery = []string{"tests/testenv", "tests/fakeclock", "tests/growth", "tests/cluster", "tests/shopapp"}
+// real components, fake clock, readings, app and cgroup tree.
+var testMachinery = []string{"tests/testenv", "tests/fakeclock", "tests/growth", "tests/cluster", "tests/shopapp", "tests/cgroupfixture"}
 
 // The agent's packages that only the agent may hold: the recorders,
 // samplers and intake run privileged on a node.
@@ -105,7 +106,7 @@ var (
 )
 
 // onlyTests are the folders and packages that only _test.go files import.
-var onlyTests = []string{"tests/...", "dashboards/...", "helm/...", "operator/e2e", "operator/config", "pipelines/otel"}
+var onlyTests = []string{"tests/...", "dashboards/...", "helm/...", "operator/e2e", "operator/config", "pipelines/services/otel"}
 
 // Folders are the walls of the module's top folders. A top folder that is
 // not here fails the check as soon as it holds a package.
@@ -141,15 +142,17 @@ var Folders = map[string]Folder{
 			"golang.org/x/net/netutil", "golang.org/x/crypto/bcrypt", "go.yaml.in/yaml/...",
 		},
 		NeverDependOn: append(append([]string{
-			"agents/collect", "agents/intake", "agents/spool", "agents/podwatch", "agents/nodecapture", "agents/cmd/...", "agents/capture/control",
-			"pipelines/detect", "pipelines/ingest", "pipelines/sim", "pipelines/alerts", "pipelines/cmd/...",
+			"agents/collect", "agents/intake", "agents/spool", "agents/podwatch", "agents/nodecapture", "agents/cmd/...", "internal/capture/control",
+			"pipelines/services/detect", "pipelines/services/ingest", "pipelines/lab/sim", "pipelines/services/alerts", "pipelines/cmd/...",
 		}, captureRecorders...), onlyTests...),
 		Why: "the operator never execs into a node nor holds the detector, the ingest or the capture engine",
 	},
 	"kafkasec": {Third: []string{"github.com/twmb/franz-go/..."}, Why: "every Kafka client imports it: the standard library and franz-go only"},
-	"internal": {Third: []string{}, Why: "leaves every room may import: the standard library only"},
-	"images":   {Third: []string{"github.com/google/go-containerregistry/..."}, Why: "build tooling: go-containerregistry and the standard library"},
-	"tests":    {Third: nil, Why: "test machinery, imported only by _test.go files and test binaries: any module go.mod requires"},
+	"internal": {Third: []string{},
+		NeverDependOn: append([]string{"agents/...", "pipelines/...", "operator/...", "dashboards/...", "images/...", "kafkasec", "k8s.io/...", "sigs.k8s.io/..."}, onlyTests...),
+		Why:           "the shared layer beneath the products: it never holds a product's package, so no arrow runs back up"},
+	"images": {Third: []string{"github.com/google/go-containerregistry/..."}, Why: "build tooling: go-containerregistry and the standard library"},
+	"tests":  {Third: nil, Why: "test machinery, imported only by _test.go files and test binaries: any module go.mod requires"},
 	"dashboards": {Third: []string{}, NeverDependOn: []string{"tests/...", "helm/...", "operator/e2e"},
 		Why: "the dashboards' Go definitions take the standard library; their tests read them against the real pipeline"},
 	"helm": {Third: []string{}, Why: "tests only: doc.go"},
@@ -158,176 +161,166 @@ var Folders = map[string]Folder{
 // Rules are the walls of each package, as the ARCHITECTURE.md files state
 // them. Cross-folder imports are in Crossings, not here.
 var Rules = []Rule{
-	// agents/
-	{Pkg: "agents/client", StdlibOnly: true, TestOwn: []string{"agents/intake", "agents/telemetry"},
-		Why: "apps import it: the standard library only (its tests send to the real intake)"},
-	{Pkg: "agents/telemetry", Third: []string{"github.com/prometheus/client_golang/..."}, Why: "the shared types; it imports nothing of ours"},
-	{Pkg: "agents/collect", Own: []string{"agents/telemetry"}, Why: "samplers share only telemetry"},
-	{Pkg: "agents/intake", Own: []string{"agents/telemetry"}, Why: "the intake shares only telemetry"},
-	{Pkg: "agents/spool", Own: []string{"agents/telemetry"}, Why: "the spool shares only telemetry"},
-	{Pkg: "agents/capture/artifact/record", StdlibOnly: true, Why: "the artifact's record travels in the control API: the standard library only"},
-	{Pkg: "agents/capture/artifact", Own: []string{"agents/capture/artifact/record"}, Third: []string{"github.com/minio/minio-go/..."},
-		Why: "the stores: the operator's cmd takes them without the recorders"},
-	{Pkg: "agents/capture/control", Own: []string{"agents/capture/artifact/record"}, Third: []string{},
-		NeverDependOn: []string{"agents/capture/artifact"},
+	// internal/: the shared layer beneath the products. The leaves
+	// (everyRoom) take the standard library only; the rest take the
+	// leaves, each other as listed, and their own third-party modules.
+	{Pkg: "internal/defaults", StdlibOnly: true, Why: "every config.go imports it: the standard library only"},
+	{Pkg: "internal/memlimit", StdlibOnly: true, Why: "the binaries set the Go runtime's memory limit from their cgroup's with it: the standard library only"},
+	{Pkg: "internal/otlpattr", StdlibOnly: true, Why: "both direct span decoders (agents/intake, pipelines/services/ingest) read attributes with it: the standard library only"},
+	{Pkg: "internal/peerconns", StdlibOnly: true, Why: "the agent's OTLP servers and the operator's webhook and report server share one per-peer connection gate: the standard library only"},
+	{Pkg: "internal/vocab", StdlibOnly: true, Why: "the words every product shares (pattern classes, backends, tables, the data source): the standard library only"},
+	{Pkg: "internal/workload", StdlibOnly: true, Why: "the detector and the CLI name a pod's workload with it: the standard library only"},
+	{Pkg: "internal/telemetry", Third: []string{"github.com/prometheus/client_golang/..."}, Why: "the agent's data model, which the simulator and the ingest's tests share"},
+	{Pkg: "internal/otlpwire", Own: []string{"internal/telemetry"}, Third: []string{"go.opentelemetry.io/collector/pdata/..."},
+		Why: "the OTLP bytes agents send, written once for the agent, the simulator and the demo"},
+	{Pkg: "internal/capture/artifact/record", StdlibOnly: true, Why: "the artifact's record travels in the control API: the standard library only"},
+	{Pkg: "internal/capture/artifact", Own: []string{"internal/capture/artifact/record"}, Third: []string{"github.com/minio/minio-go/..."},
+		Why: "the artifact stores: the agent writes them, the operator and the CLI read them, none needs the recorders"},
+	{Pkg: "internal/capture/control", Own: []string{"internal/capture/artifact/record"}, Third: []string{},
+		NeverDependOn: []string{"internal/capture/artifact"},
 		Why:           "the control API's wire types and client: the record and the standard library only, so a program that drives an agent holds neither its recorders nor a store client"},
-	{Pkg: "agents/capture", Own: []string{"agents/telemetry", "agents/capture/artifact/...", "agents/capture/control", "agents/capture/explain"},
+	{Pkg: "internal/capture/explain", Own: []string{"internal/capture/artifact/record"}, Third: []string{"google.golang.org/protobuf/encoding/protowire"},
+		Why: "the analysis of a trace: text in, verdicts, profiles and the report page out (protowire for pprof); the recorders and the CLI import it"},
+	{Pkg: "internal/store", Third: []string{"github.com/ClickHouse/ch-go/...", "github.com/ebitengine/purego/..."},
+		Why: "every binary that talks to ClickHouse uses it: ch-go, purego and the standard library only"},
+	{Pkg: "internal/schema", Own: []string{"internal/store"}, Third: []string{"github.com/ClickHouse/ch-go/proto"}, Why: "the store's tables and their migrations"},
+	{Pkg: "internal/captures", Own: []string{"internal/store"}, Third: []string{"github.com/ClickHouse/ch-go/proto"}, TestOwn: []string{"internal/schema"},
+		Why: "the captures index, one definition for the operator, the demo and the CLI: it imports only store"},
+	{Pkg: "internal/alertsig", Third: []string{"github.com/twmb/franz-go/pkg/kgo"},
+		Why: "the signed bytes, one definition for the detector and the operator: franz-go's record type only"},
+	{Pkg: "internal/policy", Third: []string{}, Why: "the capture decisions, pure, for the operator's controllers, the demo and the evaluation: the standard library only"},
+
+	// agents/
+	{Pkg: "agents/client", StdlibOnly: true, TestOwn: []string{"agents/intake", "internal/telemetry"},
+		Why: "apps import it: the standard library only (its tests send to the real intake)"},
+	{Pkg: "agents/collect", Own: []string{"internal/telemetry"}, Why: "samplers share only telemetry"},
+	{Pkg: "agents/intake", Own: []string{"internal/telemetry"}, Why: "the intake shares only telemetry"},
+	{Pkg: "agents/spool", Own: []string{"internal/telemetry"}, Why: "the spool shares only telemetry"},
+	{Pkg: "agents/capture", Own: []string{"internal/telemetry", "internal/capture/..."},
 		Third: []string{"github.com/prometheus/client_golang/...", "golang.org/x/sys/..."},
 		Why:   "the engine knows backends only by its Backend interface; cmd constructs them, and nodecapture drives the engine, not the reverse (explain only for the report.html of a capture without an analysis)"},
-	{Pkg: "agents/capture/explain", Own: []string{"agents/capture/artifact/record"}, Third: []string{"google.golang.org/protobuf/encoding/protowire"},
-		Why: "the analysis of a trace on the node: text in, verdicts, profiles and the report page out (protowire for pprof); the recorders and captures explain import it, never the reverse"},
-	{Pkg: "agents/capture/perf", Own: []string{"agents/capture", "agents/capture/artifact/record", "agents/capture/explain"},
-		TestOwn: []string{"agents/capture/artifact", "agents/capture/control", "agents/capture/internal/capturetest", "agents/telemetry"},
+	{Pkg: "agents/capture/perf", Own: []string{"agents/capture", "internal/capture/artifact/record", "internal/capture/explain"},
+		TestOwn: []string{"internal/capture/artifact", "internal/capture/control", "agents/capture/internal/capturetest", "internal/telemetry"},
 		Why:     "a backend implements the engine's interfaces and knows no other backend"},
-	{Pkg: "agents/capture/ftrace", Own: []string{"agents/capture", "agents/capture/artifact/record", "agents/capture/explain"},
-		TestOwn: []string{"agents/capture/control", "agents/capture/internal/capturetest"},
+	{Pkg: "agents/capture/ftrace", Own: []string{"agents/capture", "internal/capture/artifact/record", "internal/capture/explain"},
+		TestOwn: []string{"internal/capture/control", "agents/capture/internal/capturetest"},
 		Why:     "a backend implements the engine's interfaces and knows no other backend"},
-	{Pkg: "agents/capture/bpftrace", Own: []string{"agents/capture", "agents/capture/artifact/record", "agents/capture/explain"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
-	{Pkg: "agents/capture/wpr", Own: []string{"agents/capture", "agents/capture/artifact/record"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
-	{Pkg: "agents/capture/internal/capturetest", Own: []string{"agents/telemetry"}, Why: "the recorders' test fixture"},
-	{Pkg: "agents/export", Own: []string{"agents/spool", "agents/telemetry", "kafkasec"}, Why: "the exporter moves the spool's records to a sink"},
+	{Pkg: "agents/capture/bpftrace", Own: []string{"agents/capture", "internal/capture/artifact/record", "internal/capture/explain"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
+	{Pkg: "agents/capture/wpr", Own: []string{"agents/capture", "internal/capture/artifact/record"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
+	{Pkg: "agents/capture/internal/capturetest", Own: []string{"internal/telemetry"}, Why: "the recorders' test fixture"},
+	{Pkg: "agents/export", Own: []string{"agents/spool", "internal/telemetry", "internal/otlpwire", "kafkasec"}, Why: "the exporter moves the spool's records to a sink"},
+	{Pkg: "agents/selfreport", Own: []string{"agents/capture", "agents/export", "agents/spool", "internal/telemetry"}, Third: []string{},
+		Why: "the agent's own figures, read from its parts directly, never from a metrics registry"},
 	{Pkg: "agents/podwatch", Third: []string{"github.com/prometheus/client_golang/..."},
 		Why: "the node's pod names over plain net/http: no client-go, so the agent stays small"},
-	{Pkg: "agents/nodecapture", Own: []string{"agents/capture", "agents/capture/artifact/...", "agents/capture/control"},
-		TestOwn:       []string{"agents/capture/perf", "agents/capture/bpftrace", "agents/telemetry"},
+	{Pkg: "agents/nodecapture", Own: []string{"agents/capture", "internal/capture/artifact/...", "internal/capture/control"},
+		TestOwn:       []string{"agents/capture/perf", "agents/capture/bpftrace", "internal/telemetry"},
 		NeverDependOn: []string{"agents/capture/perf", "agents/capture/ftrace", "agents/capture/bpftrace", "agents/capture/wpr"},
 		Why:           "the one bridge from the Capture API to the engine; the engine's backends are cmd's to choose"},
-	{Pkg: "agents/cmd/...", Own: []string{"agents/...", "kafkasec"}, Why: "only cmd wires the agent's packages together"},
+	{Pkg: "agents/cmd/...", Own: []string{"agents/...", "internal/telemetry", "internal/capture/...", "internal/otlpwire", "kafkasec"}, Why: "only cmd wires the agent's packages together"},
 
 	// kafkasec/
 	{Pkg: "kafkasec", Why: "every Kafka client of the agent, the pipeline and the operator imports it: it imports nothing of ours"},
 
-	// pipelines/
-	{Pkg: "pipelines/store", Third: []string{"github.com/ClickHouse/ch-go/...", "github.com/ebitengine/purego/..."}, TestOwn: []string{"pipelines/chhttp"},
-		Why: "every binary that talks to ClickHouse uses it: ch-go, purego and the standard library only"},
-	{Pkg: "pipelines/alerts/alertsig", Third: []string{"github.com/twmb/franz-go/pkg/kgo"},
-		Why: "the signed bytes, one definition for the detector and the operator: franz-go's record type only"},
-	{Pkg: "pipelines/schema", Own: []string{"pipelines/store"}, Third: []string{"github.com/ClickHouse/ch-go/proto"}},
-	{Pkg: "pipelines/chhttp", Own: []string{"pipelines/store"}, TestOwn: []string{"pipelines/schema"}},
-	{Pkg: "pipelines/report", Own: []string{"pipelines/store"}, Third: []string{}, TestOwn: []string{"pipelines/schema", "pipelines/sim"},
-		Why: "the demo's HTML page, drawn with the standard library"},
-	{Pkg: "pipelines/captures", Own: []string{"pipelines/store"}, Third: []string{"github.com/ClickHouse/ch-go/proto"}, TestOwn: []string{"pipelines/schema"},
-		Why: "the captures index, one definition for the operator, the demo and the CLI: it imports only store"},
-	{Pkg: "pipelines/detect", Own: []string{"pipelines/store"}, Third: []string{"github.com/ClickHouse/ch-go/proto"}, TestOwn: []string{"pipelines/schema"},
-		Why: "detect imports only store"},
-	{Pkg: "pipelines/ingest", Own: []string{"pipelines/store", "kafkasec"}, TestOwn: []string{"pipelines/schema"}},
-	{Pkg: "pipelines/alerts", Own: []string{"pipelines/alerts/alertsig", "pipelines/detect", "pipelines/store", "kafkasec"}, TestOwn: []string{"pipelines/schema"},
+	// pipelines/services/: the long-running services.
+	{Pkg: "pipelines/services/chhttp", Own: []string{"internal/store"}, TestOwn: []string{"internal/schema"}, Why: "serve-clickhouse: the store over HTTP"},
+	{Pkg: "pipelines/services/detect", Own: []string{"internal/store", "internal/schema"}, Third: []string{"github.com/ClickHouse/ch-go/proto"},
+		Why: "detect reads and writes the store's tables"},
+	{Pkg: "pipelines/services/ingest", Own: []string{"internal/store", "internal/schema", "kafkasec"}, TestOwn: []string{"internal/telemetry", "internal/otlpwire"},
+		Why: "Kafka's OTLP into the store's tables"},
+	{Pkg: "pipelines/services/alerts", Own: []string{"internal/alertsig", "pipelines/services/detect", "internal/store", "internal/schema", "kafkasec"},
 		Why: "alerts uses detect's result types"},
-	{Pkg: "pipelines/sim", Own: []string{"pipelines/ingest", "pipelines/store", "kafkasec"}, TestOwn: []string{"pipelines/schema"},
-		Why: "simulated messages are the agent's own encoding, through the in-process source or Kafka"},
-	{Pkg: "pipelines/eval", Own: []string{"pipelines/detect", "pipelines/schema", "pipelines/sim", "pipelines/store"}},
-	{Pkg: "pipelines/eval/capturestrategy", Own: []string{"pipelines/alerts", "pipelines/detect", "pipelines/sim"},
-		Why: "the capture strategy measured as the demo runs it, with the detector's classifier and alerting in process, no store"},
-	{Pkg: "pipelines/otel", TestOwn: []string{"pipelines/ingest", "pipelines/schema", "pipelines/store"}, Why: "tests only"},
+	{Pkg: "pipelines/services/otel", TestOwn: []string{"pipelines/services/ingest", "internal/schema", "internal/store"}, Why: "tests only: the gateway Collector's build and config"},
+
+	// pipelines/cli/: the command line and its queries.
 	{Pkg: "pipelines/cli", Third: []string{}, StdlibOnly: true,
 		Why: "the flag plumbing every spikehunt command shares: the standard library only"},
-	{Pkg: "pipelines/cli/query", Own: []string{"pipelines/cli", "pipelines/captures", "pipelines/store"}, Third: []string{"github.com/ClickHouse/ch-go/..."},
-		TestOwn: []string{"pipelines/schema"},
-		Why:     "the query commands read the tables through store, the captures index's conditions through captures, and nothing that writes them"},
-	{Pkg: "pipelines/cli/demo", Own: []string{"pipelines/cli", "pipelines/cli/query", "pipelines/cli/artifacts", "pipelines/captures", "pipelines/detect", "pipelines/ingest",
-		"pipelines/report", "pipelines/schema", "pipelines/sim", "pipelines/store"},
-		Why: "the demo drives the agent as a child process through its control API, never through its recorders"},
-	{Pkg: "pipelines/cli/artifacts", Own: []string{"pipelines/cli", "pipelines/cli/query", "pipelines/captures", "pipelines/store"}, TestOwn: []string{"pipelines/schema"},
+	{Pkg: "pipelines/cli/query", Own: []string{"pipelines/cli", "internal/captures", "internal/store", "internal/schema"}, Third: []string{"github.com/ClickHouse/ch-go/..."},
+		Why: "the query commands read the tables through store, the captures index's conditions through captures, and nothing that writes them"},
+	{Pkg: "pipelines/cli/artifacts", Own: []string{"pipelines/cli", "pipelines/cli/query", "internal/captures", "internal/store", "internal/schema", "internal/capture/artifact/...", "internal/capture/explain"},
 		Why: "captures get and explain read the artifact store and the analysis the agents write, never their recorders"},
-	{Pkg: "pipelines/cmd/...", Own: []string{"pipelines/...", "kafkasec"},
-		Why: "the binary keeps the command table and the wiring; the demo (pipelines/cli/demo) is what reaches the agent's control API and the operator's policy"},
+	{Pkg: "pipelines/cmd/...", Own: []string{"pipelines/...", "internal/...", "kafkasec"},
+		Why: "the binary keeps the command table and the wiring; the demo (pipelines/lab/demo) is what reaches the agent's control API and the operator's policy"},
+
+	// pipelines/lab/: the simulator, the evaluation, the demo and its page.
+	{Pkg: "pipelines/lab/sim", Own: []string{"pipelines/services/ingest", "internal/store", "internal/schema", "internal/telemetry", "internal/otlpwire", "kafkasec"},
+		Why: "simulated messages are the agent's own encoding, through the in-process source or Kafka"},
+	{Pkg: "pipelines/lab/eval", Own: []string{"pipelines/services/detect", "internal/schema", "pipelines/lab/sim", "internal/store"}},
+	{Pkg: "pipelines/lab/eval/capturestrategy", Own: []string{"pipelines/services/alerts", "pipelines/services/detect", "pipelines/lab/sim", "internal/policy"},
+		Why: "the capture strategy measured as the demo runs it, with the detector's classifier, alerting and the operator's policy in process, no store"},
+	{Pkg: "pipelines/lab/htmlreport", Own: []string{"internal/store", "internal/schema"}, Third: []string{}, TestOwn: []string{"pipelines/lab/sim"},
+		Why: "the demo's HTML page, drawn with the standard library"},
+	{Pkg: "pipelines/lab/demo", Own: []string{"pipelines/cli", "pipelines/cli/query", "pipelines/cli/artifacts", "internal/captures", "pipelines/services/detect", "pipelines/services/ingest",
+		"pipelines/lab/htmlreport", "internal/schema", "pipelines/lab/sim", "internal/store", "internal/telemetry", "internal/otlpwire", "internal/capture/control", "internal/policy"},
+		Why: "the demo drives the agent as a child process through its control API, never through its recorders"},
 
 	// operator/
 	{Pkg: "operator/api/...", Third: []string{"k8s.io/apimachinery/...", "sigs.k8s.io/controller-runtime/pkg/scheme"},
 		Why: "the API types import only apimachinery and controller-runtime's scheme builder"},
-	{Pkg: "operator/policy", Third: []string{}, Why: "pure decisions, importable by the demo: the standard library only"},
 	{Pkg: "operator/config", TestOwn: []string{"operator/api/..."}, Why: "tests only"},
-	{Pkg: "operator/e2e", TestOwn: []string{"operator/..."}, Why: "tests only"},
-	{Pkg: "operator/internal/intake", Own: []string{"operator/policy", "kafkasec"}, Why: "alerts from Kafka and webhooks, checked with the signature's definition"},
-	{Pkg: "operator/internal/controller", Own: []string{"operator/api/...", "operator/policy"}, TestOwn: []string{"operator/internal/intake"}},
-	{Pkg: "operator/internal/report", Own: []string{"operator/api/..."},
+	{Pkg: "operator/e2e", TestOwn: []string{"operator/...", "internal/..."}, Why: "tests only"},
+	{Pkg: "operator/internal/alertintake", Own: []string{"internal/policy", "internal/alertsig", "kafkasec"}, Why: "alerts from Kafka and webhooks, checked with the signature's definition"},
+	{Pkg: "operator/internal/controller", Own: []string{"operator/api/...", "internal/policy", "internal/captures", "internal/store"},
+		TestOwn: []string{"operator/internal/alertintake", "internal/alertsig", "internal/schema"}, Why: "one controller per concern; the Capture reconciler indexes captures in the store"},
+	{Pkg: "operator/internal/report", Own: []string{"operator/api/...", "internal/capture/artifact/record"}, TestOwn: []string{"internal/capture/artifact"},
 		Why: "the report server reads artifacts through its own interface, which cmd implements over the store"},
-	{Pkg: "operator/cmd/...", Own: []string{"operator/...", "kafkasec"}, Why: "cmd wires the operator's packages together"},
+	{Pkg: "operator/cmd/...", Own: []string{"operator/...", "internal/...", "kafkasec"}, Why: "cmd wires the operator's packages together"},
 
 	// tests/: test machinery and test-only packages.
-	{Pkg: "tests/testenv", Own: []string{"kafkasec"}, Why: "real components for tests: a broker with kafkasec's TLS and SASL, the embedded store, an API server"},
+	{Pkg: "tests/testenv", Own: []string{"kafkasec", "internal/store"}, Why: "real components for tests: a broker with kafkasec's TLS and SASL, the embedded store, an API server"},
 	{Pkg: "tests/cluster", Own: []string{"tests/testenv"},
 		Why: "the one-node Kubernetes finds its binaries through testenv.Paths; the charts' e2e tests import it, not the reverse"},
 	{Pkg: "tests/testsummary", Third: []string{}},
 	{Pkg: "tests/walls", Third: []string{}},
 	{Pkg: "tests/fakeclock", Third: []string{}, Why: "the tests' one fake clock: the standard library only"},
+	{Pkg: "tests/cgroupfixture", Third: []string{}, Why: "the agent's benchmarks' cgroup tree: the standard library only"},
 	{Pkg: "tests/fixeddates", Third: []string{}, Why: "the check for fixed dates in the tests of the store and Kafka: the standard library only"},
 	{Pkg: "tests/growth", Third: []string{}, Why: "bench-scale's fit and memory readings: the standard library only, so any benchmark may take it"},
 	{Pkg: "tests/scalereport", Own: []string{"tests/growth"}, Third: []string{}, Why: "bench-scale's report reads BENCH lines, not the stages' code"},
-	{Pkg: "tests/e2ecluster", Why: "tests only: the chart on a real node, through its images"},
+	{Pkg: "tests/e2ecluster", TestOwn: []string{"internal/store"}, Why: "tests only: the chart on a real node, through its images"},
 	{Pkg: "tests/shopapp", Third: []string{"golang.org/x/sys/unix"}, Why: "the end-to-end tests' app: none of spikehunt's code"},
-	{Pkg: "tests/peers", Why: "benchmarks only: spikehunt's binaries and packages against their peers, from _test.go files"},
+	{Pkg: "tests/causelab", TestOwn: []string{"internal/capture/control", "internal/schema", "internal/store"},
+		Why: "make causes only: everyday stall causes through the whole platform on this machine's kernel, from _test.go files"},
+	{Pkg: "tests/peers", TestOwn: []string{"internal/telemetry", "internal/otlpwire"}, Why: "benchmarks only: spikehunt's binaries and packages against their peers, from _test.go files"},
 	{Pkg: "tests/e2ecluster/shop", Own: []string{"tests/shopapp"}, Third: []string{"go.opentelemetry.io/collector/pdata/..."},
 		Why: "the cluster e2e's app: an OTel-instrumented service, none of spikehunt's code"},
 
-	// internal/: leaves every room may import (everyRoom).
-	{Pkg: "internal/defaults", StdlibOnly: true, Why: "every config.go imports it: the standard library only"},
-	{Pkg: "internal/memlimit", StdlibOnly: true, Why: "the binaries set the Go runtime's memory limit from their cgroup's with it: the standard library only"},
-	{Pkg: "internal/otlpattr", StdlibOnly: true, Why: "both direct span decoders (agents/intake, pipelines/ingest) read attributes with it: the standard library only"},
-	{Pkg: "internal/peerconns", StdlibOnly: true, Why: "the agent's OTLP servers and the operator's webhook and report server share one per-peer connection gate: the standard library only"},
-	{Pkg: "internal/workload", StdlibOnly: true, Why: "the detector and the CLI name a pod's workload with it: the standard library only"},
-
 	// dashboards/, helm/: Go definitions and tests.
-	{Pkg: "dashboards", Why: "the Go definitions of the dashboards; their tests read them against the pipeline (Crossings)"},
-	{Pkg: "helm", Why: "tests only"},
+	{Pkg: "dashboards", TestOwn: []string{"internal/store", "internal/schema"}, Why: "the Go definitions of the dashboards; their tests read them against the pipeline (Crossings)"},
+	{Pkg: "helm", TestOwn: []string{"internal/store", "internal/capture/artifact"}, Why: "tests only"},
 
 	// images/: build tooling; no binary of the product imports it.
 	{Pkg: "images", Why: "the image builder assembles files (binaries, libchdb.so, Debian's root filesystems); it imports nothing of ours"},
 	{Pkg: "images/cmd/...", Own: []string{"images"}, Third: []string{}, Why: "the builder's command drives the images package only"},
 }
 
-// Crossings are every import from one top folder into another, apart from
-// the shared leaves (everyRoom) and the test machinery (testMachinery).
-// The first group is today's edges between the three products; the
-// restructuring into a shared layer removes them, and the test fails on
-// a crossing that no import uses any more, so this list only shrinks.
+// Crossings are every import from one product (agents/, pipelines/,
+// operator/) into another, and every test's import of a product it does
+// not belong to, each with its reason. The shared layer (internal/,
+// kafkasec) is not a crossing: rules name it in their Own. The test fails
+// on a crossing that no import uses any more, so this list only shrinks.
 var Crossings = []Crossing{
-	// agents → operator (1)
+	// The two documented edges between products (docs/design.md §2).
 	{From: "agents/nodecapture", To: []string{"operator/api/v1alpha1"}, Why: "the node's side of the Capture API watches Capture objects"},
-
-	// pipelines → agents (9)
-	{From: "pipelines/sim", To: []string{"agents/export", "agents/telemetry"},
-		Why: "simulated messages are encoded by the agent's own encoders, byte for byte what agents send"},
-	{From: "pipelines/cli/demo", To: []string{"agents/client", "agents/export", "agents/telemetry", "agents/capture/control"},
-		Why: "the demo's real capture: the line protocol as an app reports, the local requests into the store, and spikehunt-agent driven through its control socket"},
-	{From: "pipelines/cli/artifacts", To: []string{"agents/capture/artifact", "agents/capture/artifact/record", "agents/capture/explain"},
-		Why: "captures get and explain read the agent's artifact store and analysis, never its recorders"},
-
-	// pipelines → operator (2)
-	{From: "pipelines/eval/capturestrategy", To: []string{"operator/policy"}, Why: "the capture strategy measured with the operator's own policy"},
-	{From: "pipelines/cli/demo", To: []string{"operator/policy"}, Why: "the demo's \"what to capture next\" is the CapturePolicy controller's decision"},
-
-	// operator → pipelines (5)
-	{From: "operator/internal/intake", To: []string{"pipelines/alerts/alertsig"}, Why: "the signature the detector makes, one definition for both sides"},
-	{From: "operator/internal/controller", To: []string{"pipelines/captures", "pipelines/store"}, Why: "the Capture reconciler indexes captures in ClickHouse"},
-	{From: "operator/cmd", To: []string{"pipelines/alerts/alertsig", "pipelines/store"}, Why: "cmd opens the store and the alert intake's key ring"},
-
-	// operator → agents (3)
-	{From: "operator/internal/report", To: []string{"agents/capture/artifact/record"}, Why: "the report server checks files against the artifact's record"},
-	{From: "operator/cmd", To: []string{"agents/capture/artifact", "agents/capture/artifact/record"},
-		Why: "retention and the report server take the agent's artifact store, not its recorders"},
-
-	// tests/ machinery → the products.
-	{From: "tests/testenv", To: []string{"pipelines/store"}, Why: "the embedded store for every test that needs one"},
+	{From: "pipelines/lab/demo", To: []string{"agents/client"}, Why: "the demo's app reports its requests as any app does, through the public client library"},
 
 	// Tests only: a _test.go file exercising what it needs across a wall.
+	{From: "internal/store", To: []string{"pipelines/services/chhttp"}, TestOnly: true, Why: "the store client against serve-clickhouse"},
 	{From: "agents/cmd/spikehunt-agent", To: []string{"operator/api/v1alpha1"}, TestOnly: true, Why: "the agent's Capture watcher against a real API server"},
-	{From: "pipelines/ingest", To: []string{"agents/export", "agents/telemetry"}, TestOnly: true, Why: "messages in the agent's encoding"},
-	{From: "pipelines/cmd/spikehunt", To: []string{"agents/export", "agents/telemetry"}, TestOnly: true, Why: "messages in the agent's encoding"},
-	{From: "operator/internal/controller", To: []string{"pipelines/alerts", "pipelines/alerts/alertsig", "pipelines/schema"}, TestOnly: true,
-		Why: "signed alerts through a real broker, and the captures table"},
-	{From: "operator/internal/intake", To: []string{"pipelines/alerts"}, TestOnly: true, Why: "alerts as the detector publishes them"},
-	{From: "operator/internal/report", To: []string{"agents/capture/artifact"}, TestOnly: true, Why: "artifacts made by the agents' Seal and Put"},
-	{From: "operator/e2e", To: []string{"agents/capture", "agents/capture/artifact", "agents/capture/artifact/record", "agents/capture/perf",
-		"agents/export", "agents/nodecapture", "agents/telemetry", "pipelines/alerts", "pipelines/alerts/alertsig", "pipelines/captures",
-		"pipelines/detect", "pipelines/ingest", "pipelines/schema", "pipelines/store"}, TestOnly: true,
+	{From: "pipelines/services/ingest", To: []string{"agents/export"}, TestOnly: true, Why: "messages through the agent's own Kafka sink"},
+	{From: "operator/internal/controller", To: []string{"pipelines/services/alerts"}, TestOnly: true, Why: "signed alerts through a real broker, as the detector publishes them"},
+	{From: "operator/internal/alertintake", To: []string{"pipelines/services/alerts"}, TestOnly: true, Why: "alerts as the detector publishes them"},
+	{From: "operator/e2e", To: []string{"agents/capture", "agents/capture/perf", "agents/nodecapture",
+		"pipelines/services/alerts", "pipelines/services/detect", "pipelines/services/ingest"}, TestOnly: true,
 		Why: "the full loop in one process: the agent's side, the operator's internals and the pipeline"},
-	{From: "dashboards", To: []string{"pipelines/chhttp", "pipelines/detect", "pipelines/ingest", "pipelines/schema", "pipelines/sim", "pipelines/store"}, TestOnly: true,
+	{From: "dashboards", To: []string{"pipelines/services/chhttp", "pipelines/services/detect", "pipelines/services/ingest", "pipelines/lab/sim"}, TestOnly: true,
 		Why: "every panel's query on the real engine over a simulated fleet"},
-	{From: "helm", To: []string{"agents/capture/artifact", "operator/api/v1alpha1", "pipelines/store"}, TestOnly: true,
+	{From: "helm", To: []string{"operator/api/v1alpha1"}, TestOnly: true,
 		Why: "the chart's rendered configs parsed by the code that reads them"},
-	{From: "tests/e2ecluster", To: []string{"operator/api/v1alpha1", "pipelines/store"}, TestOnly: true, Why: "the whole loop on a real node, read back"},
-	{From: "tests/peers", To: []string{"agents/collect", "agents/export", "agents/telemetry"}, TestOnly: true, Why: "the agent's packages against their peers"},
+	{From: "tests/e2ecluster", To: []string{"operator/api/v1alpha1"}, TestOnly: true, Why: "the whole loop on a real node, read back"},
+	{From: "tests/causelab", To: []string{"pipelines/cli/query", "pipelines/services/detect", "pipelines/services/ingest"}, TestOnly: true,
+		Why: "the cause lab runs the ingest, a detect pass and the CLI's queries in process"},
+	{From: "tests/peers", To: []string{"agents/collect"}, TestOnly: true, Why: "the agent's packages against their peers"},
 }
 
 // match reports whether module-relative path p is matched by pattern.

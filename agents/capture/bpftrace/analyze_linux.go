@@ -9,8 +9,8 @@ import (
 	"runtime"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
-	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
-	"github.com/spikehunt/spikehunt/agents/capture/explain"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/internal/capture/explain"
 )
 
 // ExplainFile is the analysis an irq_duration capture adds to its artifact.

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
-	"github.com/spikehunt/spikehunt/agents/capture/explain"
+	"github.com/spikehunt/spikehunt/internal/capture/explain"
 )
 
 // ExplainFile is the analysis a capture adds to its artifact.

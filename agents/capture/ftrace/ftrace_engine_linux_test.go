@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
-	"github.com/spikehunt/spikehunt/agents/capture/control"
 	"github.com/spikehunt/spikehunt/agents/capture/internal/capturetest"
+	"github.com/spikehunt/spikehunt/internal/capture/control"
 )
 
 // The perf test's scene with ftrace: the local trigger fires on the slow

@@ -12,7 +12,7 @@ import (
 	"syscall"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
-	"github.com/spikehunt/spikehunt/agents/capture/explain"
+	"github.com/spikehunt/spikehunt/internal/capture/explain"
 )
 
 // Files an analysis adds to the artifact.

@@ -19,10 +19,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
-	"github.com/spikehunt/spikehunt/agents/capture/control"
-	"github.com/spikehunt/spikehunt/agents/capture/explain"
 	"github.com/spikehunt/spikehunt/agents/capture/internal/capturetest"
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/capture/control"
+	"github.com/spikehunt/spikehunt/internal/capture/explain"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // readAnalysis reads the explain.json a collected capture holds.

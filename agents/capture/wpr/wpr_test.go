@@ -19,7 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
-	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
 )
 
 // Several test files of this package may want an -update flag for their

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/agents/client"
+	"github.com/spikehunt/spikehunt/tests/cgroupfixture"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
@@ -44,11 +45,55 @@ var agentBench struct {
 	err error
 }
 
+// BenchmarkAgentUnderLoadWith200Cgroups is BenchmarkAgentUnderLoad with
+// the cgroup sampler over the 200 workload cgroups of a busy node
+// (tests/cgroupfixture), v1 and v2, instead of this machine's few: the
+// agent's budget, 1% of a core and 40 MiB at 20,000 requests/s, holds with
+// every sampler on such a node. It measures each layout once, whatever b.N
+// is; SPIKEHUNT_BENCH_CPUPROFILE=file saves file.v1 and file.v2.
+func BenchmarkAgentUnderLoadWith200Cgroups(b *testing.B) {
+	for _, layout := range []string{"v1", "v2"} {
+		b.Run("cgroup="+layout, func(b *testing.B) {
+			run := agentCgroupBench[layout]
+			run.Do(func() {
+				tree := cgroupfixture.Tree(b, layout == "v2")
+				profile := os.Getenv("SPIKEHUNT_BENCH_CPUPROFILE")
+				if profile != "" {
+					profile += "." + layout
+				}
+				run.r, run.err = measureAgentUnder(b, []string{"--path.cgroupfs", tree}, profile, agentUDP, func(ctx context.Context, addr string) int {
+					return udpLoad(ctx, addr, 20000)
+				})
+				if run.err == nil && run.r.cgroups != cgroupfixture.Workloads {
+					run.err = fmt.Errorf("the agent's cgroup sampler saw %v cgroups, want %d", run.r.cgroups, cgroupfixture.Workloads)
+				}
+			})
+			if run.err != nil {
+				b.Fatal(run.err)
+			}
+			r := run.r
+			b.ReportMetric(r.cpuPct, "agent.cpu_pct_of_core_200_cgroups_"+layout+":%")
+			b.ReportMetric(r.cpuPct/1, "agent.cpu_budget_ratio_200_cgroups_"+layout+":x")
+			b.ReportMetric(r.rssMiB, "agent.rss_mib_200_cgroups_"+layout+":MiB")
+			b.ReportMetric(r.rssMiB/40, "agent.rss_budget_ratio_200_cgroups_"+layout+":x")
+			b.ReportMetric(r.rate, "agent.load_requests_per_s_200_cgroups_"+layout+":req/s")
+		})
+	}
+}
+
+var agentCgroupBench = map[string]*struct {
+	sync.Once
+	r   agentFigures
+	err error
+}{"v1": {}, "v2": {}}
+
 // agentFigures are what one run measured: CPU (user+system, and system
 // alone) as a share of one core, context switches of all the agent's
-// threads per second (its wake-ups), peak RSS, and the load's rate.
+// threads per second (its wake-ups), peak RSS, the load's rate, and the
+// cgroups the agent's sampler counted at the end (reported and
+// aggregated).
 type agentFigures struct {
-	cpuPct, sysPct, switches, rssMiB, rate float64
+	cpuPct, sysPct, switches, rssMiB, rate, cgroups float64
 }
 
 func measureAgent(b *testing.B) (agentFigures, error) {
@@ -94,6 +139,10 @@ func measureAgentUnder(b *testing.B, extra []string, profile string, addrOf func
 	user1, sys1 := testenv.ProcCPU(pid)
 	sw1, wall := procSwitches(pid), time.Since(wall0).Seconds()
 	rss := procHWM(pid)
+	cgroups, err := agentMetricSum(p, `spikehunt_collect_cgroups{state="reported"}`, `spikehunt_collect_cgroups{state="aggregated"}`)
+	if err != nil {
+		return agentFigures{}, err
+	}
 	cancel()
 	sent := <-sentCh
 	return agentFigures{
@@ -102,7 +151,39 @@ func measureAgentUnder(b *testing.B, extra []string, profile string, addrOf func
 		switches: float64(sw1-sw0) / wall,
 		rssMiB:   rss,
 		rate:     float64(sent) / float64(secs+2),
+		cgroups:  cgroups,
 	}, nil
+}
+
+// agentMetricSum is the sum of the agent's /metrics samples named.
+func agentMetricSum(p *agentProc, names ...string) (float64, error) {
+	out := p.out.String()
+	i := strings.Index(out, "metrics http://")
+	if i < 0 {
+		return 0, fmt.Errorf("no metrics address in the agent's output:\n%s", out)
+	}
+	resp, err := http.Get(strings.Fields(out[i+len("metrics "):])[0])
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	var sum float64
+	for _, l := range strings.Split(string(body), "\n") {
+		for _, n := range names {
+			if v, ok := strings.CutPrefix(l, n+" "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					return 0, fmt.Errorf("%s: %w", l, err)
+				}
+				sum += f
+			}
+		}
+	}
+	return sum, nil
 }
 
 // fetchProfile saves the agent's CPU profile over secs seconds to path

@@ -14,12 +14,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
-	"github.com/spikehunt/spikehunt/agents/capture/artifact"
 	"github.com/spikehunt/spikehunt/agents/capture/bpftrace"
 	"github.com/spikehunt/spikehunt/agents/capture/ftrace"
 	"github.com/spikehunt/spikehunt/agents/capture/perf"
 	"github.com/spikehunt/spikehunt/agents/capture/wpr"
-	"github.com/spikehunt/spikehunt/agents/telemetry"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // CaptureConfig configures the flight recorders (agents/capture).

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
-	"github.com/spikehunt/spikehunt/agents/capture/control"
+	"github.com/spikehunt/spikehunt/internal/capture/control"
 )
 
 const captureUsage = `Usage: spikehunt-agent capture COMMAND [flags]

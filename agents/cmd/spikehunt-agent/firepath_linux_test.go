@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
-	"github.com/spikehunt/spikehunt/agents/capture/control"
 	"github.com/spikehunt/spikehunt/agents/capture/perf"
 	"github.com/spikehunt/spikehunt/agents/intake"
+	"github.com/spikehunt/spikehunt/internal/capture/control"
 )
 
 // stampBackend is a recorder on our own interface that notes when the

@@ -9,7 +9,7 @@ import (
 )
 
 // With --sink otlp the agent exports to the real gateway Collector
-// (pipelines/otel), which writes Kafka records keyed by the agent's host,
+// (pipelines/services/otel), which writes Kafka records keyed by the agent's host,
 // with the spans and counters intact.
 func TestAgentThroughTheGatewayCollector(t *testing.T) {
 	k := testenv.SharedKafka(t)
@@ -19,7 +19,7 @@ func TestAgentThroughTheGatewayCollector(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	grpcAddr := testenv.StartCollector(t, "../../../pipelines/otel/config.yaml",
+	grpcAddr := testenv.StartCollector(t, "../../../pipelines/services/otel/config.yaml",
 		"KAFKA_BROKERS=["+k.Brokers()[0]+"]", "SPANS_TOPIC="+spansTopic, "METRICS_TOPIC="+metricsTopic)
 
 	p := startAgent(t, k.Brokers(), t.TempDir(), "--host-name", "gw-node", "--sink", "otlp", "--otlp.endpoint", grpcAddr, "--otlp.insecure")

@@ -30,9 +30,10 @@ import (
 	"github.com/spikehunt/spikehunt/agents/collect"
 	"github.com/spikehunt/spikehunt/agents/export"
 	"github.com/spikehunt/spikehunt/agents/intake"
+	"github.com/spikehunt/spikehunt/agents/selfreport"
 	"github.com/spikehunt/spikehunt/agents/spool"
-	"github.com/spikehunt/spikehunt/agents/telemetry"
 	"github.com/spikehunt/spikehunt/internal/memlimit"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 	"github.com/spikehunt/spikehunt/kafkasec"
 )
 
@@ -153,17 +154,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	for _, r := range []interface {
 		Register(prometheus.Registerer) error
-	}{col, sp, exp} {
+	}{col, sp, exp, in} {
 		if err := r.Register(reg); err != nil {
 			return err
 		}
-	}
-	// The intake's metrics have a registry of their own, served with the
-	// rest: each sampling pass reads its drop counts from it (self.go),
-	// which would cost far more with the Go and process collectors in it.
-	intakeReg := prometheus.NewRegistry()
-	if err := in.Register(intakeReg); err != nil {
-		return err
 	}
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -180,7 +174,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "spikehunt-agent listening: metrics http://%s/metrics otlp-grpc %s otlp-http %s line-udp %s line-unix %s\n",
 		ln.Addr(), a.OTLPGRPC, a.OTLPHTTP, a.LineUDP, a.LineUnix)
 
-	srv, capped := newServer(ln, observability(prometheus.Gatherers{reg, intakeReg}, cfg.Debug.Pprof), metricsLimits())
+	srv, capped := newServer(ln, observability(reg, cfg.Debug.Pprof), metricsLimits())
 	go srv.Serve(capped)
 
 	points := make(chan []telemetry.Point, 16)
@@ -190,17 +184,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer close(done)
 		exp.Run(runCtx, in.Out(), points)
 	}()
-	self := newSelfPoints(intakeReg, exp, sp, eng, captureBudget(cfg.Capture), cfg.Collect.Interval, log)
+	self := selfreport.New(in, exp, sp, eng, selfreport.CaptureBudget(cfg.Capture.MaxConcurrent), cfg.Collect.Interval, log)
 	col.Run(ctx, cfg.Collect.Interval, cfg.Collect.IRQInterval, func(ps []telemetry.Point) {
 		if eng != nil {
 			eng.ObservePoints(ps)
 		}
 		now := time.Now()
-		ps, took := self.take(ps, now)
+		ps, took := self.Take(ps, now)
 		select {
 		case points <- ps:
 			if took {
-				self.commit(now)
+				self.Commit(now)
 			}
 		default:
 			log.Warn("exporter behind: dropped one sampling pass", "points", len(ps))

@@ -27,8 +27,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/spikehunt/spikehunt/agents/capture/control"
 	"github.com/spikehunt/spikehunt/agents/capture/perf"
+	"github.com/spikehunt/spikehunt/internal/capture/control"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
@@ -39,7 +39,7 @@ const nodeCollectorExample = "../../../helm/spikehunt/examples/collector/node-co
 // A cluster with a Collector DaemonSet had no way to feed the node's
 // agent: the example config tees the request spans to it beside the
 // Collector's own pipeline. Run by the Collector built from
-// pipelines/otel/builder-config.yaml, with the node's IP replaced by
+// pipelines/services/otel/builder-config.yaml, with the node's IP replaced by
 // 127.0.0.1 and the backend by a recording OTLP server: an OTel SDK app
 // sends server, client and internal spans to the Collector, and a bare
 // OTLP client roots and children of unspecified kind; the backend receives every one of them, the agent receives

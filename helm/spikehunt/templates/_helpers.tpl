@@ -552,7 +552,7 @@ without a database and creates it (--database).
 {{- end -}}
 
 {{/*
-S3: the capture artifact store (agents/capture/artifact StoreConfig). With
+S3: the capture artifact store (internal/capture/artifact StoreConfig). With
 s3.credentials keys the keys come from environment variables, so the store's
 YAML can live in a ConfigMap; with ambient there are none (the pods' AWS
 identity).

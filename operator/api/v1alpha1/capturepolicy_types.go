@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"github.com/spikehunt/spikehunt/internal/vocab"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -8,14 +9,14 @@ import (
 const DefaultHWClassLabel = "spikehunt.io/hw-class"
 
 // PatternClass is a detector's class of a recurrence pattern
-// (pipelines/detect).
+// (pipelines/services/detect).
 // +kubebuilder:validation:Enum=fleet-recurrent;fleet-synchronized;isolated-host
 type PatternClass string
 
 const (
-	PatternFleetRecurrent    PatternClass = "fleet-recurrent"
-	PatternFleetSynchronized PatternClass = "fleet-synchronized"
-	PatternIsolatedHost      PatternClass = "isolated-host"
+	PatternFleetRecurrent    PatternClass = PatternClass(vocab.ClassFleetRecurrent)
+	PatternFleetSynchronized PatternClass = PatternClass(vocab.ClassFleetSynchronized)
+	PatternIsolatedHost      PatternClass = PatternClass(vocab.ClassIsolatedHost)
 )
 
 // CapturePolicySpec says which nodes keep a recorder armed as bait, which

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/vocab"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -13,14 +14,14 @@ type Backend string
 // The backends, as the agent's capture engine names them.
 const (
 	// BackendPerf is `perf record --overwrite --switch-output=signal`.
-	BackendPerf Backend = "perf"
+	BackendPerf Backend = Backend(vocab.BackendPerf)
 	// BackendFtrace is a tracefs instance with a sized ring and a snapshot.
-	BackendFtrace Backend = "ftrace"
+	BackendFtrace Backend = Backend(vocab.BackendFtrace)
 	// BackendBpftrace runs a named script from the agent's allow-listed
 	// folder, never program text from the API.
-	BackendBpftrace Backend = "bpftrace"
+	BackendBpftrace Backend = Backend(vocab.BackendBpftrace)
 	// BackendWPR is Windows Performance Recorder in memory mode.
-	BackendWPR Backend = "wpr"
+	BackendWPR Backend = Backend(vocab.BackendWPR)
 )
 
 // Backends lists every backend the API accepts.

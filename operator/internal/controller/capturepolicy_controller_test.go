@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/spikehunt/spikehunt/internal/policy"
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
-	"github.com/spikehunt/spikehunt/operator/policy"
 )
 
 // TestPolicyArmsExactlyTheSampledNodes: a policy over 60 labelled Nodes in

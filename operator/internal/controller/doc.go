@@ -1,6 +1,6 @@
 // Package controller holds the operator's reconcilers, one per concern
 // (CONTRIBUTING.md): each fetches its object (ignoring not found), gathers its
-// inputs, calls a pure policy function from operator/policy and writes
+// inputs, calls a pure policy function from internal/policy and writes
 // status only when it changed. cmd/main.go registers them with the
 // manager.
 //

@@ -9,8 +9,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/spikehunt/spikehunt/internal/policy"
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
-	"github.com/spikehunt/spikehunt/operator/policy"
 )
 
 // TestRestartMidCaptureLeavesOneCapturePerArming stops the operator in the

@@ -13,10 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/spikehunt/spikehunt/operator/internal/intake"
-	"github.com/spikehunt/spikehunt/operator/policy"
-	"github.com/spikehunt/spikehunt/pipelines/alerts"
-	"github.com/spikehunt/spikehunt/pipelines/alerts/alertsig"
+	"github.com/spikehunt/spikehunt/internal/alertsig"
+	"github.com/spikehunt/spikehunt/internal/policy"
+	"github.com/spikehunt/spikehunt/operator/internal/alertintake"
+	"github.com/spikehunt/spikehunt/pipelines/services/alerts"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
@@ -74,8 +74,8 @@ func TestASignedAlertStormThroughKafkaHoldsTheBudgetsAndForgeriesArmNothing(t *t
 			offered.Add(int64(len(as)))
 			return nil
 		}
-		consumer, err := intake.NewKafkaConsumer(intake.KafkaConfig{Brokers: k.Brokers(), Topic: topic,
-			Group: topic, Keys: []alertsig.Key{key}}, intake.PolicySink(offer), nil)
+		consumer, err := alertintake.NewKafkaConsumer(alertintake.KafkaConfig{Brokers: k.Brokers(), Topic: topic,
+			Group: topic, Keys: []alertsig.Key{key}}, alertintake.PolicySink(offer), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,7 +12,7 @@
 // users.
 //
 // The store is reached through Artifacts, which operator/cmd implements
-// over agents/capture/artifact (the one place the operator may import
+// over internal/capture/artifact (the one place the operator may import
 // it). The operator's store credentials never leave the process: a
 // browser gets bytes, or a URL that grants GET of one object until it
 // expires.

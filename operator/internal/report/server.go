@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/internal/peerconns"
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 )
@@ -35,7 +35,7 @@ import (
 const ReportFile = "report.html"
 
 // Artifacts is the agents' artifact store as the server reads it;
-// operator/cmd implements it over agents/capture/artifact.
+// operator/cmd implements it over internal/capture/artifact.
 type Artifacts interface {
 	// Record returns the record of capture id, or an error wrapping
 	// ErrNotFound.

@@ -30,13 +30,13 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/spikehunt/spikehunt/agents/capture/artifact"
-	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
-// The report the node writes (agents/capture/explain makes the real one):
+// The report the node writes (internal/capture/explain makes the real one):
 // self-contained, with an inline style, an inline script and a data: image.
 const reportHTML = `<!doctype html><html><head><meta charset="utf-8"><title>capture</title>
 <style>body{font-family:sans-serif}</style></head><body>

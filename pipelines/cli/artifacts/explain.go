@@ -12,16 +12,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
-	"github.com/spikehunt/spikehunt/agents/capture/explain"
-	"github.com/spikehunt/spikehunt/pipelines/captures"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/internal/capture/explain"
+	"github.com/spikehunt/spikehunt/internal/captures"
 	spikehunt "github.com/spikehunt/spikehunt/pipelines/cli"
 )
 
 const explainSynopsis = `Arguments: CAPTURE, before or after the flags.
 
 Prints the analysis the agent made of a capture on its node, right after
-collecting it (explain.json in the artifact, agents/capture/explain): for
+collecting it (explain.json in the artifact, internal/capture/explain): for
 each slow request of the window, what its thread did while it was served —
 on CPU, runnable behind whom, blocked in which call chain and woken by whom,
 and (ftrace) whether its blocked time was the device's latency or above the

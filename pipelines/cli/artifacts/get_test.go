@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spikehunt/spikehunt/agents/capture/artifact"
-	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
-	"github.com/spikehunt/spikehunt/pipelines/captures"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/internal/captures"
+	"github.com/spikehunt/spikehunt/internal/schema"
+	"github.com/spikehunt/spikehunt/internal/store"
 	spikehunt "github.com/spikehunt/spikehunt/pipelines/cli"
-	"github.com/spikehunt/spikehunt/pipelines/schema"
-	"github.com/spikehunt/spikehunt/pipelines/store"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/spikehunt/spikehunt/agents/capture/artifact"
-	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
 
-	"github.com/spikehunt/spikehunt/pipelines/captures"
+	"github.com/spikehunt/spikehunt/internal/captures"
 	spikehunt "github.com/spikehunt/spikehunt/pipelines/cli"
 	"github.com/spikehunt/spikehunt/pipelines/cli/query"
 )

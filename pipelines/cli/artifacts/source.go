@@ -7,8 +7,8 @@ import (
 	"path"
 	"strings"
 
-	"github.com/spikehunt/spikehunt/agents/capture/artifact"
-	"github.com/spikehunt/spikehunt/agents/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact"
+	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
 )
 
 // S3Flags are what a capture's s3:// URI does not say: where the server is
@@ -31,7 +31,7 @@ type source struct {
 }
 
 // sourceOf reads a capture's URI, the record's URL as the agent reported it
-// (agents/capture/artifact Location.Metadata):
+// (internal/capture/artifact Location.Metadata):
 //
 //	file:///<dir>/captures/<id>.json
 //	s3://<bucket>/<prefix>captures/<id>.json

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spikehunt/spikehunt/pipelines/captures"
+	"github.com/spikehunt/spikehunt/internal/captures"
+	"github.com/spikehunt/spikehunt/internal/store"
 	spikehunt "github.com/spikehunt/spikehunt/pipelines/cli"
-	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
 // captureView is one captures row as `spikehunt captures` shows it. The JSON

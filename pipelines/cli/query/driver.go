@@ -9,9 +9,16 @@
 // columns (rows.go), and every WHERE clause is built by one builder
 // (where.go).
 //
-// The demo (pipelines/cli/demo) words its finding with LoadHosts,
+// The demo (pipelines/lab/demo) words its finding with LoadHosts,
 // LoadPatterns and the sentences here, so that the demo and the commands
 // say the same thing of the same store.
+//
+// Why one package: every command runs through one driver (the time range,
+// the scope, the store, a table or JSON), and the sentences are words over
+// the records the loaders read; split, the records and the driver would
+// be exported only for one another. Each command is its own file; the
+// pattern sentences are in sentences.go and causes.go, beside their tests,
+// and the patterns' loaders in patterns_load.go.
 package query
 
 import (
@@ -25,8 +32,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/store"
 	spikehunt "github.com/spikehunt/spikehunt/pipelines/cli"
-	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
 // Now is the clock --since counts back from; tests may replace it.
@@ -226,7 +233,7 @@ func OpenStore(ctx context.Context, dsn string) (store.Store, error) {
 }
 
 // migrationsTable is the table every spikehunt store has from its first
-// migration on (pipelines/schema): the mark of a store.
+// migration on (internal/schema): the mark of a store.
 const migrationsTable = "schema_migrations"
 
 // flags are the flags every query command takes.

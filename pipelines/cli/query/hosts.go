@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/internal/store"
 )
 
 // Host is one host of one service over the range, as `spikehunt hosts`

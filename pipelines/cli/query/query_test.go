@@ -13,7 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/spikehunt/spikehunt/pipelines/schema"
+	"github.com/spikehunt/spikehunt/internal/schema"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/ClickHouse/ch-go/proto"
 
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/internal/store"
 )
 
 // readRows runs query and decodes its rows into T, block by block: decode

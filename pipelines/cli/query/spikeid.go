@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/internal/store"
 )
 
 // ShortIDLen is how many characters of a spike id the spikes table shows

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spikehunt/spikehunt/pipelines/captures"
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/internal/captures"
+	"github.com/spikehunt/spikehunt/internal/store"
 )
 
 // spikeView is one spike window as `spikehunt spikes` shows it. The JSON

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/internal/store"
 )
 
 // suspectView is one ranked suspect of one spike window. The JSON keys are

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/internal/store"
 )
 
 // Where is a WHERE clause under construction: conditions joined by AND.

@@ -8,13 +8,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/alertsig"
+	"github.com/spikehunt/spikehunt/internal/schema"
+	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/kafkasec"
-	"github.com/spikehunt/spikehunt/pipelines/alerts"
-	"github.com/spikehunt/spikehunt/pipelines/alerts/alertsig"
 	"github.com/spikehunt/spikehunt/pipelines/cli"
-	"github.com/spikehunt/spikehunt/pipelines/detect"
-	"github.com/spikehunt/spikehunt/pipelines/schema"
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/pipelines/services/alerts"
+	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 )
 
 func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -47,7 +47,7 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	instance := fs.String("instance", cli.EnvOr("SPIKEHUNT_INSTANCE", ""), "name of this process in the host column of its own counters rows, spikehunt.detect.* (default: the host name; env SPIKEHUNT_INSTANCE)")
 	alertBrokers := fs.String("alerts.kafka.brokers", cli.EnvOr("SPIKEHUNT_ALERTS_BROKERS", ""), "publish alerts (new spike-window groups, pattern changes) to Kafka at these brokers; empty: no alerts (env SPIKEHUNT_ALERTS_BROKERS)")
 	alertTopic := fs.String("alerts.topic", alerts.DefaultTopic, "topic of the alerts, keyed by service")
-	signingKey := fs.String("alerts.signing-key-file", cli.EnvOr("SPIKEHUNT_ALERTS_SIGNING_KEY_FILE", ""), "sign each alert with the key in this file, whose name is the key id (a file of the mounted Secret the operator verifies with, pipelines/alerts/schema.md \"Signatures\"); required with --alerts.kafka.brokers unless --alerts.allow-unsigned (env SPIKEHUNT_ALERTS_SIGNING_KEY_FILE)")
+	signingKey := fs.String("alerts.signing-key-file", cli.EnvOr("SPIKEHUNT_ALERTS_SIGNING_KEY_FILE", ""), "sign each alert with the key in this file, whose name is the key id (a file of the mounted Secret the operator verifies with, pipelines/services/alerts/schema.md \"Signatures\"); required with --alerts.kafka.brokers unless --alerts.allow-unsigned (env SPIKEHUNT_ALERTS_SIGNING_KEY_FILE)")
 	allowUnsigned := fs.Bool("alerts.allow-unsigned", false, "publish alerts unsigned; an operator refuses them unless it runs with --alerts.allow-unsigned too")
 	alertSec := kafkasec.AddFlags(fs, "alerts.kafka.", kafkasec.Config{})
 	alertState := fs.String("alerts.state", "", "file that keeps what was alerted across restarts (default: rebuilt from the detector tables at start)")

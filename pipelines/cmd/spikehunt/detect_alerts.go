@@ -9,10 +9,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/kafkasec"
-	"github.com/spikehunt/spikehunt/pipelines/alerts"
-	"github.com/spikehunt/spikehunt/pipelines/detect"
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/pipelines/services/alerts"
+	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 )
 
 // alertPublisher sends what each detector pass found to Kafka as

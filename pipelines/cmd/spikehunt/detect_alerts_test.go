@@ -10,10 +10,11 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/spikehunt/spikehunt/pipelines/alerts"
-	"github.com/spikehunt/spikehunt/pipelines/alerts/alertsig"
-	"github.com/spikehunt/spikehunt/pipelines/schema"
-	"github.com/spikehunt/spikehunt/pipelines/sim"
+	"github.com/spikehunt/spikehunt/internal/alertsig"
+	"github.com/spikehunt/spikehunt/internal/schema"
+	"github.com/spikehunt/spikehunt/internal/vocab"
+	"github.com/spikehunt/spikehunt/pipelines/lab/sim"
+	"github.com/spikehunt/spikehunt/pipelines/services/alerts"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
@@ -70,7 +71,7 @@ func TestDetectPublishesAlerts(t *testing.T) {
 			t.Errorf("record %d: signature key %q: %v", r.Offset, id, err)
 		}
 		kinds[a.Kind]++
-		if a.Kind == alerts.KindPattern && a.Pattern.Class != sim.ClassFleetRecurrent {
+		if a.Kind == alerts.KindPattern && a.Pattern.Class != vocab.ClassFleetRecurrent {
 			t.Errorf("pattern alert of class %q, want fleet-recurrent", a.Pattern.Class)
 		}
 	}

@@ -8,9 +8,9 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/spikehunt/spikehunt/pipelines/detect"
-	"github.com/spikehunt/spikehunt/pipelines/ingest"
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/internal/store"
+	"github.com/spikehunt/spikehunt/pipelines/services/detect"
+	"github.com/spikehunt/spikehunt/pipelines/services/ingest"
 )
 
 // A detector pass's own figures in the counters table, beside the

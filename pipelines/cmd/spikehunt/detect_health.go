@@ -9,8 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/spikehunt/spikehunt/pipelines/detect"
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/internal/store"
+	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 )
 
 // detectHealth is what `spikehunt detect --every` serves on --listen:

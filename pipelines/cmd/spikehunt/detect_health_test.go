@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spikehunt/spikehunt/pipelines/detect"
+	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 

@@ -13,10 +13,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/pipelines/cli"
-	"github.com/spikehunt/spikehunt/pipelines/eval"
-	"github.com/spikehunt/spikehunt/pipelines/sim"
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/pipelines/lab/eval"
+	"github.com/spikehunt/spikehunt/pipelines/lab/sim"
 )
 
 func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spikehunt/spikehunt/pipelines/schema"
+	"github.com/spikehunt/spikehunt/internal/schema"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 

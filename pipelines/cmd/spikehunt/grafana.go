@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/spikehunt/spikehunt/internal/vocab"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -83,7 +84,7 @@ func (p grafanaProvisioning) datasourceYAML() ([]byte, error) {
 		JSONData       jsonData          `yaml:"jsonData"`
 		SecureJSONData map[string]string `yaml:"secureJsonData,omitempty"`
 	}
-	ds := datasource{Name: "spikehunt ClickHouse", UID: "spikehunt-clickhouse", Type: "grafana-clickhouse-datasource",
+	ds := datasource{Name: "spikehunt ClickHouse", UID: vocab.DataSourceUID, Type: vocab.DataSourceType,
 		JSONData: jsonData{Protocol: "http", Host: p.Host, Port: port, Username: p.User, DefaultDatabase: p.Database,
 			DialTimeout: 10, QueryTimeout: 60}}
 	if p.PasswordEnv != "" {

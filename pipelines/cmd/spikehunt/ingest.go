@@ -10,11 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/schema"
+	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/kafkasec"
 	"github.com/spikehunt/spikehunt/pipelines/cli"
-	"github.com/spikehunt/spikehunt/pipelines/ingest"
-	"github.com/spikehunt/spikehunt/pipelines/schema"
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/pipelines/services/ingest"
 )
 
 func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) error {

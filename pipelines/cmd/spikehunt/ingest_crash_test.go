@@ -16,9 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/spikehunt/spikehunt/agents/export"
-	"github.com/spikehunt/spikehunt/agents/telemetry"
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/internal/otlpwire"
+	"github.com/spikehunt/spikehunt/internal/store"
+	"github.com/spikehunt/spikehunt/internal/telemetry"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
@@ -147,7 +147,7 @@ func produceRequestsFrom(t testing.TB, k *testenv.Kafka, topic string, n, hosts 
 			binary.BigEndian.PutUint64(r.TraceID[8:], splitmix(uint64(id)))
 			binary.BigEndian.PutUint64(r.SpanID[:], splitmix(uint64(id)^0x9e3779b9))
 		}
-		b, err := export.EncodeSpans(telemetry.Resource{HostName: host, HWClass: "gen5"}, reqs)
+		b, err := otlpwire.EncodeSpans(telemetry.Resource{HostName: host, HWClass: "gen5"}, reqs)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/internal/store"
 )
 
 // A spikehunt binary in the layout `make install` writes (PREFIX/bin,

@@ -2,7 +2,7 @@
 // table, the dispatch and the wiring, and the commands of the pipeline's
 // processes (ingest, detect, migrate, serve-clickhouse, sim, eval); the
 // query commands live in pipelines/cli/query and the demo in
-// pipelines/cli/demo, on the flag plumbing of pipelines/cli.
+// pipelines/lab/demo, on the flag plumbing of pipelines/cli.
 package main
 
 import (
@@ -15,12 +15,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/pipelines/cli"
 	"github.com/spikehunt/spikehunt/pipelines/cli/artifacts"
-	"github.com/spikehunt/spikehunt/pipelines/cli/demo"
 	"github.com/spikehunt/spikehunt/pipelines/cli/query"
-	"github.com/spikehunt/spikehunt/pipelines/detect"
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/pipelines/lab/demo"
+	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 )
 
 // command is one subcommand: its flags are parsed from args by run itself.

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spikehunt/spikehunt/pipelines/sim"
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/internal/store"
+	"github.com/spikehunt/spikehunt/pipelines/lab/sim"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 

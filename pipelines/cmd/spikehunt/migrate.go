@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/spikehunt/spikehunt/internal/schema"
+	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/pipelines/cli"
-	"github.com/spikehunt/spikehunt/pipelines/schema"
-	"github.com/spikehunt/spikehunt/pipelines/store"
 )
 
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {

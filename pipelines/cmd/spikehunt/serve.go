@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spikehunt/spikehunt/pipelines/chhttp"
+	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/pipelines/cli"
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/pipelines/services/chhttp"
 )
 
 func runServeClickHouse(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -46,6 +46,8 @@ Grafana with GF_PATHS_PROVISIONING=DIR and the ClickHouse data source plugin:
 	password := fs.String("password-env", "SPIKEHUNT_CLICKHOUSE_PASSWORD", "environment variable holding --user's password (a flag would show in ps)")
 	roUser := fs.String("read-only-user", cli.EnvOr("SPIKEHUNT_CLICKHOUSE_READONLY_USER", ""), "read-only user for Grafana (env SPIKEHUNT_CLICKHOUSE_READONLY_USER): SELECT, WITH, SHOW, DESCRIBE, EXISTS, EXPLAIN only, run with readonly = 2")
 	roPassword := fs.String("read-only-password-env", "SPIKEHUNT_CLICKHOUSE_READONLY_PASSWORD", "environment variable holding --read-only-user's password")
+	migUser := fs.String("migrate-user", cli.EnvOr("SPIKEHUNT_CLICKHOUSE_MIGRATE_USER", ""), "the one user that may change the schema (CREATE, ALTER, DROP, ...; env SPIKEHUNT_CLICKHOUSE_MIGRATE_USER); without it no request does")
+	migPassword := fs.String("migrate-password-env", "SPIKEHUNT_CLICKHOUSE_MIGRATE_PASSWORD", "environment variable holding --migrate-user's password")
 	external := fs.Bool("allow-external-sources", false, "let statements read and write outside the data directory as this process (file, url, remote, s3, ... and their table engines, dictionaries, file-naming settings); only where every client may do that")
 	maxExec := fs.Duration("max-execution-time", chhttp.DefaultConfig().MaxExecutionTime, "longest a statement may run (the engine's max_execution_time; a client's larger value is lowered); responses may take this plus 30s to write")
 	grafanaDir := fs.String("grafana-provisioning", "", "write Grafana provisioning for this server into this folder: datasources/spikehunt.yaml (HTTP, the bound address,\nthe store's database, signing in as --read-only-user, else --user, password from the same variable)\nand dashboards/spikehunt.yaml (on --grafana-dashboards); point GF_PATHS_PROVISIONING at it")
@@ -61,6 +63,7 @@ Grafana with GF_PATHS_PROVISIONING=DIR and the ClickHouse data source plugin:
 		return cli.ErrUsage
 	}
 	cfg := chhttp.Config{User: *user, Password: cli.EnvOr(*password, ""), ReadOnlyUser: *roUser, ReadOnlyPassword: cli.EnvOr(*roPassword, ""),
+		MigrateUser: *migUser, MigratePassword: cli.EnvOr(*migPassword, ""),
 		MaxExecutionTime: *maxExec, ExternalSources: *external, MaxCompressedBlockBytes: *maxBlock}
 	if err := checkServeAuth(*listen, cfg, *password, *roPassword); err != nil {
 		fmt.Fprintln(stderr, err)
@@ -83,15 +86,34 @@ Grafana with GF_PATHS_PROVISIONING=DIR and the ClickHouse data source plugin:
 	if err != nil {
 		return err
 	}
-	st, err := store.OpenEmbedded(ctx, store.EmbeddedConfig{Dir: d.Dir, Database: d.Database, Connections: d.Connections, ExternalSources: *external})
+	// A pool of the engine's connections per role, so that one role's
+	// statements cannot starve another's, and one for the server itself
+	// (killing a statement whose client left, /healthz).
+	open := func(conns int) (*store.Embedded, error) {
+		return store.OpenEmbedded(ctx, store.EmbeddedConfig{Dir: d.Dir, Database: d.Database, Connections: conns, ExternalSources: *external})
+	}
+	st, err := open(1)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	pools := chhttp.Pools{Control: st}
+	for _, p := range []*chhttp.Engine{&pools.ReadOnly, &pools.Ingest, &pools.Migrate} {
+		n := d.Connections
+		if p == &pools.Migrate {
+			n = 1
+		}
+		e, err := open(n)
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		*p = e
+	}
 	reg := newRegistry()
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
 	mux := observabilityMux(reg, st)
-	h := chhttp.New(st, cfg)
+	h := chhttp.NewPools(pools, cfg)
 	if err := h.Register(reg); err != nil {
 		return err
 	}
@@ -168,6 +190,9 @@ func checkServeAuth(listen string, cfg chhttp.Config, passwordEnv, roPasswordEnv
 	}
 	if cfg.User != "" && cfg.Password == "" {
 		return fmt.Errorf("--listen %s is not a loopback address and --user %s has no password: set $%s", listen, cfg.User, passwordEnv)
+	}
+	if cfg.MigrateUser != "" && cfg.MigratePassword == "" {
+		return fmt.Errorf("--listen %s is not a loopback address and --migrate-user %s has no password: set its --migrate-password-env variable", listen, cfg.MigrateUser)
 	}
 	if cfg.ReadOnlyUser != "" && cfg.ReadOnlyPassword == "" {
 		return fmt.Errorf("--listen %s is not a loopback address and --read-only-user %s has no password: set $%s", listen, cfg.ReadOnlyUser, roPasswordEnv)

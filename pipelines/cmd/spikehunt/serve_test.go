@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spikehunt/spikehunt/pipelines/captures"
-	"github.com/spikehunt/spikehunt/pipelines/schema"
-	"github.com/spikehunt/spikehunt/pipelines/store"
+	"github.com/spikehunt/spikehunt/internal/captures"
+	"github.com/spikehunt/spikehunt/internal/schema"
+	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
@@ -125,18 +125,19 @@ func TestServeClickHouseReadsFilesOnlyWithAllowExternalSources(t *testing.T) {
 	}
 }
 
-// The operator indexes uploaded captures (pipelines/captures, the operator's
+// The operator indexes uploaded captures (internal/captures, the operator's
 // --dsn) into the chart's embedded store over HTTP as its read-write user:
 // the schema applied over HTTP, then Index, Get, CapturesOfSpike and
 // Delete all pass serve-clickhouse's gate and users.
 func TestTheOperatorsCaptureIndexWorksThroughServeClickHouse(t *testing.T) {
 	t.Setenv("SPIKEHUNT_CLICKHOUSE_PASSWORD", "operator-pw")
-	addr := startServe(t, "--user", "ingest")
+	t.Setenv("SPIKEHUNT_CLICKHOUSE_MIGRATE_PASSWORD", "migrate-pw")
+	addr := startServeOn(t, "chdb://"+t.TempDir()+"?database=spikehunt", "--user", "ingest", "--migrate-user", "migrate")
 	ctx := context.Background()
 	if _, err := store.Open(ctx, "http://ingest:wrong@"+addr+"/"); err == nil {
 		t.Fatal("a wrong password opened the store")
 	}
-	root, err := store.Open(ctx, "http://ingest:operator-pw@"+addr+"/")
+	root, err := store.Open(ctx, "http://migrate:migrate-pw@"+addr+"/")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,275 @@
+// Package explain turns a capture's trace into answers on the node that
+// recorded it, where the symbols are: for each slow request, what its
+// thread did while it was served (on CPU, runnable behind whom, blocked
+// where and woken by whom), and the on-CPU profile of the window as folded
+// stacks. It reads perf script's text (perfscript.go) or ftrace's
+// (ftracesched.go), rebuilds threads' timelines from sched_switch and
+// sched_wakeup (timeline.go) and words one verdict per request
+// (verdict.go); with ftrace's block events (blockio.go) it holds a
+// blocked wait against the devices (waitio.go); it sums the bpftrace
+// irq_duration script's blocks (interrupts.go); and it draws all of it as
+// one self-contained page, report.html (report.go, svg.go). Standard
+// library and the artifact's record only: the recorders and the CLI
+// import it, never the reverse.
+package explain
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
+)
+
+// Analysis is what explain.json holds.
+type Analysis struct {
+	Version int `json:"version"`
+	// Requests are the verdicts of the slowest requests at or above the
+	// trigger (at most MaxRequests), slowest first.
+	Requests []RequestVerdict `json:"requests"`
+	// Events and Samples count what the trace held; Lost is the capture's
+	// lost and overrun events, repeated here because each conclusion
+	// above may be missing a piece of its timeline when it is not zero.
+	Events  int    `json:"events"`
+	Samples int    `json:"samples"`
+	Lost    uint64 `json:"lost_events"`
+	// LostNote is what Lost means for the verdicts, "" when nothing was
+	// lost.
+	LostNote string `json:"lost_note,omitempty"`
+	// TopStacks are the hottest on-CPU call chains of the window.
+	TopStacks []StackShare `json:"top_stacks"`
+	// CPUs are each CPU's samples: how busy it was, and how much of it
+	// was softirq work.
+	CPUs []CPUUse `json:"cpus"`
+	// Interrupts is the interrupt work of the window, from the bpftrace
+	// irq_duration script's histograms (nil for other recorders).
+	Interrupts *Interrupts `json:"interrupts,omitempty"`
+	// BlockIO is the window's block requests, issue → complete per device,
+	// from the ftrace profile (nil for other recorders).
+	BlockIO *BlockIO `json:"block_io,omitempty"`
+	// Findings are the summary the captures index keeps.
+	Findings record.Findings `json:"findings"`
+	Notes    []string        `json:"notes,omitempty"`
+}
+
+// CPUUse is one CPU's samples over the window.
+type CPUUse struct {
+	CPU     int32 `json:"cpu"`
+	Samples int   `json:"samples"`
+	Idle    int   `json:"idle"`    // in the idle task (swapper)
+	Softirq int   `json:"softirq"` // with softirq work in the chain
+}
+
+// AnalysisVersion is bumped on an incompatible change of Analysis.
+const AnalysisVersion = 1
+
+// MaxRequests is how many requests an analysis explains.
+const MaxRequests = 20
+
+// StackShare is one folded stack's samples.
+type StackShare struct {
+	Stack   string `json:"stack"` // comm;outermost;…;innermost
+	Samples int    `json:"samples"`
+}
+
+// Analyze explains the requests at or above threshold with the trace.
+func Analyze(tr *Trace, md *record.Metadata, reqs []record.RequestRecord, threshold time.Duration) Analysis {
+	return analyze(tr, nil, md, reqs, threshold)
+}
+
+// AnalyzeFtrace explains the requests at or above threshold with the
+// ftrace profile's scheduler events (tr, from ReadFtrace) and block
+// requests (io, from ReadBlockIO after KeepDuring of each request in
+// RequestWindows): each verdict also says whether the blocked time is the
+// device's latency or lies above the block layer.
+func AnalyzeFtrace(tr *Trace, io *BlockIO, md *record.Metadata, reqs []record.RequestRecord, threshold time.Duration) Analysis {
+	a := analyze(tr, io, md, reqs, threshold)
+	a.BlockIO = io
+	if len(a.Requests) == 0 {
+		a.Findings.Verdict = io.Verdict()
+		if a.Findings.Verdict != "" && a.LostNote != "" {
+			a.Findings.Verdict += fmt.Sprintf(" [%d events lost in this capture]", a.Lost)
+		}
+	}
+	if a.LostNote != "" {
+		a.LostNote = fmt.Sprintf("the trace lost %d events (a ring overwrote its oldest, or dropped some): a timeline may miss a switch or a wakeup, and a block request its issue or completion, so a wait's device time may be lower than it was", a.Lost)
+	}
+	return a
+}
+
+// RequestWindows are the trace-time spans of the requests an analysis
+// explains: what BlockIO.KeepDuring must be given before the block
+// events are read.
+func RequestWindows(md *record.Metadata, reqs []record.RequestRecord, threshold time.Duration) [][2]int64 {
+	var out [][2]int64
+	for _, q := range SlowRequests(reqs, threshold, MaxRequests) {
+		off := int64(md.Clock.Offset)
+		out = append(out, [2]int64{q.Start.UnixNano() - off, q.End.UnixNano() - off})
+	}
+	return out
+}
+
+func analyze(tr *Trace, io *BlockIO, md *record.Metadata, reqs []record.RequestRecord, threshold time.Duration) Analysis {
+	tr.SortEvents()
+	a := Analysis{Version: AnalysisVersion, Events: len(tr.Events), Lost: md.Lost + md.Overruns}
+	if tr.Truncated != "" {
+		a.Notes = append(a.Notes, "the trace was cut: "+tr.Truncated)
+	}
+	if a.Lost > 0 {
+		a.LostNote = fmt.Sprintf("the trace lost %d events: a timeline may miss a switch or a wakeup, so a stretch read as blocked or runnable may be longer or shorter than it was", a.Lost)
+	}
+	for _, q := range SlowRequests(reqs, threshold, MaxRequests) {
+		v := tr.explainRequest(q, md.Clock, io)
+		if a.LostNote != "" {
+			v.Verdict += " [" + fmt.Sprint(a.Lost) + " events lost in this capture]"
+		}
+		a.Requests = append(a.Requests, v)
+	}
+	folded := tr.Folded()
+	a.Samples = 0
+	for _, s := range folded {
+		a.Samples += s.Samples
+	}
+	if len(folded) > 10 {
+		folded = folded[:10]
+	}
+	a.TopStacks = folded
+	a.CPUs = tr.CPUUse()
+	a.Findings = findings(a)
+	return a
+}
+
+// findings sums an analysis up for the captures index.
+func findings(a Analysis) record.Findings {
+	f := record.Findings{HottestCPU: -1}
+	if len(a.Requests) > 0 {
+		v := a.Requests[0]
+		f.Verdict = v.Verdict
+		f.BlockingStack = strings.Join(v.BlockedIn, " ← ")
+		if len(f.BlockingStack) > 512 {
+			f.BlockingStack = f.BlockingStack[:512]
+		}
+	}
+	busiest, total, softirq := -1, 0, 0
+	for _, c := range a.CPUs {
+		total += c.Samples
+		softirq += c.Softirq
+		if busy := c.Samples - c.Idle; busy > 0 && busy > busiest {
+			busiest, f.HottestCPU = busy, int(c.CPU)
+			f.HottestCPUBusy = float64(busy) / float64(c.Samples)
+		}
+	}
+	if total > 0 {
+		f.SoftirqShare = float64(softirq) / float64(total)
+	}
+	return f
+}
+
+// softirqFrames mark a sample taken in softirq work, whichever thread's
+// context it borrowed.
+var softirqFrames = []string{"__do_softirq", "handle_softirqs", "do_softirq", "run_ksoftirqd"}
+
+// CPUUse counts each CPU's samples, idle ones and softirq ones, by CPU.
+func (tr *Trace) CPUUse() []CPUUse {
+	by := map[int32]*CPUUse{}
+	for i := range tr.Events {
+		e := &tr.Events[i]
+		if e.Kind != KindSample {
+			continue
+		}
+		u := by[e.CPU]
+		if u == nil {
+			u = &CPUUse{CPU: e.CPU}
+			by[e.CPU] = u
+		}
+		u.Samples++
+		if e.Stack >= 0 && hasAny(tr.Stacks[e.Stack], softirqFrames) {
+			u.Softirq++
+		} else if e.Task.TID == 0 {
+			u.Idle++
+		}
+	}
+	out := make([]CPUUse, 0, len(by))
+	for _, u := range by {
+		out = append(out, *u)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CPU < out[j].CPU })
+	return out
+}
+
+// Folded returns the on-CPU samples as folded stacks, "comm;outer;…;inner",
+// most samples first: the input of flame graph tools (flamegraph.pl,
+// speedscope, Pyroscope's folded import).
+func (tr *Trace) Folded() []StackShare {
+	by := map[string]int{}
+	for i := range tr.Events {
+		e := &tr.Events[i]
+		if e.Kind != KindSample {
+			continue
+		}
+		var b strings.Builder
+		b.WriteString(foldName(e.Task.Comm))
+		if e.Stack >= 0 {
+			st := tr.Stacks[e.Stack]
+			for j := len(st) - 1; j >= 0; j-- {
+				b.WriteByte(';')
+				b.WriteString(foldName(st[j]))
+			}
+		}
+		by[b.String()]++
+	}
+	out := make([]StackShare, 0, len(by))
+	for s, n := range by {
+		out = append(out, StackShare{Stack: s, Samples: n})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Samples != out[j].Samples {
+			return out[i].Samples > out[j].Samples
+		}
+		return out[i].Stack < out[j].Stack
+	})
+	return out
+}
+
+// foldName keeps a frame from breaking the folded format: ';' separates
+// frames and the last space the count.
+func foldName(s string) string {
+	if s == "" {
+		return "[unknown]"
+	}
+	return strings.NewReplacer(";", ":", " ", "_", "\n", "_").Replace(s)
+}
+
+// WriteFolded writes stacks as folded lines, "stack count".
+func WriteFolded(w io.Writer, stacks []StackShare) error {
+	bw := bufio.NewWriter(w)
+	for _, s := range stacks {
+		fmt.Fprintf(bw, "%s %d\n", s.Stack, s.Samples)
+	}
+	return bw.Flush()
+}
+
+// AnalyzeInterrupts is the analysis of a bpftrace irq_duration capture:
+// its interrupt work over the window, on a node of cpus CPUs.
+func AnalyzeInterrupts(in *Interrupts, md *record.Metadata, cpus int) Analysis {
+	a := Analysis{Version: AnalysisVersion, Lost: md.Lost + md.Overruns, Interrupts: in, Events: in.Intervals}
+	for i := range in.CPUs {
+		c := &in.CPUs[i]
+		c.CPUShare, c.Over100Share = c.Share(in.Seconds), ratio(c.SoftirqOver100, c.SoftirqRuns)
+	}
+	if a.Lost > 0 {
+		a.LostNote = fmt.Sprintf("bpftrace lost %d output events: some interval blocks are incomplete, so the times and counts are low", a.Lost)
+	}
+	if in.Truncated > 0 {
+		a.Notes = append(a.Notes, fmt.Sprintf("%d interval blocks lost lines: their maps are partial", in.Truncated))
+	}
+	f := in.Findings(cpus)
+	a.Findings = record.Findings{Verdict: in.Verdict(), HottestCPU: f.HottestCPU, HottestCPUBusy: f.HottestShare, SoftirqShare: f.SoftirqShare}
+	if a.LostNote != "" {
+		a.Findings.Verdict += fmt.Sprintf(" [%d events lost in this capture]", a.Lost)
+	}
+	return a
+}
