@@ -266,7 +266,7 @@ var errSilentStream = errors.New("spikehunt: no Export message within otlp_read_
 // export takes it once the message is there. It runs on the
 // connection's reader goroutine: it must not block.
 func (s *traceService) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
-	if !budgetedMethods[info.FullMethodName] {
+	if !exportMethodOf(info.FullMethodName) {
 		return ctx, nil
 	}
 	var from netip.Addr

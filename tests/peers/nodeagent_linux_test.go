@@ -191,7 +191,7 @@ func buildAgentAt(ref, dir string) (string, error) {
 	if err := os.MkdirAll(src, 0o755); err != nil {
 		return "", err
 	}
-	archive := exec.Command("sh", "-c", `git archive "$1" | tar -x -C "$2"`, "sh", ref, src)
+	archive := exec.Command("sh", "-c", `cd "$(git rev-parse --show-toplevel)" && git archive "$1" | tar -x -C "$2"`, "sh", ref, src)
 	if out, err := archive.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("git archive %s: %w\n%s", ref, err, out)
 	}
