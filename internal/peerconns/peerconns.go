@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -122,11 +123,13 @@ type Conn struct {
 	net.Conn
 	l    *Listener
 	peer netip.Addr
+	// busy and idleSince (unix nanoseconds) are atomic: a server marks a
+	// connection busy and idle per request, without the listener's lock.
+	busy      atomic.Int32
+	idleSince atomic.Int64
 	// Under l.mu:
-	auth      bool
-	busy      int
-	idleSince time.Time
-	gone      bool
+	auth bool
+	gone bool
 }
 
 // peerOf is the address a connection is counted under: its IP, IPv4 in
@@ -195,7 +198,8 @@ func (l *Listener) admit(c net.Conn) *Conn {
 		for _, v := range evict {
 			l.forget(v)
 		}
-		gc = &Conn{Conn: c, l: l, peer: p, auth: auth, idleSince: l.cfg.Now()}
+		gc = &Conn{Conn: c, l: l, peer: p, auth: auth}
+		gc.idleSince.Store(l.cfg.Now().UnixNano())
 		if pr == nil {
 			pr = &peer{conns: map[*Conn]struct{}{}}
 			l.peers[p] = pr
@@ -208,14 +212,16 @@ func (l *Listener) admit(c net.Conn) *Conn {
 	}
 	l.mu.Unlock()
 
+	// Counted before the close, so that whoever sees the close sees the
+	// count.
 	for _, v := range evict {
-		v.Conn.Close()
 		l.told(EvictedIdle)
 		l.opened(-1)
+		v.Conn.Close()
 	}
 	if refused != "" {
-		c.Close()
 		l.told(refused)
+		c.Close()
 		return nil
 	}
 	l.opened(1)
@@ -240,10 +246,10 @@ func (l *Listener) opened(d int) {
 func (l *Listener) idlest(pr *peer, auth bool) *Conn {
 	var best *Conn
 	for c := range pr.conns {
-		if c.busy > 0 || (c.auth && !auth) {
+		if c.busy.Load() > 0 || (c.auth && !auth) {
 			continue
 		}
-		if best == nil || c.idleSince.Before(best.idleSince) {
+		if best == nil || c.idleSince.Load() < best.idleSince.Load() {
 			best = c
 		}
 	}
@@ -263,17 +269,17 @@ func (l *Listener) biggestIdle(not []*Conn, auth bool) *Conn {
 		}
 		var cand *Conn
 		for c := range pr.conns {
-			if c.busy > 0 || (c.auth && !auth) || contains(not, c) {
+			if c.busy.Load() > 0 || (c.auth && !auth) || contains(not, c) {
 				continue
 			}
-			if cand == nil || c.idleSince.Before(cand.idleSince) {
+			if cand == nil || c.idleSince.Load() < cand.idleSince.Load() {
 				cand = c
 			}
 		}
 		if cand == nil {
 			continue
 		}
-		if n > bestN || cand.idleSince.Before(best.idleSince) {
+		if n > bestN || cand.idleSince.Load() < best.idleSince.Load() {
 			best, bestN = cand, n
 		}
 	}
@@ -323,22 +329,24 @@ func (c *Conn) Close() error {
 
 // Busy marks c as being worked on: the gate does not close it for a
 // newcomer until Idle is called as many times.
-func (c *Conn) Busy() {
-	c.l.mu.Lock()
-	c.busy++
-	c.l.mu.Unlock()
-}
+func (c *Conn) Busy() { c.busy.Add(1) }
 
 // Idle undoes one Busy.
 func (c *Conn) Idle() {
-	c.l.mu.Lock()
-	if c.busy > 0 {
-		c.busy--
-		if c.busy == 0 {
-			c.idleSince = c.l.cfg.Now()
+	for {
+		n := c.busy.Load()
+		if n <= 0 {
+			return
+		}
+		if n == 1 {
+			// Idle from now: stamped before the count drops, so the gate
+			// never sees an idle connection with an old stamp.
+			c.idleSince.Store(c.l.cfg.Now().UnixNano())
+		}
+		if c.busy.CompareAndSwap(n, n-1) {
+			return
 		}
 	}
-	c.l.mu.Unlock()
 }
 
 // Authenticate marks c as carrying an authenticated client: it may then
@@ -397,11 +405,7 @@ func ConnState(c net.Conn, s http.ConnState) {
 	case http.StateIdle:
 		gc.Idle()
 	case http.StateHijacked, http.StateClosed:
-		gc.l.mu.Lock()
-		if gc.busy > 0 {
-			gc.busy = 0
-		}
-		gc.l.mu.Unlock()
+		gc.busy.Store(0)
 	}
 }
 
