@@ -225,7 +225,11 @@ func DefaultConfig() Config {
 		LineUDP:  DefaultLineUDP,
 		LineUnix: DefaultLineUnix,
 	}
-	return c.WithDefaults()
+	c = c.WithDefaults()
+	// The per-peer shares follow the totals a config file may still
+	// change: WithDefaults (New) takes them from the final ones.
+	c.OTLPMaxConnectionsPerPeer, c.DecodeBudgetPerPeerBytes = 0, 0
+	return c
 }
 
 // WithDefaults returns c with every zero field that has a default set to
