@@ -102,12 +102,12 @@ demo: deps-demo build ## the main job on the embedded default
 # Every simulated scenario at 300 hosts through sim → ingest → detect on the
 # embedded engine: recall, precision, class, detection delay, top-1 suspect.
 eval: deps-demo build
-	bin/spikehunt eval --dir "$(CURDIR)/.cache/eval"
+	bin/spikehunt eval --dsn "chdb://$(CURDIR)/.cache/eval"
 
 # The same scores on scenarios away from their defaults: other periods,
 # fractions, fleet sizes, spike lengths and noise levels.
 eval-variants: deps-demo build
-	bin/spikehunt eval --variants --dir "$(CURDIR)/.cache/eval-variants"
+	bin/spikehunt eval --variants --dsn "chdb://$(CURDIR)/.cache/eval-variants"
 
 vet:
 	$(GO) vet ./...

@@ -47,8 +47,14 @@ type EngineConfig struct {
 	// MinFreeBytes refuses to arm when Dir has less free space.
 	MinFreeBytes int64
 	ArmTimeout   time.Duration
-	// CollectTimeout bounds a recorder's final dump and stop.
+	// CollectTimeout bounds a recorder's final dump and stop, and each
+	// attempt to put the sealed artifact in the Store.
 	CollectTimeout time.Duration
+	// StoreRetryFor is how long a sealed capture waits for a Store that
+	// refuses it (S3 down, credentials expired) before it fails; the
+	// sealed folder stays on disk either way. Attempts back off from 1 s
+	// to 30 s.
+	StoreRetryFor time.Duration
 	// AnalyzeTimeout bounds a recorder's analysis of its trace (Analyzer);
 	// past it the capture is sealed without one, and says so. Negative:
 	// no analysis.
@@ -78,6 +84,7 @@ func (c EngineConfig) withDefaults() EngineConfig {
 	defaults.Fill(&c.MinFreeBytes, 256<<20)
 	defaults.Fill(&c.ArmTimeout, 10*time.Second)
 	defaults.Fill(&c.CollectTimeout, 30*time.Second)
+	defaults.Fill(&c.StoreRetryFor, 15*time.Minute)
 	defaults.Fill(&c.AnalyzeTimeout, 60*time.Second)
 	defaults.Fill(&c.Log, slog.New(slog.DiscardHandler))
 	if c.Now == nil { // a func is not comparable: Fill cannot take it

@@ -17,6 +17,9 @@ type engineMetrics struct {
 	refusedVec  *prometheus.CounterVec
 	lost        prometheus.Counter
 	bytes       prometheus.Counter
+	// storeRetries counts the artifact store's refusals of a sealed
+	// capture that were retried.
+	storeRetries prometheus.Counter
 }
 
 func newEngineMetrics() *engineMetrics {
@@ -43,13 +46,15 @@ func newEngineMetrics() *engineMetrics {
 			Help: "Events the recorders reported lost or overwritten, summed over collected captures."}),
 		bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "spikehunt_capture_artifact_bytes_total",
 			Help: "Bytes of collected artifacts."}),
+		storeRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "spikehunt_capture_store_retries_total",
+			Help: "Times the artifact store (S3 or the folder) refused a sealed capture and the agent kept it to try again (capture.store_retry_for)."}),
 	}
 }
 
 // Register adds the engine's metrics to reg.
 func (e *Engine) Register(reg prometheus.Registerer) error {
 	m := e.m
-	for _, c := range []prometheus.Collector{m.armed, m.refused, m.done, m.fireToDump, m.analyzeSeconds, m.lost, m.bytes, m.refusedVec} {
+	for _, c := range []prometheus.Collector{m.armed, m.refused, m.done, m.fireToDump, m.analyzeSeconds, m.lost, m.bytes, m.refusedVec, m.storeRetries} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/internal/capture/control"
 	"github.com/spikehunt/spikehunt/internal/capture/explain"
+	"github.com/spikehunt/spikehunt/internal/capture/reportpage"
 )
 
 // run is one capture's goroutine: wait for a fire, dump the pre-window,
@@ -76,9 +77,9 @@ func (e *Engine) run(ctx context.Context, c *armed) {
 	}
 	loc, files := c.dir, []string(nil)
 	if e.cfg.Store != nil {
-		l, err := e.cfg.Store.Put(cctx, md, c.dir)
+		l, err := e.put(ctx, c, md)
 		if err != nil {
-			e.fail(c, fmt.Errorf("store: %w", err))
+			e.fail(c, err)
 			return
 		}
 		loc, files = l.Metadata, l.Files
@@ -195,7 +196,7 @@ func (e *Engine) ensureReport(c *armed, md *record.Metadata, why string) {
 	// O_TRUNC: a failed analysis may have left part of its own.
 	f, err := os.OpenFile(filepath.Join(c.dir, explain.ReportFile), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
 	if err == nil {
-		err = errors.Join(explain.WriteUnanalysedReport(f, md, why), f.Sync(), f.Close())
+		err = errors.Join(reportpage.WriteUnanalysedReport(f, md, why), f.Sync(), f.Close())
 	}
 	if err != nil {
 		md.Notes = append(md.Notes, fmt.Sprintf("no %s: %v", explain.ReportFile, err))
@@ -225,4 +226,40 @@ func (e *Engine) fail(c *armed, err error) {
 	e.setState(c, control.Failed, err)
 	e.m.done.WithLabelValues(string(control.Failed)).Inc()
 	e.cfg.Log.Warn("capture failed", "id", c.spec.ID, "err", err)
+}
+
+// put puts the sealed capture in the Store, retrying a refusal with
+// backoff for StoreRetryFor: a Store that is down for a while (S3 out of
+// reach, expired credentials) delays the capture instead of losing it.
+// The sealed folder stays on disk until a Put succeeds; when the engine
+// closes or the retries run out, the error says where it is.
+func (e *Engine) put(ctx context.Context, c *armed, md *record.Metadata) (artifact.Location, error) {
+	deadline := time.Now().Add(e.cfg.StoreRetryFor)
+	wait := time.Second
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(context.Background(), e.cfg.CollectTimeout)
+		l, err := e.cfg.Store.Put(actx, md, c.dir)
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				e.cfg.Log.Info("capture stored after the store refused it", "id", c.spec.ID, "attempts", attempt)
+			}
+			return l, nil
+		}
+		if time.Now().Add(wait).After(deadline) {
+			return artifact.Location{}, fmt.Errorf("store: %w (after %d attempts over %s; the sealed capture stays in %s)", err, attempt, e.cfg.StoreRetryFor, c.dir)
+		}
+		e.m.storeRetries.Inc()
+		if attempt == 1 {
+			e.cfg.Log.Warn("the artifact store refused a sealed capture; keeping it and retrying", "id", c.spec.ID, "err", err, "retry_for", e.cfg.StoreRetryFor)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return artifact.Location{}, fmt.Errorf("store: %w (the engine closed while retrying; the sealed capture stays in %s)", err, c.dir)
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
 }

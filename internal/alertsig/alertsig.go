@@ -1,5 +1,5 @@
 // Package alertsig signs and verifies the records of the alerts topic
-// (pipelines/services/alerts/schema.md, "Signatures"). The detector signs each
+// (internal/alertdoc/schema.md, "Signatures"). The detector signs each
 // record with one current key; the operator verifies with every key it
 // holds, by the key id the record names, so that a key can be rotated
 // without a gap. Anyone who can write to the topic but holds no key can

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -168,9 +170,11 @@ func OpenEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 // the data directory does not hold that table.
 var ErrNoStore = errors.New("no such store")
 
-// NoStoreError says which data directory and database lack the table.
+// NoStoreError says which data directory and database lack the table, and
+// which other databases of the same directory hold it (Elsewhere, sorted).
 type NoStoreError struct {
 	Dir, Database, Table string
+	Elsewhere            []string
 }
 
 func (e *NoStoreError) Error() string {
@@ -185,9 +189,50 @@ func (e *NoStoreError) Unwrap() error { return ErrNoStore }
 // link into store/), written when the table is created.
 func requireTable(dir, database, table string) error {
 	if _, err := os.Stat(filepath.Join(dir, "metadata", escapeFileName(database), escapeFileName(table)+".sql")); err != nil {
-		return &NoStoreError{Dir: dir, Database: database, Table: table}
+		return &NoStoreError{Dir: dir, Database: database, Table: table, Elsewhere: DatabasesWithTable(dir, table)}
 	}
 	return nil
+}
+
+// DatabasesWithTable lists, sorted and without booting the engine, the
+// databases of the data directory dir that hold table (requireTable's
+// layout). A directory that does not exist holds none.
+func DatabasesWithTable(dir, table string) []string {
+	dbs, err := os.ReadDir(filepath.Join(dir, "metadata"))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, d := range dbs { // an Atomic database's entry is a link into store/
+		if _, err := os.Stat(filepath.Join(dir, "metadata", d.Name(), escapeFileName(table)+".sql")); err == nil {
+			if name, ok := unescapeFileName(d.Name()); ok {
+				out = append(out, name)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// unescapeFileName undoes escapeFileName.
+func unescapeFileName(s string) (string, bool) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+2 >= len(s) {
+			return "", false
+		}
+		n, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
+		if err != nil {
+			return "", false
+		}
+		b.WriteByte(byte(n))
+		i += 2
+	}
+	return b.String(), true
 }
 
 // escapeFileName is the engine's escaping of a database or table name in a

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -35,6 +36,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/spikehunt/spikehunt/internal/alertsig"
+	"github.com/spikehunt/spikehunt/internal/flagusage"
 	"github.com/spikehunt/spikehunt/internal/memlimit"
 	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/kafkasec"
@@ -113,9 +115,27 @@ type options struct {
 	memoryLimitRatio float64
 }
 
-func parseFlags(args []string) (options, error) {
+// errUsage marks a command-line mistake, printed already: exit status 2.
+var errUsage = errors.New("usage")
+
+func parseFlags(args []string) (options, error) { return parseFlagsTo(args, os.Stderr) }
+
+// parseFlagsTo is parseFlags writing the usage and mistakes to stderr.
+func parseFlagsTo(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("spikehunt-operator", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, `Usage: spikehunt-operator [flags]
+
+Reconciles CapturePolicy and Capture objects: decides where flight recorders are
+armed from the detector's alerts (Kafka, or the Grafana and Alertmanager webhook),
+indexes each capture against the spike windows it covers in the store, deletes
+expired captures' artifacts, and serves the capture reports.
+
+Flags:`)
+		flagusage.Print(fs, stderr)
+	}
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; \"0\" turns it off")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "compete for the Lease "+leaderElectionID+" so that one replica acts; run every replica with it")
@@ -167,11 +187,17 @@ func parseFlags(args []string) (options, error) {
 		"so that a burst of garbage (the first list of every Node) does not reach the limit; 0 turns it off; a GOMEMLIMIT in the environment wins")
 	ctrlclientconfig.RegisterFlags(fs) // --kubeconfig, for a run outside the cluster
 	o.zap.BindFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return options{}, err
+	// A mistake is one line and where the help is: the usage would scroll
+	// it away.
+	if err := flagusage.Parse(fs, args, fs.Usage); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return options{}, err
+		}
+		return options{}, errUsage
 	}
 	if fs.NArg() > 0 {
-		return options{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+		fmt.Fprintf(stderr, "unexpected argument %q\n", fs.Arg(0))
+		return options{}, errUsage
 	}
 	if err := memlimit.CheckRatio(o.memoryLimitRatio); err != nil {
 		return options{}, fmt.Errorf("--runtime.memory-limit-ratio: %w", err)
@@ -423,7 +449,11 @@ func run(ctx context.Context, args []string) error {
 
 func main() {
 	if err := run(ctrl.SetupSignalHandler(), os.Args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			os.Exit(0)
+		case errors.Is(err, errUsage):
+			fmt.Fprintln(os.Stderr, "run 'spikehunt-operator -h' for help")
 			os.Exit(2)
 		}
 		fmt.Fprintln(os.Stderr, "spikehunt-operator:", err)

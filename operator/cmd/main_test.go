@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -260,5 +261,21 @@ func TestTheReportServerIsOffByDefaultAndChecksItsFlags(t *testing.T) {
 		"--report.mode=redirect", "--report.presign-ttl=2m"})
 	if err != nil || o.report.Mode != "redirect" || o.report.PresignTTL != 2*time.Minute {
 		t.Errorf("redirect: %v, %+v", err, o.report)
+	}
+}
+
+// -h writes the flags as spikehunt's commands do (--dsn, not Go's -dsn),
+// and a mistake is one line that names the nearest flag.
+func TestTheOperatorsHelpAndMistakesAreSpikehuntsStyle(t *testing.T) {
+	var stderr strings.Builder
+	if _, err := parseFlagsTo([]string{"-h"}, &stderr); !errors.Is(err, flag.ErrHelp) ||
+		!strings.HasPrefix(stderr.String(), "Usage: spikehunt-operator [flags]\n") ||
+		!strings.Contains(stderr.String(), "\n  --dsn string\n") || strings.Contains(stderr.String(), "\n  -dsn") {
+		t.Errorf("-h: %v\n%s", err, stderr.String())
+	}
+	stderr.Reset()
+	if _, err := parseFlagsTo([]string{"--leader-elec"}, &stderr); !errors.Is(err, errUsage) ||
+		stderr.String() != "unknown flag --leader-elec; did you mean --leader-elect?\n" {
+		t.Errorf("--leader-elec: %v, stderr %q", err, stderr.String())
 	}
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/spikehunt/spikehunt/agents/capture"
 	"github.com/spikehunt/spikehunt/agents/capture/perf"
+	"github.com/spikehunt/spikehunt/internal/alertdoc"
 	"github.com/spikehunt/spikehunt/internal/capture/artifact"
 	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/internal/captures"
@@ -31,7 +32,6 @@ import (
 	"github.com/spikehunt/spikehunt/internal/telemetry"
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 	"github.com/spikehunt/spikehunt/operator/internal/controller"
-	"github.com/spikehunt/spikehunt/pipelines/services/alerts"
 	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
@@ -252,7 +252,7 @@ func TestADetectorAlertArmsPerfOnTheNodeWhichCatchesTheNextSpikeAndIsIndexedAgai
 
 	// The detector's passes find stall 2; the operator links the capture.
 	var spike2 detect.SpikeWindow
-	var published []alerts.Alert
+	var published []alertdoc.Alert
 	eventually(t, 60*time.Second, "a detector pass finds stall 2", func() error {
 		res, sent := pipe.detect(t)
 		published = append(published, sent...)
@@ -437,13 +437,13 @@ func describe(ws []detect.SpikeWindow) string {
 }
 
 // alertOf is the spike-group alert that names spike id.
-func alertOf(sent []alerts.Alert, id string) (alerts.Alert, bool) {
+func alertOf(sent []alertdoc.Alert, id string) (alertdoc.Alert, bool) {
 	for _, a := range sent {
-		if a.Kind == alerts.KindSpikeGroup && a.SpikeGroup != nil && slices.Contains(a.SpikeGroup.SpikeIDs, id) {
+		if a.Kind == alertdoc.KindSpikeGroup && a.SpikeGroup != nil && slices.Contains(a.SpikeGroup.SpikeIDs, id) {
 			return a, true
 		}
 	}
-	return alerts.Alert{}, false
+	return alertdoc.Alert{}, false
 }
 
 type spikeRow struct {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/alertdoc"
 	"github.com/spikehunt/spikehunt/internal/alertsig"
 	"github.com/spikehunt/spikehunt/internal/otlpwire"
 	"github.com/spikehunt/spikehunt/internal/store"
@@ -135,7 +136,7 @@ func (p *pipeline) catchUp(t *testing.T) {
 // detect ingests what was observed, runs a detector pass over the
 // service from the first request to a second ago (requests a moment old
 // may still be in flight), and publishes its alerts.
-func (p *pipeline) detect(t *testing.T) (detect.Result, []alerts.Alert) {
+func (p *pipeline) detect(t *testing.T) (detect.Result, []alertdoc.Alert) {
 	t.Helper()
 	to := time.Now().Add(-time.Second).Truncate(time.Second)
 	p.catchUp(t)

@@ -4,12 +4,14 @@
 //
 // The flag grammar is the standard library's flag package: -x and --x are
 // the same flag, --x=v and --x v the same value; the usage prints the
-// double-dash form, as the README writes it. A CLI library (cobra, kong)
+// double-dash form, as the README writes it, through internal/flagusage,
+// which spikehunt-agent and spikehunt-operator print theirs with too. A CLI library (cobra, kong)
 // would add nested commands and completion spikehunt does not need, and a
 // dependency to every binary that imports this package. The
 // command table and the wiring stay in pipelines/cmd/spikehunt; the
 // commands themselves live there or in pipelines/cli/query and
-// pipelines/lab/demo. It imports only the standard library.
+// pipelines/lab/demo. It imports only the standard library and
+// internal/flagusage.
 package cli
 
 import (
@@ -18,15 +20,17 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
-	"sync"
+
+	"github.com/spikehunt/spikehunt/internal/flagusage"
 )
 
-// ErrUsage marks a command-line mistake: exit status 2, usage already shown.
+// ErrUsage marks a command-line mistake: exit status 2. The mistake is
+// already printed, in one line; ExitCode adds the line that says where the
+// help is, so that the mistake does not scroll away under the usage.
 var ErrUsage = errors.New("usage")
 
-// NewFlags returns a flag set that prints a command's usage and returns
-// ErrUsage on a mistake instead of exiting.
+// NewFlags returns a flag set that prints a command's usage on -h and
+// returns ErrUsage on a mistake instead of exiting.
 func NewFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("spikehunt "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -37,39 +41,21 @@ func NewFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// hidden are the flags the usage leaves out: deprecated aliases.
-var hidden sync.Map // *flag.Flag → struct{}
+// Group keeps the named flags of fs together in the usage, in this order,
+// where the first of them sorts: a flag whose help continues another's
+// ("--from: … instead of --since") is printed under it. The other flags
+// are printed in alphabetical order.
+func Group(fs *flag.FlagSet, names ...string) { flagusage.Group(fs, names...) }
 
 // PrintFlags prints fs's flags as flag.PrintDefaults does, but in the
-// double-dash form (--dsn string; a one-letter flag keeps one dash, -o)
-// and without the hidden ones.
-func PrintFlags(fs *flag.FlagSet, w io.Writer) {
-	fs.VisitAll(func(f *flag.Flag) {
-		if _, ok := hidden.Load(f); ok {
-			return
-		}
-		var b strings.Builder
-		dash := "--"
-		if len(f.Name) == 1 {
-			dash = "-" // -o, as kubectl writes it
-		}
-		fmt.Fprintf(&b, "  %s%s", dash, f.Name)
-		typ, usage := flag.UnquoteUsage(f)
-		if typ != "" {
-			b.WriteString(" " + typ)
-		}
-		b.WriteString("\n    \t")
-		b.WriteString(strings.ReplaceAll(usage, "\n", "\n    \t"))
-		switch {
-		case f.DefValue == "", f.DefValue == "false", f.DefValue == "0", f.DefValue == "0s":
-		case typ == "string":
-			fmt.Fprintf(&b, " (default %q)", f.DefValue)
-		default:
-			fmt.Fprintf(&b, " (default %v)", f.DefValue)
-		}
-		fmt.Fprintln(w, b.String())
-	})
-}
+// double-dash form (--dsn string; a one-letter flag keeps one dash, -o),
+// with each group (Group) together, and without the hidden ones: as
+// spikehunt-agent and spikehunt-operator print theirs (internal/flagusage).
+func PrintFlags(fs *flag.FlagSet, w io.Writer) { flagusage.Print(fs, w) }
+
+// Nearest is the candidate closest to word by edit distance, when it is
+// close enough to be a typo, else "".
+func Nearest(word string, candidates []string) string { return flagusage.Nearest(word, candidates) }
 
 // Deprecate defines old as a hidden alias of the flag current: a value
 // given to --old goes to --current, with a warning on fs's output. The
@@ -80,7 +66,7 @@ func Deprecate(fs *flag.FlagSet, old, current string) {
 		panic("cli.Deprecate: no flag " + current)
 	}
 	fs.Var(&alias{target: target, old: old, w: fs.Output()}, old, "deprecated: use --"+current)
-	hidden.Store(fs.Lookup(old), struct{}{})
+	flagusage.Hide(fs, old)
 }
 
 // alias is a deprecated flag's value: it sets its target's.
@@ -102,30 +88,40 @@ func (a *alias) Set(s string) error {
 	return a.target.Value.Set(s)
 }
 
-// Parse parses args, mapping a flag mistake to ErrUsage.
+// Parse parses args. A mistake is printed as one line, its flags named
+// with two dashes ("unknown flag --sinc; did you mean --since?"), and
+// returned as ErrUsage; -h prints the usage and returns flag.ErrHelp.
 func Parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return ErrUsage
+	if err := ParseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
+		fmt.Fprintf(fs.Output(), "unexpected argument %q (flags come as --name value)\n", fs.Arg(0))
 		return ErrUsage
 	}
 	return nil
 }
 
+// ParseFlags is Parse for a command that takes arguments too: the ones
+// after the flags are left in fs.Args().
+func ParseFlags(fs *flag.FlagSet, args []string) error {
+	err := flagusage.Parse(fs, args, fs.Usage)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return ErrUsage
+	}
+	return err
+}
+
 // ExitCode is the exit status of command name after it returned err: 0
-// for success and for -h, 2 for a usage mistake (already shown), and 1
-// for any other error, which it prints as one line on stderr.
+// for success and for -h; 2 for a usage mistake, already printed, under
+// which it says where the help is; and 1 for any other error, which it
+// prints as one line on stderr.
 func ExitCode(name string, err error, stderr io.Writer) int {
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, ErrUsage):
+		fmt.Fprintf(stderr, "run 'spikehunt %s -h' for help\n", name)
 		return 2
 	default:
 		fmt.Fprintf(stderr, "spikehunt %s: %v\n", name, err)

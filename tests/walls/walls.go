@@ -87,7 +87,7 @@ type Crossing struct {
 // besides its Own: they import nothing of ours and nothing outside the
 // standard library. A StdlibOnly package still may not: they are not the standard
 // library's.
-var everyRoom = []string{"internal/defaults", "internal/memlimit", "internal/otlpattr", "internal/peerconns", "internal/vocab", "internal/workload"}
+var everyRoom = []string{"internal/defaults", "internal/flagusage", "internal/memlimit", "internal/otlpattr", "internal/peerconns", "internal/vocab", "internal/workload"}
 
 // shared are the packages that a Rule's Own may name although they are in
 // another top folder: the shared layer beneath the products (internal/)
@@ -165,6 +165,7 @@ var Rules = []Rule{
 	// (everyRoom) take the standard library only; the rest take the
 	// leaves, each other as listed, and their own third-party modules.
 	{Pkg: "internal/defaults", StdlibOnly: true, Why: "every config.go imports it: the standard library only"},
+	{Pkg: "internal/flagusage", StdlibOnly: true, Why: "every binary prints its flags and flag mistakes with it: the standard library only"},
 	{Pkg: "internal/memlimit", StdlibOnly: true, Why: "the binaries set the Go runtime's memory limit from their cgroup's with it: the standard library only"},
 	{Pkg: "internal/otlpattr", StdlibOnly: true, Why: "both direct span decoders (agents/intake, pipelines/services/ingest) read attributes with it: the standard library only"},
 	{Pkg: "internal/peerconns", StdlibOnly: true, Why: "the agent's OTLP servers and the operator's webhook and report server share one per-peer connection gate: the standard library only"},
@@ -181,11 +182,15 @@ var Rules = []Rule{
 		Why:           "the control API's wire types and client: the record and the standard library only, so a program that drives an agent holds neither its recorders nor a store client"},
 	{Pkg: "internal/capture/explain", Own: []string{"internal/capture/artifact/record"}, Third: []string{"google.golang.org/protobuf/encoding/protowire"},
 		Why: "the analysis of a trace: text in, verdicts, profiles and the report page out (protowire for pprof); the recorders and the CLI import it"},
+	{Pkg: "internal/capture/reportpage", Own: []string{"internal/capture/explain", "internal/capture/artifact/record"}, Third: []string{},
+		Why: "the capture's self-contained page, drawn from the analysis with the standard library"},
 	{Pkg: "internal/store", Third: []string{"github.com/ClickHouse/ch-go/...", "github.com/ebitengine/purego/..."},
 		Why: "every binary that talks to ClickHouse uses it: ch-go, purego and the standard library only"},
 	{Pkg: "internal/schema", Own: []string{"internal/store"}, Third: []string{"github.com/ClickHouse/ch-go/proto"}, Why: "the store's tables and their migrations"},
 	{Pkg: "internal/captures", Own: []string{"internal/store"}, Third: []string{"github.com/ClickHouse/ch-go/proto"}, TestOwn: []string{"internal/schema"},
 		Why: "the captures index, one definition for the operator, the demo and the CLI: it imports only store"},
+	{Pkg: "internal/alertdoc", StdlibOnly: true,
+		Why: "the alert document, one definition for the detector that writes it and the operator that reads it: the standard library only"},
 	{Pkg: "internal/alertsig", Third: []string{"github.com/twmb/franz-go/pkg/kgo"},
 		Why: "the signed bytes, one definition for the detector and the operator: franz-go's record type only"},
 	{Pkg: "internal/policy", Third: []string{}, Why: "the capture decisions, pure, for the operator's controllers, the demo and the evaluation: the standard library only"},
@@ -199,13 +204,13 @@ var Rules = []Rule{
 	{Pkg: "agents/capture", Own: []string{"internal/telemetry", "internal/capture/..."},
 		Third: []string{"github.com/prometheus/client_golang/...", "golang.org/x/sys/..."},
 		Why:   "the engine knows backends only by its Backend interface; cmd constructs them, and nodecapture drives the engine, not the reverse (explain only for the report.html of a capture without an analysis)"},
-	{Pkg: "agents/capture/perf", Own: []string{"agents/capture", "internal/capture/artifact/record", "internal/capture/explain"},
+	{Pkg: "agents/capture/perf", Own: []string{"agents/capture", "internal/capture/artifact/record", "internal/capture/explain", "internal/capture/reportpage"},
 		TestOwn: []string{"internal/capture/artifact", "internal/capture/control", "agents/capture/internal/capturetest", "internal/telemetry"},
 		Why:     "a backend implements the engine's interfaces and knows no other backend"},
-	{Pkg: "agents/capture/ftrace", Own: []string{"agents/capture", "internal/capture/artifact/record", "internal/capture/explain"},
+	{Pkg: "agents/capture/ftrace", Own: []string{"agents/capture", "internal/capture/artifact/record", "internal/capture/explain", "internal/capture/reportpage"},
 		TestOwn: []string{"internal/capture/control", "agents/capture/internal/capturetest"},
 		Why:     "a backend implements the engine's interfaces and knows no other backend"},
-	{Pkg: "agents/capture/bpftrace", Own: []string{"agents/capture", "internal/capture/artifact/record", "internal/capture/explain"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
+	{Pkg: "agents/capture/bpftrace", Own: []string{"agents/capture", "internal/capture/artifact/record", "internal/capture/explain", "internal/capture/reportpage"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
 	{Pkg: "agents/capture/wpr", Own: []string{"agents/capture", "internal/capture/artifact/record"}, Why: "a backend implements the engine's interfaces and knows no other backend"},
 	{Pkg: "agents/capture/internal/capturetest", Own: []string{"internal/telemetry"}, Why: "the recorders' test fixture"},
 	{Pkg: "agents/export", Own: []string{"agents/spool", "internal/telemetry", "internal/otlpwire", "kafkasec"}, Why: "the exporter moves the spool's records to a sink"},
@@ -228,16 +233,16 @@ var Rules = []Rule{
 		Why: "detect reads and writes the store's tables"},
 	{Pkg: "pipelines/services/ingest", Own: []string{"internal/store", "internal/schema", "kafkasec"}, TestOwn: []string{"internal/telemetry", "internal/otlpwire"},
 		Why: "Kafka's OTLP into the store's tables"},
-	{Pkg: "pipelines/services/alerts", Own: []string{"internal/alertsig", "pipelines/services/detect", "internal/store", "internal/schema", "kafkasec"},
+	{Pkg: "pipelines/services/alerts", Own: []string{"internal/alertdoc", "internal/alertsig", "pipelines/services/detect", "internal/store", "internal/schema", "kafkasec"},
 		Why: "alerts uses detect's result types"},
 	{Pkg: "pipelines/services/otel", TestOwn: []string{"pipelines/services/ingest", "internal/schema", "internal/store"}, Why: "tests only: the gateway Collector's build and config"},
 
 	// pipelines/cli/: the command line and its queries.
-	{Pkg: "pipelines/cli", Third: []string{}, StdlibOnly: true,
-		Why: "the flag plumbing every spikehunt command shares: the standard library only"},
+	{Pkg: "pipelines/cli", Third: []string{},
+		Why: "the flag plumbing every spikehunt command shares: the standard library and internal/flagusage, the binaries' one help style"},
 	{Pkg: "pipelines/cli/query", Own: []string{"pipelines/cli", "internal/captures", "internal/store", "internal/schema"}, Third: []string{"github.com/ClickHouse/ch-go/..."},
 		Why: "the query commands read the tables through store, the captures index's conditions through captures, and nothing that writes them"},
-	{Pkg: "pipelines/cli/artifacts", Own: []string{"pipelines/cli", "pipelines/cli/query", "internal/captures", "internal/store", "internal/schema", "internal/capture/artifact/...", "internal/capture/explain"},
+	{Pkg: "pipelines/cli/artifacts", Own: []string{"pipelines/cli", "pipelines/cli/query", "internal/captures", "internal/store", "internal/schema", "internal/capture/artifact/...", "internal/capture/explain", "internal/capture/reportpage"},
 		Why: "captures get and explain read the artifact store and the analysis the agents write, never their recorders"},
 	{Pkg: "pipelines/cmd/...", Own: []string{"pipelines/...", "internal/...", "kafkasec"},
 		Why: "the binary keeps the command table and the wiring; the demo (pipelines/lab/demo) is what reaches the agent's control API and the operator's policy"},
@@ -246,7 +251,7 @@ var Rules = []Rule{
 	{Pkg: "pipelines/lab/sim", Own: []string{"pipelines/services/ingest", "internal/store", "internal/schema", "internal/telemetry", "internal/otlpwire", "kafkasec"},
 		Why: "simulated messages are the agent's own encoding, through the in-process source or Kafka"},
 	{Pkg: "pipelines/lab/eval", Own: []string{"pipelines/services/detect", "internal/schema", "pipelines/lab/sim", "internal/store"}},
-	{Pkg: "pipelines/lab/eval/capturestrategy", Own: []string{"pipelines/services/alerts", "pipelines/services/detect", "pipelines/lab/sim", "internal/policy"},
+	{Pkg: "pipelines/lab/eval/capturestrategy", Own: []string{"pipelines/services/alerts", "pipelines/services/detect", "pipelines/lab/sim", "internal/policy", "internal/alertdoc"},
 		Why: "the capture strategy measured as the demo runs it, with the detector's classifier, alerting and the operator's policy in process, no store"},
 	{Pkg: "pipelines/lab/htmlreport", Own: []string{"internal/store", "internal/schema"}, Third: []string{}, TestOwn: []string{"pipelines/lab/sim"},
 		Why: "the demo's HTML page, drawn with the standard library"},
@@ -259,9 +264,9 @@ var Rules = []Rule{
 		Why: "the API types import only apimachinery and controller-runtime's scheme builder"},
 	{Pkg: "operator/config", TestOwn: []string{"operator/api/..."}, Why: "tests only"},
 	{Pkg: "operator/e2e", TestOwn: []string{"operator/...", "internal/..."}, Why: "tests only"},
-	{Pkg: "operator/internal/alertintake", Own: []string{"internal/policy", "internal/alertsig", "kafkasec"}, Why: "alerts from Kafka and webhooks, checked with the signature's definition"},
+	{Pkg: "operator/internal/alertintake", Own: []string{"internal/alertdoc", "internal/policy", "internal/alertsig", "kafkasec"}, Why: "alerts from Kafka and webhooks, checked with the signature's definition"},
 	{Pkg: "operator/internal/controller", Own: []string{"operator/api/...", "internal/policy", "internal/captures", "internal/store"},
-		TestOwn: []string{"operator/internal/alertintake", "internal/alertsig", "internal/schema"}, Why: "one controller per concern; the Capture reconciler indexes captures in the store"},
+		TestOwn: []string{"operator/internal/alertintake", "internal/alertdoc", "internal/alertsig", "internal/schema"}, Why: "one controller per concern; the Capture reconciler indexes captures in the store"},
 	{Pkg: "operator/internal/report", Own: []string{"operator/api/...", "internal/capture/artifact/record"}, TestOwn: []string{"internal/capture/artifact"},
 		Why: "the report server reads artifacts through its own interface, which cmd implements over the store"},
 	{Pkg: "operator/cmd/...", Own: []string{"operator/...", "internal/...", "kafkasec"}, Why: "cmd wires the operator's packages together"},

@@ -11,6 +11,7 @@ import (
 	"github.com/spikehunt/spikehunt/agents/capture"
 	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/internal/capture/explain"
+	"github.com/spikehunt/spikehunt/internal/capture/reportpage"
 )
 
 // ExplainFile is the analysis an irq_duration capture adds to its artifact.
@@ -30,7 +31,7 @@ func (r *bpftraceRecorder) Analyze(ctx context.Context, in capture.AnalysisInput
 		// Every artifact holds a report, which says so.
 		var b bytes.Buffer
 		why := fmt.Sprintf("bpftrace script %q is not one this analysis reads (only %s is); its output is in %s and %s", r.spec.Script, IrqScript, BpftracePreFile, BpftracePostFile)
-		if err := explain.WriteUnanalysedReport(&b, in.Metadata, why); err != nil {
+		if err := reportpage.WriteUnanalysedReport(&b, in.Metadata, why); err != nil {
 			return capture.AnalysisOutput{}, err
 		}
 		if err := writeSynced(filepath.Join(r.dir, explain.ReportFile), b.Bytes()); err != nil {
@@ -59,7 +60,7 @@ func (r *bpftraceRecorder) Analyze(ctx context.Context, in capture.AnalysisInput
 // writeReport writes the analysis's page (report.html) to path.
 func writeReport(path string, md *record.Metadata, a *explain.Analysis) error {
 	var b bytes.Buffer
-	if err := explain.WriteReport(&b, md, a, nil); err != nil {
+	if err := reportpage.WriteReport(&b, md, a, nil); err != nil {
 		return err
 	}
 	return writeSynced(path, b.Bytes())

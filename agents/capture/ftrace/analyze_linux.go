@@ -9,6 +9,7 @@ import (
 
 	"github.com/spikehunt/spikehunt/agents/capture"
 	"github.com/spikehunt/spikehunt/internal/capture/explain"
+	"github.com/spikehunt/spikehunt/internal/capture/reportpage"
 )
 
 // ExplainFile is the analysis a capture adds to its artifact.
@@ -53,5 +54,5 @@ func writeReport(path string, in capture.AnalysisInput, a *explain.Analysis) err
 	if err != nil {
 		return err
 	}
-	return errors.Join(explain.WriteReport(f, in.Metadata, a, nil), f.Sync(), f.Close())
+	return errors.Join(reportpage.WriteReport(f, in.Metadata, a, nil), f.Sync(), f.Close())
 }

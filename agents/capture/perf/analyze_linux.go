@@ -13,6 +13,7 @@ import (
 
 	"github.com/spikehunt/spikehunt/agents/capture"
 	"github.com/spikehunt/spikehunt/internal/capture/explain"
+	"github.com/spikehunt/spikehunt/internal/capture/reportpage"
 )
 
 // Files an analysis adds to the artifact.
@@ -36,7 +37,14 @@ func (r *perfRecorder) Analyze(ctx context.Context, in capture.AnalysisInput) (c
 			return capture.AnalysisOutput{}, fmt.Errorf("perf script %s: %w", f, err)
 		}
 	}
-	a := explain.Analyze(tr, in.Metadata, in.Requests, in.Threshold)
+	var host *explain.Host
+	if r.cgroups != nil {
+		// Read now, at seal time: the request threads and the tasks
+		// they waited behind are named with their cgroups while they
+		// live.
+		host = &explain.Host{Task: r.cgroups.task, Quotas: r.quotas.Quotas()}
+	}
+	a := explain.AnalyzeOn(tr, host, in.Metadata, in.Requests, in.Threshold)
 	b, err := json.MarshalIndent(a, "", "  ")
 	if err != nil {
 		return capture.AnalysisOutput{}, err
@@ -48,7 +56,7 @@ func (r *perfRecorder) Analyze(ctx context.Context, in capture.AnalysisInput) (c
 	if err := writeNew(filepath.Join(r.dir, FoldedFile), func(f *os.File) error { return explain.WriteFolded(f, folded) }); err != nil {
 		return capture.AnalysisOutput{}, err
 	}
-	if err := writeNew(filepath.Join(r.dir, explain.ReportFile), func(f *os.File) error { return explain.WriteReport(f, in.Metadata, &a, folded) }); err != nil {
+	if err := writeNew(filepath.Join(r.dir, explain.ReportFile), func(f *os.File) error { return reportpage.WriteReport(f, in.Metadata, &a, folded) }); err != nil {
 		return capture.AnalysisOutput{}, err
 	}
 	files := []string{ExplainFile, FoldedFile, explain.ReportFile}

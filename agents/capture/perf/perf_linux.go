@@ -136,6 +136,12 @@ type perfRecorder struct {
 	stderr strings.Builder // what perf said that was not a dump line
 	files  []string
 	clock  record.Clock
+
+	// The host's cgroups (cgroups_linux.go): where they are mounted, and
+	// the CPU quotas' sampler while armed; nil where there are none.
+	cgroups *cgroupMounts
+	quotas  *quotaSampler
+	cgNote  string
 }
 
 func (r *perfRecorder) Arm(ctx context.Context) error {
@@ -171,6 +177,7 @@ func (r *perfRecorder) Arm(ctx context.Context) error {
 	defer tick.Stop()
 	for {
 		if n, _ := countPerfEventFDs(cmd.Process.Pid); n > 0 {
+			r.watchCgroups()
 			return nil
 		}
 		select {
@@ -227,7 +234,25 @@ func (r *perfRecorder) Fire(ctx context.Context) error {
 	if err := r.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
 		return fmt.Errorf("perf: signal dump: %w", err)
 	}
-	return r.awaitDump(ctx)
+	err := r.awaitDump(ctx)
+	if r.quotas != nil {
+		// After the dump: the fire's latency to disk is perf's alone.
+		r.quotas.Fire()
+	}
+	return err
+}
+
+// watchCgroups finds the cgroup hierarchies and starts sampling the CPU
+// quotas; without them the verdicts name no cgroup, and a note says why.
+func (r *perfRecorder) watchCgroups() {
+	m, err := mountedCgroups()
+	if err != nil {
+		r.cgNote = "cgroups: not read, the verdicts name no cgroup nor throttling: " + err.Error()
+		return
+	}
+	r.cgroups = &m
+	r.quotas = newQuotaSampler(m, r.spec.Pre)
+	r.quotas.Start()
 }
 
 func (r *perfRecorder) awaitDump(ctx context.Context) error {
@@ -270,11 +295,18 @@ func (r *perfRecorder) Collect(ctx context.Context) (capture.Result, error) {
 	for f := range r.dumps {
 		r.files = append(r.files, filepath.Base(f))
 	}
+	if r.quotas != nil {
+		r.quotas.Stop()
+		r.cgNote = r.quotas.note()
+	}
 	if len(r.files) == 0 {
 		return capture.Result{}, fmt.Errorf("perf wrote nothing: %s", r.said())
 	}
 	res := capture.Result{Files: r.files, Clock: r.clock,
 		Notes: []string{fmt.Sprintf("perf: %d dumps; the first holds the ring at fire time (the pre-window), the rest what followed", len(r.files))}}
+	if r.cgNote != "" {
+		res.Notes = append(res.Notes, r.cgNote)
+	}
 	for _, f := range r.files {
 		n, err := perfLost(ctx, r.cfg.Binary, filepath.Join(r.dir, f))
 		if err != nil {
@@ -315,6 +347,9 @@ func parsePerfLost(out []byte) uint64 {
 }
 
 func (r *perfRecorder) Disarm() error {
+	if r.quotas != nil {
+		r.quotas.Stop()
+	}
 	if r.cmd == nil || r.cmd.Process == nil {
 		return nil
 	}

@@ -47,6 +47,10 @@ type CaptureConfig struct {
 	// pprof); past it the capture is kept without one. Default 60s;
 	// negative turns the analysis off.
 	AnalyzeTimeout time.Duration `yaml:"analyze_timeout"`
+	// StoreRetryFor is how long a sealed capture waits for an artifact
+	// store that refuses it (S3 down) before it fails, kept on disk
+	// meanwhile. Default 15m; at most 24h.
+	StoreRetryFor time.Duration `yaml:"store_retry_for"`
 	// Backends to enable, of perf, ftrace, bpftrace (Linux) and wpr
 	// (Windows).
 	Backends []string `yaml:"backends"`
@@ -134,8 +138,8 @@ func startCapture(ctx context.Context, cfg CaptureConfig, tracefs string, res te
 		Dir:   cfg.Dir, Resource: capture.HostIdentity{Host: res.HostName, Node: res.NodeName, HWClass: res.HWClass},
 		Backends: backends, MaxConcurrent: cfg.MaxConcurrent, MaxRingKB: cfg.MaxRingKB,
 		MemoryStallAbort: cfg.MemoryStallAbort, RequestRing: cfg.RequestRing, FireEvery: cfg.FireEvery, FireBurst: cfg.FireBurst,
-		AnalyzeTimeout: cfg.AnalyzeTimeout,
-		Govern:         capture.GovernConfig{CPUs: cfg.CPUs, Nice: cfg.Nice, IOClass: cfg.IOClass}, Log: log,
+		AnalyzeTimeout: cfg.AnalyzeTimeout, StoreRetryFor: cfg.StoreRetryFor,
+		Govern: capture.GovernConfig{CPUs: cfg.CPUs, Nice: cfg.Nice, IOClass: cfg.IOClass}, Log: log,
 	})
 	if errors.Is(err, capture.ErrInvalid) {
 		store.Close()
@@ -210,6 +214,9 @@ func (c CaptureConfig) validate() error {
 	}
 	if c.Dir == "" {
 		return errors.New("capture.dir is empty")
+	}
+	if c.StoreRetryFor < 0 || c.StoreRetryFor > 24*time.Hour {
+		return fmt.Errorf("capture.store_retry_for = %v, want 0 (the default, 15m) to 24h", c.StoreRetryFor)
 	}
 	if c.AnalyzeTimeout > time.Hour {
 		return fmt.Errorf("capture.analyze_timeout = %v, want at most 1h (negative: no analysis)", c.AnalyzeTimeout)

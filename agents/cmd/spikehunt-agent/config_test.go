@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -87,6 +89,18 @@ func TestCommandLineMistakesExitWithUsage(t *testing.T) {
 		if err != errUsage {
 			t.Errorf("%v: %v, want a usage error", args, err)
 		}
+	}
+	// The mistake in one line with its flag as -h writes it, and where
+	// the help is; -h writes --flags as spikehunt's commands do.
+	var stderr strings.Builder
+	if err := run(context.Background(), []string{"--kafka.broker", "k:9092"}, io.Discard, &stderr); err != errUsage ||
+		stderr.String() != "unknown flag --kafka.broker; did you mean --kafka.brokers?\nrun 'spikehunt-agent -h' for help\n" {
+		t.Errorf("--kafka.broker: %v, stderr %q", err, stderr.String())
+	}
+	stderr.Reset()
+	if err := run(context.Background(), []string{"-h"}, io.Discard, &stderr); !errors.Is(err, flag.ErrHelp) ||
+		!strings.Contains(stderr.String(), "\n  --kafka.brokers string\n") || strings.Contains(stderr.String(), "\n  -kafka.brokers") {
+		t.Errorf("-h: %v, want --kafka.brokers in the double-dash form:\n%s", err, stderr.String())
 	}
 	if err := run(context.Background(), []string{"--intake.trigger.uids", "0,alice"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), `"alice" is not a uid`) {
 		t.Errorf("--intake.trigger.uids with a name: %v", err)

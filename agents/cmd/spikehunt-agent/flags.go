@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spikehunt/spikehunt/agents/capture"
+	"github.com/spikehunt/spikehunt/internal/flagusage"
 	"github.com/spikehunt/spikehunt/kafkasec"
 )
 
@@ -18,7 +19,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: spikehunt-agent [--config FILE] [flags]\n       spikehunt-agent capture arm|fire|disarm|list|get|wait|backends …\n\nSamples kernel counters, takes per-request latency (OTLP, line protocol) and exports\nboth as OTLP to Kafka or a Collector, spooling to disk while the destination is down.\nFlags override the config file.\n\nFlags:")
-		fs.PrintDefaults()
+		flagusage.Print(fs, stderr)
 	}
 	def := defaultConfig()
 	path := fs.String("config", "", "YAML config file (unknown keys are an error)")
@@ -57,14 +58,17 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	capScripts := fs.String("capture.script-dir", def.Capture.ScriptDir, "allow-listed bpftrace scripts (an admin's folder)")
 	capKube := fs.Bool("capture.kube.enabled", false, "arm this node's Capture objects (default: when in a cluster or --capture.kube.kubeconfig is set)")
 	capKubeconfig := fs.String("capture.kube.kubeconfig", "", "kubeconfig for --capture.kube outside the cluster (default: the in-cluster ServiceAccount)")
-	if err := fs.Parse(args); err != nil {
+	// A mistake is one line and where the help is: the usage would scroll
+	// it away.
+	if err := flagusage.Parse(fs, args, fs.Usage); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return Config{}, err
 		}
+		fmt.Fprintln(stderr, "run 'spikehunt-agent -h' for help")
 		return Config{}, errUsage
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "unexpected argument %q\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "unexpected argument %q\nrun 'spikehunt-agent -h' for help\n", fs.Arg(0))
 		return Config{}, errUsage
 	}
 	cfg, err := loadConfig(*path)

@@ -5,7 +5,9 @@
 // stacks. It reads perf script's text (perfscript.go) or ftrace's
 // (ftracesched.go), rebuilds threads' timelines from sched_switch and
 // sched_wakeup (timeline.go) and words one verdict per request
-// (verdict.go); with ftrace's block events (blockio.go) it holds a
+// (verdict.go), with the everyday causes read from its chains and, when
+// the recorder read them, the host's cgroups (causes.go); with ftrace's
+// block events (blockio.go) it holds a
 // blocked wait against the devices (waitio.go); it sums the bpftrace
 // irq_duration script's blocks (interrupts.go); and it draws all of it as
 // one self-contained page, report.html (report.go, svg.go). Standard
@@ -50,6 +52,9 @@ type Analysis struct {
 	// BlockIO is the window's block requests, issue → complete per device,
 	// from the ftrace profile (nil for other recorders).
 	BlockIO *BlockIO `json:"block_io,omitempty"`
+	// Cgroups is what the verdicts used of the host's cgroups (the
+	// recorder's Host): nil when it read none.
+	Cgroups *Cgroups `json:"cgroups,omitempty"`
 	// Findings are the summary the captures index keeps.
 	Findings record.Findings `json:"findings"`
 	Notes    []string        `json:"notes,omitempty"`
@@ -77,7 +82,14 @@ type StackShare struct {
 
 // Analyze explains the requests at or above threshold with the trace.
 func Analyze(tr *Trace, md *record.Metadata, reqs []record.RequestRecord, threshold time.Duration) Analysis {
-	return analyze(tr, nil, md, reqs, threshold)
+	return analyze(tr, nil, nil, md, reqs, threshold)
+}
+
+// AnalyzeOn is Analyze with what the recorder read of the host around the
+// capture (h, nil for none): the verdicts then name a throttling CPU quota
+// and the cgroups of the tasks a request waited behind.
+func AnalyzeOn(tr *Trace, h *Host, md *record.Metadata, reqs []record.RequestRecord, threshold time.Duration) Analysis {
+	return analyze(tr, nil, h, md, reqs, threshold)
 }
 
 // AnalyzeFtrace explains the requests at or above threshold with the
@@ -86,7 +98,7 @@ func Analyze(tr *Trace, md *record.Metadata, reqs []record.RequestRecord, thresh
 // RequestWindows): each verdict also says whether the blocked time is the
 // device's latency or lies above the block layer.
 func AnalyzeFtrace(tr *Trace, io *BlockIO, md *record.Metadata, reqs []record.RequestRecord, threshold time.Duration) Analysis {
-	a := analyze(tr, io, md, reqs, threshold)
+	a := analyze(tr, io, nil, md, reqs, threshold)
 	a.BlockIO = io
 	if len(a.Requests) == 0 {
 		a.Findings.Verdict = io.Verdict()
@@ -112,7 +124,7 @@ func RequestWindows(md *record.Metadata, reqs []record.RequestRecord, threshold 
 	return out
 }
 
-func analyze(tr *Trace, io *BlockIO, md *record.Metadata, reqs []record.RequestRecord, threshold time.Duration) Analysis {
+func analyze(tr *Trace, io *BlockIO, h *Host, md *record.Metadata, reqs []record.RequestRecord, threshold time.Duration) Analysis {
 	tr.SortEvents()
 	a := Analysis{Version: AnalysisVersion, Events: len(tr.Events), Lost: md.Lost + md.Overruns}
 	if tr.Truncated != "" {
@@ -121,12 +133,19 @@ func analyze(tr *Trace, io *BlockIO, md *record.Metadata, reqs []record.RequestR
 	if a.Lost > 0 {
 		a.LostNote = fmt.Sprintf("the trace lost %d events: a timeline may miss a switch or a wakeup, so a stretch read as blocked or runnable may be longer or shorter than it was", a.Lost)
 	}
+	var used *Cgroups
+	if h != nil {
+		used = &Cgroups{}
+	}
 	for _, q := range SlowRequests(reqs, threshold, MaxRequests) {
-		v := tr.explainRequest(q, md.Clock, io)
+		v := tr.explainRequest(q, md.Clock, io, h, used)
 		if a.LostNote != "" {
 			v.Verdict += " [" + fmt.Sprint(a.Lost) + " events lost in this capture]"
 		}
 		a.Requests = append(a.Requests, v)
+	}
+	if used != nil && (len(used.Tasks) > 0 || len(used.Quotas) > 0) {
+		a.Cgroups = used
 	}
 	folded := tr.Folded()
 	a.Samples = 0
@@ -272,4 +291,19 @@ func AnalyzeInterrupts(in *Interrupts, md *record.Metadata, cpus int) Analysis {
 		a.Findings.Verdict += fmt.Sprintf(" [%d events lost in this capture]", a.Lost)
 	}
 	return a
+}
+
+// ReportFile is the self-contained page every analysed artifact holds
+// beside explain.json; the operator's report links open it by this name.
+const ReportFile = "report.html"
+
+// SpokenDuration is a duration as people read it in a verdict: "998 ms",
+// "1.25 s", "40 µs".
+func SpokenDuration(d time.Duration) string { return ms(d) }
+
+func ratio(a, b uint64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
 }

@@ -32,14 +32,26 @@ type RequestVerdict struct {
 	Segments []SegmentView `json:"segments"`
 	// IO holds the blocked time against the block devices' requests
 	// (the ftrace profile; nil without block events or blocked time).
-	IO      *WaitIO `json:"io,omitempty"`
-	Verdict string  `json:"verdict"`
+	IO *WaitIO `json:"io,omitempty"`
+	// Cgroup is the thread's cgroup (cpu controller), Throttled its CFS
+	// quota's throttling while the request ran: both known only from a
+	// recorder that read the host's cgroups (Host).
+	Cgroup    string      `json:"cgroup,omitempty"`
+	Throttled *Throttling `json:"throttled,omitempty"`
+	// Reclaim and MajorFaults are its time in direct reclaim or
+	// compaction, and waiting on major page faults, read from its
+	// chains (causes.go); nil when there was none.
+	Reclaim     *KernelWork `json:"reclaim,omitempty"`
+	MajorFaults *KernelWork `json:"major_faults,omitempty"`
+	Verdict     string      `json:"verdict"`
 }
 
 // ShareView is a Share as the analysis writes it.
 type ShareView struct {
 	Who string        `json:"who"`
 	NS  time.Duration `json:"ns"`
+	// Cgroup is the task's cgroup when the recorder read it (Host).
+	Cgroup string `json:"cgroup,omitempty"`
 }
 
 // SegmentView is a Segment in wall-clock time.
@@ -75,12 +87,19 @@ var timerFrames = []string{"nanosleep", "msleep", "usleep"}
 // ExplainRequest builds the verdict of one request from the trace. clock
 // maps the trace's times to the wall clock (wall = ts + Offset).
 func (tr *Trace) ExplainRequest(q record.RequestRecord, clock record.Clock) RequestVerdict {
-	return tr.explainRequest(q, clock, nil)
+	return tr.explainRequest(q, clock, nil, nil, nil)
+}
+
+// ExplainRequestOn is ExplainRequest with what the recorder read of the
+// host (its cgroups), which names throttling and other cgroups' tasks.
+func (tr *Trace) ExplainRequestOn(q record.RequestRecord, clock record.Clock, h *Host) RequestVerdict {
+	return tr.explainRequest(q, clock, nil, h, nil)
 }
 
 // explainRequest is ExplainRequest, with the blocked time held against
-// the window's block requests when io is not nil.
-func (tr *Trace) explainRequest(q record.RequestRecord, clock record.Clock, io *BlockIO) RequestVerdict {
+// the window's block requests when io is not nil, and the host's cgroups
+// when h is not nil (what it used of them added to used).
+func (tr *Trace) explainRequest(q record.RequestRecord, clock record.Clock, io *BlockIO, h *Host, used *Cgroups) RequestVerdict {
 	v := RequestVerdict{Request: q, RunnableCPU: -1, Thread: fmt.Sprintf("thread %d", q.ThreadID)}
 	from := q.Start.UnixNano() - int64(clock.Offset)
 	to := q.End.UnixNano() - int64(clock.Offset)
@@ -131,6 +150,7 @@ func (tr *Trace) explainRequest(q record.RequestRecord, clock record.Clock, io *
 			v.WokenBy = fmt.Sprintf("%s on CPU %d", longestBlocked.WokenBy, longestBlocked.WokenOnCPU)
 		}
 	}
+	var behind []Task
 	if longestRunnable != nil && longestRunnable.CPU >= 0 {
 		// Who held the CPU the thread waited for longest, summed over
 		// every runnable stretch on it: a stretch the trace holds little
@@ -149,6 +169,7 @@ func (tr *Trace) explainRequest(q record.RequestRecord, clock record.Clock, io *
 		}
 		for _, s := range sortShares(by) {
 			v.RunnableBehind = append(v.RunnableBehind, ShareView{Who: s.Task.String(), NS: time.Duration(s.NS)})
+			behind = append(behind, s.Task)
 			if len(v.RunnableBehind) == 3 {
 				break
 			}
@@ -157,6 +178,8 @@ func (tr *Trace) explainRequest(q record.RequestRecord, clock record.Clock, io *
 	if io != nil {
 		v.IO = waitIO(segs, io)
 	}
+	v.Reclaim, v.MajorFaults = tr.memoryCauses(tid, segs, from, to, v.OnCPU)
+	v.hostCauses(h, used, behind)
 	v.Verdict = v.sentence()
 	if v.IO != nil {
 		v.Verdict += "; " + v.IO.Sentence
@@ -176,6 +199,11 @@ func (v *RequestVerdict) sentence() string {
 			v.Thread, ms(v.Unknown), ms(total))
 	}
 	var b strings.Builder
+	lead := v.memoryCause(total, 4)
+	if lead != "" {
+		b.WriteString(lead)
+		b.WriteString("; ")
+	}
 	switch {
 	case v.Blocked >= v.Runnable && v.Blocked >= v.OnCPU:
 		fmt.Fprintf(&b, "blocked %s", ms(v.Blocked))
@@ -192,13 +220,30 @@ func (v *RequestVerdict) sentence() string {
 		}
 	case v.Runnable >= v.OnCPU:
 		fmt.Fprintf(&b, "runnable %s", ms(v.Runnable))
-		if len(v.RunnableBehind) > 0 {
-			fmt.Fprintf(&b, " behind %s on CPU %d", v.RunnableBehind[0].Who, v.RunnableCPU)
-		} else if v.RunnableCPU >= 0 {
+		throttled, only := v.throttled()
+		if throttled {
+			fmt.Fprintf(&b, " %s", v.Throttled.clause())
+		}
+		if len(v.RunnableBehind) > 0 && !only {
+			if throttled {
+				b.WriteString(" and")
+			}
+			fmt.Fprintf(&b, " behind %s", v.RunnableBehind[0].Who)
+			// Another cgroup's task: the neighbour to name.
+			if c := v.RunnableBehind[0].Cgroup; c != "" && v.Cgroup != "" && c != v.Cgroup {
+				fmt.Fprintf(&b, " of %s", cgroupName(c))
+			}
+			fmt.Fprintf(&b, " on CPU %d", v.RunnableCPU)
+		} else if v.RunnableCPU >= 0 && !throttled {
 			fmt.Fprintf(&b, " waiting for CPU %d", v.RunnableCPU)
 		}
 	default:
 		fmt.Fprintf(&b, "on CPU %s", ms(v.OnCPU))
+	}
+	if lead == "" {
+		if c := v.memoryCause(total, 10); c != "" {
+			fmt.Fprintf(&b, "; %s", c)
+		}
 	}
 	fmt.Fprintf(&b, "; %s of the request on %s: on CPU %s, runnable %s, blocked %s", ms(total), v.Thread, ms(v.OnCPU), ms(v.Runnable), ms(v.Blocked))
 	return b.String()

@@ -1,7 +1,7 @@
 -- counters: kernel counters, one row per metric × dimensions × measured
 -- interval (OTLP delta Sums). Rates are value / interval_ms, never value /
--- the nominal sampling period (seed 003: under load a 1 s sampler ran every
--- 2–3 s).
+-- the nominal sampling period (under load a 1 s sampler has run every
+-- 2–3 s; docs/field-stories.md). Comments are not in the checksum.
 CREATE TABLE IF NOT EXISTS {{.Local "counters"}}{{.OnCluster}}
 (
     -- Samplers run on a steady cadence, so within one series consecutive

@@ -25,6 +25,8 @@ const (
 	// DefaultMaxRecordBytes bounds an alert record: the detector's are a
 	// few KiB (at most 20 hosts and 5 suspects per alert).
 	DefaultMaxRecordBytes = 256 << 10
+	// DefaultTopicWatchEvery: how often a missing alerts topic is looked for.
+	DefaultTopicWatchEvery = 10 * time.Second
 
 	DefaultAddress      = ":8443"
 	DefaultMaxBodyBytes = 1 << 20
@@ -83,7 +85,7 @@ type KafkaConfig struct {
 	// KeysDir is a folder holding the detector's signing keys, one file
 	// per key named after its id (a Kubernetes Secret mounted as a
 	// volume). A record must be signed by one of them
-	// (pipelines/services/alerts/schema.md, "Signatures"); to rotate, add the new
+	// (internal/alertdoc/schema.md, "Signatures"); to rotate, add the new
 	// key here first, then sign with it, then remove the old one. Read once
 	// by NewKafkaConsumer.
 	KeysDir string `yaml:"keys_dir"`
@@ -107,6 +109,13 @@ type KafkaConfig struct {
 	// Clock stamps Alert.ReceivedAt and judges signing times. Default the
 	// system clock.
 	Clock Clock `yaml:"-"`
+	// TopicWatchEvery is how often the consumer looks for the alerts
+	// topic while it does not exist (default 10s, 100ms–10m): until a
+	// detector publishes, the topic may not be there; the consumer waits
+	// for it, says so (spikehunt_alertintake_kafka_topic_missing, a
+	// warning), and consumes it once it exists. The webhooks are not
+	// affected.
+	TopicWatchEvery time.Duration `yaml:"topic_watch_every"`
 	// Security is TLS and SASL (keys tls and sasl beside brokers).
 	Security kafkasec.Config `yaml:",inline"`
 }
@@ -123,6 +132,7 @@ func (c KafkaConfig) WithDefaults() KafkaConfig {
 	defaults.Fill(&c.MaxSignatureAge, alertsig.DefaultMaxAge)
 	defaults.Fill(&c.MaxClockSkew, alertsig.DefaultMaxSkew)
 	defaults.Fill[Clock](&c.Clock, systemClock{})
+	defaults.Fill(&c.TopicWatchEvery, DefaultTopicWatchEvery)
 	return c
 }
 
@@ -150,6 +160,7 @@ func (c KafkaConfig) Validate() error {
 	check(c.MaxRecordBytes >= 1<<10 && c.MaxRecordBytes <= 16<<20, "max_record_bytes = %d, want 1 KiB–16 MiB", c.MaxRecordBytes)
 	check(c.MaxSignatureAge >= time.Minute && c.MaxSignatureAge <= 7*24*time.Hour, "max_signature_age = %s, want 1m–168h", c.MaxSignatureAge)
 	check(c.MaxClockSkew >= time.Second && c.MaxClockSkew <= time.Hour, "max_clock_skew = %s, want 1s–1h", c.MaxClockSkew)
+	check(c.TopicWatchEvery >= 100*time.Millisecond && c.TopicWatchEvery <= 10*time.Minute, "topic_watch_every = %s, want 100ms–10m", c.TopicWatchEvery)
 	if err := c.Security.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("intake: kafka: %w", err))
 	}

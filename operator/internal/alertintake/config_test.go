@@ -30,6 +30,7 @@ func TestConfigFromYAML(t *testing.T) {
 		Group: "spikehunt-operator-prod", ClientID: "spikehunt-operator", MaxPollRecords: 500,
 		StartAt: "latest", SessionTimeout: 20 * time.Second,
 		MaxRecordBytes: 256 << 10, KeysDir: "/etc/spikehunt/alert-keys", MaxSignatureAge: 30 * time.Minute, MaxClockSkew: 5 * time.Minute,
+		TopicWatchEvery: 10 * time.Second,
 	}
 	ignoreClock := cmpopts.IgnoreFields(KafkaConfig{}, "Clock")
 	if diff := cmp.Diff(wantKafka, cfg.Kafka, ignoreClock); diff != "" {

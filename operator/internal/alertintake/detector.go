@@ -9,45 +9,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/alertdoc"
 	"github.com/spikehunt/spikehunt/internal/vocab"
 )
 
-// detectorSchema is the one document version this reader knows
-// (pipelines/services/alerts/schema.md). Within it fields may be added, so unknown
-// fields are ignored; anything a v1 reader would misread is a new version,
-// which is refused.
-const detectorSchema = "spikehunt.alert/v1"
-
-// The subset of a spikehunt.alert/v1 document the operator uses. It is
-// declared here rather than imported from pipelines/services/alerts, which brings
-// the detector and the ClickHouse client with it; kafka_test.go decodes
-// documents made by that package to keep the two in step.
-type detectorDoc struct {
-	Schema     string              `json:"schema"`
-	AlertID    string              `json:"alert_id"`
-	Kind       string              `json:"kind"`
-	Service    string              `json:"service"`
-	SpikeGroup *detectorSpikeGroup `json:"spike_group"`
-	Pattern    *detectorPattern    `json:"pattern"`
-}
-
-type detectorSpikeGroup struct {
-	Hosts            []string       `json:"hosts"`
-	HWClasses        map[string]int `json:"hw_classes"` // spike windows per class
-	FirstWindowStart time.Time      `json:"first_window_start"`
-	LastWindowEnd    time.Time      `json:"last_window_end"`
-}
-
-type detectorPattern struct {
-	Change              string             `json:"change"`
-	PatternID           string             `json:"pattern_id"`
-	Class               string             `json:"class"`
-	Modifiers           []string           `json:"modifiers"`
-	HWClassSkew         map[string]float64 `json:"hw_class_skew"` // spike rate relative to the fleet
-	AffectedHostsSample []string           `json:"affected_hosts_sample"`
-	LookbackStart       time.Time          `json:"lookback_start"`
-	LookbackEnd         time.Time          `json:"lookback_end"`
-}
+// The operator reads the detector's alert document as internal/alertdoc
+// declares it, one definition for both sides; it knows one version,
+// alertdoc.SchemaVersion (internal/alertdoc/schema.md). Within it fields
+// may be added, so unknown fields are ignored; anything a v1 reader would
+// misread is a new version, which is refused.
 
 // Reasons a Kafka record is rejected (the records_rejected metric).
 const (
@@ -92,12 +62,12 @@ var alertIDPattern = regexp.MustCompile(`^(spikegroup|pattern)-[0-9a-f]{32}$`)
 // document that alerts nothing the operator acts on (a resolved pattern)
 // returns a skip reason and no Alert. data is not retained.
 func decodeDetectorAlert(data []byte, received time.Time) (Alert, string, error) {
-	var d detectorDoc
+	var d alertdoc.Alert
 	if err := json.Unmarshal(data, &d); err != nil {
 		return Alert{}, "", refuse(rejectBadJSON, "alert document: %v", err)
 	}
-	if d.Schema != detectorSchema {
-		return Alert{}, "", refuse(rejectUnknownSchema, "alert document of schema %.64q; this operator reads %s", d.Schema, detectorSchema)
+	if d.Schema != alertdoc.SchemaVersion {
+		return Alert{}, "", refuse(rejectUnknownSchema, "alert document of schema %.64q; this operator reads %s", d.Schema, alertdoc.SchemaVersion)
 	}
 	if !alertIDPattern.MatchString(d.AlertID) {
 		return Alert{}, "", refuse(rejectInvalid, "alert_id %.80q is not spikegroup-<32 hex> or pattern-<32 hex>", d.AlertID)

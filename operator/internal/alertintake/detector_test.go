@@ -7,8 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/spikehunt/spikehunt/pipelines/services/alerts"
+	"github.com/spikehunt/spikehunt/internal/alertdoc"
 )
 
 var received = time.Date(2025, 6, 1, 12, 5, 0, 0, time.UTC) // fixed date: decoded only, never stored
@@ -121,20 +120,20 @@ func TestDecodeDetectorAlert(t *testing.T) {
 // ignores.
 func TestDecodeDetectorAlertReadsWhatThePublisherWrites(t *testing.T) {
 	t0 := mustTime(t, "2025-06-01T12:00:00Z") // fixed date: decoded only, never stored
-	docs := []alerts.Alert{
+	docs := []alertdoc.Alert{
 		{
-			Schema: alerts.SchemaVersion, AlertID: "spikegroup-0123456789abcdef0123456789abcdef", Kind: alerts.KindSpikeGroup,
+			Schema: alertdoc.SchemaVersion, AlertID: "spikegroup-0123456789abcdef0123456789abcdef", Kind: alertdoc.KindSpikeGroup,
 			Service: "billy", DetectorVersion: "v1", GeneratedAt: t0.Add(time.Minute),
-			SpikeGroup: &alerts.SpikeGroup{
+			SpikeGroup: &alertdoc.SpikeGroup{
 				Count: 4, HostsCount: 3, Hosts: []string{"h3", "h1", "h2"}, HWClasses: map[string]int{"gen4": 1, "gen5": 3},
 				FirstWindowStart: t0, LastWindowEnd: t0.Add(5 * time.Second), PeakMS: 900, PeakHost: "h3",
 				SpikeIDs: []string{"billy/h1/1", "billy/h2/2", "billy/h3/3", "billy/h3/4"},
 			},
 		},
 		{
-			Schema: alerts.SchemaVersion, AlertID: "pattern-0123456789abcdef0123456789abcdef", Kind: alerts.KindPattern,
+			Schema: alertdoc.SchemaVersion, AlertID: "pattern-0123456789abcdef0123456789abcdef", Kind: alertdoc.KindPattern,
 			Service: "billy", DetectorVersion: "v1", GeneratedAt: t0,
-			Pattern: &alerts.PatternChange{Change: alerts.ChangeNew, PatternFacts: alerts.PatternFacts{
+			Pattern: &alertdoc.PatternChange{Change: alertdoc.ChangeNew, PatternFacts: alertdoc.PatternFacts{
 				PatternID: "billy/isolated-host", Class: "isolated-host", Modifiers: []string{"hw-class-skewed"},
 				HostsAffected: 1, HostsTotal: 50,
 				HWClassSkew: map[string]float64{"gen3": 7, "gen4": 0.2}, AffectedHostsSample: []string{"h9"},
@@ -161,7 +160,7 @@ func TestDecodeDetectorAlertReadsWhatThePublisherWrites(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := alerts.Parse(b); err != nil {
+		if _, err := alertdoc.Parse(b); err != nil {
 			t.Fatalf("the publisher's own parser refuses the test document: %v", err)
 		}
 		got, skip, err := decodeDetectorAlert(b, received)

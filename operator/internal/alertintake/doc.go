@@ -16,7 +16,7 @@
 //     accepted within ±ReplayWindow of now and at most once.
 //   - Alertmanager: "Authorization: Bearer <token>".
 //   - Kafka: each record's HMAC-SHA256 signature by one of the detector's
-//     keys (KafkaConfig.KeysDir; pipelines/services/alerts/schema.md "Signatures"),
+//     keys (KafkaConfig.KeysDir; internal/alertdoc/schema.md "Signatures"),
 //     made within MaxSignatureAge, checked before the document is parsed.
 //     Without keys the consumer does not start unless AllowUnsigned.
 //

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/spikehunt/spikehunt/internal/alertsig"
@@ -33,6 +36,8 @@ type KafkaConsumer struct {
 	// verify is nil when there are no keys (AllowUnsigned): then a signed
 	// record cannot be checked and is refused as unknown_key.
 	verify *alertsig.Verifier
+	// missing: the alerts topic did not exist when last looked for.
+	missing atomic.Bool
 }
 
 // NewKafkaConsumer creates the group member; it connects lazily and
@@ -113,6 +118,13 @@ func (c *KafkaConsumer) Run(ctx context.Context) error {
 	if err := c.checkSecurity(ctx); err != nil {
 		return err
 	}
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	defer func() { stopWatch(); <-watched }() // before the client closes
+	go func() {
+		defer close(watched)
+		c.waitForTopic(wctx)
+	}()
 	for {
 		fetches := c.cl.PollRecords(ctx, c.cfg.MaxPollRecords)
 		if fetches.IsClientClosed() {
@@ -153,6 +165,53 @@ func (c *KafkaConsumer) Run(ctx context.Context) error {
 		c.cl.AllowRebalance()
 	}
 }
+
+// waitForTopic looks for the alerts topic every TopicWatchEvery until it
+// exists or ctx ends. While it is missing the group has nothing to join:
+// the gauge says so and a warning names the topic, once. Once it exists
+// a metadata refresh lets the group's leader assign it at once rather
+// than at the next periodic refresh.
+func (c *KafkaConsumer) waitForTopic(ctx context.Context) {
+	adm := kadm.NewClient(c.cl)
+	warned := false
+	for ctx.Err() == nil {
+		lctx, cancel := context.WithTimeout(ctx, c.cfg.TopicWatchEvery+5*time.Second)
+		td, err := adm.ListTopics(lctx, c.cfg.Topic)
+		cancel()
+		d, listed := td[c.cfg.Topic]
+		switch {
+		case err != nil || (listed && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition)):
+			// Brokers out of reach, or refusing: the fetch loop and
+			// checkSecurity say so; look again later.
+		case listed && d.Err == nil && len(d.Partitions) > 0:
+			c.metrics.missing.Set(0)
+			c.missing.Store(false)
+			if warned {
+				c.log.Info("intake: kafka: the alerts topic exists now; consuming it", "topic", c.cfg.Topic)
+				c.cl.ForceMetadataRefresh()
+			}
+			return
+		default:
+			c.metrics.missing.Set(1)
+			c.missing.Store(true)
+			if !warned {
+				warned = true
+				c.log.Warn("intake: kafka: the alerts topic does not exist yet; waiting for it (the detector creates it when it first publishes, "+
+					"or create it with kafka-topics.sh); the webhooks are not affected", "topic", c.cfg.Topic, "every", c.cfg.TopicWatchEvery)
+			}
+		}
+		t := time.NewTimer(c.cfg.TopicWatchEvery)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// TopicMissing says whether the alerts topic was missing when last looked
+// for. Safe for concurrent use.
+func (c *KafkaConsumer) TopicMissing() bool { return c.missing.Load() }
 
 // checkSecurity returns what to fix when the brokers refuse a secured
 // consumer (a wrong password or CA), which franz-go would otherwise retry

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/alertdoc"
 	"github.com/spikehunt/spikehunt/kafkasec"
 	"github.com/spikehunt/spikehunt/pipelines/services/alerts"
 	"github.com/spikehunt/spikehunt/tests/testenv"
@@ -36,7 +37,7 @@ func TestSignedAlertsTravelOverSASLSSLFromDetectorToIntake(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := detectorSpikeGroupAlert(time.Now().UTC(), "spikegroup-5a5150000000000000000000000000cc")
-	if err := sink.Send(ctx, []alerts.Alert{a}); err != nil {
+	if err := sink.Send(ctx, []alertdoc.Alert{a}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -102,7 +103,7 @@ func TestDetectorSinkWithAWrongPasswordSaysSo(t *testing.T) {
 		t.Errorf("Check: %v, want ErrRefused", err)
 	}
 	start := time.Now()
-	err = sink.Send(ctx, []alerts.Alert{detectorSpikeGroupAlert(time.Now().UTC(), "spikegroup-00000000000000000000000000000bad")})
+	err = sink.Send(ctx, []alertdoc.Alert{detectorSpikeGroupAlert(time.Now().UTC(), "spikegroup-00000000000000000000000000000bad")})
 	if !errors.Is(err, kafkasec.ErrRefused) || !strings.Contains(err.Error(), "SASL PLAIN authentication refused") {
 		t.Errorf("Send: %v; want ErrRefused saying the authentication was refused", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/spikehunt/spikehunt/internal/alertdoc"
 	"github.com/spikehunt/spikehunt/internal/alertsig"
 	"github.com/spikehunt/spikehunt/pipelines/services/alerts"
 	"github.com/spikehunt/spikehunt/tests/testenv"
@@ -106,7 +107,7 @@ func TestAllowUnsignedLetsUnsignedAlertsThroughButStillVerifiesSignedOnes(t *tes
 		t.Fatal(err)
 	}
 	defer sink.Close()
-	if err := sink.Send(ctx, []alerts.Alert{unsigned}); err != nil {
+	if err := sink.Send(ctx, []alertdoc.Alert{unsigned}); err != nil {
 		t.Fatal(err)
 	}
 	recordProducer(t, k)(ctx, forged)

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/spikehunt/spikehunt/internal/alertdoc"
 	"github.com/spikehunt/spikehunt/internal/alertsig"
 	"github.com/spikehunt/spikehunt/pipelines/services/alerts"
 	"github.com/spikehunt/spikehunt/tests/fakeclock"
@@ -33,10 +34,10 @@ func TestKafkaConsumerRoundTrip(t *testing.T) {
 	}
 	t0 := time.Now().UTC().Truncate(time.Second)
 	spikeGroup := detectorSpikeGroupAlert(t0, "spikegroup-11111111111111111111111111111111")
-	newPattern := alerts.Alert{
-		Schema: alerts.SchemaVersion, AlertID: "pattern-22222222222222222222222222222222", Kind: alerts.KindPattern,
+	newPattern := alertdoc.Alert{
+		Schema: alertdoc.SchemaVersion, AlertID: "pattern-22222222222222222222222222222222", Kind: alertdoc.KindPattern,
 		Service: "billy", DetectorVersion: "v1", GeneratedAt: t0,
-		Pattern: &alerts.PatternChange{Change: alerts.ChangeNew, PatternFacts: alerts.PatternFacts{
+		Pattern: &alertdoc.PatternChange{Change: alertdoc.ChangeNew, PatternFacts: alertdoc.PatternFacts{
 			PatternID: "billy/fleet-synchronized", Class: "fleet-synchronized", HostsAffected: 40, HostsTotal: 50,
 			HWClassSkew: map[string]float64{"gen4": 1.1, "gen5": 0.9}, AffectedHostsSample: []string{"web-03", "web-04"},
 			LookbackStart: t0.Add(-time.Hour), LookbackEnd: t0,
@@ -44,7 +45,7 @@ func TestKafkaConsumerRoundTrip(t *testing.T) {
 	}
 	resolved := newPattern
 	resolved.AlertID = "pattern-33333333333333333333333333333333"
-	resolved.Pattern = &alerts.PatternChange{Change: alerts.ChangeResolved, PatternFacts: newPattern.Pattern.PatternFacts}
+	resolved.Pattern = &alertdoc.PatternChange{Change: alertdoc.ChangeResolved, PatternFacts: newPattern.Pattern.PatternFacts}
 
 	publish := publisher(t, k, topic)
 	raw := rawProducer(t, k, topic)
@@ -152,14 +153,14 @@ func TestKafkaConsumerDoesNotCommitWhatTheSinkDidNotTake(t *testing.T) {
 	}
 }
 
-func detectorSpikeGroupAlert(t0 time.Time, id string) alerts.Alert {
-	return alerts.Alert{
-		Schema: alerts.SchemaVersion, AlertID: id, Kind: alerts.KindSpikeGroup,
+func detectorSpikeGroupAlert(t0 time.Time, id string) alertdoc.Alert {
+	return alertdoc.Alert{
+		Schema: alertdoc.SchemaVersion, AlertID: id, Kind: alertdoc.KindSpikeGroup,
 		Service: "billy", DetectorVersion: "v1", GeneratedAt: t0,
-		SpikeGroup: &alerts.SpikeGroup{
+		SpikeGroup: &alertdoc.SpikeGroup{
 			Count: 3, HostsCount: 2, Hosts: []string{"web-01", "web-02"}, HWClasses: map[string]int{"gen4": 1, "gen5": 2},
 			FirstWindowStart: t0.Add(-10 * time.Second), LastWindowEnd: t0.Add(-8 * time.Second),
-			PeakMS: 1010, PeakHost: "web-02", SpikeIDs: []string{"a", "b", "c"}, TopSuspects: []alerts.GroupSuspect{},
+			PeakMS: 1010, PeakHost: "web-02", SpikeIDs: []string{"a", "b", "c"}, TopSuspects: []alertdoc.GroupSuspect{},
 		},
 	}
 }
@@ -179,19 +180,19 @@ func testSigner(t testing.TB, k alertsig.Key) *alertsig.Signer {
 
 // publisher sends detector alerts the way `spikehunt detect` does, signed
 // with testKey.
-func publisher(t *testing.T, k *testenv.Kafka, topic string) func(context.Context, ...alerts.Alert) {
+func publisher(t *testing.T, k *testenv.Kafka, topic string) func(context.Context, ...alertdoc.Alert) {
 	t.Helper()
 	return signedPublisher(t, k, topic, testKey)
 }
 
-func signedPublisher(t *testing.T, k *testenv.Kafka, topic string, key alertsig.Key) func(context.Context, ...alerts.Alert) {
+func signedPublisher(t *testing.T, k *testenv.Kafka, topic string, key alertsig.Key) func(context.Context, ...alertdoc.Alert) {
 	t.Helper()
 	sink, err := alerts.NewKafkaSink(alerts.KafkaConfig{Brokers: k.Brokers(), Topic: topic, Signer: testSigner(t, key)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(sink.Close)
-	return func(ctx context.Context, as ...alerts.Alert) {
+	return func(ctx context.Context, as ...alertdoc.Alert) {
 		t.Helper()
 		if err := sink.Send(ctx, as); err != nil {
 			t.Fatal(err)

@@ -54,6 +54,7 @@ type kafkaMetrics struct {
 	skipped      *prometheus.CounterVec // {reason}
 	emitErrors   prometheus.Counter
 	commitErrors prometheus.Counter
+	missing      prometheus.Gauge
 }
 
 func newKafkaMetrics() *kafkaMetrics {
@@ -88,11 +89,15 @@ func newKafkaMetrics() *kafkaMetrics {
 			Name: "spikehunt_alertintake_kafka_commit_errors_total",
 			Help: "Failed offset commits; the records come again after a restart or rebalance (same Alert.Key).",
 		}),
+		missing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "spikehunt_alertintake_kafka_topic_missing",
+			Help: "1 while the alerts topic does not exist (no detector has published yet, or it is misnamed): the consumer waits for it and consumes it once it exists; the webhooks are not affected.",
+		}),
 	}
 }
 
 func (m *kafkaMetrics) register(reg prometheus.Registerer) error {
-	return registerAll(reg, m.accepted, m.unsigned, m.rejected, m.emitted, m.skipped, m.emitErrors, m.commitErrors)
+	return registerAll(reg, m.accepted, m.unsigned, m.rejected, m.emitted, m.skipped, m.emitErrors, m.commitErrors, m.missing)
 }
 
 func registerAll(reg prometheus.Registerer, cs ...prometheus.Collector) error {

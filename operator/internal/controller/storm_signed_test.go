@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/spikehunt/spikehunt/internal/alertdoc"
 	"github.com/spikehunt/spikehunt/internal/alertsig"
 	"github.com/spikehunt/spikehunt/internal/policy"
 	"github.com/spikehunt/spikehunt/operator/internal/alertintake"
@@ -93,7 +94,7 @@ func TestASignedAlertStormThroughKafkaHoldsTheBudgetsAndForgeriesArmNothing(t *t
 		})
 		return stormSource{
 			send: func(batch []policy.Alert) {
-				docs := make([]alerts.Alert, len(batch))
+				docs := make([]alertdoc.Alert, len(batch))
 				for i, a := range batch {
 					docs[i] = detectorDoc(fmt.Sprintf("pattern-%032x", sent.Add(1)), a)
 				}
@@ -138,9 +139,9 @@ func TestASignedAlertStormThroughKafkaHoldsTheBudgetsAndForgeriesArmNothing(t *t
 
 // detectorDoc is the detector's new-pattern alert that the intake turns
 // into a (with the Kafka source's id).
-func detectorDoc(id string, a policy.Alert) alerts.Alert {
+func detectorDoc(id string, a policy.Alert) alertdoc.Alert {
 	now := time.Now().UTC()
-	p := alerts.PatternFacts{
+	p := alertdoc.PatternFacts{
 		PatternID: a.PatternKey, Class: a.PatternClass, HostsAffected: len(a.Hosts), HostsTotal: 200,
 		AffectedHostsSample: a.Hosts, LookbackStart: now.Add(-time.Hour), LookbackEnd: now,
 	}
@@ -148,11 +149,11 @@ func detectorDoc(id string, a policy.Alert) alerts.Alert {
 		p.Modifiers = []string{"hw-class-skewed"}
 		p.HWClassSkew = map[string]float64{a.HWClasses[0]: 2}
 	}
-	return alerts.Alert{Schema: alerts.SchemaVersion, AlertID: id, Kind: alerts.KindPattern, Service: a.Service,
-		DetectorVersion: "storm", GeneratedAt: now, Pattern: &alerts.PatternChange{Change: alerts.ChangeNew, PatternFacts: p}}
+	return alertdoc.Alert{Schema: alertdoc.SchemaVersion, AlertID: id, Kind: alertdoc.KindPattern, Service: a.Service,
+		DetectorVersion: "storm", GeneratedAt: now, Pattern: &alertdoc.PatternChange{Change: alertdoc.ChangeNew, PatternFacts: p}}
 }
 
-func mustMarshal(t *testing.T, a alerts.Alert) []byte {
+func mustMarshal(t *testing.T, a alertdoc.Alert) []byte {
 	t.Helper()
 	b, err := json.Marshal(a)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/internal/capture/explain"
+	"github.com/spikehunt/spikehunt/internal/capture/reportpage"
 	"github.com/spikehunt/spikehunt/internal/captures"
 	spikehunt "github.com/spikehunt/spikehunt/pipelines/cli"
 )
@@ -48,7 +49,6 @@ func Explain(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if *output != "text" && *output != "json" {
 		fmt.Fprintf(stderr, "-o %q: want text or json\n", *output)
-		fs.Usage()
 		return spikehunt.ErrUsage
 	}
 	c, src, err := loc.locate(ctx, id)
@@ -281,8 +281,8 @@ func orDefault(s string) string {
 // TimelineSVG and FlameSVG are the report's drawings (explain's), for
 // the demo's own report.
 var (
-	TimelineSVG = explain.TimelineSVG
-	FlameSVG    = explain.FlameSVG
+	TimelineSVG = reportpage.TimelineSVG
+	FlameSVG    = reportpage.FlameSVG
 )
 
 // writeHTML writes the capture's report as the agent renders report.html,
@@ -292,7 +292,7 @@ func writeHTML(path string, x explanation) error {
 	if err != nil {
 		return err
 	}
-	return errors.Join(explain.WriteReport(f, x.Metadata, &x.Analysis, x.Folded), f.Close())
+	return errors.Join(reportpage.WriteReport(f, x.Metadata, &x.Analysis, x.Folded), f.Close())
 }
 
 // ReadAnalysis reads the analysis (explain.json) and the window's folded

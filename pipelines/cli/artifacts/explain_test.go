@@ -15,6 +15,7 @@ import (
 	"github.com/spikehunt/spikehunt/internal/capture/artifact"
 	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/internal/capture/explain"
+	"github.com/spikehunt/spikehunt/internal/capture/reportpage"
 	"github.com/spikehunt/spikehunt/internal/captures"
 	"github.com/spikehunt/spikehunt/internal/schema"
 	"github.com/spikehunt/spikehunt/tests/testenv"
@@ -143,8 +144,8 @@ func TestCapturesExplainWritesAReportWithTheTimelineAndTheFlameGraph(t *testing.
 	if len(segs) != 3 || segs[0][1] != "on-cpu" || segs[1][1] != "blocked" || segs[2][1] != "runnable" {
 		t.Fatalf("timeline segments %v", segs)
 	}
-	if w := atof(t, segs[1][3]); w < 0.99*(explain.ReportWidth-20) || w > explain.ReportWidth-20 {
-		t.Errorf("the blocked segment is %v px of the %d px bar, want about 99.8%%", w, explain.ReportWidth-20)
+	if w := atof(t, segs[1][3]); w < 0.99*(reportpage.ReportWidth-20) || w > reportpage.ReportWidth-20 {
+		t.Errorf("the blocked segment is %v px of the %d px bar, want about 99.8%%", w, reportpage.ReportWidth-20)
 	}
 	if ticks := regexp.MustCompile(`<text class="tick"[^>]*>([^<]+)</text>`).FindAllStringSubmatch(h, -1); len(ticks) < 4 ||
 		ticks[0][1] != "0 µs" || ticks[len(ticks)-1][1] != "1 s" {

@@ -5,7 +5,6 @@ package artifacts
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -62,15 +61,7 @@ func parseWithID(fs *flag.FlagSet, args []string) (string, error) {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		id, args = args[0], args[1:]
 	}
-	parse := func(args []string) error {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return err
-			}
-			return spikehunt.ErrUsage
-		}
-		return nil
-	}
+	parse := func(args []string) error { return spikehunt.ParseFlags(fs, args) }
 	if err := parse(args); err != nil {
 		return "", err
 	}
@@ -82,7 +73,6 @@ func parseWithID(fs *flag.FlagSet, args []string) (string, error) {
 	}
 	if id == "" || fs.NArg() > 0 {
 		fmt.Fprintln(fs.Output(), "captures get takes one capture id (or a unique prefix of one)")
-		fs.Usage()
 		return "", spikehunt.ErrUsage
 	}
 	return id, nil

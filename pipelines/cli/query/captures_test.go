@@ -272,11 +272,12 @@ func TestCapturesHelpAndFlagMistakes(t *testing.T) {
 	}{
 		{[]string{"captures"}, "--dsn is required"},
 		{[]string{"captures", "--dsn", "chdb:///x", "-o", "csv"}, `-o must be table or json, not "csv"`},
-		{[]string{"captures", "--dsn", "chdb:///x", "--spike"}, "flag needs an argument"},
+		{[]string{"captures", "--dsn", "chdb:///x", "--spike"}, "flag needs an argument: --spike"},
 	} {
 		code, out, errs := runCLI(t, tc.args...)
-		if code != 2 || !strings.Contains(errs, tc.inStderr) || !strings.Contains(errs, "Usage: spikehunt captures") || out != "" {
-			t.Errorf("spikehunt %v: exit %d, stderr %q; want exit 2, usage and %q", tc.args, code, errs, tc.inStderr)
+		if code != 2 || !strings.Contains(errs, tc.inStderr) || !strings.HasSuffix(errs, "\nrun 'spikehunt captures -h' for help\n") ||
+			strings.Contains(errs, "Usage:") || out != "" {
+			t.Errorf("spikehunt %v: exit %d, stderr %q; want exit 2, %q and where the help is", tc.args, code, errs, tc.inStderr)
 		}
 	}
 }

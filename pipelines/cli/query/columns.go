@@ -25,7 +25,9 @@ const spikesColumns = `Columns:
                 typical latency), docs/detection.md): how many times past the bar;
                 no unit, 1 is at the bar
   TOP_SUSPECT   the rank-1 kernel counter (spikehunt suspects), with the other CPUs
-                of its metric and mode among the window's suspects`
+                of its metric and mode among the window's suspects; - when no
+                counter moved beyond its baseline, or the host sent none then
+                (spikehunt suspects --spike ID says which)`
 
 const suspectsColumns = `Columns:
   RANK          1 is the suspect with the highest DEVIATION

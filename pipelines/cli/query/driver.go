@@ -28,6 +28,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -182,7 +183,6 @@ func (c command) run(ctx context.Context, args []string, stdout, stderr io.Write
 	if q.check != nil {
 		if msg := q.check(); msg != "" {
 			fmt.Fprintln(stderr, msg)
-			fs.Usage()
 			return spikehunt.ErrUsage
 		}
 	}
@@ -194,6 +194,13 @@ func (c command) run(ctx context.Context, args []string, stdout, stderr io.Write
 	a, err := q.load(ctx, st, s)
 	if err != nil {
 		return err
+	}
+	if a.n == 0 {
+		// An empty answer from a store that holds no rows at all is not
+		// "no spikes in this range": it is the wrong store.
+		if err := emptyStore(ctx, st, f.dsn); err != nil {
+			return err
+		}
 	}
 	if !s.json {
 		if a.n == 0 {
@@ -221,15 +228,91 @@ func (c command) run(ctx context.Context, args []string, stdout, stderr io.Write
 
 // OpenStore opens the store a query reads. A query never creates one: a
 // mistyped chdb:// path is an error that says so, and the path is left as
-// it was.
+// it was. When the database the DSN names holds no store but another
+// database of the same directory does, the error names the DSN to use
+// instead, and never suggests a migration that would make an empty store.
 func OpenStore(ctx context.Context, dsn string) (store.Store, error) {
 	st, err := store.OpenExisting(ctx, dsn, migrationsTable)
 	var no *store.NoStoreError
 	if errors.As(err, &no) {
-		return nil, fmt.Errorf("%s holds no spikehunt store (database %s has no %s table): run `spikehunt migrate --dsn %s` or `spikehunt demo --dsn %s`",
-			no.Dir, no.Database, no.Table, dsn, dsn)
+		if len(no.Elsewhere) > 0 {
+			return nil, fmt.Errorf("%s has no spikehunt store in database %s; %s", no.Dir, no.Database, elsewhere(dsn, no.Elsewhere))
+		}
+		return nil, fmt.Errorf("%s holds no spikehunt store (database %s has no %s table): make one with spikehunt migrate --dsn %s, or spikehunt demo --dsn %s",
+			no.Dir, no.Database, no.Table, shellQuote(dsn), shellQuote(dsn))
 	}
 	return st, err
+}
+
+// elsewhere is the advice to use another database of the same data
+// directory: "this store has spikehunt data in database demo: use --dsn
+// 'chdb://dir?database=demo'".
+func elsewhere(dsn string, dbs []string) string {
+	noun := "database"
+	if len(dbs) > 1 {
+		noun = "databases"
+	}
+	return fmt.Sprintf("this store has spikehunt data in %s %s: use --dsn %s", noun, strings.Join(dbs, ", "), shellQuote(withDatabase(dsn, dbs[0])))
+}
+
+// withDatabase is the chdb:// DSN dsn with its database parameter set to
+// db, its other parameters kept.
+func withDatabase(dsn, db string) string {
+	base, rawQuery, _ := strings.Cut(dsn, "?")
+	params, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		params = url.Values{}
+	}
+	params.Set("database", db)
+	// database first, as the README writes it.
+	out := base + "?database=" + url.QueryEscape(db)
+	params.Del("database")
+	if rest := params.Encode(); rest != "" {
+		out += "&" + rest
+	}
+	return out
+}
+
+// shellQuote quotes s for a POSIX shell (and zsh, where an unquoted ? is a
+// glob): 'chdb:///x?database=demo'.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// emptyStore returns an error when the store's database has tables with
+// no rows in any of them (a store that was migrated and never loaded), and
+// nil when it has rows or cannot tell (tables whose engine does not count
+// its rows, such as a cluster's Distributed tables).
+func emptyStore(ctx context.Context, st store.Store, dsn string) error {
+	type counts struct{ tables, rows uint64 }
+	c, err := readRows(ctx, st, "system.tables", `SELECT countIf(engine LIKE '%MergeTree%') AS tables,
+		sumIf(ifNull(total_rows, 0), engine LIKE '%MergeTree%') AS rows
+	FROM system.tables WHERE database = currentDatabase() AND name != '`+migrationsTable+`'`, func(c *columns) func(int) counts {
+		tables, rows := col[uint64](c, "tables"), col[uint64](c, "rows")
+		return func(i int) counts { return counts{tables.Row(i), rows.Row(i)} }
+	})
+	if err != nil || len(c) == 0 || c[0].tables == 0 || c[0].rows > 0 {
+		return err
+	}
+	where := "this spikehunt store"
+	advice := "load it (spikehunt ingest, spikehunt sim or spikehunt demo), then run spikehunt detect"
+	if e, ok := st.(interface{ Dir() string }); ok {
+		db := "default"
+		if d, ok := st.(interface{ Database() string }); ok {
+			db = d.Database()
+		}
+		where = fmt.Sprintf("database %s of %s", db, e.Dir())
+		var others []string
+		for _, o := range store.DatabasesWithTable(e.Dir(), migrationsTable) {
+			if o != db {
+				others = append(others, o)
+			}
+		}
+		if len(others) > 0 {
+			advice = elsewhere(dsn, others)
+		}
+	}
+	return fmt.Errorf("%s is a spikehunt store with no rows in any table: nothing was ingested or detected there; %s", where, advice)
 }
 
 // migrationsTable is the table every spikehunt store has from its first
@@ -270,11 +353,10 @@ type Scope struct {
 }
 
 // resolve checks the parsed flags and resolves the time range against now.
-// A mistake is printed with the usage and returned as spikehunt.ErrUsage.
+// A mistake is printed in one line and returned as spikehunt.ErrUsage.
 func (q *flags) resolve(stderr io.Writer, now time.Time) (Scope, error) {
 	bad := func(format string, a ...any) (Scope, error) {
-		fmt.Fprintf(stderr, format+"\n\n", a...)
-		q.fs.Usage()
+		fmt.Fprintf(stderr, format+"\n", a...)
 		return Scope{}, spikehunt.ErrUsage
 	}
 	if q.dsn == "" {

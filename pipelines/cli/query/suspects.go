@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/internal/store"
+	spikehunt "github.com/spikehunt/spikehunt/pipelines/cli"
 )
 
 // suspectView is one ranked suspect of one spike window. The JSON keys are
@@ -80,8 +81,12 @@ var suspectsCommand = command{
 					return answer{}, err
 				}
 				none := s.none("spike suspects")
-				if *spikeID != "" {
-					none = "no suspects for spike " + id
+				if *spikeID != "" && len(suspects) == 0 {
+					why, err := noSuspectsReason(ctx, st, id)
+					if err != nil {
+						return answer{}, err
+					}
+					none = "no suspects for spike " + id + ": " + why
 				}
 				a := answerOf(suspects, none, func(w io.Writer) error {
 					if err := printSpikeSuspects(w, suspects); err != nil {
@@ -306,4 +311,49 @@ func loadSuspectFamilies(ctx context.Context, st store.Store, spikes Where) ([]s
 		f.CPUs = cpusOf(cpus, f.Metric, f.Mode, f.Device)
 	}
 	return families, nil
+}
+
+// noSuspectsReason says why the spike window id has no suspects: its host
+// sent no counters during the window, or none before it to compare with,
+// or none of them moved beyond its baseline. The during and baseline
+// ranges are the detector's (suspectMargin, suspectBaseline, suspectGuard
+// in causes.go).
+func noSuspectsReason(ctx context.Context, st store.Store, id string) (string, error) {
+	type series struct {
+		host          string
+		start, end    time.Time
+		during, basis uint64
+	}
+	// Timestamps as DateTime64(6) literals, compared in the table's type.
+	r, err := readRows(ctx, st, "counters", `WITH w AS (SELECT host, window_start, window_end FROM spikes FINAL
+			WHERE `+Live().Equals("spike_id", id).String()+` LIMIT 1)
+		SELECT any(w.host) AS host, any(w.window_start) AS start, any(w.window_end) AS end,
+			uniqExactIf((metric, cpu, device, mode), c.ts_start < w.window_end + toIntervalMillisecond(`+strconv.FormatInt(suspectMargin.Milliseconds(), 10)+`)
+				AND c.ts_start + toIntervalMillisecond(c.interval_ms) > w.window_start - toIntervalMillisecond(`+strconv.FormatInt(suspectMargin.Milliseconds(), 10)+`)) AS during,
+			uniqExactIf((metric, cpu, device, mode), c.ts_start >= w.window_start - toIntervalSecond(`+strconv.FormatInt(int64(suspectBaseline.Seconds()), 10)+`)
+				AND c.ts_start + toIntervalMillisecond(c.interval_ms) <= w.window_start - toIntervalSecond(`+strconv.FormatInt(int64(suspectGuard.Seconds()), 10)+`)) AS basis
+		FROM w LEFT JOIN (SELECT * FROM counters WHERE host IN (SELECT host FROM w)
+			AND ts_start >= (SELECT window_start FROM w) - toIntervalSecond(`+strconv.FormatInt(int64((suspectBaseline+time.Minute).Seconds()), 10)+`)
+			AND ts_start < (SELECT window_end FROM w) + toIntervalMinute(1)) AS c ON c.host = w.host`,
+		func(c *columns) func(int) series {
+			host, start, end := col[string](c, "host"), col[time.Time](c, "start"), col[time.Time](c, "end")
+			during, basis := col[uint64](c, "during"), col[uint64](c, "basis")
+			return func(i int) series {
+				return series{host.Row(i), start.Row(i).UTC(), end.Row(i).UTC(), during.Row(i), basis.Row(i)}
+			}
+		})
+	if err != nil || len(r) == 0 {
+		return "", err
+	}
+	x := r[0]
+	window := fmt.Sprintf("the window %s–%s UTC", utcTime(x.start), x.end.Format("15:04:05"))
+	switch {
+	case x.during == 0:
+		return fmt.Sprintf("no kernel counters of host %s cover %s (its agent sent none then, or they were not ingested)", x.host, window), nil
+	case x.basis == 0:
+		return fmt.Sprintf("host %s has %d counter series during %s but none in the %s before it, so nothing to compare them with",
+			x.host, x.during, window, spikehunt.FormatDuration(suspectBaseline)), nil
+	}
+	return fmt.Sprintf("none of the %d counter series of host %s moved beyond its baseline during %s: the time went inside the process (a sleep, a lock, a pause); off-CPU stacks show where",
+		x.during, x.host, window), nil
 }

@@ -222,7 +222,7 @@ func paceFleet(b *testing.B, f *storeModeFigures, k *testenv.Kafka, hosts, serve
 	for i := range pacedChunks {
 		time.Sleep(time.Until(start.Add(time.Duration(i) * pacedChunk)))
 		out, err := exec.Command(spikehuntBin, "sim", "--kafka.brokers", k.Brokers()[0], "--hosts", strconv.Itoa(max(1, hosts*int(pacedChunk/time.Second)/60)),
-			"--start", t0.Add(time.Duration(i)*time.Minute).Format(time.RFC3339), "--duration", "1m",
+			"--from", t0.Add(time.Duration(i)*time.Minute).Format(time.RFC3339), "--duration", "1m",
 			"--seed", strconv.Itoa(2+i)).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("spikehunt sim (paced): %w\n%s", err, out)

@@ -29,10 +29,12 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	service := fs.String("service", "", "service to examine (empty: every service in latency_1s over the look-back)")
 	rng := cli.AddTimeRange(fs, "6h")
 	cli.Deprecate(fs, "until", "to")
-	every := fs.Duration("every", 30*time.Second, "run a pass this often (0: once)")
-	lookback := fs.Duration("lookback", detect.DefaultLookback, "span of spike windows the pattern classifier looks at")
+	every, lookback := new(time.Duration), new(time.Duration)
+	cli.DurationVar(fs, every, "every", 30*time.Second, true, "run a pass this often (0: once): a duration, 30s, 5m or 1d")
+	cli.DurationVar(fs, lookback, "lookback", detect.DefaultLookback, false, "span of spike windows the pattern classifier looks at: a duration, 6h or 1d")
 	k := fs.Float64("k", detect.DefaultK, "a second is slow past k × the typical latency (the larger of the fleet's and the host's bucket median)")
 	floor := fs.Duration("floor", detect.DefaultFloor, "… and past this absolute floor")
+	cli.Group(fs, "k", "floor")
 	gap := fs.Duration("gap", detect.DefaultMergeGap, "slow seconds at most this far apart are one window")
 	bucket := fs.Duration("bucket", detect.DefaultBucket, "time slice the medians are taken over")
 	pad := fs.Duration("pad", detect.DefaultPad, "read this much before a pass so windows straddling its start are seen whole")
@@ -47,7 +49,7 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	instance := fs.String("instance", cli.EnvOr("SPIKEHUNT_INSTANCE", ""), "name of this process in the host column of its own counters rows, spikehunt.detect.* (default: the host name; env SPIKEHUNT_INSTANCE)")
 	alertBrokers := fs.String("alerts.kafka.brokers", cli.EnvOr("SPIKEHUNT_ALERTS_BROKERS", ""), "publish alerts (new spike-window groups, pattern changes) to Kafka at these brokers; empty: no alerts (env SPIKEHUNT_ALERTS_BROKERS)")
 	alertTopic := fs.String("alerts.topic", alerts.DefaultTopic, "topic of the alerts, keyed by service")
-	signingKey := fs.String("alerts.signing-key-file", cli.EnvOr("SPIKEHUNT_ALERTS_SIGNING_KEY_FILE", ""), "sign each alert with the key in this file, whose name is the key id (a file of the mounted Secret the operator verifies with, pipelines/services/alerts/schema.md \"Signatures\"); required with --alerts.kafka.brokers unless --alerts.allow-unsigned (env SPIKEHUNT_ALERTS_SIGNING_KEY_FILE)")
+	signingKey := fs.String("alerts.signing-key-file", cli.EnvOr("SPIKEHUNT_ALERTS_SIGNING_KEY_FILE", ""), "sign each alert with the key in this file, whose name is the key id (a file of the mounted Secret the operator verifies with, internal/alertdoc/schema.md \"Signatures\"); required with --alerts.kafka.brokers unless --alerts.allow-unsigned (env SPIKEHUNT_ALERTS_SIGNING_KEY_FILE)")
 	allowUnsigned := fs.Bool("alerts.allow-unsigned", false, "publish alerts unsigned; an operator refuses them unless it runs with --alerts.allow-unsigned too")
 	alertSec := kafkasec.AddFlags(fs, "alerts.kafka.", kafkasec.Config{})
 	alertState := fs.String("alerts.state", "", "file that keeps what was alerted across restarts (default: rebuilt from the detector tables at start)")
@@ -91,10 +93,6 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 		fmt.Fprintln(stderr, err)
 		return cli.ErrUsage
 	}
-	if *every < 0 {
-		fmt.Fprintln(stderr, "--every must be 0 (once) or positive")
-		return cli.ErrUsage
-	}
 	if err := cfg.Validate(); err != nil {
 		if ce := (*detect.ConfigError)(nil); errors.As(err, &ce) {
 			fmt.Fprintln(stderr, ce.Problem)
@@ -122,7 +120,7 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	if *service != "" {
 		what = "service " + *service
 	}
-	progress("%s, first pass %s → %s, look-back %v, every %v", what, stamp(cfg.From), stamp(cfg.To), *lookback, *every)
+	progress("%s, first pass %s → %s, look-back %s, every %s", what, stamp(cfg.From), stamp(cfg.To), cli.FormatDuration(*lookback), cli.FormatDuration(*every))
 	var pub *alertPublisher
 	if *alertBrokers != "" {
 		var signer *alertsig.Signer
@@ -153,7 +151,12 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	if *listen != "" {
 		reg := newRegistry()
 		health = newDetectHealth(reg, *every, time.Now())
-		srv, ln, err := listenHTTP(*listen, health.mux(reg, st, time.Now), limits)
+		var checks []func() (bool, string)
+		if pub != nil {
+			reg.MustRegister(pub.missing)
+			checks = append(checks, pub.health)
+		}
+		srv, ln, err := listenHTTP(*listen, health.mux(reg, st, time.Now, checks...), limits)
 		if err != nil {
 			return err
 		}

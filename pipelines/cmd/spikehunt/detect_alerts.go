@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/kafkasec"
@@ -23,6 +26,26 @@ type alertPublisher struct {
 	pub       *alerts.Publisher
 	sink      *alerts.KafkaSink
 	statePath string
+	topic     string
+	// missing is 1 while the last send found no alerts topic.
+	missing prometheus.Gauge
+	mu      sync.Mutex
+	failed  error // the last pass's send error; nil once a send succeeds
+}
+
+// health is the /healthz check of alerting: always ok (detection and the
+// store go on without it, and the alerts wait in the outbox), but
+// "degraded: alerts: …" while the last send failed, naming the topic.
+func (a *alertPublisher) health() (ok bool, detail string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.failed == nil {
+		return true, "ok"
+	}
+	if errors.Is(a.failed, alerts.ErrTopicMissing) {
+		return true, fmt.Sprintf("degraded: alerts: the topic %s does not exist; detection goes on and the alerts are kept for the next pass", a.topic)
+	}
+	return true, fmt.Sprintf("degraded: alerts: the last send failed (kept for the next pass): %v", a.failed)
 }
 
 func newAlertPublisher(ctx context.Context, st store.Store, cfg alerts.Config, kafka alerts.KafkaConfig, statePath string) (*alertPublisher, error) {
@@ -53,7 +76,11 @@ func newAlertPublisher(ctx context.Context, st store.Store, cfg alerts.Config, k
 		return nil, err
 	}
 	pub.Restore(state)
-	return &alertPublisher{pub: pub, sink: sink, statePath: statePath}, nil
+	return &alertPublisher{pub: pub, sink: sink, statePath: statePath, topic: kafka.WithDefaults().Topic,
+		missing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "spikehunt_detect_alerts_topic_missing",
+			Help: "1 while the last pass's alerts could not be sent because the alerts topic does not exist (see /healthz); they wait for the next pass.",
+		})}, nil
 }
 
 // loadAlertState reads the saved state, or rebuilds one from the tables
@@ -82,6 +109,16 @@ func (a *alertPublisher) publish(ctx context.Context, r detect.Result, stdout, s
 	if err != nil {
 		fmt.Fprintf(stderr, "detect: alerts: %v (kept for the next pass)\n", err)
 	}
+	a.mu.Lock()
+	// A pass with nothing to send has an empty outbox: nothing failed
+	// before it either, since failed alerts stay in the outbox.
+	a.failed = err
+	if errors.Is(a.failed, alerts.ErrTopicMissing) {
+		a.missing.Set(1)
+	} else {
+		a.missing.Set(0)
+	}
+	a.mu.Unlock()
 	if len(sent) > 0 {
 		fmt.Fprintf(stdout, "  %d alert(s) published\n", len(sent))
 	}

@@ -10,11 +10,11 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/spikehunt/spikehunt/internal/alertdoc"
 	"github.com/spikehunt/spikehunt/internal/alertsig"
 	"github.com/spikehunt/spikehunt/internal/schema"
 	"github.com/spikehunt/spikehunt/internal/vocab"
 	"github.com/spikehunt/spikehunt/pipelines/lab/sim"
-	"github.com/spikehunt/spikehunt/pipelines/services/alerts"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
@@ -60,7 +60,7 @@ func TestDetectPublishesAlerts(t *testing.T) {
 	recs := readTopic(t, k, topic)
 	kinds := map[string]int{}
 	for _, r := range recs {
-		a, err := alerts.Parse(r.Value)
+		a, err := alertdoc.Parse(r.Value)
 		if err != nil {
 			t.Fatalf("record %d: %v\n%s", r.Offset, err, r.Value)
 		}
@@ -71,11 +71,11 @@ func TestDetectPublishesAlerts(t *testing.T) {
 			t.Errorf("record %d: signature key %q: %v", r.Offset, id, err)
 		}
 		kinds[a.Kind]++
-		if a.Kind == alerts.KindPattern && a.Pattern.Class != vocab.ClassFleetRecurrent {
+		if a.Kind == alertdoc.KindPattern && a.Pattern.Class != vocab.ClassFleetRecurrent {
 			t.Errorf("pattern alert of class %q, want fleet-recurrent", a.Pattern.Class)
 		}
 	}
-	if kinds[alerts.KindSpikeGroup] == 0 || kinds[alerts.KindPattern] != 1 {
+	if kinds[alertdoc.KindSpikeGroup] == 0 || kinds[alertdoc.KindPattern] != 1 {
 		t.Fatalf("alerts by kind %v, want spike groups and one pattern", kinds)
 	}
 	// The same range again, with the saved state: nothing new to say.

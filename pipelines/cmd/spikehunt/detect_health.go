@@ -72,9 +72,10 @@ func (h *detectHealth) stale(now time.Time) string {
 	return ""
 }
 
-// mux serves /metrics and /healthz.
-func (h *detectHealth) mux(reg *prometheus.Registry, st store.Store, now func() time.Time) *http.ServeMux {
-	mux := observabilityMux(reg, st)
+// mux serves /metrics and /healthz; checks are those of observabilityMux
+// (alerting's: ok, but "degraded: alerts: …" while its sends fail).
+func (h *detectHealth) mux(reg *prometheus.Registry, st store.Store, now func() time.Time, checks ...func() (bool, string)) *http.ServeMux {
+	mux := observabilityMux(reg, st, checks...)
 	base := mux
 	mux = http.NewServeMux()
 	mux.Handle("/metrics", base)

@@ -73,7 +73,8 @@ func TestDetectCommandLineMistakes(t *testing.T) {
 		{[]string{"detect", "--dsn", "chdb:///x", "--from", "yesterday"}, `--from "yesterday": want an RFC 3339 time`},
 		{[]string{"detect", "--dsn", "chdb:///x", "--k", "0.5"}, "K = 0.5, want 1–1000"},
 		{[]string{"detect", "--dsn", "chdb:///x", "--since", "-1h"}, `--since "-1h": must be positive`},
-		{[]string{"detect", "--dsn", "chdb:///x", "--every", "-1s"}, "--every must be 0 (once) or positive"},
+		{[]string{"detect", "--dsn", "chdb:///x", "--every", "-1s"}, `invalid value "-1s" for flag --every: want 0 or a positive duration`},
+		{[]string{"detect", "--dsn", "chdb:///x", "--lookback", "0"}, `invalid value "0" for flag --lookback: must be positive`},
 		{[]string{"detect", "--dsn", "chdb:///x", "--alerts.pattern-change-every", "-1m"}, "PatternChangeEvery -1m0s is negative"},
 		{[]string{"detect", "--dsn", "chdb:///x", "--alerts.spike-group-burst", "-3"}, "SpikeGroupBurst -3, want 1–1000"},
 		{[]string{"detect", "--dsn", "chdb:///x", "--from", "2026-11-22T10:00:00Z", "--to", "2026-11-22T09:00:00Z"}, "is not before --to"}, // fixed date: flag validation, nothing is read

@@ -22,7 +22,7 @@ func TestThePatternSentenceNamesTheOneEndpointThatStallsAndTheOthersUnaffected(t
 	start := time.Now().UTC().Truncate(24 * time.Hour).Add(-24*time.Hour + 2*time.Hour)
 	end := start.Add(2 * time.Hour)
 	if code, _, errs := runCLI(t, "sim", "--dsn", dsn, "--scenario", "endpoint-stall", "--hosts", "40",
-		"--duration", "2h", "--start", start.Format(time.RFC3339), "--counter-step", "30s"); code != 0 {
+		"--duration", "2h", "--from", start.Format(time.RFC3339), "--counter-step", "30s"); code != 0 {
 		t.Fatalf("sim: exit %d\n%s", code, errs)
 	}
 	rng := []string{"--from", start.Format(time.RFC3339), "--to", end.Format(time.RFC3339)}

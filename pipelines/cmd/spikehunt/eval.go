@@ -28,12 +28,14 @@ recurrence periods from the pattern's second occurrence, and top-1 suspect accur
 With --variants it runs the scenarios away from their defaults instead (other
 periods, fractions, fleet sizes, spike lengths and noise levels), each at its own
 size.`, stderr)
-	dir := fs.String("dir", filepath.Join(os.TempDir(), "spikehunt-eval"), "embedded store directory (one database per scenario; emptied first)")
+	dsn := fs.String("dsn", "chdb://"+filepath.Join(os.TempDir(), "spikehunt-eval"), "embedded store, chdb:///dir: one database per scenario; the directory is emptied first")
+	cli.Deprecate(fs, "dir", "dsn") // --dir took the bare directory, which --dsn still accepts
 	hosts := fs.Int("hosts", eval.DefaultHosts, "hosts per scenario")
 	duration := fs.Duration("duration", eval.DefaultDuration, "simulated time per scenario")
 	seed := fs.Uint64("seed", 1, "random seed")
 	only := fs.String("scenarios", "", "comma-separated scenarios to run (default all: "+strings.Join(sim.Scenarios(), ", ")+")")
-	start := fs.String("start", "", "first simulated second of every scenario, RFC 3339 (default: the duration before the last midnight UTC, the same fleet on any day)")
+	start := fs.String("from", "", "first simulated second of every scenario: RFC 3339, a date (midnight UTC) or a duration ago (36h) (default: the duration before the last midnight UTC, the same fleet on any day)")
+	cli.Deprecate(fs, "start", "from")
 	timesOfDay := fs.String("time-of-day", "", "comma-separated times of day to start every scenario at, each a run of its own: night (02:00 UTC, the simulated load's low) and day (12:00 UTC); default one run ending at the last midnight UTC")
 	variants := fs.Bool("variants", false, "run the off-default variants (their own sizes; --hosts and --duration do not apply); --scenarios filters them by scenario")
 	if err := cli.Parse(fs, args); err != nil {
@@ -53,12 +55,17 @@ size.`, stderr)
 	}
 	var from time.Time
 	if *start != "" {
-		t, err := time.Parse(time.RFC3339, *start)
+		t, err := cli.ParseTime(*start, time.Now())
 		if err != nil {
-			fmt.Fprintf(stderr, "--start %q: want RFC 3339, e.g. 2026-11-22T06:00:00Z\n", *start)
+			fmt.Fprintf(stderr, "--from %q: %v\n", *start, err)
 			return cli.ErrUsage
 		}
 		from = t
+	}
+	dir, ok := evalDir(*dsn)
+	if !ok {
+		fmt.Fprintf(stderr, "--dsn %q: eval runs on an embedded store, chdb:///dir\n", *dsn)
+		return cli.ErrUsage
 	}
 	var at []string
 	for _, s := range strings.Split(*timesOfDay, ",") {
@@ -72,10 +79,10 @@ size.`, stderr)
 		at = append(at, s)
 	}
 	if len(at) > 0 && !from.IsZero() {
-		fmt.Fprintln(stderr, "--time-of-day and --start both set the start: give one")
+		fmt.Fprintln(stderr, "--time-of-day and --from both set the start: give one")
 		return cli.ErrUsage
 	}
-	if err := os.RemoveAll(*dir); err != nil {
+	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
 	var runs []eval.Variant
@@ -108,7 +115,7 @@ size.`, stderr)
 			continue
 		}
 		db := "eval_" + strings.NewReplacer("-", "_", "/", "__", "@", "_at_").Replace(v.Name)
-		st, err := store.Open(ctx, "chdb://"+*dir+"?database="+db)
+		st, err := store.Open(ctx, "chdb://"+dir+"?database="+db)
 		if err != nil {
 			return err
 		}
@@ -169,4 +176,16 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
+}
+
+// evalDir is the data directory of eval's --dsn: chdb:///dir, or the bare
+// directory the deprecated --dir took. Its database parameter does not
+// apply: each scenario gets a database of its own.
+func evalDir(dsn string) (string, bool) {
+	dir, isChdb := strings.CutPrefix(dsn, "chdb://")
+	dir, _, _ = strings.Cut(dir, "?")
+	if dir == "" || !isChdb && strings.Contains(dsn, "://") {
+		return "", false
+	}
+	return dir, true
 }

@@ -34,7 +34,7 @@ func TestEveryCommandsHelpWritesFlagsAsTheREADMEDoes(t *testing.T) {
 		}
 	}
 	for cmd, columns := range map[string][]string{
-		"spikes":   {"SPIKE ", "PEAK_MS ", "milliseconds", "SCORE ", "no unit", "TOP_SUSPECT "},
+		"spikes":   {"SPIKE ", "PEAK_MS ", "milliseconds", "SCORE ", "no unit", "TOP_SUSPECT ", "; - when no\n                counter moved", "suspects --spike ID says which"},
 		"suspects": {"BASELINE ", "DURING ", "share of one CPU", "events per second", "DEVIATION ", "1.4826 × MAD", "TOP_SUSPECT_IN "},
 		"patterns": {"CLASS ", "INTERVAL ", "REGULARITY ", "0–1", "SYNC ", "HW_SKEW ", "ILLUSION ", "0–100%"},
 		"hosts":    {"REQUESTS ", "P50_MS, P99_MS", "MAX_MS ", "SPIKES "},
@@ -66,6 +66,7 @@ func TestDetectTakesTheQueryCommandsTimeGrammar(t *testing.T) {
 		{[]string{"--since", "7d"}, ""},
 		{[]string{"--since", "1.5d", "--to", to.Format(time.RFC3339)}, to.Add(-36*time.Hour).Format(time.RFC3339) + " → " + to.Format(time.RFC3339)},
 		{[]string{"--from", "36h", "--to", "2h"}, ""},
+		{[]string{"--since", "1d", "--lookback", "1d", "--to", to.Format(time.DateOnly)}, to.Truncate(24*time.Hour).Add(-24*time.Hour).Format(time.RFC3339) + " → " + to.Truncate(24*time.Hour).Format(time.RFC3339)},
 	} {
 		code, out, errs := runCLI(t, append([]string{"detect", "--dsn", dsn, "--every", "0"}, tc.args...)...)
 		if code != 0 || !strings.Contains(out, "0 spike windows") || !strings.Contains(out, tc.wantRange) {

@@ -26,6 +26,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	spans := fs.String("topic.spans", ingest.DefaultSpansTopic, "topic of OTLP trace export requests")
 	metricsTopic := fs.String("topic.metrics", ingest.DefaultMetricsTopic, "topic of OTLP metrics export requests")
 	dlq := fs.String("topic.dlq", ingest.DefaultDLQTopic, "dead-letter topic")
+	watchEvery := fs.Duration("topic.watch-every", 10*time.Second, "how often to look for a source topic that does not exist yet; the others are consumed meanwhile, and it is consumed once it exists (/healthz: degraded, naming it)")
 	rows := fs.Int("batch.rows", 300_000, "insert a partition's batch at this many rows")
 	bytes := fs.Int("batch.bytes", 32<<20, "… or at this many bytes of messages")
 	delay := fs.Duration("batch.delay", time.Second, "… or this long after its first message")
@@ -75,7 +76,8 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		MaxRows: *rows, MaxBytes: *bytes, MaxDelay: *delay, CatchUpDelay: *catchUp, NoDedup: *noDedup,
 		InstanceID: *instance, SessionTimeout: *session, Instance: *name, ReportEvery: *report,
 		RebalanceTimeout: *rebalance, MaxAge: *maxAge, MaxAhead: *maxAhead, DLQPartitions: int32(*dlqParts), SkipDedupCheck: *skipDedupCheck,
-		Security: kafkaSec.Config(),
+		TopicWatchEvery: *watchEvery,
+		Security:        kafkaSec.Config(),
 	}
 	if cfg.Instance == "" {
 		cfg.Instance = *instance

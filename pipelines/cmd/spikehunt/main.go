@@ -62,11 +62,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "spikehunt: unknown command %q\n\n", args[0])
-		usage(stderr)
+		// One line and where the help is: the list of commands would
+		// scroll the mistake away.
+		names := make([]string, 0, len(commands))
+		for n := range commands {
+			names = append(names, n)
+		}
+		msg := "unknown command " + args[0]
+		if near := cli.Nearest(args[0], names); near != "" {
+			msg += "; did you mean " + near + "?"
+		}
+		fmt.Fprintf(stderr, "spikehunt: %s\nrun 'spikehunt -h' for the commands\n", msg)
 		return 2
 	}
-	return cli.ExitCode(args[0], cmd.run(ctx, args[1:], stdout, stderr), stderr)
+	name := args[0]
+	if name == "captures" && len(args) > 1 && (args[1] == "get" || args[1] == "explain") {
+		name += " " + args[1]
+	}
+	return cli.ExitCode(name, cmd.run(ctx, args[1:], stdout, stderr), stderr)
 }
 
 func usage(w io.Writer) {

@@ -71,12 +71,24 @@ func TestCommandLineMistakes(t *testing.T) {
 		inStderr string
 	}{
 		{nil, 2, "Usage: spikehunt <command>"},
-		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{[]string{"frobnicate"}, 2, "spikehunt: unknown command frobnicate\nrun 'spikehunt -h' for the commands\n"},
+		{[]string{"spiks"}, 2, "spikehunt: unknown command spiks; did you mean spikes?\nrun 'spikehunt -h' for the commands\n"},
+		{[]string{"serve-clickhous"}, 2, "did you mean serve-clickhouse?"},
 		{[]string{"migrate"}, 2, "--dsn is required"},
 		{[]string{"migrate", "--dsn", "mysql://x"}, 1, "spikehunt migrate: invalid DSN"},
 		{[]string{"migrate", "--dsn", "http://127.0.0.1:1/db?dial_timeout=300ms"}, 1, "unreachable"},
 		{[]string{"demo", "--hosts", "1"}, 2, "--hosts must be 2–5000"},
 		{[]string{"demo", "--scenario", "gremlins"}, 2, `unknown scenario "gremlins"`},
+		// The time grammar: --hours takes a duration or a number of hours.
+		{[]string{"demo", "--hosts", "1", "--hours", "6h"}, 2, "--hosts must be 2–5000"},
+		{[]string{"demo", "--hours", "49h"}, 2, "--hours 30m–48h"},
+		{[]string{"demo", "--hours", "soon"}, 2, `invalid value "soon" for flag --hours: want a duration`},
+		// sim and eval take --from (--start, eval's --dir: deprecated aliases) and eval --dsn.
+		{[]string{"sim", "--dsn", "chdb:///tmp/x", "--from", "yesterday"}, 2, `--from "yesterday": want an RFC 3339 time`},
+		{[]string{"sim", "--dsn", "chdb:///tmp/x", "--start", "yesterday"}, 2, "warning: --start is deprecated and will be removed; use --from\n--from \"yesterday\""},
+		{[]string{"eval", "--dsn", "http://host:8123/db"}, 2, "eval runs on an embedded store, chdb:///dir"},
+		{[]string{"eval", "--dir", "/tmp/x", "--scenarios", "gremlins"}, 2, "warning: --dir is deprecated and will be removed; use --dsn\nunknown scenario"},
+		{[]string{"eval", "--start", "soon", "--scenarios", "healthy"}, 2, `--from "soon": want an RFC 3339 time`},
 		{[]string{"sim", "--dsn", "chdb:///tmp/x", "--kafka.brokers", "k:9092"}, 2, "give one of --dsn or --kafka.brokers"},
 		{[]string{"sim", "--dsn", "chdb:///tmp/x", "--fraction", "2"}, 2, "fraction 2, want [0, 1]"},
 		{[]string{"serve-clickhouse", "--dsn", "http://host:8123/db"}, 2, "must name an embedded store"},
@@ -89,9 +101,9 @@ func TestCommandLineMistakes(t *testing.T) {
 		{[]string{"migrate", "--cluster", "prod", "--print"}, 2, "needs --database"},
 		{[]string{"detect", "--dsn", "chdb:///tmp/x", "--alerts.kafka.brokers", "k:9093", "--alerts.allow-unsigned", "--alerts.kafka.sasl.mechanism", "GSSAPI",
 			"--alerts.kafka.sasl.username", "u", "--alerts.kafka.sasl.password-file", "/p"}, 2, `unknown SASL mechanism "GSSAPI"`},
-		{[]string{"ingest", "--dsn", "chdb:///tmp/x", "--kafka.sasl.password", "hunter2"}, 2, "flag provided but not defined: -kafka.sasl.password"},
+		{[]string{"ingest", "--dsn", "chdb:///tmp/x", "--kafka.sasl.password", "hunter2"}, 2, "unknown flag --kafka.sasl.password; did you mean --kafka.sasl.password-file?"},
 		{[]string{"sim", "--kafka.brokers", "k:9093", "--kafka.sasl.mechanism", "GSSAPI", "--kafka.sasl.username", "u", "--kafka.sasl.password-file", "/p"}, 2, `unknown SASL mechanism "GSSAPI"`},
-		{[]string{"sim", "--kafka.brokers", "k:9093", "--kafka.sasl.password", "hunter2"}, 2, "flag provided but not defined: -kafka.sasl.password"},
+		{[]string{"sim", "--kafka.brokers", "k:9093", "--kafka.sasl.password", "hunter2"}, 2, "unknown flag --kafka.sasl.password; did you mean --kafka.sasl.password-file?"},
 		{[]string{"sim", "--dsn", "chdb:///tmp/x", "--kafka.tls.enabled"}, 2, "--dsn loads without Kafka"},
 	} {
 		code, _, errs := runCLI(t, tc.args...)
@@ -100,6 +112,12 @@ func TestCommandLineMistakes(t *testing.T) {
 		}
 		if tc.code == 1 && strings.Count(strings.TrimSpace(errs), "\n") != 0 {
 			t.Errorf("spikehunt %v: error is not one line: %q", tc.args, errs)
+		}
+		// A usage mistake is its line and where the help is, never the
+		// usage, which would scroll it away.
+		if tc.code == 2 && tc.args != nil && (strings.Contains(errs, "Usage:") || strings.Count(errs, "\n") > 3 ||
+			!strings.Contains(errs, "run 'spikehunt ")) {
+			t.Errorf("spikehunt %v: want the mistake and where the help is, got %q", tc.args, errs)
 		}
 	}
 }

@@ -44,7 +44,6 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if *dsn == "" {
 		fmt.Fprintln(stderr, "--dsn is required (or set SPIKEHUNT_DSN)")
-		fs.Usage()
 		return cli.ErrUsage
 	}
 	st, err := store.Open(ctx, *dsn)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -25,7 +26,9 @@ func newRegistry() *prometheus.Registry {
 
 // observabilityMux serves /metrics from reg and /healthz, which answers
 // 503 while st does not answer SELECT 1 or a check says not ok (its
-// detail is the body: "degraded: …").
+// detail is the body: "degraded: …"), else 200 with "ok", or with the
+// details of the checks that are ok but say more than "ok" (a missing
+// source topic: "degraded: …", which is no reason to stop serving).
 func observabilityMux(reg *prometheus.Registry, st store.Store, checks ...func() (ok bool, detail string)) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -34,13 +37,22 @@ func observabilityMux(reg *prometheus.Registry, st store.Store, checks ...func()
 			http.Error(w, "clickhouse: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
+		var notes []string
 		for _, check := range checks {
-			if ok, detail := check(); !ok {
+			ok, detail := check()
+			if !ok {
 				http.Error(w, detail, http.StatusServiceUnavailable)
 				return
 			}
+			if detail != "ok" && detail != "" {
+				notes = append(notes, detail)
+			}
 		}
-		io.WriteString(w, "ok\n")
+		if len(notes) == 0 {
+			io.WriteString(w, "ok\n")
+			return
+		}
+		io.WriteString(w, strings.Join(notes, "\n")+"\n")
 	})
 	return mux
 }

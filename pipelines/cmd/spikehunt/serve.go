@@ -148,8 +148,8 @@ Grafana with GF_PATHS_PROVISIONING=DIR and the ClickHouse data source plugin:
 // writeGrafana writes the provisioning files for a Grafana that reaches
 // this server on addr and says how to start Grafana on them.
 func writeGrafana(stdout, stderr io.Writer, dir, addr, database, user, passwordEnv, dashboardsDir string) error {
-	dashboards := findDashboards(dashboardsDir)
-	p, err := newGrafanaProvisioning(addr, database, user, passwordEnv, dashboards)
+	dashboards := chhttp.FindDashboards(dashboardsDir)
+	p, err := chhttp.NewGrafanaProvisioning(addr, database, user, passwordEnv, dashboards)
 	if err != nil {
 		return err
 	}
@@ -157,7 +157,7 @@ func writeGrafana(stdout, stderr io.Writer, dir, addr, database, user, passwordE
 	if err != nil {
 		return fmt.Errorf("--grafana-provisioning %s: %w", dir, err)
 	}
-	paths, err := p.write(abs)
+	paths, err := p.Write(abs)
 	if err != nil {
 		return err
 	}

@@ -91,8 +91,12 @@ func TestOfficialClickHouseClientsWorkAtTheirDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const user, password = "ingest", "pass with 'quotes' and spaces"
-	t.Setenv("SPIKEHUNT_CLICKHOUSE_PASSWORD", password)
+	// The scripts create their table, so they sign in as the one user
+	// that may change the schema; the ingest user is there as in a real
+	// install.
+	const user, password = "schema", "pass with 'quotes' and spaces"
+	t.Setenv("SPIKEHUNT_CLICKHOUSE_PASSWORD", "ingest's own")
+	t.Setenv("SPIKEHUNT_CLICKHOUSE_MIGRATE_PASSWORD", password)
 	clients := []struct {
 		name    string
 		command []string
@@ -125,7 +129,7 @@ func TestOfficialClickHouseClientsWorkAtTheirDefaults(t *testing.T) {
 	for _, c := range clients {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			addr := startServeOn(t, "chdb://"+t.TempDir()+"?database=conformance", "--user", user)
+			addr := startServeOn(t, "chdb://"+t.TempDir()+"?database=conformance", "--user", "ingest", "--migrate-user", user)
 			host, port, _ := net.SplitHostPort(addr)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()

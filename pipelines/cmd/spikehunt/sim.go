@@ -23,6 +23,7 @@ counters, OTLP), either into a store through the ingest (--dsn) or into Kafka
 scenario's default.`, stderr)
 	dsn := fs.String("dsn", "", "load into this store through the in-process ingest (chdb:///dir, …)")
 	brokers := fs.String("kafka.brokers", "", "… or produce to these Kafka brokers (topics otlp_spans, otlp_metrics)")
+	cli.Group(fs, "dsn", "kafka.brokers")
 	kafkaSec := kafkasec.AddFlags(fs, "kafka.", kafkasec.Config{})
 	truthOut := fs.Bool("truth", false, "print the ground truth (spike windows, expected class and suspects) as JSON on stdout")
 	var c sim.Config
@@ -34,7 +35,8 @@ scenario's default.`, stderr)
 	fs.Uint64Var(&c.Seed, "seed", 1, "random seed")
 	fs.IntVar(&c.Hosts, "hosts", 0, "fleet size (default 300)")
 	fs.StringVar(&classes, "hw-classes", "", "hardware classes, comma-separated (default gen4,gen5)")
-	fs.StringVar(&start, "start", "", "first simulated second, RFC 3339 (default: --duration before the current hour)")
+	fs.StringVar(&start, "from", "", "first simulated second: RFC 3339, a date (midnight UTC) or a duration ago (36h) (default: --duration before the current hour)")
+	cli.Deprecate(fs, "start", "from")
 	fs.DurationVar(&c.Duration, "duration", 0, "simulated time (default 6h)")
 	fs.Float64Var(&c.RPS, "rps", 0, "requests per second per host (default 30; endpoint-stall: 8)")
 	fs.Float64Var(&c.MedianUS, "median-us", 0, "median request latency in µs (default 4000)")
@@ -72,9 +74,9 @@ scenario's default.`, stderr)
 		c.HWClasses = strings.Split(classes, ",")
 	}
 	if start != "" {
-		t, err := time.Parse(time.RFC3339, start)
+		t, err := cli.ParseTime(start, time.Now())
 		if err != nil {
-			fmt.Fprintf(stderr, "--start %q: want RFC 3339, e.g. 2026-11-22T06:00:00Z\n", start)
+			fmt.Fprintf(stderr, "--from %q: %v\n", start, err)
 			return cli.ErrUsage
 		}
 		c.Start = t
@@ -84,7 +86,7 @@ scenario's default.`, stderr)
 		fmt.Fprintln(stderr, err)
 		return cli.ErrUsage
 	}
-	fmt.Fprintf(stderr, "sim: %s, %d hosts × %s from %s, seed %d\n", c.Scenario, c.Hosts, c.Duration, c.Start.Format(time.RFC3339), c.Seed)
+	fmt.Fprintf(stderr, "sim: %s, %d hosts × %s from %s, seed %d\n", c.Scenario, c.Hosts, cli.FormatDuration(c.Duration), cli.FormatTime(c.Start), c.Seed)
 	lastTenth := -1
 	progress := func(done, total int) {
 		if t := 10 * done / total; t != lastTenth {

@@ -62,7 +62,8 @@ Re-running within the same hour loads nothing twice (every batch carries a
 deduplication token) and rewrites the same detections.`, stderr)
 	dsn := fs.String("dsn", "chdb://"+filepath.Join(cache, "spikehunt", "demo")+"?database=demo", "store to use")
 	hosts := fs.Int("hosts", 300, "hosts in the fleet (2–5000)")
-	hours := fs.Float64("hours", 6, "simulated hours (0.5–48)")
+	var hours time.Duration
+	cli.DurationUnitVar(fs, &hours, "hours", 6*time.Hour, time.Hour, "simulated time, 30m–48h: a duration (6h, 90m, 1d) or a number of hours (6)")
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same fleet")
 	scenario := fs.String("scenario", sim.ThousandSpikes, "fleet scenario: "+strings.Join(sim.Scenarios(), ", "))
 	cause := fs.String("cause", sim.CauseNICSoftirq, "what moves in the kernel during a stall: "+strings.Join(sim.Causes(), ", "))
@@ -73,14 +74,14 @@ deduplication token) and rewrites the same detections.`, stderr)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	if *hosts < 2 || *hosts > 5000 || *hours < 0.5 || *hours > 48 {
-		fmt.Fprintln(stderr, "--hosts must be 2–5000, --hours 0.5–48")
+	if *hosts < 2 || *hosts > 5000 || hours < 30*time.Minute || hours > 48*time.Hour {
+		fmt.Fprintln(stderr, "--hosts must be 2–5000, --hours 30m–48h")
 		return cli.ErrUsage
 	}
 	// The simulated agents run captures with the default budget, armed
 	// as bait on a few hosts: the pipeline-health dashboard shows them.
 	cfg := sim.Config{Scenario: *scenario, Cause: *cause, Hosts: *hosts, Seed: *seed,
-		Duration: time.Duration(*hours * float64(time.Hour)).Truncate(time.Minute), CounterStep: *counterStep,
+		Duration: hours.Truncate(time.Minute), CounterStep: *counterStep,
 		CaptureBudget: 2, CaptureArmed: 0.05}
 	if c.Now != nil {
 		d := cfg.Duration
@@ -109,7 +110,7 @@ deduplication token) and rewrites the same detections.`, stderr)
 		return err
 	}
 	end := cfg.Start.Add(cfg.Duration)
-	step("simulating %d hosts × %s of %s (%s UTC) into the ingest", cfg.Hosts, cfg.Duration, cfg.Scenario, cfg.Start.Format("2006-01-02 15:04"))
+	step("simulating %d hosts × %s of %s (%s UTC) into the ingest", cfg.Hosts, cli.FormatDuration(cfg.Duration), cfg.Scenario, cfg.Start.Format("2006-01-02 15:04"))
 	lastTenth := -1
 	_, stats, err := sim.Load(ctx, st, cfg, nil, func(done, total int) {
 		if t := 10 * done / total; t != lastTenth {
@@ -187,8 +188,14 @@ deduplication token) and rewrites the same detections.`, stderr)
 	if fi, err := os.Stat(path); err == nil {
 		step("wrote the report (%d kB) in %.1fs", (fi.Size()+512)/1024, time.Since(wrote).Seconds())
 	}
-	fmt.Fprintf(stdout, "\nReport with plots: %s\nExplore: spikehunt patterns|hosts|spikes|suspects --dsn '%s' --from %s --to %s\n",
-		path, *dsn, cfg.Start.Format(time.RFC3339), end.Format(time.RFC3339))
+	// The local capture comes after the simulated hours, which end at the
+	// hour: the range printed reaches past it, so that captures finds it.
+	exploreTo := end
+	if *localCapture && notLocal == "" {
+		exploreTo = exploreEnd(end, time.Now())
+	}
+	fmt.Fprintf(stdout, "\nReport with plots: %s\nExplore: spikehunt patterns|hosts|spikes|suspects|captures --dsn '%s' --from %s --to %s\n",
+		path, *dsn, cli.FormatTime(cfg.Start), cli.FormatTime(exploreTo))
 	if dataDir != "" {
 		// The dashboards read the store's own database, which the static
 		// provisioning files (database spikehunt) do not name: the
@@ -198,6 +205,16 @@ deduplication token) and rewrites the same detections.`, stderr)
 	}
 	step("done")
 	return nil
+}
+
+// exploreEnd is the --to of the range the demo prints: the end of the
+// simulated hours, or, when this host captured after them, the next whole
+// minute after now, which is after the capture.
+func exploreEnd(end, now time.Time) time.Time {
+	if next := now.UTC().Truncate(time.Minute).Add(time.Minute); next.After(end) {
+		return next
+	}
+	return end
 }
 
 // demoFinding words what the detectors found in four steps. The fourth is
@@ -257,7 +274,13 @@ func demoFinding(ctx context.Context, st store.Store, cfg sim.Config, scope quer
 				if s.Hosts == 1 {
 					hosts = "1 host"
 				}
-				say(&suspectsStep, "%s; a top suspect on %s.", query.SuspectSentence(s, p.StallLength()), hosts)
+				sentence := query.SuspectSentence(s, p.StallLength())
+				if strings.Contains(p.Description, sentence) {
+					// Step 2's pattern sentence already gives its
+					// figures: name it, do not say it twice.
+					sentence = query.SuspectLabel(s.Metric, s.Mode, s.Device, s.CPUs) + ", as in step 2"
+				}
+				say(&suspectsStep, "%s; a top suspect on %s.", sentence, hosts)
 			}
 			suspects = append(suspects, s)
 		}

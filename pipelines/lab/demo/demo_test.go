@@ -84,6 +84,11 @@ func TestDemoFindsTheThousandSpikesAndIsIdempotent(t *testing.T) {
 				t.Fatalf("run %d: the finding lacks %q:\n%s", run, want, out)
 			}
 		}
+		// The pattern sentence of step 2 gives the softirq figures; step 3
+		// names the suspect and does not say them again.
+		if n := strings.Count(out, "softirq: 4 of 8 CPUs (0, 2, 4 and 6) at ~"); n != 1 || !strings.Contains(out, "softirq cpu 0,2,4,6, as in step 2; a top suspect on") {
+			t.Errorf("run %d: the softirq sentence %d times, want once and named in step 3:\n%s", run, n, out)
+		}
 		checkDemoBait(t, out, 40, 2*time.Hour)
 		tab, err := store.Select(context.Background(), st, "SELECT count() FROM requests")
 		if err != nil {
@@ -379,11 +384,27 @@ func TestDemoCapturesOnThisHostAndIndexesItAgainstItsSpike(t *testing.T) {
 	// the first minutes of an hour, its ten-minute look-back would take the
 	// fleet's last spikes, which all end at the hour, for a synchronized
 	// burst (seen on the 300-host demo; this small fleet may not show it).
-	_, to, _ := strings.Cut(out, " --to ")
+	explore := regexp.MustCompile(`Explore: .* --from (\S+) --to (\S+)\n`).FindStringSubmatch(out)
+	if explore == nil {
+		t.Fatalf("no Explore line:\n%s", out)
+	}
+	from, err := time.Parse(time.RFC3339, explore[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	simEnd := from.Add(30 * time.Minute)
 	tab, err = store.Select(ctx, st, "SELECT count() FROM patterns FINAL WHERE is_deleted = 0 AND lookback_end > parseDateTimeBestEffort("+
-		store.QuoteString(strings.Fields(to)[0])+")")
+		store.QuoteString(simEnd.Format(time.RFC3339))+")")
 	if err != nil || tab.Rows[0][0] != "0" {
 		t.Errorf("patterns after the simulated hours: %v, %v", tab.Rows, err)
+	}
+
+	// The range the demo prints holds the capture, which comes after the
+	// simulated hours.
+	var capOut, capErr bytes.Buffer
+	if err := query.Captures(ctx, []string{"--dsn", dsn, "--from", explore[1], "--to", explore[2], "--host", host}, &capOut, &capErr); err != nil ||
+		!strings.Contains(capOut.String(), host) || !strings.Contains(capOut.String(), "perf") {
+		t.Errorf("captures over the printed range %s–%s: %v\n%s%s", explore[1], explore[2], err, capOut.String(), capErr.String())
 	}
 
 	// A run an hour later covers these seconds with its simulated hours.

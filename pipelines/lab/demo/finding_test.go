@@ -3,6 +3,7 @@ package demo
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -45,5 +46,19 @@ func TestSectionsPrintWrappedOnTheConsoleAndWholeInTheReport(t *testing.T) {
 	}
 	if diff := cmp.Diff(wantReport, reportSteps(sections)); diff != "" {
 		t.Errorf("report steps (-want +got):\n%s", diff)
+	}
+}
+
+// The range the demo prints reaches past a capture taken after the
+// simulated hours: the next whole minute after the clock.
+func TestTheExploreRangeHoldsACaptureAfterTheSimulatedHours(t *testing.T) {
+	end := time.Now().UTC().Truncate(time.Hour)
+	for _, tc := range []struct{ now, want time.Time }{
+		{end.Add(28*time.Minute + 13*time.Second), end.Add(29 * time.Minute)},
+		{end.Add(-time.Minute), end},
+	} {
+		if got := exploreEnd(end, tc.now); !got.Equal(tc.want) {
+			t.Errorf("exploreEnd(%v, %v) = %v, want %v", end, tc.now, got, tc.want)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/alertdoc"
 	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 )
 
@@ -42,9 +43,9 @@ const (
 
 // Decision is Decide's result.
 type Decision struct {
-	Alerts     []Alert        // to send, spike groups first, each kind by service
-	Next       State          // the state once they are sent
-	Suppressed map[string]int // by reason, see the Reason constants
+	Alerts     []alertdoc.Alert // to send, spike groups first, each kind by service
+	Next       State            // the state once they are sent
+	Suppressed map[string]int   // by reason, see the Reason constants
 }
 
 // Decide is the whole alerting policy as a pure function: from the state of
@@ -60,7 +61,7 @@ func Decide(cfg Config, st State, pass Pass, now time.Time) (Decision, error) {
 	return d, nil
 }
 
-func decideSpikes(cfg Config, d *Decision, windows []detect.SpikeWindow, now time.Time) []Alert {
+func decideSpikes(cfg Config, d *Decision, windows []detect.SpikeWindow, now time.Time) []alertdoc.Alert {
 	next := &d.Next
 	horizon := now.Add(-cfg.DedupHorizon)
 	for id, start := range next.SentSpikes {
@@ -98,7 +99,7 @@ func decideSpikes(cfg Config, d *Decision, windows []detect.SpikeWindow, now tim
 			delete(next.Buckets, svc)
 		}
 	}
-	var out []Alert
+	var out []alertdoc.Alert
 	for _, svc := range slices.Sorted(maps.Keys(next.Pending)) {
 		list := next.Pending[svc]
 		if len(list) == 0 {
@@ -149,8 +150,8 @@ func refill(b Bucket, cfg Config, now time.Time) Bucket {
 	return b
 }
 
-func spikeGroupAlert(cfg Config, service string, windows []detect.SpikeWindow, heldBack int, now time.Time) Alert {
-	g := &SpikeGroup{Count: len(windows), SuppressedAlerts: heldBack, HWClasses: map[string]int{}}
+func spikeGroupAlert(cfg Config, service string, windows []detect.SpikeWindow, heldBack int, now time.Time) alertdoc.Alert {
+	g := &alertdoc.SpikeGroup{Count: len(windows), SuppressedAlerts: heldBack, HWClasses: map[string]int{}}
 	perHost := map[string]int{}
 	type family struct{ metric, mode, device string }
 	type familyTally struct {
@@ -215,10 +216,10 @@ func spikeGroupAlert(cfg Config, service string, windows []detect.SpikeWindow, h
 		cpus := slices.SortedFunc(maps.Keys(t.cpus), func(a, b int) int {
 			return cmp.Or(cmp.Compare(t.cpus[b], t.cpus[a]), cmp.Compare(a, b))
 		})
-		g.TopSuspects = append(g.TopSuspects, GroupSuspect{Metric: f.metric, Mode: f.mode, Device: f.device,
+		g.TopSuspects = append(g.TopSuspects, alertdoc.GroupSuspect{Metric: f.metric, Mode: f.mode, Device: f.device,
 			CPUs: nonNil(cpus), Rank1Windows: t.rank1, Windows: t.windows, Hosts: len(t.hosts)})
 	}
-	slices.SortFunc(g.TopSuspects, func(a, b GroupSuspect) int {
+	slices.SortFunc(g.TopSuspects, func(a, b alertdoc.GroupSuspect) int {
 		return cmp.Or(cmp.Compare(b.Rank1Windows, a.Rank1Windows), cmp.Compare(b.Windows, a.Windows),
 			cmp.Compare(a.Metric, b.Metric), cmp.Compare(a.Mode, b.Mode), cmp.Compare(a.Device, b.Device))
 	})
@@ -226,15 +227,15 @@ func spikeGroupAlert(cfg Config, service string, windows []detect.SpikeWindow, h
 		g.TopSuspects = g.TopSuspects[:cfg.MaxSuspects]
 	}
 	g.TopSuspects = nonNil(g.TopSuspects)
-	return Alert{
-		Schema: SchemaVersion, AlertID: spikeGroupID(service, g.SpikeIDs), Kind: KindSpikeGroup,
+	return alertdoc.Alert{
+		Schema: alertdoc.SchemaVersion, AlertID: alertdoc.SpikeGroupID(service, g.SpikeIDs), Kind: alertdoc.KindSpikeGroup,
 		Service: service, DetectorVersion: latest.DetectorVer, GeneratedAt: now.UTC(), SpikeGroup: g,
 	}
 }
 
-func decidePatterns(cfg Config, d *Decision, pass Pass, now time.Time) []Alert {
+func decidePatterns(cfg Config, d *Decision, pass Pass, now time.Time) []alertdoc.Alert {
 	next := &d.Next
-	var out []Alert
+	var out []alertdoc.Alert
 	current := slices.Clone(pass.Patterns)
 	slices.SortFunc(current, func(a, b detect.Pattern) int {
 		return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.ID, b.ID))
@@ -248,7 +249,7 @@ func decidePatterns(cfg Config, d *Decision, pass Pass, now time.Time) []Alert {
 		if !published {
 			rec.SentAt = now
 			next.Patterns[p.ID] = rec
-			out = append(out, patternAlert(p.Service, p.DetectorVer, ChangeNew, nil, facts, nil, now))
+			out = append(out, patternAlert(p.Service, p.DetectorVer, alertdoc.ChangeNew, nil, facts, nil, now))
 			continue
 		}
 		changes := materialChanges(prev.Facts, facts, cfg.MaterialChange)
@@ -268,7 +269,7 @@ func decidePatterns(cfg Config, d *Decision, pass Pass, now time.Time) []Alert {
 		rec.SentAt = now
 		next.Patterns[p.ID] = rec
 		before := prev.Facts
-		out = append(out, patternAlert(p.Service, p.DetectorVer, ChangeChanged, changes, facts, &before, now))
+		out = append(out, patternAlert(p.Service, p.DetectorVer, alertdoc.ChangeChanged, changes, facts, &before, now))
 	}
 	evaluated := map[string]bool{}
 	for _, s := range pass.Services {
@@ -288,36 +289,36 @@ func decidePatterns(cfg Config, d *Decision, pass Pass, now time.Time) []Alert {
 		}
 		delete(next.Patterns, id)
 		last := rec.Facts
-		out = append(out, patternAlert(rec.Service, rec.DetectorVersion, ChangeResolved, nil, rec.Facts, &last, now))
+		out = append(out, patternAlert(rec.Service, rec.DetectorVersion, alertdoc.ChangeResolved, nil, rec.Facts, &last, now))
 	}
-	slices.SortStableFunc(out, func(a, b Alert) int { return cmp.Compare(a.Service, b.Service) })
+	slices.SortStableFunc(out, func(a, b alertdoc.Alert) int { return cmp.Compare(a.Service, b.Service) })
 	return out
 }
 
-func patternAlert(service, version, change string, changes []string, f PatternFacts, prev *PatternFacts, now time.Time) Alert {
-	return Alert{
-		Schema: SchemaVersion, AlertID: patternAlertID(service, change, f), Kind: KindPattern,
+func patternAlert(service, version, change string, changes []string, f alertdoc.PatternFacts, prev *alertdoc.PatternFacts, now time.Time) alertdoc.Alert {
+	return alertdoc.Alert{
+		Schema: alertdoc.SchemaVersion, AlertID: alertdoc.PatternAlertID(service, change, f), Kind: alertdoc.KindPattern,
 		Service: service, DetectorVersion: version, GeneratedAt: now.UTC(),
-		Pattern: &PatternChange{Change: change, Changes: nonNil(changes), PatternFacts: f, Previous: prev},
+		Pattern: &alertdoc.PatternChange{Change: change, Changes: nonNil(changes), PatternFacts: f, Previous: prev},
 	}
 }
 
 // materialChanges lists what moved between the published facts and the
 // current ones: the class, the modifiers, or hosts_affected or the
 // recurrence interval by at least the threshold (relative).
-func materialChanges(prev, cur PatternFacts, threshold float64) []string {
+func materialChanges(prev, cur alertdoc.PatternFacts, threshold float64) []string {
 	var c []string
 	if prev.Class != cur.Class {
-		c = append(c, ChangedClass)
+		c = append(c, alertdoc.ChangedClass)
 	}
 	if !slices.Equal(prev.Modifiers, cur.Modifiers) {
-		c = append(c, ChangedModifiers)
+		c = append(c, alertdoc.ChangedModifiers)
 	}
 	if relChange(float64(prev.HostsAffected), float64(cur.HostsAffected)) >= threshold-1e-9 {
-		c = append(c, ChangedHostsAffected)
+		c = append(c, alertdoc.ChangedHostsAffected)
 	}
 	if relChange(prev.RecurrenceIntervalS, cur.RecurrenceIntervalS) >= threshold-1e-9 {
-		c = append(c, ChangedRecurrenceInterval)
+		c = append(c, alertdoc.ChangedRecurrenceInterval)
 	}
 	return c
 }
@@ -336,15 +337,15 @@ func relChange(prev, cur float64) float64 {
 
 // factsOf copies a detector pattern into alert facts, with sorted
 // modifiers and empty (not null) lists and maps.
-func factsOf(p detect.Pattern) PatternFacts {
-	f := PatternFacts{
+func factsOf(p detect.Pattern) alertdoc.PatternFacts {
+	f := alertdoc.PatternFacts{
 		PatternID: p.ID, Class: p.Class, Modifiers: nonNil(slices.Sorted(slices.Values(p.Modifiers))),
 		HostsAffected: p.HostsAffected, HostsTotal: p.HostsTotal,
 		RecurrenceIntervalS: p.RecurrenceInterval.Seconds(), Regularity: p.Regularity, Synchronicity: p.Synchronicity,
 		HWClassSkew: maps.Clone(p.HWClassSkew), IllusionShare: p.IllusionShare,
 		AffectedHostsSample: nonNil(slices.Clone(p.AffectedHostsSample)),
 		LookbackStart:       p.LookbackStart.UTC(), LookbackEnd: p.LookbackEnd.UTC(),
-		Suspects: []PatternSuspect{},
+		Suspects: []alertdoc.PatternSuspect{},
 	}
 	if p.HostsTotal > 0 {
 		f.HostsAffectedShare = float64(p.HostsAffected) / float64(p.HostsTotal)
@@ -353,7 +354,7 @@ func factsOf(p detect.Pattern) PatternFacts {
 		f.HWClassSkew = map[string]float64{}
 	}
 	for _, s := range p.Suspects {
-		f.Suspects = append(f.Suspects, PatternSuspect{Metric: s.Metric, Mode: s.Mode, Device: s.Device,
+		f.Suspects = append(f.Suspects, alertdoc.PatternSuspect{Metric: s.Metric, Mode: s.Mode, Device: s.Device,
 			CPUs: nonNil(slices.Clone(s.CPUs)), Hosts: s.Hosts, Score: s.Score})
 	}
 	return f

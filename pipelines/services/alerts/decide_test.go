@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/spikehunt/spikehunt/internal/alertdoc"
 	"github.com/spikehunt/spikehunt/internal/vocab"
 	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 )
@@ -72,12 +73,12 @@ func TestAlertSpikeGroupSummarizesOnePassOfAService(t *testing.T) {
 		t.Fatalf("want one spike-group alert, got %d", len(d.Alerts))
 	}
 	a := d.Alerts[0]
-	want := &SpikeGroup{
+	want := &alertdoc.SpikeGroup{
 		Count: 4, HostsCount: 3, Hosts: []string{"h1", "h2"}, HWClasses: map[string]int{"gen4": 1, "gen5": 3},
 		FirstWindowStart: f.t0, LastWindowEnd: f.t0.Add(17*time.Minute + time.Second),
 		PeakMS: 1020, PeakHost: "h3",
 		SpikeIDs: []string{"billy/h1/1748779200", "billy/h1/1748780220", "billy/h2/1748779201", "billy/h3/1748779202"},
-		TopSuspects: []GroupSuspect{
+		TopSuspects: []alertdoc.GroupSuspect{
 			{Metric: "system.cpu.time", Mode: "softirq", CPUs: []int{0, 2}, Rank1Windows: 4, Windows: 4, Hosts: 3},
 			{Metric: "spikehunt.interrupts", Device: "eth0", CPUs: []int{0}, Rank1Windows: 0, Windows: 4, Hosts: 3},
 		},
@@ -85,7 +86,7 @@ func TestAlertSpikeGroupSummarizesOnePassOfAService(t *testing.T) {
 	if diff := cmp.Diff(want, a.SpikeGroup); diff != "" {
 		t.Errorf("spike group (-want +got):\n%s", diff)
 	}
-	if a.Kind != KindSpikeGroup || a.Service != "billy" || a.DetectorVersion != "v1" || a.Schema != SchemaVersion ||
+	if a.Kind != alertdoc.KindSpikeGroup || a.Service != "billy" || a.DetectorVersion != "v1" || a.Schema != alertdoc.SchemaVersion ||
 		!a.GeneratedAt.Equal(f.t0.Add(20*time.Minute)) || !strings.HasPrefix(a.AlertID, "spikegroup-") {
 		t.Errorf("envelope: %+v", a)
 	}
@@ -284,7 +285,7 @@ func TestAlertPatternChanges(t *testing.T) {
 					if s.prevHA != 0 && (a.Previous == nil || a.Previous.HostsAffected != s.prevHA) {
 						t.Errorf("step %d: previous = %+v, want hosts_affected %d", i, a.Previous, s.prevHA)
 					}
-					if a.Change == ChangeNew && a.Previous != nil {
+					if a.Change == alertdoc.ChangeNew && a.Previous != nil {
 						t.Errorf("step %d: a new pattern has a previous state", i)
 					}
 				}
@@ -301,11 +302,11 @@ func TestAlertPatternContentAndID(t *testing.T) {
 	f := newFleet()
 	d := decide(t, Config{}, State{}, Pass{Patterns: []detect.Pattern{f.pattern("billy", 48)}}, f.t0)
 	a := d.Alerts[0]
-	want := &PatternChange{Change: ChangeNew, Changes: []string{}, PatternFacts: PatternFacts{
+	want := &alertdoc.PatternChange{Change: alertdoc.ChangeNew, Changes: []string{}, PatternFacts: alertdoc.PatternFacts{
 		PatternID: "billy/fleet-recurrent", Class: "fleet-recurrent", Modifiers: []string{"hw-class-skewed"},
 		HostsAffected: 48, HostsTotal: 50, HostsAffectedShare: 0.96, RecurrenceIntervalS: 1020, Regularity: 0.9,
 		Synchronicity: 0.05, HWClassSkew: map[string]float64{"gen4": 0.5, "gen5": 2.1}, IllusionShare: 0.4,
-		Suspects:            []PatternSuspect{{Metric: "spikehunt.softirqs", Mode: "NET_RX", CPUs: []int{0, 2, 4, 6}, Hosts: 48, Score: 5}},
+		Suspects:            []alertdoc.PatternSuspect{{Metric: "spikehunt.softirqs", Mode: "NET_RX", CPUs: []int{0, 2, 4, 6}, Hosts: 48, Score: 5}},
 		AffectedHostsSample: []string{"h1", "h2"}, LookbackStart: f.t0.Add(-6 * time.Hour), LookbackEnd: f.t0,
 	}}
 	if diff := cmp.Diff(want, a.Pattern); diff != "" {

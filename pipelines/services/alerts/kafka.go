@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/spikehunt/spikehunt/internal/alertdoc"
 	"github.com/spikehunt/spikehunt/internal/alertsig"
 	"github.com/spikehunt/spikehunt/internal/defaults"
 	"github.com/spikehunt/spikehunt/kafkasec"
@@ -101,7 +104,7 @@ func NewKafkaSink(cfg KafkaConfig) (*KafkaSink, error) {
 
 // Send produces the alerts and waits until the brokers acknowledged all of
 // them.
-func (k *KafkaSink) Send(ctx context.Context, alerts []Alert) error {
+func (k *KafkaSink) Send(ctx context.Context, alerts []alertdoc.Alert) error {
 	recs := make([]*kgo.Record, 0, len(alerts))
 	now := k.cfg.Now()
 	for _, a := range alerts {
@@ -121,10 +124,19 @@ func (k *KafkaSink) Send(ctx context.Context, alerts []Alert) error {
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.SendTimeout)
 	defer cancel()
 	if err := k.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		if errors.Is(err, kerr.UnknownTopicOrPartition) {
+			return fmt.Errorf("%w: %s: create it with `kafka-topics.sh --bootstrap-server %s --create --topic %s` (or let the brokers auto-create topics): %w",
+				ErrTopicMissing, k.cfg.Topic, strings.Join(k.cfg.Brokers, ","), k.cfg.Topic, err)
+		}
 		return fmt.Errorf("alerts: produce to %s: %w", k.cfg.Topic, k.explain(err))
 	}
 	return nil
 }
+
+// ErrTopicMissing: the alerts topic does not exist and the brokers do not
+// create it for the producer. Send fails after a few metadata loads (the
+// producer's unknown-topic retries) rather than at its timeout.
+var ErrTopicMissing = errors.New("alerts: the alerts topic does not exist")
 
 // Check connects to the brokers once and says whether they refuse this
 // producer (kafkasec.Check): an error matching kafkasec.ErrRefused is a

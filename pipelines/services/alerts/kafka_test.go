@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/spikehunt/spikehunt/internal/alertdoc"
 	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 	"github.com/spikehunt/spikehunt/tests/fakeclock"
 	"github.com/spikehunt/spikehunt/tests/testenv"
@@ -65,7 +66,7 @@ func TestAlertKafkaEndToEnd(t *testing.T) {
 		t.Fatalf("read %d records, want %d", len(recs), len(sent))
 	}
 	schema := loadSchema(t, true)
-	byID := map[string]Alert{}
+	byID := map[string]alertdoc.Alert{}
 	for _, a := range sent {
 		byID[a.AlertID] = a
 	}
@@ -74,7 +75,7 @@ func TestAlertKafkaEndToEnd(t *testing.T) {
 		if errs := schema.validate(r.Value); len(errs) > 0 {
 			t.Errorf("record does not match alert.schema.json: %v\n%s", errs, r.Value)
 		}
-		got, err := Parse(r.Value)
+		got, err := alertdoc.Parse(r.Value)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +86,7 @@ func TestAlertKafkaEndToEnd(t *testing.T) {
 		for _, h := range r.Headers {
 			headers[h.Key] = string(h.Value)
 		}
-		if headers["schema"] != SchemaVersion || headers["kind"] != got.Kind {
+		if headers["schema"] != alertdoc.SchemaVersion || headers["kind"] != got.Kind {
 			t.Errorf("headers %v for a %s alert", headers, got.Kind)
 		}
 		if diff := cmp.Diff(byID[got.AlertID], got); diff != "" {

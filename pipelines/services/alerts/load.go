@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/alertdoc"
 	"github.com/spikehunt/spikehunt/internal/store"
 )
 
@@ -34,7 +35,7 @@ func LoadState(ctx context.Context, st store.Store, now time.Time, horizon time.
 		return State{}, fmt.Errorf("alerts: load patterns: %w", err)
 	}
 	for _, r := range pats.Rows {
-		var f PatternFacts
+		var f alertdoc.PatternFacts
 		var p parser
 		f.PatternID, f.Class = r[0], r[2]
 		p.json(r[3], &f.Modifiers)

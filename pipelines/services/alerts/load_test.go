@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/alertdoc"
 	"github.com/spikehunt/spikehunt/internal/schema"
 	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 	"github.com/spikehunt/spikehunt/tests/testenv"
@@ -72,7 +73,7 @@ func TestAlertLoadStateFromTheDetectorTables(t *testing.T) {
 	}
 	// A material change is measured against the loaded version.
 	d = decide(t, Config{}, state, Pass{Patterns: []detect.Pattern{f.pattern("billy", 20)}}, now)
-	if len(d.Alerts) != 1 || d.Alerts[0].Pattern.Change != ChangeChanged || d.Alerts[0].Pattern.Previous.HostsAffected != 40 {
+	if len(d.Alerts) != 1 || d.Alerts[0].Pattern.Change != alertdoc.ChangeChanged || d.Alerts[0].Pattern.Previous.HostsAffected != 40 {
 		t.Errorf("change against the loaded version: %+v", d.Alerts)
 	}
 }

@@ -1,6 +1,9 @@
 package alerts
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spikehunt/spikehunt/internal/alertdoc"
+)
 
 // metrics are the Publisher's self-observability.
 type metrics struct {
@@ -26,7 +29,7 @@ func newMetrics() *metrics {
 	}
 	// Every label value exists from the start, so a rate() sees the first
 	// increment.
-	for _, k := range []string{KindSpikeGroup, KindPattern} {
+	for _, k := range []string{alertdoc.KindSpikeGroup, alertdoc.KindPattern} {
 		m.published.WithLabelValues(k)
 	}
 	for _, r := range []string{ReasonRateLimited, ReasonDuplicate, ReasonStale, ReasonOverflow} {

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spikehunt/spikehunt/internal/alertdoc"
 )
 
 // Publisher decides what a detector pass should alert and sends it through
@@ -54,7 +55,7 @@ func (p *Publisher) State() State {
 // earlier Publish could not deliver. It returns what the sink accepted. On
 // a sink error the decided alerts stay in the outbox and the next Publish
 // sends them again; the decision itself (dedupe, rate limit) stands.
-func (p *Publisher) Publish(ctx context.Context, pass Pass) ([]Alert, error) {
+func (p *Publisher) Publish(ctx context.Context, pass Pass) ([]alertdoc.Alert, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	d, err := Decide(p.cfg, p.state, pass, p.cfg.Clock.Now())

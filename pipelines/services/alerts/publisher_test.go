@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/spikehunt/spikehunt/internal/alertdoc"
 	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 	"github.com/spikehunt/spikehunt/tests/fakeclock"
 )
@@ -20,7 +21,7 @@ type flakySink struct {
 	down bool
 }
 
-func (s *flakySink) Send(ctx context.Context, alerts []Alert) error {
+func (s *flakySink) Send(ctx context.Context, alerts []alertdoc.Alert) error {
 	if s.down {
 		return errors.New("broker unreachable")
 	}
@@ -43,7 +44,7 @@ func TestAlertPublisherCountsAndRetries(t *testing.T) {
 	// Every pass sees the pattern, unchanged after the first: it is
 	// announced once.
 	pattern := []detect.Pattern{f.pattern("billy", 40)}
-	publish := func(pass Pass) []Alert {
+	publish := func(pass Pass) []alertdoc.Alert {
 		t.Helper()
 		pass.Patterns = pattern
 		sent, err := p.Publish(ctx, pass)
@@ -89,8 +90,8 @@ func TestAlertPublisherCountsAndRetries(t *testing.T) {
 		got  float64
 		want float64
 	}{
-		{"published spike-group", testutil.ToFloat64(p.metrics.published.WithLabelValues(KindSpikeGroup)), 2},
-		{"published pattern", testutil.ToFloat64(p.metrics.published.WithLabelValues(KindPattern)), 1},
+		{"published spike-group", testutil.ToFloat64(p.metrics.published.WithLabelValues(alertdoc.KindSpikeGroup)), 2},
+		{"published pattern", testutil.ToFloat64(p.metrics.published.WithLabelValues(alertdoc.KindPattern)), 1},
 		{"suppressed rate_limited", testutil.ToFloat64(p.metrics.suppressed.WithLabelValues(ReasonRateLimited)), 1},
 		{"send errors", testutil.ToFloat64(p.metrics.errors), 1},
 	} {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/alertdoc"
 	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 )
 
@@ -29,7 +30,7 @@ type jsonSchema struct {
 func loadSchema(t *testing.T, strict bool) jsonSchema {
 	t.Helper()
 	var root map[string]any
-	if err := json.Unmarshal(JSONSchema, &root); err != nil {
+	if err := json.Unmarshal(alertdoc.JSONSchema, &root); err != nil {
 		t.Fatalf("alert.schema.json: %v", err)
 	}
 	return jsonSchema{root: root, strict: strict}
@@ -238,7 +239,7 @@ func sortedKeys(m map[string]any) []string {
 
 // requireValid fails t unless every alert is valid against the schema, in
 // strict mode.
-func requireValid(t *testing.T, alerts ...Alert) {
+func requireValid(t *testing.T, alerts ...alertdoc.Alert) {
 	t.Helper()
 	s := loadSchema(t, true)
 	for _, a := range alerts {
@@ -255,7 +256,7 @@ func requireValid(t *testing.T, alerts ...Alert) {
 func TestAlertSchemaAcceptsWhatDecideMakes(t *testing.T) {
 	f := newFleet()
 	st := State{}
-	var all []Alert
+	var all []alertdoc.Alert
 	for _, step := range []struct {
 		at   time.Duration
 		pass Pass
@@ -312,10 +313,10 @@ func TestAlertSchemaRejectsBrokenDocuments(t *testing.T) {
 			t.Errorf("%s: want an error with %q, got:\n%s", tc.name, tc.want, errs)
 		}
 	}
-	if _, err := Parse([]byte(strings.Replace(string(good), "alert/v1", "alert/v2", 1))); err == nil || !strings.Contains(err.Error(), "unknown alert schema") {
+	if _, err := alertdoc.Parse([]byte(strings.Replace(string(good), "alert/v1", "alert/v2", 1))); err == nil || !strings.Contains(err.Error(), "unknown alert schema") {
 		t.Errorf("Parse of a v2 document: %v", err)
 	}
-	if a, err := Parse(good); err != nil || a.AlertID != d.Alerts[0].AlertID {
+	if a, err := alertdoc.Parse(good); err != nil || a.AlertID != d.Alerts[0].AlertID {
 		t.Errorf("Parse of the good document: %v", err)
 	}
 }
@@ -323,7 +324,7 @@ func TestAlertSchemaRejectsBrokenDocuments(t *testing.T) {
 // The examples in schema.md are valid documents, and their ids are the ones
 // the code computes for the same content: the doc cannot drift from either.
 func TestAlertSchemaDocExamples(t *testing.T) {
-	doc, err := os.ReadFile("schema.md")
+	doc, err := os.ReadFile("../../../internal/alertdoc/schema.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,15 +337,15 @@ func TestAlertSchemaDocExamples(t *testing.T) {
 		if errs := s.validate(b[1]); len(errs) > 0 {
 			t.Errorf("example %d: %v", i+1, errs)
 		}
-		a, err := Parse(b[1])
+		a, err := alertdoc.Parse(b[1])
 		if err != nil {
 			t.Fatalf("example %d: %v", i+1, err)
 		}
 		var id string
 		if a.SpikeGroup != nil {
-			id = spikeGroupID(a.Service, a.SpikeGroup.SpikeIDs)
+			id = alertdoc.SpikeGroupID(a.Service, a.SpikeGroup.SpikeIDs)
 		} else {
-			id = patternAlertID(a.Service, a.Pattern.Change, a.Pattern.PatternFacts)
+			id = alertdoc.PatternAlertID(a.Service, a.Pattern.Change, a.Pattern.PatternFacts)
 		}
 		if id != a.AlertID {
 			t.Errorf("example %d: alert_id %s, the code computes %s", i+1, a.AlertID, id)

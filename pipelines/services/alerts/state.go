@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/alertdoc"
 	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 )
 
@@ -27,14 +28,14 @@ type State struct {
 	Buckets map[string]Bucket `json:"buckets"`
 	// Outbox holds decided alerts the sink has not accepted yet. Decide
 	// leaves it alone; Publisher sends it.
-	Outbox []Alert `json:"outbox"`
+	Outbox []alertdoc.Alert `json:"outbox"`
 }
 
 // PatternRecord is a published pattern.
 type PatternRecord struct {
-	Service         string       `json:"service"`
-	DetectorVersion string       `json:"detector_version"`
-	Facts           PatternFacts `json:"facts"`
+	Service         string                `json:"service"`
+	DetectorVersion string                `json:"detector_version"`
+	Facts           alertdoc.PatternFacts `json:"facts"`
 	// MissingSince is when the pattern first went missing from the passes
 	// (zero while present); see Config.ResolveAfter.
 	MissingSince time.Time `json:"missing_since"`

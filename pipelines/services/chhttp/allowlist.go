@@ -177,7 +177,7 @@ var clientSettings = setOf(
 	"session_timezone", "use_client_time_zone", "date_time_64_output_format_cut_trailing_zeros_align_to_groups_of_thousands",
 	"enable_json_type", "allow_experimental_json_type", "enable_variant_type", "enable_dynamic_type",
 	"allow_experimental_variant_type", "allow_experimental_dynamic_type", "allow_experimental_object_type",
-	"allow_suspicious_low_cardinality_types", "join_use_nulls", "aggregate_functions_null_for_empty",
+	"allow_suspicious_low_cardinality_types", "cast_string_to_dynamic_use_inference", "join_use_nulls", "aggregate_functions_null_for_empty",
 	"transform_null_in", "cast_keep_nullable", "union_default_mode", "prefer_column_name_to_alias",
 	"allow_experimental_analyzer", "enable_analyzer", "enable_materialized_cte", "enable_http_compression",
 	// progress and cancellation over HTTP

@@ -36,9 +36,8 @@ func manyAttrsPoint(ms pmetric.MetricSlice, start time.Time) {
 	}
 }
 
-// Issue 17, sibling of item 3 in the ingest: one point's attributes all
-// went into its attrs map, bounded only by the message size. The row is
-// still inserted, with the first MaxPointAttrs attributes, none with a
+// One point's attributes all used to go into its attrs map, bounded only
+// by the message size. The row is still inserted, with the first MaxPointAttrs attributes, none with a
 // key over MaxAttrKeyBytes, values cut to MaxValueBytes at a character
 // boundary; what was cut is counted by reason.
 func TestAPointKeepsAtMost128AttributesOfBoundedSizeAndCountsWhatWasCut(t *testing.T) {

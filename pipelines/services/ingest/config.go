@@ -91,6 +91,11 @@ type Config struct {
 	// small for this ingester's limits (see dedup.go): exactly-once is
 	// then not guaranteed across a crash or a rebalance.
 	SkipDedupCheck bool
+	// TopicWatchEvery is how often a source topic that does not exist yet
+	// is looked for (default 10 s, at least 100 ms). The topics that exist
+	// are consumed meanwhile; one that appears is consumed from then on,
+	// without a restart (see source_kafka.go, docs/ingest.md).
+	TopicWatchEvery time.Duration
 }
 
 // Defaults.
@@ -146,6 +151,7 @@ func (c Config) WithDefaults() Config {
 	}
 	defaults.Fill(&c.DeadLetterTimeout, 10*time.Second)
 	defaults.Fill(&c.DLQPartitions, 1)
+	defaults.Fill(&c.TopicWatchEvery, 10*time.Second)
 	return c
 }
 
@@ -175,6 +181,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("ingest: max age %s above %s: a batch could then span more than the 100 day partitions ClickHouse takes in one insert (max_partitions_per_insert_block)", c.MaxAge, MaxAgeLimit)
 	case c.DeadLetterTimeout < 100*time.Millisecond:
 		return fmt.Errorf("ingest: dead-letter timeout %s, want ≥ 100ms", c.DeadLetterTimeout)
+	case c.TopicWatchEvery < 100*time.Millisecond:
+		return fmt.Errorf("ingest: topic watch every %s, want ≥ 100ms", c.TopicWatchEvery)
 	case c.DLQPartitions < 1:
 		return fmt.Errorf("ingest: %d dead-letter partitions, want ≥ 1", c.DLQPartitions)
 	case c.DLQTopic == c.SpansTopic || c.DLQTopic == c.MetricsTopic:

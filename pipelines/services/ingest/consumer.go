@@ -23,6 +23,10 @@ type Ingester struct {
 	pending map[topicPartition]intent // read at assignment, used by the partition's first batch
 	own     ownFigures                // what it writes about itself (self_report.go)
 	health  health                    // what /healthz says (health.go)
+	// tables and tableDefaults are what the start read of the destination
+	// tables, for checking a source topic that appears later (adopt).
+	tables        map[string]tableFacts
+	tableDefaults map[string]int64
 
 	// lease is how long after a poll it may insert what it polled
 	// (Config.Lease); 0 for the in-process source, which has no group.
@@ -182,6 +186,9 @@ func (in *Ingester) run(ctx context.Context) error {
 		return err
 	}
 	for ctx.Err() == nil {
+		if err := in.adopt(); err != nil {
+			return err
+		}
 		pctx, cancel := context.WithTimeout(ctx, in.cfg.MaxDelay/2)
 		msgs, err := in.src.Poll(pctx)
 		cancel()

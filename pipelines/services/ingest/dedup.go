@@ -188,6 +188,10 @@ func (in *Ingester) prepare(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	for _, t := range []string{in.cfg.SpansTopic, in.cfg.MetricsTopic} {
+		_, ok := parts[t]
+		in.setMissing(t, parts != nil && !ok)
+	}
 	in.health.setStarting("starting: reading the tables' TTL and deduplication settings")
 	var facts map[string]tableFacts
 	var defaults map[string]int64
@@ -217,6 +221,36 @@ func (in *Ingester) prepare(ctx context.Context) error {
 			return err
 		}
 	}
+	in.tables, in.tableDefaults = facts, defaults
 	in.health.setStarting("")
 	return nil
+}
+
+// adopt starts consuming the source topics that have come to exist since
+// the start, each after the deduplication check the start would have run
+// on it: a window too small for its partitions ends Run, as it would
+// have stopped the start.
+func (in *Ingester) adopt() error {
+	for topic, n := range in.src.Appeared() {
+		if !in.cfg.SkipDedupCheck {
+			if err := checkDedup(&in.cfg, in.tables, in.tableDefaults, map[string]int32{topic: n}); err != nil {
+				return fmt.Errorf("source topic %s appeared: %w", topic, err)
+			}
+		}
+		in.log.Info("ingest: source topic appeared; consuming it", "topic", topic, "partitions", n)
+		in.setMissing(topic, false)
+		in.src.Start(topic)
+	}
+	return nil
+}
+
+// setMissing records whether a source topic is missing, for /healthz and
+// /metrics.
+func (in *Ingester) setMissing(topic string, missing bool) {
+	v := 0.0
+	if missing {
+		v = 1
+	}
+	in.m.missing.WithLabelValues(topic).Set(v)
+	in.health.topicMissing(topic, missing)
 }

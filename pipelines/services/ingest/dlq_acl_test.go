@@ -16,7 +16,7 @@ import (
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
-// Issue 17, item 8, against a broker that enforces ACLs: an ingester
+// Against a broker that enforces ACLs, an ingester
 // that may read and write its topics but not create one fails at start,
 // within bounded time, with the kafka-topics.sh command that creates the
 // missing dead-letter topic; once the topic exists it starts.

@@ -136,7 +136,7 @@ func TestTheDeadLetterTopicIsCreatedAtStart(t *testing.T) {
 	}
 }
 
-// A sibling of item 8: a message the source topic took but the
+// A message the source topic took but the
 // dead-letter topic will not (larger than its max.message.bytes) used to
 // fail the dead letter for good. It is now dead-lettered without its
 // value, which its source coordinates still locate.

@@ -21,6 +21,7 @@ type metrics struct {
 	held        prometheus.Gauge
 	fenced      prometheus.Counter
 	capped      *prometheus.CounterVec // {table, reason}
+	missing     *prometheus.GaugeVec   // {topic}
 }
 
 func newMetrics() *metrics {
@@ -69,11 +70,15 @@ func newMetrics() *metrics {
 			Name: "spikehunt_ingest_attributes_capped_total",
 			Help: "Attributes cut from rows that were inserted anyway, by table and reason: too_many (a point's attributes beyond 128, dropped), key_too_long (key over 256 bytes, dropped), value_too_long (a value over 1024 bytes, cut to it). See docs/hardening.md.",
 		}, []string{"table", "reason"}),
+		missing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "spikehunt_ingest_topic_missing",
+			Help: "1 while a source topic does not exist (it is watched for, the others consumed meanwhile; see /healthz), 0 once it is consumed.",
+		}, []string{"topic"}),
 	}
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.rows, m.batchRows, m.insertSecs, m.retries, m.deadLetters, m.skipped, m.fallbacks, m.lag, m.refused, m.splits, m.held, m.fenced, m.capped} {
+	for _, c := range []prometheus.Collector{m.rows, m.batchRows, m.insertSecs, m.retries, m.deadLetters, m.skipped, m.fallbacks, m.lag, m.refused, m.splits, m.held, m.fenced, m.capped, m.missing} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -28,9 +28,17 @@ type Source interface {
 	DeadLetter(ctx context.Context, d DeadLetter) error
 	// Prepare is called once before the first Poll: it makes sure the
 	// dead-letter store exists, and returns how many partitions each
-	// source topic has (nil: the source has no fixed partitions to size
-	// the deduplication window by).
+	// source topic that exists has (nil: the source has no fixed
+	// partitions to size the deduplication window by, and every topic
+	// exists). A source topic missing from a non-nil answer does not exist
+	// yet: it is not fetched, and the source watches for it.
 	Prepare(ctx context.Context) (map[string]int32, error)
+	// Appeared returns, without blocking, the source topics missing at
+	// Prepare that have come to exist since, with their partition counts;
+	// each is returned once, and not fetched until Start.
+	Appeared() map[string]int32
+	// Start begins fetching a topic Appeared returned.
+	Start(topic string)
 	// Hold stops fetching the partition; Release resumes it from next
 	// (next < 0: from where it was). Messages of the partition already
 	// polled are the ingester's to ignore.

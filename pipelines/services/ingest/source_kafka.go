@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -18,10 +19,24 @@ import (
 )
 
 // KafkaSource consumes cfg's topics as a member of cfg.Group.
+//
+// A source topic that does not exist at Prepare does not stop the
+// others: it is paused (kgo keeps a topic pause for partitions it does
+// not know yet), a goroutine of the source looks for it every
+// TopicWatchEvery, and once it exists Appeared hands it to the ingester,
+// which checks its deduplication window and calls Start. The group's
+// leader rejoins by itself when a subscribed topic gets partitions, so
+// its partitions are assigned without a restart. Close stops the
+// goroutine.
 type KafkaSource struct {
 	cfg Config
 	cl  *kgo.Client
 	log *slog.Logger
+
+	mu       sync.Mutex
+	appeared map[string]int32 // found by watch, not yet taken by Appeared
+	stop     context.CancelFunc
+	watching chan struct{} // closed when watch returns; nil: no watch
 }
 
 func newKafkaSource(cfg Config, owner partitionOwner, log *slog.Logger) (*KafkaSource, error) {
@@ -130,15 +145,28 @@ func (s *KafkaSource) DeadLetter(ctx context.Context, d DeadLetter) error {
 }
 
 // Prepare creates the dead-letter topic if it does not exist, and reads
-// the source topics' partition counts. Kafka out of reach, or a source
-// topic not created yet, is waited for (logged, with backoff); being
-// refused the dead-letter topic is an error that says how to create it.
+// the source topics' partition counts. Kafka out of reach is waited for
+// (logged, with backoff); being refused the dead-letter topic is an error
+// that says how to create it. A source topic that does not exist is left
+// out of the answer, paused, and watched for (see KafkaSource): the
+// topics that exist are consumed meanwhile.
 func (s *KafkaSource) Prepare(ctx context.Context) (map[string]int32, error) {
 	adm := kadm.NewClient(s.cl)
 	for wait := time.Duration(0); ; wait = backoff(wait) {
-		parts, err := s.prepare(ctx, adm)
-		if err == nil || errors.Is(err, errDLQRefused) {
-			return parts, err
+		parts, missing, err := s.prepare(ctx, adm)
+		if errors.Is(err, errDLQRefused) {
+			return nil, err
+		}
+		if err == nil {
+			if len(missing) > 0 {
+				s.log.Warn("ingest: source topics do not exist yet; consuming the others and watching for them",
+					"missing", missing, "every", s.cfg.TopicWatchEvery)
+				s.cl.PauseFetchTopics(missing...)
+				wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+				s.stop, s.watching, s.appeared = stop, make(chan struct{}), map[string]int32{}
+				go s.watch(wctx, adm, missing)
+			}
+			return parts, nil
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -148,15 +176,67 @@ func (s *KafkaSource) Prepare(ctx context.Context) (map[string]int32, error) {
 	}
 }
 
+// watch looks for the missing topics every TopicWatchEvery until they
+// all exist or ctx ends, and records each that appears for Appeared.
+func (s *KafkaSource) watch(ctx context.Context, adm *kadm.Client, missing []string) {
+	defer close(s.watching)
+	for len(missing) > 0 {
+		sleep(ctx, s.cfg.TopicWatchEvery)
+		if ctx.Err() != nil {
+			return
+		}
+		lctx, cancel := context.WithTimeout(ctx, s.cfg.TopicWatchEvery+5*time.Second)
+		td, err := adm.ListTopics(lctx, missing...)
+		cancel()
+		if err != nil {
+			s.log.Warn("ingest: look for missing source topics", "topics", missing, "err", err)
+			continue
+		}
+		var still []string
+		for _, t := range missing {
+			if d := td[t]; d.Err == nil && len(d.Partitions) > 0 {
+				s.mu.Lock()
+				s.appeared[t] = int32(len(d.Partitions))
+				s.mu.Unlock()
+				continue
+			}
+			still = append(still, t)
+		}
+		missing = still
+	}
+}
+
+// Appeared returns the topics watch found since the last call.
+func (s *KafkaSource) Appeared() map[string]int32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.appeared) == 0 {
+		return nil
+	}
+	found := s.appeared
+	s.appeared = map[string]int32{}
+	return found
+}
+
+// Start resumes a topic paused at Prepare and asks for metadata at once,
+// so that the group's leader sees its partitions without waiting for the
+// next refresh.
+func (s *KafkaSource) Start(topic string) {
+	s.cl.ResumeFetchTopics(topic)
+	s.cl.ForceMetadataRefresh()
+}
+
 // errDLQRefused: the dead-letter topic does not exist and Kafka will not
 // let the ingester create it.
 var errDLQRefused = errors.New("ingest: the dead-letter topic cannot be created")
 
-func (s *KafkaSource) prepare(ctx context.Context, adm *kadm.Client) (map[string]int32, error) {
+// prepare returns the partitions of the source topics that exist and
+// the names of those that do not.
+func (s *KafkaSource) prepare(ctx context.Context, adm *kadm.Client) (parts map[string]int32, missing []string, err error) {
 	topics := []string{s.cfg.SpansTopic, s.cfg.MetricsTopic, s.cfg.DLQTopic}
 	td, err := adm.ListTopics(ctx, topics...)
 	if err != nil {
-		return nil, fmt.Errorf("list topics: %w", err)
+		return nil, nil, fmt.Errorf("list topics: %w", err)
 	}
 	// The dead-letter topic gets the spans topic's replication when that
 	// topic exists (it holds the same messages), else the brokers' default.
@@ -168,9 +248,9 @@ func (s *KafkaSource) prepare(ctx context.Context, adm *kadm.Client) (map[string
 	if d := td[s.cfg.DLQTopic]; d.Err != nil {
 		if !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
 			if authorization(d.Err) {
-				return nil, fmt.Errorf("%w: describe %s: %v: %s", errDLQRefused, s.cfg.DLQTopic, d.Err, howTo)
+				return nil, nil, fmt.Errorf("%w: describe %s: %v: %s", errDLQRefused, s.cfg.DLQTopic, d.Err, howTo)
 			}
-			return nil, fmt.Errorf("describe %s: %w", s.cfg.DLQTopic, d.Err)
+			return nil, nil, fmt.Errorf("describe %s: %w", s.cfg.DLQTopic, d.Err)
 		}
 		resp, err := adm.CreateTopic(ctx, s.cfg.DLQPartitions, replication, nil, s.cfg.DLQTopic)
 		if err == nil {
@@ -181,20 +261,24 @@ func (s *KafkaSource) prepare(ctx context.Context, adm *kadm.Client) (map[string
 			s.log.Info("ingest: created the dead-letter topic", "topic", s.cfg.DLQTopic, "partitions", s.cfg.DLQPartitions)
 		case errors.Is(err, kerr.TopicAlreadyExists):
 		case authorization(err):
-			return nil, fmt.Errorf("%w: %s does not exist and creating it was refused (%v): %s", errDLQRefused, s.cfg.DLQTopic, err, howTo)
+			return nil, nil, fmt.Errorf("%w: %s does not exist and creating it was refused (%v): %s", errDLQRefused, s.cfg.DLQTopic, err, howTo)
 		default:
-			return nil, fmt.Errorf("create the dead-letter topic %s: %w", s.cfg.DLQTopic, err)
+			return nil, nil, fmt.Errorf("create the dead-letter topic %s: %w", s.cfg.DLQTopic, err)
 		}
 	}
-	parts := map[string]int32{}
+	parts = map[string]int32{}
 	for _, t := range topics[:2] {
 		d := td[t]
-		if d.Err != nil {
-			return nil, fmt.Errorf("source topic %s: %w: create it (at least as many partitions as ingest replicas), or let the first producer auto-create it", t, d.Err)
+		switch {
+		case errors.Is(d.Err, kerr.UnknownTopicOrPartition):
+			missing = append(missing, t)
+		case d.Err != nil:
+			return nil, nil, fmt.Errorf("source topic %s: %w", t, d.Err)
+		default:
+			parts[t] = int32(len(d.Partitions))
 		}
-		parts[t] = int32(len(d.Partitions))
 	}
-	return parts, nil
+	return parts, missing, nil
 }
 
 // dlqHowTo says how to create the dead-letter topic by hand: the command
@@ -233,6 +317,10 @@ func (s *KafkaSource) Between() { s.cl.AllowRebalance() }
 // until AllowRebalance, and leaving is one: without it Close would wait
 // forever when Run stops in the middle of a poll's work.
 func (s *KafkaSource) Close() {
+	if s.watching != nil {
+		s.stop()
+		<-s.watching
+	}
 	s.cl.AllowRebalance()
 	s.cl.Close()
 }

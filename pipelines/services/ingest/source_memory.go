@@ -191,6 +191,10 @@ func (s *MemorySource) DeadLetter(_ context.Context, d DeadLetter) error {
 // the partitions are the source's own, not a group's.
 func (s *MemorySource) Prepare(context.Context) (map[string]int32, error) { return nil, nil }
 
+// Appeared: every topic of the in-process log exists from the start.
+func (s *MemorySource) Appeared() map[string]int32 { return nil }
+func (s *MemorySource) Start(string)               {}
+
 func (s *MemorySource) Hold(topic string, partition int32) {
 	s.mu.Lock()
 	s.log(topicPartition{topic, partition}).held = true

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/alertdoc"
 	"github.com/spikehunt/spikehunt/internal/policy"
 	"github.com/spikehunt/spikehunt/internal/vocab"
 	"github.com/spikehunt/spikehunt/pipelines/lab/sim"
@@ -373,7 +374,7 @@ func (d *detector) pass(now time.Time) []policy.Alert {
 // (operator/internal/alertintake/detector.go): the sample of affected hosts,
 // and the classes that spike more often than the fleet when the pattern
 // is hw-class-skewed, most skewed first.
-func policyAlert(a alerts.Alert) policy.Alert {
+func policyAlert(a alertdoc.Alert) policy.Alert {
 	p := a.Pattern
 	out := policy.Alert{ID: "kafka/" + a.AlertID, Service: a.Service, PatternClass: p.Class, PatternKey: p.PatternID,
 		Hosts: slices.Clone(p.AffectedHostsSample)}

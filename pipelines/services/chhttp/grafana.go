@@ -1,4 +1,4 @@
-package main
+package chhttp
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// grafanaProvisioning is what `serve-clickhouse --grafana-provisioning`
+// GrafanaProvisioning is what `serve-clickhouse --grafana-provisioning`
 // tells a Grafana about the store it serves: the data source the
 // dashboards use (uid spikehunt-clickhouse, as in
 // dashboards/provisioning/datasources), pointing at the address it
@@ -21,7 +21,7 @@ import (
 // spikehunt, a server's; an embedded store has its own (the demo's is
 // demo), so only the serving process can write a data source that
 // matches it.
-type grafanaProvisioning struct {
+type GrafanaProvisioning struct {
 	Host, Port string // where Grafana reaches serve-clickhouse
 	Database   string
 	// User is the user Grafana signs in as (empty: none is needed) and
@@ -36,23 +36,23 @@ type grafanaProvisioning struct {
 // Files that writeGrafanaProvisioning writes under its folder, in the
 // layout Grafana reads from its provisioning path (GF_PATHS_PROVISIONING).
 const (
-	grafanaDatasourceFile = "datasources/spikehunt.yaml"
-	grafanaDashboardsFile = "dashboards/spikehunt.yaml"
+	GrafanaDatasourceFile = "datasources/spikehunt.yaml"
+	GrafanaDashboardsFile = "dashboards/spikehunt.yaml"
 )
 
-// newGrafanaProvisioning is the provisioning for a Grafana that reaches
+// NewGrafanaProvisioning is the provisioning for a Grafana that reaches
 // serve-clickhouse on addr (the listener's bound address). A wildcard
 // address becomes 127.0.0.1: Grafana on the same machine reaches it
 // there, and a Grafana elsewhere needs an address only the operator knows.
-func newGrafanaProvisioning(addr, database, user, passwordEnv, dashboards string) (grafanaProvisioning, error) {
+func NewGrafanaProvisioning(addr, database, user, passwordEnv, dashboards string) (GrafanaProvisioning, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return grafanaProvisioning{}, fmt.Errorf("listen address %q: %w", addr, err)
+		return GrafanaProvisioning{}, fmt.Errorf("listen address %q: %w", addr, err)
 	}
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = "127.0.0.1"
 	}
-	p := grafanaProvisioning{Host: host, Port: port, Database: database, User: user, Dashboards: dashboards}
+	p := GrafanaProvisioning{Host: host, Port: port, Database: database, User: user, Dashboards: dashboards}
 	if user != "" {
 		p.PasswordEnv = passwordEnv
 	}
@@ -61,7 +61,7 @@ func newGrafanaProvisioning(addr, database, user, passwordEnv, dashboards string
 
 // datasourceYAML renders the data source file. Its keys are the
 // grafana-clickhouse-datasource plugin's (jsonData, secureJsonData).
-func (p grafanaProvisioning) datasourceYAML() ([]byte, error) {
+func (p GrafanaProvisioning) datasourceYAML() ([]byte, error) {
 	port, err := strconv.Atoi(p.Port)
 	if err != nil {
 		return nil, fmt.Errorf("port %q: %w", p.Port, err)
@@ -107,7 +107,7 @@ func (p grafanaProvisioning) datasourceYAML() ([]byte, error) {
 
 // dashboardsYAML renders the dashboard provider file (as
 // dashboards/provisioning/dashboards/spikehunt.yaml, on p.Dashboards).
-func (p grafanaProvisioning) dashboardsYAML() ([]byte, error) {
+func (p GrafanaProvisioning) dashboardsYAML() ([]byte, error) {
 	type provider struct {
 		Name                  string         `yaml:"name"`
 		OrgID                 int            `yaml:"orgId"`
@@ -142,16 +142,16 @@ func marshalYAML(v any) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// write writes the provisioning files under dir, replacing earlier ones
+// Write writes the provisioning files under dir, replacing earlier ones
 // (the port may differ from run to run), and returns their paths.
-func (p grafanaProvisioning) write(dir string) ([]string, error) {
+func (p GrafanaProvisioning) Write(dir string) ([]string, error) {
 	type file struct {
 		name   string
 		render func() ([]byte, error)
 	}
-	files := []file{{grafanaDatasourceFile, p.datasourceYAML}}
+	files := []file{{GrafanaDatasourceFile, p.datasourceYAML}}
 	if p.Dashboards != "" {
-		files = append(files, file{grafanaDashboardsFile, p.dashboardsYAML})
+		files = append(files, file{GrafanaDashboardsFile, p.dashboardsYAML})
 	}
 	var paths []string
 	for _, f := range files {
@@ -171,10 +171,10 @@ func (p grafanaProvisioning) write(dir string) ([]string, error) {
 	return paths, nil
 }
 
-// findDashboards is the folder of the dashboards' JSON: dir when given,
+// FindDashboards is the folder of the dashboards' JSON: dir when given,
 // else dashboards/grafana in the working directory or a folder above it
 // (a checkout), else "".
-func findDashboards(dir string) string {
+func FindDashboards(dir string) string {
 	if dir != "" {
 		abs, err := filepath.Abs(dir)
 		if err != nil {

@@ -1,4 +1,4 @@
-package explain
+package reportpage
 
 import (
 	"bufio"
@@ -11,11 +11,8 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/internal/capture/explain"
 )
-
-// ReportFile is the self-contained page every analysed artifact holds
-// beside explain.json; the operator's report links open it by this name.
-const ReportFile = "report.html"
 
 // Bounds that keep a report a page, whatever the capture: what is left
 // out is said in the page, and is in explain.json.
@@ -71,7 +68,7 @@ td.l,th.l{text-align:left}svg text{font:11px ui-monospace,monospace}
 // duration histogram, and the block devices with each request's wait
 // held against them. Lost events are stated beside each conclusion they
 // could change. It writes through a buffer; w is not closed.
-func WriteReport(w io.Writer, md *record.Metadata, a *Analysis, folded []StackShare) error {
+func WriteReport(w io.Writer, md *record.Metadata, a *explain.Analysis, folded []explain.StackShare) error {
 	bw := bufio.NewWriter(w)
 	esc := html.EscapeString
 	lost := writeHead(bw, md, a.Lost, a.LostNote, a.Notes)
@@ -136,7 +133,7 @@ func WriteReport(w io.Writer, md *record.Metadata, a *Analysis, folded []StackSh
 	return bw.Flush()
 }
 
-func writeInterrupts(bw *bufio.Writer, in *Interrupts) {
+func writeInterrupts(bw *bufio.Writer, in *explain.Interrupts) {
 	fmt.Fprintf(bw, "<p class=verdict>%s.</p>\n", html.EscapeString(in.Verdict()))
 	if in.Truncated > 0 {
 		fmt.Fprintf(bw, "<p class=note>%d interval blocks lost lines: their maps are partial, so the times and counts below are low.</p>\n", in.Truncated)
@@ -149,7 +146,7 @@ func writeInterrupts(bw *bufio.Writer, in *Interrupts) {
 			break
 		}
 		fmt.Fprintf(bw, "<tr><td>%d</td><td>%s</td><td>%.2f%%</td><td>%d</td><td>%d</td><td>%.3f%%</td><td>%d</td><td>%d</td></tr>\n", c.CPU,
-			ms(time.Duration(c.SoftirqNS)), 100*c.Share(in.Seconds), c.SoftirqRuns, c.SoftirqOver100, 100*ratio(c.SoftirqOver100, c.SoftirqRuns), c.HardirqRuns, c.HardirqOver100)
+			explain.SpokenDuration(time.Duration(c.SoftirqNS)), 100*c.Share(in.Seconds), c.SoftirqRuns, c.SoftirqOver100, 100*ratio(c.SoftirqOver100, c.SoftirqRuns), c.HardirqRuns, c.HardirqOver100)
 	}
 	bw.WriteString("</table>\n")
 	bw.WriteString("<p>The softirq vectors that took the most time:</p>\n<table class=irq-vectors><tr><th class=l>vector</th><th>CPU</th><th>time</th><th>of the CPU</th><th>runs</th><th>over 100 µs</th></tr>\n")
@@ -159,7 +156,7 @@ func writeInterrupts(bw *bufio.Writer, in *Interrupts) {
 			break
 		}
 		fmt.Fprintf(bw, "<tr><td class=l>%s</td><td>%d</td><td>%s</td><td>%.2f%%</td><td>%d</td><td>%d</td></tr>\n", html.EscapeString(v.Name), v.CPU,
-			ms(time.Duration(v.NS)), 100*float64(v.NS)/math.Max(in.Seconds*1e9, 1), v.Runs, v.Over100)
+			explain.SpokenDuration(time.Duration(v.NS)), 100*float64(v.NS)/math.Max(in.Seconds*1e9, 1), v.Runs, v.Over100)
 	}
 	bw.WriteString("</table>\n")
 	if len(in.HardirqsOver100) > 0 {
@@ -175,7 +172,7 @@ func writeInterrupts(bw *bufio.Writer, in *Interrupts) {
 	} else {
 		bw.WriteString("<p>No hardirq handler ran past 100 µs.</p>\n")
 	}
-	cpus := append([]CPUIrq(nil), in.CPUs...)
+	cpus := append([]explain.CPUIrq(nil), in.CPUs...)
 	sort.SliceStable(cpus, func(i, j int) bool { return cpus[i].SoftirqNS > cpus[j].SoftirqNS })
 	bw.WriteString("<p>Each CPU's softirq runs by duration (µs, powers of two; the bar's height is the count on a log scale). Red: the buckets past 100 µs; orange: the bucket 100 µs falls in; the dashed line is 100 µs.</p>\n")
 	if len(cpus) > reportIrqCPUs {
@@ -203,7 +200,7 @@ func bucketIndex(lo uint64) int {
 
 // SoftirqHistSVG draws one CPU's softirq duration histogram over columns
 // 0…top (bucketIndex), the buckets past 100 µs marked.
-func SoftirqHistSVG(c CPUIrq, top, pageWidth int) string {
+func SoftirqHistSVG(c explain.CPUIrq, top, pageWidth int) string {
 	const left, right, plotTop, plotH, axisH = 40, 10, 18, 70, 16
 	cols := top + 1
 	colW := float64(pageWidth-left-right) / float64(cols)
@@ -268,7 +265,7 @@ func ratio(a, b uint64) float64 {
 	return float64(a) / float64(b)
 }
 
-func writeBlockIO(bw *bufio.Writer, b *BlockIO, reqs []RequestVerdict) {
+func writeBlockIO(bw *bufio.Writer, b *explain.BlockIO, reqs []explain.RequestVerdict) {
 	fmt.Fprintf(bw, "<p>Each device's requests in the window, issue → complete (ftrace block_rq_issue and block_rq_complete); p50 and p99 are the upper bounds of their log2 buckets. %d completions had their issue before the window; %d requests were still in flight at its end.</p>\n",
 		b.UnmatchedCompletions, b.InFlightAtEnd)
 	bw.WriteString("<table class=devices><tr><th class=l>device</th><th>requests</th><th>p50</th><th>p99</th><th>max</th><th>total</th></tr>\n")
@@ -278,16 +275,16 @@ func writeBlockIO(bw *bufio.Writer, b *BlockIO, reqs []RequestVerdict) {
 			break
 		}
 		fmt.Fprintf(bw, "<tr><td class=l>%s</td><td>%d</td><td>%d µs</td><td>%d µs</td><td>%s</td><td>%s</td></tr>\n", html.EscapeString(d.Dev), d.IOs,
-			d.Quantile(0.5), d.Quantile(0.99), ms(time.Duration(d.MaxNS)), ms(time.Duration(d.TotalNS)))
+			d.Quantile(0.5), d.Quantile(0.99), explain.SpokenDuration(time.Duration(d.MaxNS)), explain.SpokenDuration(time.Duration(d.TotalNS)))
 	}
 	bw.WriteString("</table>\n")
 	if len(b.Devices) == 0 {
 		bw.WriteString("<p>No block request completed in the window.</p>\n")
 	}
 	if b.KeptDropped > 0 {
-		fmt.Fprintf(bw, "<p class=note>%d requests during the slow requests were not kept (more than %d): their waits' device time is low.</p>\n", b.KeptDropped, MaxKeptIOs)
+		fmt.Fprintf(bw, "<p class=note>%d requests during the slow requests were not kept (more than %d): their waits' device time is low.</p>\n", b.KeptDropped, explain.MaxKeptIOs)
 	}
-	var rows []RequestVerdict
+	var rows []explain.RequestVerdict
 	for _, v := range reqs {
 		if v.IO != nil {
 			rows = append(rows, v)
@@ -307,7 +304,7 @@ func writeBlockIO(bw *bufio.Writer, b *BlockIO, reqs []RequestVerdict) {
 		where := map[string]string{"device": "the device's latency", "above": "above the block layer", "both": "partly the device's, partly above it"}[v.IO.Where]
 		fmt.Fprintf(bw, "<tr><td class=l>%s %s, %.0f ms</td><td class=l>%s</td><td>%s</td><td>%s</td><td class=l>%s</td><td class=\"l where-%s\">%s</td></tr>\n",
 			html.EscapeString(v.Request.Service), html.EscapeString(v.Request.Endpoint), v.Request.LatencyMS, html.EscapeString(v.Thread),
-			ms(v.IO.Blocked), ms(v.IO.Device), html.EscapeString(strings.Join(v.IO.Devices, " ")), html.EscapeString(v.IO.Where), where)
+			explain.SpokenDuration(v.IO.Blocked), explain.SpokenDuration(v.IO.Device), html.EscapeString(strings.Join(v.IO.Devices, " ")), html.EscapeString(v.IO.Where), where)
 	}
 	bw.WriteString("</table>\n")
 }

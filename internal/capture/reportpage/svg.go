@@ -1,4 +1,4 @@
-package explain
+package reportpage
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/spikehunt/spikehunt/internal/capture/explain"
 )
 
 // The report's drawing sizes, in CSS pixels: drawn at the size shown.
@@ -32,7 +34,7 @@ var stateColours = []struct{ state, colour, meaning string }{
 
 // TimelineSVG draws one request's thread: a bar of its segments over the
 // request's time, coloured by state, with a millisecond axis.
-func TimelineSVG(v RequestVerdict, pageWidth int) string {
+func TimelineSVG(v explain.RequestVerdict, pageWidth int) string {
 	const left, right, barTop = 10, 10, 4
 	width := pageWidth - left - right
 	start, end := v.Request.Start, v.Request.End
@@ -153,7 +155,7 @@ type flameNode struct {
 
 // FlameSVG draws the folded stacks as a flame graph: the root (all
 // samples) at the bottom, each frame's width its share.
-func FlameSVG(stacks []StackShare, pageWidth int) string {
+func FlameSVG(stacks []explain.StackShare, pageWidth int) string {
 	svg, _ := flameSVG(stacks, pageWidth)
 	return svg
 }
@@ -161,7 +163,7 @@ func FlameSVG(stacks []StackShare, pageWidth int) string {
 // flameSVG is FlameSVG, and whether it left frames out past
 // flameMaxFrames (in the order drawn: a frame before its callees,
 // callees by name).
-func flameSVG(stacks []StackShare, pageWidth int) (string, bool) {
+func flameSVG(stacks []explain.StackShare, pageWidth int) (string, bool) {
 	root := &flameNode{name: "all", children: map[string]*flameNode{}}
 	depth := 0
 	for _, s := range stacks {

@@ -1,4 +1,4 @@
-package alerts
+package alertdoc
 
 import (
 	"crypto/sha256"
@@ -132,13 +132,13 @@ type PatternChange struct {
 }
 
 // ErrUnknownSchema is returned by Parse for a document of another schema.
-var ErrUnknownSchema = errors.New("alerts: unknown alert schema")
+var ErrUnknownSchema = errors.New("alertdoc: unknown alert schema")
 
 // Parse decodes one alert document and checks its schema version and kind.
 func Parse(data []byte) (Alert, error) {
 	var a Alert
 	if err := json.Unmarshal(data, &a); err != nil {
-		return Alert{}, fmt.Errorf("alerts: decode: %w", err)
+		return Alert{}, fmt.Errorf("alertdoc: decode: %w", err)
 	}
 	if a.Schema != SchemaVersion {
 		return Alert{}, fmt.Errorf("%w %q (this reader knows %s)", ErrUnknownSchema, a.Schema, SchemaVersion)
@@ -147,7 +147,7 @@ func Parse(data []byte) (Alert, error) {
 	case a.Kind == KindSpikeGroup && a.SpikeGroup != nil && a.Pattern == nil:
 	case a.Kind == KindPattern && a.Pattern != nil && a.SpikeGroup == nil:
 	default:
-		return Alert{}, fmt.Errorf("alerts: alert %s: kind %q does not match its body", a.AlertID, a.Kind)
+		return Alert{}, fmt.Errorf("alertdoc: alert %s: kind %q does not match its body", a.AlertID, a.Kind)
 	}
 	return a, nil
 }
@@ -157,22 +157,22 @@ func Parse(data []byte) (Alert, error) {
 func alertID(kind string, parts ...any) string {
 	b, err := json.Marshal(append([]any{SchemaVersion, kind}, parts...))
 	if err != nil {
-		panic(fmt.Sprintf("alerts: id of %v: %v", parts, err)) // only plain values are hashed
+		panic(fmt.Sprintf("alertdoc: id of %v: %v", parts, err)) // only plain values are hashed
 	}
 	sum := sha256.Sum256(b)
 	return strings.ReplaceAll(kind, "-", "") + "-" + hex.EncodeToString(sum[:16])
 }
 
-// spikeGroupID: the service and its spike windows. The same windows sent
+// SpikeGroupID: the service and its spike windows. The same windows sent
 // again have the same id, whatever pass they came in.
-func spikeGroupID(service string, sortedIDs []string) string {
+func SpikeGroupID(service string, sortedIDs []string) string {
 	return alertID(KindSpikeGroup, service, sortedIDs)
 }
 
-// patternAlertID: the pattern, the change and the state it changed to.
+// PatternAlertID: the pattern, the change and the state it changed to.
 // Look-back and generation times are left out so that the same decision
 // made again after a restart is recognizably the same alert.
-func patternAlertID(service, change string, f PatternFacts) string {
+func PatternAlertID(service, change string, f PatternFacts) string {
 	return alertID(KindPattern, service, f.PatternID, change, f.Class, f.Modifiers, f.HostsAffected, f.HostsTotal,
 		int64(f.RecurrenceIntervalS+0.5))
 }

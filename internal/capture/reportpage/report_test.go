@@ -1,4 +1,4 @@
-package explain
+package reportpage
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/internal/capture/explain"
 )
 
 // A capture as large as the analysis keeps — every request it explains
@@ -16,37 +17,38 @@ import (
 // left out.
 func TestReportIsBoundedAndSaysWhatItLeftOut(t *testing.T) {
 	start := time.Unix(1_800_000_000, 0).UTC()
-	a := Analysis{Version: AnalysisVersion, Lost: 7, LostNote: "the trace lost 7 events"}
-	for i := 0; i < MaxRequests; i++ {
+	a := explain.Analysis{Version: explain.AnalysisVersion, Lost: 7, LostNote: "the trace lost 7 events"}
+	for i := 0; i < explain.MaxRequests; i++ {
 		q := record.RequestRecord{Start: start, End: start.Add(time.Second), LatencyMS: 1000, Service: "web", Endpoint: "/x", ThreadID: uint32(i + 1)}
-		v := RequestVerdict{Request: q, Thread: fmt.Sprintf("web[%d]", i+1), Verdict: "blocked 1 s",
-			IO: &WaitIO{Blocked: time.Second, Device: 10 * time.Millisecond, Devices: []string{"7,0"}, Where: "above"}}
+		v := explain.RequestVerdict{Request: q, Thread: fmt.Sprintf("web[%d]", i+1), Verdict: "blocked 1 s",
+			IO: &explain.WaitIO{Blocked: time.Second, Device: 10 * time.Millisecond, Devices: []string{"7,0"}, Where: "above"}}
 		for k := 0; k < 2000; k++ {
 			s := start.Add(time.Duration(k) * 500 * time.Microsecond)
-			v.Segments = append(v.Segments, SegmentView{State: "blocked", Start: s, End: s.Add(400 * time.Microsecond)})
+			v.Segments = append(v.Segments, explain.SegmentView{State: "blocked", Start: s, End: s.Add(400 * time.Microsecond)})
 		}
 		a.Requests = append(a.Requests, v)
 	}
-	in := &Interrupts{Intervals: 10, Seconds: 10}
+	in := &explain.Interrupts{Intervals: 10, Seconds: 10}
 	for c := 0; c < 64; c++ {
-		cpu := CPUIrq{CPU: c, SoftirqNS: uint64(c) * 1e6, SoftirqRuns: 100}
+		cpu := explain.CPUIrq{CPU: c, SoftirqNS: uint64(c) * 1e6, SoftirqRuns: 100}
 		for i := 0; i < 24; i++ {
-			cpu.SoftirqHist = append(cpu.SoftirqHist, log2Bucket(uint64(1)<<i))
+			lo := uint64(1) << i
+			cpu.SoftirqHist = append(cpu.SoftirqHist, explain.Bucket{Lo: lo, Hi: 2 * lo, Count: 1})
 		}
 		in.CPUs = append(in.CPUs, cpu)
-		in.Vectors = append(in.Vectors, VectorTime{CPU: c, Vec: 3, Name: "NET_RX", NS: uint64(c) * 1e6})
+		in.Vectors = append(in.Vectors, explain.VectorTime{CPU: c, Vec: 3, Name: "NET_RX", NS: uint64(c) * 1e6})
 	}
 	a.Interrupts = in
-	b := &BlockIO{}
+	b := &explain.BlockIO{}
 	for d := 0; d < 100; d++ {
-		b.Devices = append(b.Devices, DeviceIO{Dev: fmt.Sprintf("8,%d", d), IOs: 1, Hist: []Bucket{{Lo: 64, Hi: 128, Count: 1}}})
+		b.Devices = append(b.Devices, explain.DeviceIO{Dev: fmt.Sprintf("8,%d", d), IOs: 1, Hist: []explain.Bucket{{Lo: 64, Hi: 128, Count: 1}}})
 	}
 	a.BlockIO = b
-	var folded []StackShare
+	var folded []explain.StackShare
 	for i := 0; i < 200_000; i++ {
 		// 1,500 chains of three frames, each 0.6 px wide: all visible.
 		f := i % 1500
-		folded = append(folded, StackShare{Stack: fmt.Sprintf("app;f%d;g%d;h%d", f, f, f), Samples: 1})
+		folded = append(folded, explain.StackShare{Stack: fmt.Sprintf("app;f%d;g%d;h%d", f, f, f), Samples: 1})
 	}
 	var page strings.Builder
 	if err := WriteReport(&page, &record.Metadata{ID: "big", Backend: "ftrace"}, &a, folded); err != nil {
@@ -95,15 +97,15 @@ func TestReportEscapesEveryStringOfTheAnalysis(t *testing.T) {
 	const evil = `"><script>alert(1)</script>`
 	start := time.Unix(1_800_000_000, 0).UTC()
 	q := record.RequestRecord{Start: start, End: start.Add(time.Second), LatencyMS: 1000, Service: evil, Endpoint: evil}
-	a := Analysis{Version: AnalysisVersion, LostNote: evil, Notes: []string{evil},
-		Requests: []RequestVerdict{{Request: q, Thread: evil, Verdict: evil,
-			Segments: []SegmentView{{State: evil, Start: start, End: start.Add(time.Second)}},
-			IO:       &WaitIO{Devices: []string{evil}, Where: evil}}},
-		Interrupts: &Interrupts{Seconds: 1, CPUs: []CPUIrq{{SoftirqHist: []Bucket{{Lo: 1, Hi: 2, Count: 1}}}}, Vectors: []VectorTime{{Name: evil}}},
-		BlockIO:    &BlockIO{Devices: []DeviceIO{{Dev: evil}}},
+	a := explain.Analysis{Version: explain.AnalysisVersion, LostNote: evil, Notes: []string{evil},
+		Requests: []explain.RequestVerdict{{Request: q, Thread: evil, Verdict: evil,
+			Segments: []explain.SegmentView{{State: evil, Start: start, End: start.Add(time.Second)}},
+			IO:       &explain.WaitIO{Devices: []string{evil}, Where: evil}}},
+		Interrupts: &explain.Interrupts{Seconds: 1, CPUs: []explain.CPUIrq{{SoftirqHist: []explain.Bucket{{Lo: 1, Hi: 2, Count: 1}}}}, Vectors: []explain.VectorTime{{Name: evil}}},
+		BlockIO:    &explain.BlockIO{Devices: []explain.DeviceIO{{Dev: evil}}},
 	}
 	var page strings.Builder
-	if err := WriteReport(&page, &record.Metadata{ID: evil, Host: evil, Backend: evil, Profile: evil}, &a, []StackShare{{Stack: evil + ";" + evil, Samples: 1}}); err != nil {
+	if err := WriteReport(&page, &record.Metadata{ID: evil, Host: evil, Backend: evil, Profile: evil}, &a, []explain.StackShare{{Stack: evil + ";" + evil, Samples: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(page.String(), "<script") {
