@@ -160,7 +160,7 @@ causes: deps
 FUZZTIME ?= 30s
 FUZZ_TARGETS := ./internal/otlpattr:FuzzParseDecimalIsParseInt ./internal/capture/explain:FuzzParse ./internal/capture/explain:FuzzReadBlockIO ./internal/capture/explain:FuzzReadFtrace ./internal/capture/explain:FuzzReadIrqBlocks ./internal/store:FuzzDecodeNative ./pipelines/services/chhttp:FuzzTranscodeNative ./pipelines/services/chhttp:FuzzDecodeBlocks \
 	./operator/internal/alertintake:FuzzDecodeDetectorAlert ./operator/internal/alertintake:FuzzDecodeGrafana ./operator/internal/alertintake:FuzzDecodeAlertmanager ./operator/internal/alertintake:FuzzGrafanaSignedRequest ./internal/alertsig:FuzzVerify \
-	./agents/intake:FuzzLineProtocol ./agents/intake:FuzzOTLPHTTP ./agents/intake:FuzzScanTraceRequest ./agents/intake:FuzzSpanDecoderMatchesPdata ./agents/intake:FuzzParseCredentials ./agents/spool:FuzzRecovery \
+	./agents/intake:FuzzLineProtocol ./agents/intake:FuzzOTLPHTTP ./agents/intake:FuzzScanTraceRequest ./agents/intake:FuzzSpanDecoderMatchesPdata ./agents/intake:FuzzParseCredentials ./agents/intake:FuzzHeaderGuard ./agents/spool:FuzzRecovery \
 	./agents/collect:FuzzParseInterrupts ./agents/collect:FuzzParseNetDev ./agents/collect:FuzzParseSoftirqs \
 	./agents/collect:FuzzParseVmstat ./agents/collect:FuzzParseNetSNMP ./agents/collect:FuzzParseCgroupCPUStat ./agents/collect:FuzzParseCgroupUsage \
 	./agents/collect:FuzzParseCgroupQuota ./agents/collect:FuzzParseCgroupMemoryEvents ./agents/collect:FuzzCgroupDirNames ./agents/podwatch:FuzzReadEvents \
@@ -240,13 +240,17 @@ bench-operator: deps
 # issue's gzip bombs cost (four over HTTP, four over gRPC), serve-clickhouse's
 # gate on a panel-sized query, a batch with a hundred poison messages found
 # by the time window and by splitting, and Kafka export over SASL_SSL beside
-# plaintext (one broker, both listeners).
+# plaintext (one broker, both listeners); and what a real OTLP sender keeps
+# of its throughput under a mixed attack on the agent (silent gRPC streams,
+# metadata floods, idle connections; SPIKEHUNT_BENCH_SECONDS each, default
+# 120).
 bench-hardening: deps
 	BENCHTIME=200x tests/bench.sh hardening-intake ./agents/intake -- -bench '^Benchmark(OTLPHTTPRequest|ScanTraceRequest|TrustDecide)$$'
 	BENCHTIME=3x tests/bench.sh hardening-bombs ./agents/intake -- -bench '^BenchmarkGzipBombs$$'
 	BENCHTIME=20x tests/bench.sh hardening-gate ./pipelines/services/chhttp -- -bench '^BenchmarkGate$$'
 	BENCHTIME=1x tests/bench.sh hardening-offenders ./pipelines/services/ingest -- -bench '^BenchmarkAHundredOffenders$$'
 	BENCHTIME=2s tests/bench.sh hardening-kafka-tls ./agents/export -- -bench '^BenchmarkKafkaSinkPlaintextVsSASLSSL$$'
+	BENCHTIME=1x tests/bench.sh hardening-attack ./agents/intake -- -bench '^BenchmarkThroughputUnderAttack$$' -timeout 20m
 
 # spikehunt against what a user would run instead, same load, same machine,
 # same Kafka (docs/benchmarks.md); not part of `make bench` or `make test`.

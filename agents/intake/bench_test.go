@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -333,4 +335,53 @@ func BenchmarkOTLPGRPCExport(b *testing.B) {
 			b.ReportMetric(float64((processCPU()-c0).Nanoseconds())/float64(b.N*2*requests), name+":ns")
 		})
 	}
+}
+
+// BenchmarkOTLPGRPCRequests is OTLP/gRPC export requests of an SDK's
+// batch of 100 spans, end to end over loopback: four clients, one export
+// at a time each, as four apps of a node. The client sends bytes
+// encoded once, through the agent's own pass-through codec, so most of
+// the process's CPU is the server's; the figure is CPU per request,
+// client included.
+func BenchmarkOTLPGRPCRequests(b *testing.B) {
+	body := sdkBatch(b, 50, fuzzNow.Add(-time.Minute)) // 100 spans
+	in, err := New(Config{OTLPGRPC: "127.0.0.1:0", QueueSize: 1 << 16}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { in.Close() })
+	in.now = func() time.Time { return fuzzNow }
+	if err := in.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		for range in.Out() {
+		}
+	}()
+	const clients = 4
+	var conns [clients]*grpc.ClientConn
+	for i := range conns {
+		conns[i] = dialGRPC(b, in.Addrs().OTLPGRPC)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	runtime.GC()
+	c0 := processCPU()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	n := int64(b.N)
+	b.ResetTimer()
+	for i := range clients {
+		wg.Go(func() {
+			for next.Add(1) <= n {
+				if err := conns[i].Invoke(context.Background(), exportMethod, &grpcResponse{b: body}, &grpcRequest{}, grpc.ForceCodecV2(otlpCodec{})); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64((processCPU()-c0).Microseconds())/float64(b.N), "intake.otlp_grpc_cpu_us_per_request_batch100:us")
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/internal/defaults"
+	"github.com/spikehunt/spikehunt/internal/peerconns"
 )
 
 // Config configures the receivers, the sampler and the hand-off queue.
@@ -95,9 +96,31 @@ type Config struct {
 	OTLPIdleTimeout      time.Duration `yaml:"otlp_idle_timeout"`
 	OTLPMaxConnectionAge time.Duration `yaml:"otlp_max_connection_age"`
 	// OTLPMaxConnections caps the open connections of each OTLP server
-	// (default 1024); one beyond it is closed at once and counted in
-	// spikehunt_intake_connections_refused_total.
-	OTLPMaxConnections int `yaml:"otlp_max_connections"`
+	// (default 1024). OTLPMaxConnectionsPerPeer caps one peer's (one IP
+	// address's) open connections to each server, below it (default a
+	// quarter of it); the last sixteenth of the places are kept for the
+	// trusted senders of Trigger.CIDRs. A connection that finds no place
+	// takes the one of the connection idle longest of the peer with the
+	// most (its own peer's first, at that peer's cap); only when every
+	// one in its way is busy is it closed at once. Both are counted in
+	// spikehunt_intake_connections_refused_total{server, reason}
+	// (internal/peerconns).
+	OTLPMaxConnections        int `yaml:"otlp_max_connections"`
+	OTLPMaxConnectionsPerPeer int `yaml:"otlp_max_connections_per_peer"`
+	// OTLPStreamsPerPeer caps the gRPC Export calls one peer has in
+	// flight, over all its connections (default 16; an SDK makes one at
+	// a time, a Collector's exporter ten). grpc-go holds a message while
+	// it arrives, before the decode budget sees it: this bounds what one
+	// peer makes it hold. More: ResourceExhausted with a RetryInfo,
+	// counted with reason peer_streams.
+	OTLPStreamsPerPeer int `yaml:"otlp_streams_per_peer"`
+	// DecodeBudgetPerPeerBytes is the most of the decode budget one
+	// peer's requests may hold at once (default a quarter of
+	// decode_budget_bytes, at least 2 × max_request_bytes), so that one
+	// sender cannot spend what the others need. A request that would
+	// take its peer past it is refused as over_budget, retryably; one
+	// that would not fit it even alone gets 413.
+	DecodeBudgetPerPeerBytes int64 `yaml:"decode_budget_per_peer_bytes"`
 	// SocketReadBuffer is SO_RCVBUF for the datagram sockets (default
 	// 4 MiB; the kernel caps it at net.core.rmem_max). Datagrams that
 	// arrive while it is full are lost in the kernel and show up in
@@ -173,6 +196,7 @@ const (
 	DefaultOTLPIdleTimeout      = 2 * time.Minute
 	DefaultOTLPMaxConnectionAge = 30 * time.Minute
 	DefaultOTLPMaxConnections   = 1024
+	DefaultOTLPStreamsPerPeer   = 16
 	DefaultSocketReadBuffer     = 4 << 20
 	DefaultSampleEvery          = 10
 	DefaultSampledPerSecond     = 100
@@ -201,7 +225,11 @@ func DefaultConfig() Config {
 		LineUDP:  DefaultLineUDP,
 		LineUnix: DefaultLineUnix,
 	}
-	return c.WithDefaults()
+	c = c.WithDefaults()
+	// The per-peer shares follow the totals a config file may still
+	// change: WithDefaults (New) takes them from the final ones.
+	c.OTLPMaxConnectionsPerPeer, c.DecodeBudgetPerPeerBytes = 0, 0
+	return c
 }
 
 // WithDefaults returns c with every zero field that has a default set to
@@ -219,6 +247,9 @@ func (c Config) WithDefaults() Config {
 	defaults.Fill(&c.OTLPIdleTimeout, DefaultOTLPIdleTimeout)
 	defaults.Fill(&c.OTLPMaxConnectionAge, DefaultOTLPMaxConnectionAge)
 	defaults.Fill(&c.OTLPMaxConnections, DefaultOTLPMaxConnections)
+	defaults.Fill(&c.OTLPMaxConnectionsPerPeer, peerconns.DefaultPerPeer(c.OTLPMaxConnections))
+	defaults.Fill(&c.OTLPStreamsPerPeer, DefaultOTLPStreamsPerPeer)
+	defaults.Fill(&c.DecodeBudgetPerPeerBytes, min(c.DecodeBudgetBytes, max(c.DecodeBudgetBytes/4, 2*int64(c.MaxRequestBytes))))
 	defaults.Fill(&c.SocketReadBuffer, DefaultSocketReadBuffer)
 	defaults.Fill(&c.SampleEvery, DefaultSampleEvery)
 	defaults.Fill(&c.SampledPerSecond, DefaultSampledPerSecond)
@@ -262,6 +293,11 @@ func (c Config) Validate() error {
 	check(c.OTLPIdleTimeout >= 10*time.Millisecond && c.OTLPIdleTimeout <= 24*time.Hour, "otlp_idle_timeout = %s, want 10ms–24h", c.OTLPIdleTimeout)
 	check(c.OTLPMaxConnectionAge >= time.Second && c.OTLPMaxConnectionAge <= 7*24*time.Hour, "otlp_max_connection_age = %s, want 1s–168h", c.OTLPMaxConnectionAge)
 	check(c.OTLPMaxConnections >= 1 && c.OTLPMaxConnections <= 1<<20, "otlp_max_connections = %d, want 1–1048576", c.OTLPMaxConnections)
+	check(c.OTLPMaxConnectionsPerPeer >= 1 && (c.OTLPMaxConnections == 1 || c.OTLPMaxConnectionsPerPeer < c.OTLPMaxConnections),
+		"otlp_max_connections_per_peer = %d, want 1 to otlp_max_connections - 1 (%d): one peer must leave the others room", c.OTLPMaxConnectionsPerPeer, c.OTLPMaxConnections-1)
+	check(c.OTLPStreamsPerPeer >= 1 && c.OTLPStreamsPerPeer <= 1<<16, "otlp_streams_per_peer = %d, want 1–65536", c.OTLPStreamsPerPeer)
+	check(c.DecodeBudgetPerPeerBytes >= int64(c.MaxRequestBytes) && c.DecodeBudgetPerPeerBytes <= c.DecodeBudgetBytes,
+		"decode_budget_per_peer_bytes = %d, want max_request_bytes (%d) to decode_budget_bytes (%d)", c.DecodeBudgetPerPeerBytes, c.MaxRequestBytes, c.DecodeBudgetBytes)
 	check(c.SocketReadBuffer >= 1<<12 && c.SocketReadBuffer <= 1<<30, "socket_read_buffer = %d, want 4 KiB–1 GiB", c.SocketReadBuffer)
 	check(c.SampleEvery >= 1 && c.SampleEvery <= 1_000_000, "sample_every = %d, want 1–1000000", c.SampleEvery)
 	check(c.SampledPerSecond < 0 || c.SampledPerSecond <= 1_000_000, "sampled_per_second = %d, want 1–1000000 (negative disables)", c.SampledPerSecond)

@@ -29,6 +29,8 @@ func TestConfigFromYAML(t *testing.T) {
 		MaxSpansPerRequest: 4096, DecodeBudgetBytes: 32 << 20, OTLPDecoder: OTLPDecoderDirect, MaxSpanAge: 30 * time.Minute, MaxSpanAhead: 5 * time.Minute,
 		OTLPReadTimeout: 30 * time.Second, OTLPWriteTimeout: 30 * time.Second, OTLPIdleTimeout: time.Minute,
 		OTLPMaxConnectionAge: 30 * time.Minute, OTLPMaxConnections: 1024,
+		// Shares of the totals the file set.
+		OTLPMaxConnectionsPerPeer: 256, OTLPStreamsPerPeer: 16, DecodeBudgetPerPeerBytes: 8 << 20,
 		SampleEvery: 20, SampledPerSecond: 250, SlowThreshold: 250 * time.Millisecond,
 		ServiceSlowThresholds: map[string]time.Duration{"billy": time.Second, "search": 80 * time.Millisecond},
 		TailQuantile:          0.995, TailWindow: time.Minute, TailMinCount: 200,

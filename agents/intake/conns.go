@@ -1,59 +1,132 @@
 package intake
 
 import (
+	"errors"
 	"net"
-	"sync"
-	"sync/atomic"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spikehunt/spikehunt/internal/peerconns"
 )
 
-// limitConns caps the open connections of an OTLP server at
-// otlp_max_connections. A connection beyond the cap is accepted and closed
-// at once, not left in the kernel's backlog: its client sees the refusal
-// and retries, instead of waiting behind connections that may be idle.
-func (in *Intake) limitConns(ln net.Listener, server string) net.Listener {
-	return &connLimiter{Listener: ln, max: int64(in.cfg.OTLPMaxConnections),
-		open: in.m.conns.WithLabelValues(server), refused: in.m.connsRefused.WithLabelValues(server)}
+// gateConns caps the open connections of an OTLP server: at most
+// otlp_max_connections, at most otlp_max_connections_per_peer of one peer,
+// and the last sixteenth of the places only for the trusted senders of
+// trigger.cidrs. A connection that finds no place takes the place of an
+// idle one (internal/peerconns), so idle connections, however many,
+// cannot keep a sender out; one that finds every connection in its way
+// busy is accepted and closed at once, not left in the kernel's backlog:
+// its client sees the refusal and retries.
+func (in *Intake) gateConns(ln net.Listener, server string) (*peerconns.Listener, error) {
+	open := in.m.conns.WithLabelValues(server)
+	var closed [3]struct {
+		r peerconns.Reason
+		c interface{ Inc() }
+	}
+	for i, r := range []peerconns.Reason{peerconns.PeerFull, peerconns.ServerFull, peerconns.EvictedIdle} {
+		closed[i].r, closed[i].c = r, in.m.connsRefused.WithLabelValues(server, string(r))
+	}
+	return peerconns.Listen(ln, peerconns.Config{
+		Max:      in.cfg.OTLPMaxConnections,
+		PerPeer:  in.cfg.OTLPMaxConnectionsPerPeer,
+		Reserved: peerconns.DefaultReserved(in.cfg.OTLPMaxConnections),
+		Trusted:  in.trust.addr,
+		Opened:   func(d int) { open.Add(float64(d)) },
+		Closed: func(r peerconns.Reason) {
+			for _, c := range closed {
+				if c.r == r {
+					c.c.Inc()
+				}
+			}
+		},
+	})
 }
 
-type connLimiter struct {
+// headerGuardListener closes a gRPC connection whose client sends a
+// header block (a HEADERS frame and its CONTINUATIONs) longer on the wire
+// than maxHeaderGuardBytes, and counts it. grpc-go itself refuses a
+// header list past grpc.MaxHeaderListSize only after reading all of it,
+// and sends a grpc-go client the limit, so a block past it is an attack:
+// it is cut as it arrives, before the reading costs more.
+type headerGuardListener struct {
 	net.Listener
-	max     int64
-	n       atomic.Int64
-	open    prometheus.Gauge
-	refused prometheus.Counter
+	oversize func()
 }
 
-func (l *connLimiter) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		if l.n.Add(1) > l.max {
-			l.n.Add(-1)
-			l.refused.Inc()
-			c.Close()
+func (l *headerGuardListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &headerGuard{Conn: c, oversize: l.oversize, skip: int64(len(http2Preface))}, nil
+}
+
+// http2Preface is what an HTTP/2 client sends before its first frame.
+const http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// maxHeaderGuardBytes is twice maxHeaderListBytes: a header block's wire
+// size is at most its list size (HPACK only shrinks a field, and adds no
+// more than a few bytes to one, where the list size adds 32), plus a
+// frame's padding.
+const maxHeaderGuardBytes = 2 * maxHeaderListBytes
+
+var errOversizeHeaders = errors.New("intake: gRPC header block larger than the agent takes")
+
+// headerGuard reads the frame headers of what its client sends, never the
+// payloads: Read is on the connection's one reader goroutine.
+type headerGuard struct {
+	net.Conn
+	oversize func()
+	skip     int64   // bytes of the preface or a frame's payload still to pass
+	hdr      [9]byte // a frame header being read
+	hn       int
+	block    int64 // bytes of the header block being read
+	failed   bool
+}
+
+func (c *headerGuard) Read(p []byte) (int, error) {
+	if c.failed {
+		return 0, errOversizeHeaders
+	}
+	n, err := c.Conn.Read(p)
+	if !c.scan(p[:n]) {
+		c.failed = true
+		c.oversize()
+		return 0, errOversizeHeaders
+	}
+	return n, err
+}
+
+// scan follows the frames in b; false once a header block is too long.
+func (c *headerGuard) scan(b []byte) bool {
+	for len(b) > 0 {
+		if c.skip > 0 {
+			k := min(c.skip, int64(len(b)))
+			c.skip -= k
+			b = b[k:]
 			continue
 		}
-		l.open.Inc()
-		return &limitedConn{Conn: c, l: l}, nil
+		k := copy(c.hdr[c.hn:], b)
+		c.hn += k
+		b = b[k:]
+		if c.hn < len(c.hdr) {
+			return true
+		}
+		c.hn = 0
+		length := int64(c.hdr[0])<<16 | int64(c.hdr[1])<<8 | int64(c.hdr[2])
+		switch c.hdr[3] {
+		case 0x1: // HEADERS
+			c.block = length
+		case 0x9: // CONTINUATION
+			c.block += length
+		}
+		if c.block > maxHeaderGuardBytes {
+			return false
+		}
+		if c.hdr[3] == 0x1 || c.hdr[3] == 0x9 {
+			if c.hdr[4]&0x4 != 0 { // END_HEADERS
+				c.block = 0
+			}
+		}
+		c.skip = length
 	}
-}
-
-// limitedConn gives its place back when closed, once however often the
-// server closes it.
-type limitedConn struct {
-	net.Conn
-	l    *connLimiter
-	once sync.Once
-}
-
-func (c *limitedConn) Close() error {
-	c.once.Do(func() {
-		c.l.n.Add(-1)
-		c.l.open.Dec()
-	})
-	return c.Conn.Close()
+	return true
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/netip"
+	"sync"
 	"sync/atomic"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -294,10 +296,69 @@ const (
 
 // decodeBudget is the memory OTLP requests in flight may hold, shared by
 // the HTTP and gRPC receivers. Taking from it never waits: a request that
-// does not fit is refused, and its client retries later.
+// does not fit is refused, and its client retries later. Each peer (a
+// client's IP address) holds at most perPeer of it, so one sender cannot
+// spend what the others need; its gRPC Export streams in flight are
+// counted here too (otlp_grpc.go).
 type decodeBudget struct {
-	limit int64
-	used  atomic.Int64
+	limit   int64
+	perPeer int64
+	used    atomic.Int64
+
+	mu    sync.Mutex
+	peers map[netip.Addr]*peerShare
+}
+
+// peerShare is what one peer holds of the budget.
+type peerShare struct {
+	addr netip.Addr
+	held atomic.Int64
+	// Under decodeBudget.mu: the holds bound to it, and of them the gRPC
+	// Export streams.
+	refs, streams int
+}
+
+func newDecodeBudget(limit, perPeer int64) *decodeBudget {
+	return &decodeBudget{limit: limit, perPeer: perPeer, peers: map[netip.Addr]*peerShare{}}
+}
+
+// share binds a request of the peer at a (the zero Addr when unknown) to
+// its share; give it back with unshare. stream counts the request as a
+// gRPC stream: with streamCap > 0, share refuses (nil) a stream beyond
+// the peer's streamCap.
+func (b *decodeBudget) share(a netip.Addr, stream bool, streamCap int) *peerShare {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.peers[a]
+	if p == nil {
+		p = &peerShare{addr: a}
+		b.peers[a] = p
+	}
+	if stream {
+		if streamCap > 0 && p.streams >= streamCap {
+			if p.refs == 0 {
+				delete(b.peers, a)
+			}
+			return nil
+		}
+		p.streams++
+	}
+	p.refs++
+	return p
+}
+
+func (b *decodeBudget) unshare(p *peerShare, stream bool) {
+	if p == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if stream {
+		p.streams--
+	}
+	if p.refs--; p.refs == 0 && b.peers[p.addr] == p {
+		delete(b.peers, p.addr)
+	}
 }
 
 // take reserves n bytes and reports whether they fit.
@@ -318,16 +379,28 @@ func (b *decodeBudget) give(n int64) {
 	}
 }
 
-// budgetHold is what one request holds of the budget. Not safe for
-// concurrent use, except release, which may run twice.
+// budgetHold is what one request holds of the budget, charged to its
+// peer's share when p is set. Not safe for concurrent use, except
+// release, which may run twice.
 type budgetHold struct {
 	b    *decodeBudget
+	p    *peerShare
 	held atomic.Int64
 }
 
 // grow takes n more bytes; on false nothing more is held.
 func (h *budgetHold) grow(n int64) bool {
+	if n <= 0 {
+		return true
+	}
+	if h.p != nil && h.p.held.Add(n) > h.b.perPeer {
+		h.p.held.Add(-n)
+		return false
+	}
 	if !h.b.take(n) {
+		if h.p != nil {
+			h.p.held.Add(-n)
+		}
 		return false
 	}
 	h.held.Add(n)
@@ -341,13 +414,31 @@ func (h *budgetHold) resize(n int64) bool {
 	if d < 0 {
 		h.held.Add(d)
 		h.b.give(-d)
+		if h.p != nil {
+			h.p.held.Add(d)
+		}
 		return true
 	}
 	return h.grow(d)
 }
 
 // release gives back all the hold has.
-func (h *budgetHold) release() { h.b.give(h.held.Swap(0)) }
+func (h *budgetHold) release() {
+	n := h.held.Swap(0)
+	h.b.give(n)
+	if h.p != nil && n > 0 {
+		h.p.held.Add(-n)
+	}
+}
+
+// most is the most this hold may ever take: the budget, or its peer's
+// share of it.
+func (h *budgetHold) most() int64 {
+	if h.p != nil {
+		return min(h.b.limit, h.b.perPeer)
+	}
+	return h.b.limit
+}
 
 // errOverBudget: the request does not fit the budget now; retry.
 // errNeverFits: it would not fit an empty budget; send less per request.

@@ -42,7 +42,19 @@
 // now are refused (too_old, in_future). The OTLP servers close idle
 // connections (otlp_idle_timeout; gRPC also after otlp_max_connection_age),
 // bound reading and writing a request, and hold at most
-// otlp_max_connections each.
+// otlp_max_connections each, otlp_max_connections_per_peer of one peer;
+// a newcomer takes the place of an idle connection before it is refused
+// (conns.go, internal/peerconns).
+//
+// # One sender cannot refuse the others
+//
+// Each peer (client IP) holds at most decode_budget_per_peer_bytes of the
+// budget and otlp_streams_per_peer gRPC Export calls. A gRPC message takes
+// the budget once it has arrived, not as its stream opens, so a stream
+// that sends nothing holds only one of its peer's calls until the call's
+// timeout ends it (counted as silent_stream). gRPC header lists are
+// bounded at 8 KiB; a header block past 16 KiB on the wire closes its
+// connection (oversize_metadata).
 //
 // # Lifecycle
 //

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -110,17 +109,23 @@ func TestGzipBombIsRefusedWithRSSBounded(t *testing.T) {
 			cfg.MaxSpansPerRequest = tc.maxSpans
 			in := startIntake(t, cfg)
 			url := "http://" + in.Addrs().OTLPHTTP + "/v1/traces"
-			conn := dialGRPC(t, in.Addrs().OTLPGRPC)
 			raw, _ := gzipBomb(t)
 
+			// Each bomb from a peer of its own: one peer's four at once
+			// would pass its share of the budget and be told to retry.
 			const atOnce = 4
 			var codes4xx, grpcCodes [atOnce]int
 			var retryInfo [atOnce]bool
+			var conns [atOnce]*grpc.ClientConn
+			for i := range atOnce {
+				conns[i] = dialGRPCFrom(t, in.Addrs().OTLPGRPC, fmt.Sprintf("127.0.0.%d", i+1))
+			}
 			grew := peakRSS(t, func() {
 				var wg sync.WaitGroup
 				for i := range atOnce {
+					conn := conns[i]
 					wg.Go(func() {
-						codes4xx[i], _ = post(t, url, "application/x-protobuf", "gzip", gz)
+						codes4xx[i], _ = postFrom(t, fmt.Sprintf("127.0.0.%d", i+1), url, "application/x-protobuf", "gzip", gz)
 					})
 					wg.Go(func() {
 						// The bomb's bytes as they are (pdata would marshal each
@@ -176,31 +181,21 @@ func hasRetryInfo(err error) bool {
 	return false
 }
 
-// stallGRPCStreams opens n Export streams that never send their message;
-// each holds max_request_bytes of the budget until ctx ends or the
-// server's timeout.
-func stallGRPCStreams(t *testing.T, ctx context.Context, addr string, n int) {
-	conn := dialGRPC(t, addr)
-	for range n {
-		if _, err := conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, exportMethod); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 func TestRequestsBeyondTheDecodeBudgetGet429WithRetryAfter(t *testing.T) {
 	cfg := testConfig(t)
-	cfg.DecodeBudgetBytes = 2 * DefaultMaxRequestBytes // two stalled gRPC streams hold it all
-	cfg.OTLPReadTimeout = 500 * time.Millisecond
-	cfg.OTLPWriteTimeout = 500 * time.Millisecond
+	cfg.DecodeBudgetBytes = 2 * DefaultMaxRequestBytes
+	cfg.DecodeBudgetPerPeerBytes = cfg.DecodeBudgetBytes
 	in := startIntake(t, cfg)
 	url := "http://" + in.Addrs().OTLPHTTP + "/v1/traces"
 	grpcClient := ptraceotlp.NewGRPCClient(dialGRPC(t, in.Addrs().OTLPGRPC))
 	small := ptraceotlp.NewExportRequestFromTraces(manySpans(10))
 	body, _ := small.MarshalProto()
 
-	stallGRPCStreams(t, t.Context(), in.Addrs().OTLPGRPC, 2)
-	waitFor(t, 5*time.Second, "the stalled streams to hold the budget", func() bool { return in.budget.used.Load() == cfg.DecodeBudgetBytes })
+	// Requests in flight of other senders hold the whole budget.
+	others := budgetHold{b: in.budget}
+	if !others.grow(cfg.DecodeBudgetBytes) {
+		t.Fatal("could not take the budget")
+	}
 
 	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/x-protobuf")
@@ -222,9 +217,9 @@ func TestRequestsBeyondTheDecodeBudgetGet429WithRetryAfter(t *testing.T) {
 		}
 	}
 
-	// The stalled streams time out (read + write timeout) and give the
-	// budget back; the clients' retries are taken.
-	waitFor(t, 5*time.Second, "the stalled streams to time out", func() bool { return in.budget.used.Load() == 0 })
+	// The others end and give the budget back; the clients' retries are
+	// taken.
+	others.release()
 	if code, msg := post(t, url, "application/x-protobuf", "", body); code != http.StatusOK {
 		t.Errorf("HTTP retry: status %d %q, want 200", code, msg)
 	}
@@ -644,28 +639,32 @@ func TestIdleOTLPConnectionsAreClosed(t *testing.T) {
 func TestOTLPConnectionsBeyondTheCapAreClosed(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.OTLPMaxConnections = 10
+	cfg.OTLPMaxConnectionsPerPeer = 5
 	in := startIntake(t, cfg)
+	refused := func(server, reason string) float64 {
+		return testutil.ToFloat64(in.m.connsRefused.WithLabelValues(server, reason))
+	}
 	for _, server := range []struct{ name, addr string }{{SourceOTLPHTTP, in.Addrs().OTLPHTTP}, {SourceOTLPGRPC, in.Addrs().OTLPGRPC}} {
+		// 15 idle connections of three peers: the server keeps 10, each
+		// newcomer past them taking the place of an idle one.
 		var conns []net.Conn
-		for range 15 {
-			c, err := net.Dial("tcp", server.addr)
+		for i := range 15 {
+			c, err := dialerFrom(fmt.Sprintf("127.0.0.%d", 2+i%3)).Dial("tcp", server.addr)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c.Close()
 			conns = append(conns, c)
 		}
-		waitFor(t, 2*time.Second, "5 refusals", func() bool {
-			return testutil.ToFloat64(in.m.connsRefused.WithLabelValues(server.name)) == 5
-		})
+		waitFor(t, 2*time.Second, "5 idle connections closed", func() bool { return refused(server.name, "evicted_idle") == 5 })
 		closed := 0
 		for _, c := range conns {
 			if closedByPeer(c) {
 				closed++
 			}
 		}
-		if closed != 5 {
-			t.Errorf("%s: %d of 15 connections closed, want the 5 beyond the cap", server.name, closed)
+		if closed != 5 || testutil.ToFloat64(in.m.conns.WithLabelValues(server.name)) != 10 {
+			t.Errorf("%s: %d of 15 connections closed, %v open; want 5 and 10", server.name, closed, testutil.ToFloat64(in.m.conns.WithLabelValues(server.name)))
 		}
 		for _, c := range conns {
 			c.Close()
@@ -674,6 +673,37 @@ func TestOTLPConnectionsBeyondTheCapAreClosed(t *testing.T) {
 			return testutil.ToFloat64(in.m.conns.WithLabelValues(server.name)) == 0
 		})
 	}
+
+	// Busy connections are never closed for a newcomer: HTTP requests
+	// whose body has not all come hold their places, and one more peer's
+	// connection is closed on accept.
+	var busy []net.Conn
+	for i := range 10 {
+		c, err := dialerFrom(fmt.Sprintf("127.0.0.%d", 2+i%2)).Dial("tcp", in.Addrs().OTLPHTTP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprint(c, "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nContent-Length: 100\r\n\r\n")
+		busy = append(busy, c)
+	}
+	waitFor(t, 2*time.Second, "10 open", func() bool { return testutil.ToFloat64(in.m.conns.WithLabelValues(SourceOTLPHTTP)) == 10 })
+	time.Sleep(50 * time.Millisecond) // the server reads the headers: busy
+	c, err := dialerFrom("127.0.0.4").Dial("tcp", in.Addrs().OTLPHTTP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	waitFor(t, 2*time.Second, "a refusal", func() bool { return refused(SourceOTLPHTTP, "server_full") == 1 })
+	if !closedByPeer(c) {
+		t.Error("a connection beyond the cap of busy ones was kept")
+	}
+	for _, c := range busy {
+		c.Close()
+	}
+	waitFor(t, 2*time.Second, "the places to be given back", func() bool {
+		return testutil.ToFloat64(in.m.conns.WithLabelValues(SourceOTLPHTTP)) == 0
+	})
 	// Places given back are taken again.
 	if code, _ := post(t, "http://"+in.Addrs().OTLPHTTP+"/v1/traces", "application/x-protobuf", "", nil); code != http.StatusOK {
 		t.Errorf("status %d after the flood, want 200", code)

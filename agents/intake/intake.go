@@ -89,7 +89,7 @@ func New(cfg Config, logger *slog.Logger) (*Intake, error) {
 	}
 	cfg.ServiceSlowThresholds = maps.Clone(cfg.ServiceSlowThresholds) // the caller may reuse its map
 	in := &Intake{cfg: cfg, log: logger, now: time.Now, out: make(chan telemetry.Request, cfg.QueueSize)}
-	in.budget = &decodeBudget{limit: cfg.DecodeBudgetBytes}
+	in.budget = newDecodeBudget(cfg.DecodeBudgetBytes, cfg.DecodeBudgetPerPeerBytes)
 	in.m = newMetrics(func() float64 { return float64(len(in.out)) }, func() float64 { return float64(in.budget.used.Load()) })
 	in.m.budgetLimit.Set(float64(cfg.DecodeBudgetBytes))
 	in.card = newCardinality(&in.cfg, in.m)

@@ -25,6 +25,17 @@ const (
 	// reasonTooManySpans: an OTLP request of more than
 	// max_spans_per_request spans.
 	reasonTooManySpans = "too_many_spans"
+	// reasonSilentStream: a gRPC Export stream whose message did not
+	// arrive within otlp_read_timeout + otlp_write_timeout (a client
+	// that opens streams and sends nothing).
+	reasonSilentStream = "silent_stream"
+	// reasonPeerStreams: a gRPC Export stream beyond its peer's
+	// otlp_streams_per_peer.
+	reasonPeerStreams = "peer_streams"
+	// reasonOversizeMetadata: a gRPC connection closed for a header
+	// block larger than the agent takes (otlp_grpc.go,
+	// maxHeaderListBytes), counted once a connection.
+	reasonOversizeMetadata = "oversize_metadata"
 )
 
 type metrics struct {
@@ -41,7 +52,7 @@ type metrics struct {
 	budgetUsed       prometheus.GaugeFunc
 	budgetLimit      prometheus.Gauge
 	conns            *prometheus.GaugeVec   // {server}
-	connsRefused     *prometheus.CounterVec // {server}
+	connsRefused     *prometheus.CounterVec // {server, reason}
 	discarded        *prometheus.CounterVec // {source, signal}
 	sources          map[string]*sourceMetrics
 	dropTotals       *dropTotals // drops by reason, for Intake.Drops
@@ -101,8 +112,8 @@ func newMetrics(queueLen, budgetUsed func() float64) *metrics {
 		}, []string{"server"}),
 		connsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spikehunt_intake_connections_refused_total",
-			Help: "Connections closed on accept because the server had otlp_max_connections open.",
-		}, []string{"server"}),
+			Help: "Connections the OTLP servers closed for want of a place (internal/peerconns), by server and reason: peer_full (the peer held otlp_max_connections_per_peer, all busy), server_full (no place the connection may take, none idle in its way), evicted_idle (an idle connection closed to make room for a newcomer).",
+		}, []string{"server", "reason"}),
 		discarded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spikehunt_intake_discarded_requests_total",
 			Help: "OTLP export requests of a signal the agent does not use (signal=metrics, logs), answered success and discarded unread. Apps send them when OTEL_EXPORTER_OTLP_ENDPOINT points at the agent; OTEL_EXPORTER_OTLP_TRACES_ENDPOINT sends it traces only.",

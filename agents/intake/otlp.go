@@ -140,9 +140,9 @@ func tooManySpans(n, limit int) error {
 // total is more than the whole budget (retrying cannot help), errOverBudget
 // when the requests in flight leave no room for it now.
 func (in *Intake) reserve(h *budgetHold, total int64) error {
-	if total > in.budget.limit {
-		return fmt.Errorf("%w: decoding it would hold %d bytes, more than decode_budget_bytes (%d): send smaller batches",
-			errNeverFits, total, in.budget.limit)
+	if most := h.most(); total > most {
+		return fmt.Errorf("%w: decoding it would hold %d bytes, more than one sender may (decode_budget_bytes %d, decode_budget_per_peer_bytes %d): send smaller batches",
+			errNeverFits, total, in.budget.limit, in.budget.perPeer)
 	}
 	if !h.resize(total) {
 		return errOverBudget

@@ -24,8 +24,8 @@ import (
 // grpc-go holds: OTLP/HTTP bodies are read and dropped as they arrive,
 // within max_request_bytes on the wire (a compressed body is never
 // inflated); a gRPC message, which grpc-go reads whole and decompresses
-// before the handler runs, takes max_request_bytes of the budget from the
-// tap to the end of the call, as a trace export does.
+// before the handler runs, counts against its peer's otlp_streams_per_peer
+// as a trace export does.
 
 const (
 	signalMetrics = "metrics"
@@ -35,11 +35,15 @@ const (
 	logsServiceName    = "opentelemetry.proto.collector.logs.v1.LogsService"
 )
 
-// budgetedMethods are the gRPC methods whose message the tap budgets.
-var budgetedMethods = map[string]bool{
-	exportMethod:                         true,
-	"/" + metricsServiceName + "/Export": true,
-	"/" + logsServiceName + "/Export":    true,
+// exportMethodOf reports whether a gRPC method is an OTLP Export, whose
+// streams the tap counts: a switch on constant strings, which the tap
+// runs for every stream, costs less than hashing the name into a map.
+func exportMethodOf(name string) bool {
+	switch name {
+	case exportMethod, "/" + metricsServiceName + "/Export", "/" + logsServiceName + "/Export":
+		return true
+	}
+	return false
 }
 
 // serveOTLPDiscard answers POST /v1/metrics or /v1/logs: the body is read
@@ -87,7 +91,6 @@ type discardService struct {
 func (s *discardService) export(ctx context.Context, req *grpcRequest) (*grpcResponse, error) {
 	if h, _ := ctx.Value(grpcHoldKey{}).(*grpcHold); h != nil {
 		h.handled.Store(true)
-		h.release()
 	}
 	s.src.discarded[s.signal].Inc()
 	return &grpcResponse{b: []byte{}}, nil

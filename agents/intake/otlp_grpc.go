@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"net"
+	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/spikehunt/spikehunt/internal/peerconns"
 )
 
 // The OTLP/gRPC TraceService is registered by hand, not with
@@ -35,10 +38,14 @@ import (
 // decode budget and only then files their spans (cost.go,
 // decode_spans.go).
 //
-// The budget is also taken before the message arrives: the tap (run as a
-// stream opens) takes max_request_bytes, as grpc-go decompresses the
-// whole message before the handler sees it; the handler then sets the
-// hold to the request's real cost.
+// The budget is taken when the message has arrived, never when a stream
+// opens: a stream that opens and sends nothing holds no budget, only one
+// of its peer's otlp_streams_per_peer, until otlp_read_timeout +
+// otlp_write_timeout end it (counted as silent_stream). While a message
+// arrives grpc-go holds what has come of it, and decompresses it whole
+// before the handler sees it; the per-peer stream cap bounds that for one
+// peer at otlp_streams_per_peer × 2 × max_request_bytes. Header lists are
+// bounded at maxHeaderListBytes, before any of that.
 
 const (
 	traceServiceName = "opentelemetry.proto.collector.trace.v1.TraceService"
@@ -52,10 +59,20 @@ func (in *Intake) listenGRPC(ctx context.Context) (net.Listener, *grpc.Server, e
 	if err != nil {
 		return nil, nil, fmt.Errorf("otlp grpc: %w", err)
 	}
-	ln = in.limitConns(ln, SourceOTLPGRPC)
+	gated, err := in.gateConns(ln, SourceOTLPGRPC)
+	if err != nil {
+		ln.Close()
+		return nil, nil, fmt.Errorf("otlp grpc: %w", err)
+	}
 	src := in.m.sources[SourceOTLPGRPC]
 	svc := &traceService{in: in, src: src}
 	srv := grpc.NewServer(
+		// OTLP clients send a few short headers; grpc-go's default is
+		// 16 MiB, decoded before any handler (or budget) sees them. The
+		// limit is sent in SETTINGS, so a grpc-go client refuses to send
+		// more; a block larger on the wire closes the connection
+		// (headerGuard).
+		grpc.MaxHeaderListSize(maxHeaderListBytes),
 		// grpc-go checks the limit on the wire size and again after
 		// decompression, and answers ResourceExhausted itself.
 		grpc.MaxRecvMsgSize(in.cfg.MaxRequestBytes),
@@ -72,7 +89,7 @@ func (in *Intake) listenGRPC(ctx context.Context) (net.Listener, *grpc.Server, e
 		// per call whose stack grows (and is copied) each time.
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 		grpc.InTapHandle(svc.tap),
-		grpc.StatsHandler(grpcDrops{src}),
+		grpc.StatsHandler(grpcDrops{src: src, gate: gated}),
 		// A client that connects and never finishes the HTTP/2 handshake.
 		grpc.ConnectionTimeout(in.cfg.OTLPReadTimeout),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
@@ -89,8 +106,13 @@ func (in *Intake) listenGRPC(ctx context.Context) (net.Listener, *grpc.Server, e
 		&discardService{src: src, signal: signalMetrics})
 	srv.RegisterService(exportServiceDesc(logsServiceName, "opentelemetry/proto/collector/logs/v1/logs_service.proto"),
 		&discardService{src: src, signal: signalLogs})
-	return ln, srv, nil
+	return &headerGuardListener{Listener: gated, oversize: func() { src.drop(reasonOversizeMetadata, 1) }}, srv, nil
 }
+
+// maxHeaderListBytes bounds a gRPC request's header list, as HTTP/2
+// counts it (each field's name and value and 32 bytes): an OTLP exporter
+// sends a handful of fields, a few hundred bytes with an API key.
+const maxHeaderListBytes = 8 << 10
 
 const maxStreamsPerConn = 64
 
@@ -203,46 +225,73 @@ func (p *bufferTiers) Put(b *[]byte) {
 	p.tiers[t].Put(b)
 }
 
-// grpcHoldKey is the context key of an Export stream's budgetHold.
-type grpcHoldKey struct{}
+// grpcHoldKey is the context key of an Export stream's budgetHold;
+// gateConnKey of its connection's place in the gate.
+type (
+	grpcHoldKey struct{}
+	gateConnKey struct{}
+)
 
 // grpcHold is an Export stream's share of the decode budget, from the tap
 // to the end of the call, which the stats handler sees however it ends.
+// It holds nothing until the message has arrived.
 type grpcHold struct {
 	budgetHold
 	handled atomic.Bool // export ran and counted its own refusals
+	ended   atomic.Bool
+	conn    *peerconns.Conn
 	cancel  context.CancelFunc
 }
 
 func (h *grpcHold) end() {
+	if h.ended.Swap(true) {
+		return
+	}
 	h.release()
+	h.b.unshare(h.p, true)
+	if h.conn != nil {
+		h.conn.Idle()
+	}
 	h.cancel()
 }
 
-// tap takes max_request_bytes of the budget for each Export stream (of
-// traces, metrics or logs), the
-// most grpc-go may decompress before export sees the message, and gives
-// the call otlp_read_timeout + otlp_write_timeout: a client that opens
-// streams and never sends their message would otherwise hold the budget
-// for good. It runs on the connection's reader goroutine: it must not
-// block.
+// errSilentStream is the cause a stream's context ends with when its
+// message did not arrive in time.
+var errSilentStream = errors.New("spikehunt: no Export message within otlp_read_timeout + otlp_write_timeout")
+
+// tap runs as an Export stream (of traces, metrics or logs) opens: it
+// counts the stream against its peer's otlp_streams_per_peer, marks the
+// connection busy (the gate does not close it for a newcomer), and gives
+// the call otlp_read_timeout + otlp_write_timeout. It takes no budget:
+// export takes it once the message is there. It runs on the
+// connection's reader goroutine: it must not block.
 func (s *traceService) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
-	if !budgetedMethods[info.FullMethodName] {
+	if !exportMethodOf(info.FullMethodName) {
 		return ctx, nil
 	}
-	h := &grpcHold{budgetHold: budgetHold{b: s.in.budget}}
-	if !h.grow(int64(s.in.cfg.MaxRequestBytes)) {
-		s.src.drop(reasonOverBudget, 1)
-		return nil, overBudgetStatus().Err()
+	var from netip.Addr
+	if p, ok := peer.FromContext(ctx); ok {
+		from = peerAddr(p.Addr)
 	}
-	ctx, h.cancel = context.WithTimeout(context.WithValue(ctx, grpcHoldKey{}, h), s.in.cfg.OTLPReadTimeout+s.in.cfg.OTLPWriteTimeout)
+	share := s.in.budget.share(from, true, s.in.cfg.OTLPStreamsPerPeer)
+	if share == nil {
+		s.src.drop(reasonPeerStreams, 1)
+		return nil, overBudgetStatus("spikehunt: this peer has otlp_streams_per_peer Export calls in flight: retry later").Err()
+	}
+	h := &grpcHold{budgetHold: budgetHold{b: s.in.budget, p: share}}
+	if c, ok := ctx.Value(gateConnKey{}).(*peerconns.Conn); ok {
+		c.Busy()
+		h.conn = c
+	}
+	ctx, h.cancel = context.WithTimeoutCause(context.WithValue(ctx, grpcHoldKey{}, h),
+		s.in.cfg.OTLPReadTimeout+s.in.cfg.OTLPWriteTimeout, errSilentStream)
 	return ctx, nil
 }
 
 // overBudgetStatus is ResourceExhausted with a RetryInfo: OTLP clients
 // retry ResourceExhausted only with one.
-func overBudgetStatus() *status.Status {
-	st := status.New(codes.ResourceExhausted, "spikehunt: "+errOverBudget.Error())
+func overBudgetStatus(msg string) *status.Status {
+	st := status.New(codes.ResourceExhausted, msg)
 	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(retryAfterSeconds * time.Second)}); err == nil {
 		return d
 	}
@@ -258,6 +307,10 @@ func (s *traceService) export(ctx context.Context, req *grpcRequest) (*grpcRespo
 	}
 	h.handled.Store(true)
 	defer h.release()
+	if !h.grow(int64(req.data.Len())) { // grpc-go's buffers, which arrived
+		s.src.drop(reasonOverBudget, 1)
+		return nil, overBudgetStatus("spikehunt: " + errOverBudget.Error()).Err()
+	}
 
 	held := int64(req.data.Len()) // grpc-go's buffers
 	var b []byte
@@ -287,7 +340,7 @@ func (s *traceService) export(ctx context.Context, req *grpcRequest) (*grpcRespo
 	if err := s.in.reserve(&h.budgetHold, held+shape.cost); err != nil {
 		if errors.Is(err, errOverBudget) {
 			s.src.drop(reasonOverBudget, 1)
-			return nil, overBudgetStatus().Err()
+			return nil, overBudgetStatus("spikehunt: " + errOverBudget.Error()).Err()
 		}
 		s.src.drop(reasonTooLarge, 1)
 		return nil, status.Error(codes.ResourceExhausted, err.Error())
@@ -322,13 +375,22 @@ func (s *traceService) export(ctx context.Context, req *grpcRequest) (*grpcRespo
 }
 
 // grpcDrops counts the requests that grpc-go rejects before export runs:
-// too large, or in an unknown compression; and it gives back the budget
-// of a stream that ended without export.
-type grpcDrops struct{ src *sourceMetrics }
+// too large, in an unknown compression, or silent; it ends every Export
+// stream's hold however the call ends; and it finds each connection's
+// place in the gate, for the tap to mark it busy.
+type grpcDrops struct {
+	src  *sourceMetrics
+	gate *peerconns.Listener
+}
 
-func (grpcDrops) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
-func (grpcDrops) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
-func (grpcDrops) HandleConn(context.Context, stats.ConnStats)                       {}
+func (grpcDrops) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (h grpcDrops) TagConn(ctx context.Context, info *stats.ConnTagInfo) context.Context {
+	if c := h.gate.Lookup(info.RemoteAddr); c != nil {
+		return context.WithValue(ctx, gateConnKey{}, c)
+	}
+	return ctx
+}
+func (grpcDrops) HandleConn(context.Context, stats.ConnStats) {}
 
 func (h grpcDrops) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	end, ok := s.(*stats.End)
@@ -343,6 +405,10 @@ func (h grpcDrops) HandleRPC(ctx context.Context, s stats.RPCStats) {
 		}
 	}
 	if end.Error == nil {
+		return
+	}
+	if hold != nil && errors.Is(context.Cause(ctx), errSilentStream) {
+		h.src.drop(reasonSilentStream, 1)
 		return
 	}
 	switch status.Code(end.Error) {

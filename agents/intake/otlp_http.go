@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +22,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/spikehunt/spikehunt/internal/peerconns"
 )
 
 // OTLP/HTTP (https://opentelemetry.io/docs/specs/otlp/#otlphttp): POST
@@ -44,9 +47,16 @@ func (in *Intake) listenHTTP(ctx context.Context) (net.Listener, *http.Server, e
 	if err != nil {
 		return nil, nil, fmt.Errorf("otlp http: %w", err)
 	}
-	ln = in.limitConns(ln, SourceOTLPHTTP)
+	gated, err := in.gateConns(ln, SourceOTLPHTTP)
+	if err != nil {
+		ln.Close()
+		return nil, nil, fmt.Errorf("otlp http: %w", err)
+	}
 	srv := &http.Server{
-		Handler:           in.otlpHTTPHandler(),
+		Handler: in.otlpHTTPHandler(),
+		// The gate closes idle connections, never busy ones, to make
+		// room.
+		ConnState:         peerconns.ConnState,
 		ReadHeaderTimeout: min(10*time.Second, in.cfg.OTLPReadTimeout),
 		ReadTimeout:       in.cfg.OTLPReadTimeout,
 		WriteTimeout:      in.cfg.OTLPWriteTimeout,
@@ -54,7 +64,7 @@ func (in *Intake) listenHTTP(ctx context.Context) (net.Listener, *http.Server, e
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(in.log.Handler(), slog.LevelDebug),
 	}
-	return ln, srv, nil
+	return gated, srv, nil
 }
 
 func (in *Intake) otlpHTTPHandler() http.Handler {
@@ -98,7 +108,10 @@ func (in *Intake) serveOTLPHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	hold := budgetHold{b: in.budget}
+	from := remoteAddr(r)
+	share := in.budget.share(peerAddr(from), false, 0)
+	defer in.budget.unshare(share, false)
+	hold := budgetHold{b: in.budget, p: share}
 	defer hold.release()
 	buf := bodyPool.Get().(*bytes.Buffer)
 	defer putBody(buf)
@@ -151,8 +164,8 @@ func (in *Intake) serveOTLPHTTP(w http.ResponseWriter, r *http.Request) {
 
 	var t spanTally
 	if d != nil {
-		t, ok = in.consumeDecoded(src, remoteAddr(r), d, now)
-	} else if t, ok, err = in.decodeHTTP(w, r, ct, src, buf.Bytes()); err != nil {
+		t, ok = in.consumeDecoded(src, from, d, now)
+	} else if t, ok, err = in.decodeHTTP(w, ct, src, from, buf.Bytes()); err != nil {
 		return
 	}
 	if !ok {
@@ -180,7 +193,7 @@ func (in *Intake) serveOTLPHTTP(w http.ResponseWriter, r *http.Request) {
 
 // decodeHTTP decodes and files a body with pdata: JSON, or protobuf the
 // direct decoder did not take. On error it has answered the request.
-func (in *Intake) decodeHTTP(w http.ResponseWriter, r *http.Request, ct string, src *sourceMetrics, body []byte) (spanTally, bool, error) {
+func (in *Intake) decodeHTTP(w http.ResponseWriter, ct string, src *sourceMetrics, from net.Addr, body []byte) (spanTally, bool, error) {
 	req := ptraceotlp.NewExportRequest()
 	var err error
 	if ct == ctJSON {
@@ -198,7 +211,7 @@ func (in *Intake) decodeHTTP(w http.ResponseWriter, r *http.Request, ct string, 
 		in.refuseHTTP(w, ct, src, err)
 		return spanTally{}, false, err
 	}
-	t, ok := in.consumeTraces(src, remoteAddr(r), req.Traces())
+	t, ok := in.consumeTraces(src, from, req.Traces())
 	return t, ok, nil
 }
 
@@ -211,9 +224,10 @@ var errUnsupportedEncoding = errors.New("unsupported Content-Encoding: want gzip
 func readBody(r *http.Request, limit int, buf *bytes.Buffer, hold *budgetHold) error {
 	raw := &cappedReader{r: r.Body, left: int64(limit)}
 	var body io.Reader = raw
-	switch r.Header.Get("Content-Encoding") {
-	case "", "identity":
-	case "gzip", "x-gzip":
+	switch enc := strings.TrimSpace(r.Header.Get("Content-Encoding")); {
+	// Content codings are case-insensitive (RFC 9110 §8.4.1).
+	case enc == "", strings.EqualFold(enc, "identity"):
+	case strings.EqualFold(enc, "gzip"), strings.EqualFold(enc, "x-gzip"):
 		zr, _ := gzipPool.Get().(*gzip.Reader)
 		var err error
 		if zr == nil {
@@ -339,6 +353,17 @@ func writeStatus(w http.ResponseWriter, ct string, httpCode int, code codes.Code
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(httpCode)
 	w.Write(body)
+}
+
+// peerAddr is the IP address a peer's share of the budget is kept
+// under: the zero Addr, one shared peer, when unknown.
+func peerAddr(a net.Addr) netip.Addr {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		if ip, ok := netip.AddrFromSlice(ta.IP); ok {
+			return ip.Unmap()
+		}
+	}
+	return netip.Addr{}
 }
 
 // remoteAddr is the HTTP peer's address, as the server's connection saw

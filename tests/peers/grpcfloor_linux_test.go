@@ -103,7 +103,7 @@ func measureGRPCFloor(idle, warm, secs time.Duration) (phaseFigures, error) {
 	pid := cmd.Process.Pid
 	f.idleCPUPct = idleCPUPct(pid, idle)
 	var counts loadCounts
-	stopLoad := startLoad(addr, &counts)
+	stopLoad := startLoad(nodeLoad, addr, &counts)
 	defer stopLoad()
 	time.Sleep(warm)
 	acc0, cpu0, t0 := counts.accepted.Load(), procCPUSeconds(pid), time.Now()

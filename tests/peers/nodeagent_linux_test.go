@@ -27,6 +27,11 @@ import (
 // (SPIKEHUNT_BENCH_RATE to change, for a profile with more samples).
 var nodeLoad = spanLoad{Apps: 4, Rate: benchRate(20000), BatchSize: 512}
 
+// batch100Load is the same rate in batches of 100 spans (telemetrygen's
+// and many SDKs' smaller exports): five times the requests, where what a
+// node agent pays per request shows.
+var batch100Load = spanLoad{Apps: nodeLoad.Apps, Rate: nodeLoad.Rate, BatchSize: 100}
+
 func benchRate(def int) int {
 	if v, err := strconv.Atoi(os.Getenv("SPIKEHUNT_BENCH_RATE")); err == nil && v > 0 {
 		return v
@@ -53,8 +58,15 @@ func benchRate(def int) int {
 // otelcol-peers` (make bench-peers-agent installs it).
 // SPIKEHUNT_BENCH_CPUPROFILE=file also saves spikehunt-agent's CPU
 // profile over its measured seconds (go tool pprof file);
-// SPIKEHUNT_BENCH_PERF=file records it with perf instead, at 2,999 Hz with
+// (the batches of 100 in file.batch100, the baseline's in
+// file.baseline.batch100); SPIKEHUNT_BENCH_PERF=file records it with perf instead, at 2,999 Hz with
 // the kernel's side of its syscalls (perf report -i file).
+//
+// Each then gets the same rate in batches of 100 spans (batch100Load), where
+// the cost per request shows: peers.agent_cpu_ratio_batch100. With
+// SPIKEHUNT_BENCH_BASELINE_REF=<git ref> the agent built at that commit is
+// measured too, in the same run (peers.baseline_agent_cpu_ratio_batch100):
+// a before and after side by side.
 func BenchmarkNodeAgent(b *testing.B) {
 	nodeAgentBench.Do(func() { nodeAgentBench.r, nodeAgentBench.err = measureNodeAgents(b) })
 	if nodeAgentBench.err != nil {
@@ -79,6 +91,14 @@ func BenchmarkNodeAgent(b *testing.B) {
 	b.ReportMetric(a.kafkaBytesPerSpan()/c.kafkaBytesPerSpan(), "peers.agent_kafka_bytes_ratio:x")
 	b.ReportMetric(a.cpuUSPerSpan(), "peers.agent_cpu_us_per_span:us")
 	b.ReportMetric(c.cpuUSPerSpan(), "peers.collector_cpu_us_per_span:us")
+	a100, c100 := nodeAgentBench.r.agent100, nodeAgentBench.r.collector100
+	b.ReportMetric(a100.cpuPct/c100.cpuPct, "peers.agent_cpu_ratio_batch100:x")
+	b.ReportMetric(a100.cpuUSPerRequest(batch100Load), "peers.agent_cpu_us_per_request_batch100:us")
+	b.ReportMetric(c100.cpuUSPerRequest(batch100Load), "peers.collector_cpu_us_per_request_batch100:us")
+	if base := nodeAgentBench.r.baseline100; base.wall > 0 {
+		b.ReportMetric(base.cpuPct/c100.cpuPct, "peers.baseline_agent_cpu_ratio_batch100:x")
+		b.ReportMetric(base.cpuUSPerRequest(batch100Load), "peers.baseline_agent_cpu_us_per_request_batch100:us")
+	}
 	b.ReportMetric(a.spansPerS(), "peers.agent_load_spans_per_s:spans/s")
 	b.ReportMetric(c.spansPerS(), "peers.collector_load_spans_per_s:spans/s")
 }
@@ -89,7 +109,12 @@ var nodeAgentBench struct {
 	err error
 }
 
-type nodeAgentFigures struct{ agent, collector, floor phaseFigures }
+type nodeAgentFigures struct {
+	agent, collector, floor phaseFigures
+	// The same at batch100Load; baseline100 is the agent of
+	// SPIKEHUNT_BENCH_BASELINE_REF, when set.
+	agent100, collector100, baseline100 phaseFigures
+}
 
 // phaseFigures are one node agent's measured seconds.
 type phaseFigures struct {
@@ -118,6 +143,11 @@ func (p phaseFigures) spansPerS() float64 { return float64(p.accepted) / p.wall 
 // (sampling, export, runtime) included: the figure that does not depend
 // on the rate the generator reached.
 func (p phaseFigures) cpuUSPerSpan() float64 { return p.cpuPct / 100 * 1e6 / p.spansPerS() }
+
+// cpuUSPerRequest is cpuUSPerSpan per export request of load.
+func (p phaseFigures) cpuUSPerRequest(load spanLoad) float64 {
+	return p.cpuUSPerSpan() * float64(load.BatchSize)
+}
 
 func (p phaseFigures) kafkaBytesPerSpan() float64 {
 	return float64(p.kafkaBytes) / float64(p.accepted)
@@ -153,6 +183,27 @@ func buildAgent(dir string) (string, error) {
 	return bin, nil
 }
 
+// buildAgentAt builds spikehunt-agent as it is at the git commit ref (a
+// branch, a tag, a hash) of this repository into dir, from that commit's
+// files (git archive), leaving the repository as it is.
+func buildAgentAt(ref, dir string) (string, error) {
+	src := filepath.Join(dir, "src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", err
+	}
+	archive := exec.Command("sh", "-c", `cd "$(git rev-parse --show-toplevel)" && git archive "$1" | tar -x -C "$2"`, "sh", ref, src)
+	if out, err := archive.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("git archive %s: %w\n%s", ref, err, out)
+	}
+	bin := filepath.Join(dir, "spikehunt-agent-baseline")
+	cmd := exec.Command("go", "build", "-o", bin, "./agents/cmd/spikehunt-agent")
+	cmd.Dir = src
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build spikehunt-agent at %s: %w\n%s", ref, err, out)
+	}
+	return bin, nil
+}
+
 // nodeAgentProc is a node agent running as a child process.
 type nodeAgentProc struct {
 	cmd     *exec.Cmd
@@ -161,8 +212,9 @@ type nodeAgentProc struct {
 	metrics string // its Prometheus metrics URL
 	topics  []string
 	// spikehunt: spikehunt-agent rather than the Collector (their metrics
-	// differ, and only the agent serves a CPU profile).
-	spikehunt bool
+	// differ, and only the agent serves a CPU profile); baseline: the
+	// agent of SPIKEHUNT_BENCH_BASELINE_REF.
+	spikehunt, baseline bool
 }
 
 func (p *nodeAgentProc) stop() {
@@ -271,13 +323,36 @@ func measureNodeAgents(b *testing.B) (nodeAgentFigures, error) {
 	if err != nil {
 		return r, err
 	}
-	r.agent, err = measurePhase(adm, agent, idle, warm, secs)
+	r.agent, err = measurePhase(adm, agent, nodeLoad, idle, warm, secs)
+	if err == nil {
+		r.agent100, err = measurePhase(adm, agent, batch100Load, 0, warm, secs)
+	}
 	agent.stop()
 	r.agent.log = lastLines(agent.out.String(), 20)
 	if err != nil {
 		return r, fmt.Errorf("spikehunt-agent: %w; its output:\n%s", err, agent.out.String())
 	}
 	r.agent.name = "spikehunt-agent"
+	r.agent100.name = "spikehunt-agent (batches of 100)"
+
+	// The agent of another commit, for a before and after in one run.
+	if ref := os.Getenv("SPIKEHUNT_BENCH_BASELINE_REF"); ref != "" {
+		baseBin, err := buildAgentAt(ref, b.TempDir())
+		if err != nil {
+			return r, err
+		}
+		base, err := startNodeAgent(baseBin, config, brokers, b.TempDir())
+		if err != nil {
+			return r, fmt.Errorf("the baseline agent (%s): %w", ref, err)
+		}
+		base.baseline = true
+		r.baseline100, err = measurePhase(adm, base, batch100Load, 0, warm, secs)
+		base.stop()
+		if err != nil {
+			return r, fmt.Errorf("the baseline agent (%s): %w; its output:\n%s", ref, err, base.out.String())
+		}
+		r.baseline100.name = "spikehunt-agent at " + ref + " (batches of 100)"
+	}
 
 	config, err = filepath.Abs("testdata/collector-node-agent.yaml")
 	if err != nil {
@@ -287,20 +362,24 @@ func measureNodeAgents(b *testing.B) (nodeAgentFigures, error) {
 	if err != nil {
 		return r, err
 	}
-	r.collector, err = measurePhase(adm, collector, idle, warm, secs)
+	r.collector, err = measurePhase(adm, collector, nodeLoad, idle, warm, secs)
+	if err == nil {
+		r.collector100, err = measurePhase(adm, collector, batch100Load, 0, warm, secs)
+	}
 	collector.stop()
 	r.collector.log = lastLines(collector.out.String(), 20)
 	if err != nil {
 		return r, fmt.Errorf("the Collector: %w; its output:\n%s", err, collector.out.String())
 	}
 	r.collector.name = "Collector (node agent)"
+	r.collector100.name = "Collector (node agent, batches of 100)"
 
 	if r.floor, err = measureGRPCFloor(idle, warm, secs); err != nil {
 		return r, err
 	}
 
 	printNodeAgentNotes(r)
-	for _, p := range []phaseFigures{r.agent, r.collector} {
+	for _, p := range []phaseFigures{r.agent, r.collector, r.agent100, r.collector100} {
 		if err := p.check(); err != nil {
 			return r, err
 		}
@@ -309,14 +388,16 @@ func measureNodeAgents(b *testing.B) (nodeAgentFigures, error) {
 }
 
 // measurePhase measures p idle for idle seconds (after a second to
-// settle from its start), then sends the load to p for warm + secs and
-// measures the secs.
-func measurePhase(adm *kadm.Client, p *nodeAgentProc, idle, warm, secs time.Duration) (phaseFigures, error) {
+// settle from its start; none when idle is 0), then sends load to p for
+// warm + secs and measures the secs.
+func measurePhase(adm *kadm.Client, p *nodeAgentProc, load spanLoad, idle, warm, secs time.Duration) (phaseFigures, error) {
 	var f phaseFigures
 	pid := p.cmd.Process.Pid
-	f.idleCPUPct = idleCPUPct(pid, idle)
+	if idle > 0 {
+		f.idleCPUPct = idleCPUPct(pid, idle)
+	}
 	var counts loadCounts
-	stopLoad := startLoad(p.grpc, &counts)
+	stopLoad := startLoad(load, p.grpc, &counts)
 	defer stopLoad()
 	time.Sleep(warm)
 
@@ -328,8 +409,15 @@ func measurePhase(adm *kadm.Client, p *nodeAgentProc, idle, warm, secs time.Dura
 	profiled := make(chan error, 1)
 	switch {
 	case os.Getenv("SPIKEHUNT_BENCH_CPUPROFILE") != "" && p.spikehunt:
+		path := os.Getenv("SPIKEHUNT_BENCH_CPUPROFILE")
+		if p.baseline {
+			path += ".baseline"
+		}
+		if load != nodeLoad {
+			path += fmt.Sprintf(".batch%d", load.BatchSize)
+		}
 		go func() {
-			profiled <- saveCPUProfile(strings.TrimSuffix(p.metrics, "/metrics"), secs, os.Getenv("SPIKEHUNT_BENCH_CPUPROFILE"))
+			profiled <- saveCPUProfile(strings.TrimSuffix(p.metrics, "/metrics"), secs, path)
 		}()
 	case os.Getenv("SPIKEHUNT_BENCH_PERF") != "" && p.spikehunt:
 		go func() { profiled <- perfRecord(pid, secs, os.Getenv("SPIKEHUNT_BENCH_PERF")) }()
@@ -397,12 +485,12 @@ func idleCPUPct(pid int, idle time.Duration) float64 {
 	return 100 * (procCPUSeconds(pid) - cpu0) / time.Since(t0).Seconds()
 }
 
-// startLoad sends nodeLoad to addr, counted in c, until stop is called;
+// startLoad sends load to addr, counted in c, until stop is called;
 // stop returns the load's error (and nil when called again).
-func startLoad(addr string, c *loadCounts) (stop func() error) {
+func startLoad(load spanLoad, addr string, c *loadCounts) (stop func() error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- nodeLoad.run(ctx, addr, c) }()
+	go func() { done <- load.run(ctx, addr, c) }()
 	var once sync.Once
 	var err error
 	return func() error {
@@ -476,6 +564,14 @@ func printNodeAgentNotes(r nodeAgentFigures) {
 	fmt.Printf("peers: %-24s spikehunt-agent above it: %.2f µs per span (%.1f%% of a core), the Collector: %.2f µs per span\n", "",
 		(r.agent.cpuPct-r.floor.cpuPct)/100*1e6/r.agent.spansPerS(), r.agent.cpuPct-r.floor.cpuPct,
 		(r.collector.cpuPct-r.floor.cpuPct)/100*1e6/r.collector.spansPerS())
+	fmt.Printf("peers: the same rate in %d-span requests (%d requests/s):\n", batch100Load.BatchSize, batch100Load.Rate/batch100Load.BatchSize)
+	for _, p := range []phaseFigures{r.agent100, r.baseline100, r.collector100} {
+		if p.wall == 0 {
+			continue
+		}
+		fmt.Printf("peers: %-24s %5.1f%% of a core, %.0f µs per request, %.0f spans/s accepted over %.0f s (%d skipped, %d refused)\n",
+			p.name, p.cpuPct, p.cpuUSPerRequest(batch100Load), p.spansPerS(), p.wall, p.missedTotal, p.failedTotal)
+	}
 	fmt.Println("peers: spikehunt-agent forwards only the requests it keeps (the slow ones and a rate-bounded sample of the rest, each with its weight) plus its kernel samples;")
 	fmt.Println("peers: the Collector forwards every span plus hostmetrics. The bytes per request compare what each puts on Kafka for the same traffic.")
 	load, err := os.ReadFile("/proc/loadavg")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spikehunt/spikehunt/internal/alertsig"
 	"github.com/spikehunt/spikehunt/internal/defaults"
+	"github.com/spikehunt/spikehunt/internal/peerconns"
 	"github.com/spikehunt/spikehunt/kafkasec"
 )
 
@@ -187,8 +188,15 @@ type WebhookConfig struct {
 	// 100ms–5m). Grafana gives up on a webhook after 30s.
 	EmitTimeout time.Duration `yaml:"emit_timeout"`
 	// MaxConnections bounds the connections served at once (default 256,
-	// 1–65536); more wait in the listen backlog until one closes.
-	MaxConnections int `yaml:"max_connections"`
+	// 1–65536). MaxConnectionsPerPeer bounds one client IP's, below it
+	// (default a quarter of it), and the last sixteenth of the places are
+	// only for connections that have carried an authenticated request. A
+	// connection that finds no place takes that of the connection idle
+	// longest of the peer with the most; when every one in its way is
+	// busy it is closed on accept (internal/peerconns). Both are counted
+	// in spikehunt_alertintake_webhook_connections_refused_total{reason}.
+	MaxConnections        int `yaml:"max_connections"`
+	MaxConnectionsPerPeer int `yaml:"max_connections_per_peer"`
 
 	Grafana      *GrafanaConfig      `yaml:"grafana"`
 	Alertmanager *AlertmanagerConfig `yaml:"alertmanager"`
@@ -304,6 +312,7 @@ func (c WebhookConfig) WithDefaults() WebhookConfig {
 	defaults.Fill(&c.MaxBodyBytes, DefaultMaxBodyBytes)
 	defaults.Fill(&c.EmitTimeout, DefaultEmitTimeout)
 	defaults.Fill(&c.MaxConnections, DefaultMaxConnections)
+	defaults.Fill(&c.MaxConnectionsPerPeer, peerconns.DefaultPerPeer(c.MaxConnections))
 	defaults.Fill[Clock](&c.Clock, systemClock{})
 	if c.Grafana != nil {
 		g := *c.Grafana
@@ -337,6 +346,8 @@ func (c WebhookConfig) Validate() error {
 		"tls_cert_file and tls_key_file are required: the webhook is HTTPS only (a cert-manager Certificate's Secret, mounted, provides both)")
 	check(c.MaxBodyBytes >= 1<<10 && c.MaxBodyBytes <= 64<<20, "max_body_bytes = %d, want 1 KiB–64 MiB", c.MaxBodyBytes)
 	check(c.MaxConnections >= 1 && c.MaxConnections <= 1<<16, "max_connections = %d, want 1–65536", c.MaxConnections)
+	check(c.MaxConnectionsPerPeer >= 1 && (c.MaxConnections == 1 || c.MaxConnectionsPerPeer < c.MaxConnections),
+		"max_connections_per_peer = %d, want 1 to max_connections - 1 (%d): one client must leave the others room", c.MaxConnectionsPerPeer, c.MaxConnections-1)
 	check(c.EmitTimeout >= 100*time.Millisecond && c.EmitTimeout <= 5*time.Minute, "emit_timeout = %s, want 100ms–5m", c.EmitTimeout)
 	check(c.Grafana != nil || c.Alertmanager != nil, "no endpoint enabled: configure grafana (secret) or alertmanager (token), or both")
 	if g := c.Grafana; g != nil {

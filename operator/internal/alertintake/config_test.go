@@ -38,7 +38,7 @@ func TestConfigFromYAML(t *testing.T) {
 	}
 	wantWebhook := WebhookConfig{
 		Address: "0.0.0.0:9443", TLSCertFile: "/etc/spikehunt/webhook-tls/tls.crt", TLSKeyFile: "/etc/spikehunt/webhook-tls/tls.key",
-		MaxBodyBytes: 4 << 20, EmitTimeout: 10 * time.Second, MaxConnections: 512,
+		MaxBodyBytes: 4 << 20, EmitTimeout: 10 * time.Second, MaxConnections: 512, MaxConnectionsPerPeer: 128,
 		Grafana: &GrafanaConfig{
 			Path: "/webhook/grafana", Secret: SecretSource{File: "/etc/spikehunt/grafana-hmac/secret"},
 			SignatureHeader: "X-Grafana-Alerting-Signature", TimestampHeader: "X-Grafana-Alerting-Timestamp",

@@ -11,6 +11,7 @@ type webhookMetrics struct {
 	rejected *prometheus.CounterVec // {endpoint, reason}
 	emitted  *prometheus.CounterVec // {endpoint}
 	skipped  *prometheus.CounterVec // {endpoint, reason}
+	conns    *prometheus.CounterVec // {reason}
 }
 
 func newWebhookMetrics() *webhookMetrics {
@@ -33,11 +34,15 @@ func newWebhookMetrics() *webhookMetrics {
 			Name: "spikehunt_alertintake_webhook_alerts_skipped_total",
 			Help: "Alerts of accepted webhook requests that yield nothing, by endpoint and reason (resolved, no_service, invalid_labels).",
 		}, []string{"endpoint", "reason"}),
+		conns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spikehunt_alertintake_webhook_connections_refused_total",
+			Help: "Webhook connections closed for want of a place (internal/peerconns), by reason: peer_full (the client IP held max_connections_per_peer, all busy), server_full (no place the connection may take, none idle in its way), evicted_idle (an idle connection closed to make room for a newcomer).",
+		}, []string{"reason"}),
 	}
 }
 
 func (m *webhookMetrics) register(reg prometheus.Registerer) error {
-	return registerAll(reg, m.accepted, m.rejected, m.emitted, m.skipped)
+	return registerAll(reg, m.accepted, m.rejected, m.emitted, m.skipped, m.conns)
 }
 
 // kafkaMetrics are the KafkaConsumer's self-observability.

@@ -15,7 +15,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/net/netutil"
+
+	"github.com/spikehunt/spikehunt/internal/peerconns"
 )
 
 // Webhook receives Grafana alerting and Alertmanager notifications over
@@ -123,6 +124,7 @@ func (w *Webhook) serveGrafana(rw http.ResponseWriter, r *http.Request) {
 		w.reject(rw, r, ep, http.StatusUnauthorized, rejectBadSignature, "")
 		return
 	}
+	authenticated(r)
 	if ts.Unix() <= w.servingSince.Load() {
 		rw.Header().Set("Retry-After", "1")
 		w.reject(rw, r, ep, http.StatusServiceUnavailable, rejectSignedBeforeStart, "")
@@ -148,6 +150,7 @@ func (w *Webhook) serveAlertmanager(rw http.ResponseWriter, r *http.Request) {
 		w.reject(rw, r, ep, http.StatusUnauthorized, reason, "")
 		return
 	}
+	authenticated(r)
 	body, status, reason := w.readBody(rw, r)
 	if reason != "" {
 		w.reject(rw, r, ep, status, reason, "")
@@ -251,8 +254,20 @@ func (w *Webhook) ServeListener(ctx context.Context, ln net.Listener) error {
 		// TLS handshake failures of scanners and probes are not news.
 		ErrorLog: slog.NewLogLogger(w.log.Handler(), slog.LevelDebug),
 	}
+	gated, err := peerconns.Listen(ln, peerconns.Config{
+		Max:      w.cfg.MaxConnections,
+		PerPeer:  w.cfg.MaxConnectionsPerPeer,
+		Reserved: peerconns.DefaultReserved(w.cfg.MaxConnections),
+		Closed:   func(r peerconns.Reason) { w.metrics.conns.WithLabelValues(string(r)).Inc() },
+	})
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("intake: webhook: %w", err)
+	}
+	srv.ConnState = peerconns.ConnState
+	srv.ConnContext = peerconns.ConnContext
 	done := make(chan error, 1)
-	go func() { done <- srv.ServeTLS(netutil.LimitListener(ln, w.cfg.MaxConnections), "", "") }()
+	go func() { done <- srv.ServeTLS(gated, "", "") }()
 	select {
 	case err := <-done:
 		return fmt.Errorf("intake: webhook: %w", err)
@@ -267,4 +282,13 @@ func (w *Webhook) ServeListener(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("intake: webhook: %w", err)
 	}
 	return nil
+}
+
+// authenticated marks r's connection as carrying an authenticated sender:
+// it may then take the places kept for them, and no stranger's connection
+// closes it to make room.
+func authenticated(r *http.Request) {
+	if c := peerconns.FromContext(r.Context()); c != nil {
+		c.Authenticate()
+	}
 }

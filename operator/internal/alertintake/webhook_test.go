@@ -581,42 +581,48 @@ func TestServeHTTPS(t *testing.T) {
 	stop()
 }
 
-// A peer holding connections open cannot take more than MaxConnections:
-// the next one is not served (its TLS handshake gets no answer) until one
-// of them closes.
-func TestServeHoldsAtMostMaxConnections(t *testing.T) {
+// A peer holding connections open cannot keep others out: it holds at
+// most MaxConnectionsPerPeer, and a newcomer takes the place of an idle
+// one. On Linux all of 127.0.0.0/8 is loopback: 127.0.0.2 is a peer of
+// its own.
+func TestServeHoldsAtMostItsShareOfConnectionsPerPeer(t *testing.T) {
 	dir := t.TempDir()
 	cfg, pool := tlsConfig(t, dir)
-	cfg.MaxConnections = 2
+	cfg.MaxConnections = 4
+	cfg.MaxConnectionsPerPeer = 2
 	cfg.Alertmanager = &AlertmanagerConfig{Token: SecretSource{File: writeFile(t, dir, "token", testToken)}}
 	wh, err := NewWebhook(cfg, &recordingSink{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	reg := prometheus.NewRegistry()
+	if err := wh.Register(reg); err != nil {
+		t.Fatal(err)
+	}
 	addr, stop := serveWebhook(t, wh)
 	defer stop()
-	dial := func(timeout time.Duration) (*tls.Conn, error) {
-		return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
-	}
-	var held []*tls.Conn
-	for range 2 {
-		c, err := dial(10 * time.Second)
-		if err != nil {
-			t.Fatalf("a connection within the cap: %v", err)
+	dial := func(from string, timeout time.Duration) (*tls.Conn, error) {
+		d := &net.Dialer{Timeout: timeout, LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+		c, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+		if err == nil {
+			t.Cleanup(func() { c.Close() })
 		}
-		defer c.Close()
-		held = append(held, c)
+		return c, err
 	}
-	if c, err := dial(500 * time.Millisecond); err == nil {
-		c.Close()
-		t.Fatal("a third connection was served with two held and max_connections 2")
+	// A flood of idle connections of one peer, and of a second.
+	for i := range 8 {
+		if _, err := dial([]string{"127.0.0.2", "127.0.0.3"}[i%2], 2*time.Second); err != nil {
+			t.Logf("flood connection %d: %v", i, err)
+		}
 	}
-	held[0].Close()
-	c, err := dial(10 * time.Second)
-	if err != nil {
-		t.Fatalf("a connection after one closed: %v", err)
+	for i := range 3 {
+		if _, err := dial("127.0.0.1", 2*time.Second); err != nil {
+			t.Errorf("a sender's connection %d beside the flood: %v", i, err)
+		}
 	}
-	c.Close()
+	if got := testutil.ToFloat64(wh.metrics.conns.WithLabelValues("evicted_idle")); got < 4 {
+		t.Errorf("connections_refused_total{evicted_idle} = %v, want at least 4", got)
+	}
 }
 
 func TestServeRefusesAMissingKeyPair(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spikehunt/spikehunt/internal/defaults"
+	"github.com/spikehunt/spikehunt/internal/peerconns"
 )
 
 // Mode is how a file reaches the browser.
@@ -65,9 +66,16 @@ type Config struct {
 	// them the server speaks plain HTTP and must sit behind a TLS ingress:
 	// basic auth sends the password with every request.
 	TLSCertFile, TLSKeyFile string
-	// MaxConnections bounds open connections (default 32); the next wait
-	// in the kernel's accept queue.
-	MaxConnections int
+	// MaxConnections bounds open connections (default 32).
+	// MaxConnectionsPerPeer bounds one client IP's, below it (default a
+	// quarter of it); the last sixteenth of the places are only for
+	// connections that have carried a signed-in request. A connection
+	// that finds no place takes that of the connection idle longest of the
+	// peer with the most; when every one in its way is busy it is closed
+	// on accept (internal/peerconns), counted in
+	// spikehunt_operator_report_connections_refused_total{reason}.
+	MaxConnections        int
+	MaxConnectionsPerPeer int
 	// Timeouts of one connection: reading the header and the request,
 	// writing the response, idling between requests.
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
@@ -98,6 +106,7 @@ func (c Config) WithDefaults() Config {
 	defaults.Fill(&c.Mode, d.Mode)
 	defaults.Fill(&c.PresignTTL, d.PresignTTL)
 	defaults.Fill(&c.MaxConnections, d.MaxConnections)
+	defaults.Fill(&c.MaxConnectionsPerPeer, peerconns.DefaultPerPeer(c.MaxConnections))
 	defaults.Fill(&c.ReadHeaderTimeout, d.ReadHeaderTimeout)
 	defaults.Fill(&c.ReadTimeout, d.ReadTimeout)
 	defaults.Fill(&c.WriteTimeout, d.WriteTimeout)
@@ -134,6 +143,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxConnections < 1 || c.MaxConnections > 10000 {
 		return fmt.Errorf("report server: max connections %d, want 1–10000", c.MaxConnections)
+	}
+	if c.MaxConnectionsPerPeer < 1 || (c.MaxConnections > 1 && c.MaxConnectionsPerPeer >= c.MaxConnections) {
+		return fmt.Errorf("report server: max connections per peer %d, want 1 to max connections - 1 (%d): one client must leave the others room", c.MaxConnectionsPerPeer, c.MaxConnections-1)
 	}
 	for _, d := range []struct {
 		name string

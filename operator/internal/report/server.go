@@ -20,12 +20,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/net/netutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
+	"github.com/spikehunt/spikehunt/internal/peerconns"
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 )
 
@@ -126,12 +126,23 @@ func New(cfg Config, captures client.Reader, artifacts Artifacts, log *slog.Logg
 	if err != nil {
 		return nil, fmt.Errorf("report server: listen %s: %w", cfg.Address, err)
 	}
-	s.ln = netutil.LimitListener(ln, cfg.MaxConnections)
+	gated, err := peerconns.Listen(ln, peerconns.Config{
+		Max:      cfg.MaxConnections,
+		PerPeer:  cfg.MaxConnectionsPerPeer,
+		Reserved: peerconns.DefaultReserved(cfg.MaxConnections),
+		Closed:   func(r peerconns.Reason) { s.metrics.conns.WithLabelValues(string(r)).Inc() },
+	})
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("report server: %w", err)
+	}
+	s.ln = gated
 	if tlsCfg != nil {
 		s.ln = tls.NewListener(s.ln, tlsCfg)
 	}
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout,
 		WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: 16 << 10,
+		ConnState: peerconns.ConnState, ConnContext: peerconns.ConnContext,
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
 	return s, nil
 }
@@ -194,6 +205,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		s.unauthorized(w, "wrong user or password")
 		return
+	}
+	if c := peerconns.FromContext(r.Context()); c != nil {
+		c.Authenticate() // it may take the places kept for signed-in users
 	}
 	s.route(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
 }
