@@ -16,12 +16,13 @@ import (
 
 // backends gives the same database through every backend that can run
 // here: the embedded engine, and the HTTP server backend talking to
-// serve-clickhouse over that engine (with authentication).
+// serve-clickhouse over that engine (with authentication, as the migrate
+// user: the tests create their tables through each backend).
 func backends(t *testing.T) map[string]store.Store {
 	emb := embedded(t)
-	srv := httptest.NewServer(chhttp.New(emb, chhttp.Config{User: "spike", Password: "hunt"}))
+	srv := httptest.NewServer(chhttp.New(emb, chhttp.Config{User: "spike", Password: "hunt", MigrateUser: "schema", MigratePassword: "hunt"}))
 	t.Cleanup(srv.Close)
-	dsn := "http://spike:hunt@" + strings.TrimPrefix(srv.URL, "http://") + "/" + emb.Database()
+	dsn := "http://schema:hunt@" + strings.TrimPrefix(srv.URL, "http://") + "/" + emb.Database()
 	h, err := store.Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
