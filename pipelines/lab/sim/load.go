@@ -149,7 +149,7 @@ func deletePartial(ctx context.Context, st store.Store, cfg Config) error {
 }
 
 func markLoaded(ctx context.Context, st store.Store, id string, cfg Config, s Stats) error {
-	err := st.Exec(ctx, fmt.Sprintf("INSERT INTO sim_loads (load_id, service, scenario, window_start, window_end, hosts, kept, points) VALUES (%s, %s, %s, %d, %d, %d, %d, %d)",
+	err := st.Exec(ctx, fmt.Sprintf("INSERT INTO sim_loads (load_id, service, scenario, window_start, window_end, hosts, kept, points) SELECT %s, %s, %s, %d, %d, %d, %d, %d",
 		store.QuoteString(id), store.QuoteString(cfg.Service), store.QuoteString(cfg.Scenario),
 		cfg.Start.Unix(), cfg.Start.Add(cfg.Duration).Unix(), cfg.Hosts, s.Kept, s.Points))
 	if err != nil {

@@ -366,8 +366,11 @@ func patternSuspects(affected map[string]bool, spikes map[string]int, families [
 	return ps
 }
 
-// writePatterns inserts the patterns as VALUES: a few rows per pass, and
-// Array(Tuple) and Map columns are simplest as literals.
+// writePatterns inserts the patterns as one SELECT per pattern (UNION
+// ALL): a few rows per pass. Not as VALUES: the Map and Array(Tuple)
+// columns and the timestamps are written with functions, and
+// serve-clickhouse never lets a Values insert evaluate an expression
+// (docs/hardening.md).
 func writePatterns(ctx context.Context, st store.Store, ps []Pattern, stamp time.Time) error {
 	if len(ps) == 0 {
 		return nil
@@ -420,14 +423,15 @@ type classSkew struct {
 // reader could compare it.
 var writePatternsTmpl = sqlTemplate("write patterns", `INSERT INTO patterns (pattern_id, service, class, modifiers, lookback_start, lookback_end, hosts_affected, hosts_total,
     recurrence_interval_s, regularity, synchronicity, hw_class_skew, illusion_share, suspects, detector_version, detected_at, is_deleted)
-VALUES {{range $i, $p := .Rows}}{{if $i}},
-{{end}}({{str $p.ID}}, {{str $p.Service}}, {{str $p.Class}}, {{strs $p.Modifiers}},
+{{range $i, $p := .Rows}}{{if $i}}
+UNION ALL
+{{end}}SELECT {{str $p.ID}}, {{str $p.Service}}, {{str $p.Class}}, {{strs $p.Modifiers}},
     {{ms $p.LookbackStart}}, {{ms $p.LookbackEnd}}, {{$p.HostsAffected}}, {{$p.HostsTotal}},
     {{float $p.RecurrenceInterval.Seconds}}, {{float (finite $p.Regularity)}}, {{float (finite $p.Synchronicity)}},
     map({{range $k, $c := $p.Skew}}{{if $k}}, {{end}}{{str $c.Class}}, {{float (finite $c.Skew)}}{{end}}),
     {{float (finite $p.IllusionShare)}},
     [{{range $k, $s := $p.Suspects}}{{if $k}}, {{end}}({{str $s.Metric}}, {{str $s.Mode}}, {{str $s.Device}}, toUInt32({{$s.Hosts}}), {{float (finite $s.Score)}}){{end}}],
-    {{str $.Version}}, {{ms $.Stamp}}, 0){{end}}`)
+    {{str $.Version}}, {{ms $.Stamp}}, 0{{end}}`)
 
 // retractPatterns retracts the rows of service at look-back end `end`
 // that the pass at stamp did not write, and returns their pattern ids.

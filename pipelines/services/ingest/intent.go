@@ -41,7 +41,7 @@ func token(group, topic string, partition int32, first, last int64) string {
 }
 
 func writeIntent(ctx context.Context, st store.Store, group, topic string, partition int32, it intent) error {
-	q := fmt.Sprintf("INSERT INTO ingest_intents (consumer_group, topic, partition, first_offset, last_offset, written_at) VALUES (%s, %s, %d, %d, %d, now64(6))",
+	q := fmt.Sprintf("INSERT INTO ingest_intents (consumer_group, topic, partition, first_offset, last_offset, written_at) SELECT %s, %s, %d, %d, %d, now64(6)",
 		store.QuoteString(group), store.QuoteString(topic), partition, it.first, it.last)
 	return st.Exec(ctx, q, store.WithSetting("distributed_foreground_insert", "1"))
 }
