@@ -75,14 +75,19 @@ func ApplyList(ctx context.Context, st store.Store, list []Migration, opts Optio
 	if err != nil {
 		return nil, err
 	}
-	for _, s := range bootstrap(opts) {
-		if err := st.Exec(ctx, s); err != nil {
-			return nil, fmt.Errorf("schema: %s: %w", firstLine(s), err)
-		}
-	}
+	// A store that already records its migrations is read first, with
+	// no DDL: an up-to-date store then needs no user that may change the
+	// schema (serve-clickhouse gives DDL to its migrate user only).
 	done, err := readApplied(ctx, st, opts)
 	if err != nil {
-		return nil, err
+		for _, s := range bootstrap(opts) {
+			if err := st.Exec(ctx, s); err != nil {
+				return nil, fmt.Errorf("schema: %s: %w", firstLine(s), err)
+			}
+		}
+		if done, err = readApplied(ctx, st, opts); err != nil {
+			return nil, err
+		}
 	}
 	if err := checkApplied(list, done, opts.Database); err != nil {
 		return nil, err
