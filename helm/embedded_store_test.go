@@ -156,7 +156,10 @@ func TestEmbeddedStoreMigratesBeforeItServes(t *testing.T) {
 	if !slices.Equal(mig.Command, []string{"/spikehunt", "migrate"}) {
 		t.Fatalf("init container runs %q", mig.Command)
 	}
-	if !slices.Contains(mig.Args, serve.Args[slices.IndexFunc(serve.Args, func(a string) bool { return strings.HasPrefix(a, "--dsn=") })]) {
+	// serve-clickhouse's DSN also names the database it serves
+	// (?database=…); its folder must be the migration's.
+	serveDSN, _, _ := strings.Cut(serve.Args[slices.IndexFunc(serve.Args, func(a string) bool { return strings.HasPrefix(a, "--dsn=") })], "?")
+	if !slices.Contains(mig.Args, serveDSN) || !slices.Contains(serve.Args, serveDSN+"?database=fleet") {
 		t.Errorf("the migration %q and serve-clickhouse %q open different data directories", mig.Args, serve.Args)
 	}
 	ext := render(t, "spikehunt", valuesCase{name: "ttl+external", sets: append(sets, "clickhouse.host=clickhouse.data")})
