@@ -331,8 +331,11 @@ func TestTheSpikehuntImageRunsTheEmbeddedEngineAsNonroot(t *testing.T) {
 	if err != nil {
 		t.Fatalf("spikehunt migrate in the image: %v\n%s", err, out)
 	}
+	// The store has its tables and no rows: spikes says exactly that (and
+	// exits 1, as on any empty store), which it can only know by opening
+	// the store and reading its tables.
 	out, err = chroot(t, b.root, b.config.Config.User, env, "/spikehunt", "spikes", "--dsn", "chdb:///tmp/store", "--since", "1h")
-	if err != nil {
+	if !strings.Contains(string(out), "is a spikehunt store with no rows in any table") {
 		t.Errorf("spikehunt spikes after the migration: %v\n%s", err, out)
 	}
 	fi, err := os.Stat(filepath.Join(b.root, "tmp/store"))
