@@ -144,6 +144,11 @@ func TestAlertStormNeverExceedsABudget(t *testing.T) {
 type stormSource struct {
 	send  func([]policy.Alert)
 	drain func()
+	// slack is how much longer than the storm's 10 s its sending may
+	// take for reasons of the source itself: a source that produces to a
+	// real broker waits for its acknowledgements, which a busy machine
+	// delays; what the bar catches is a source the operator blocks.
+	slack time.Duration
 }
 
 // runAlertStorm is the storm of TestAlertStormNeverExceedsABudget over
@@ -202,7 +207,7 @@ func runAlertStorm(t *testing.T, prefix string, connect func(*testing.T, *operat
 	}
 	elapsed := time.Since(start)
 	t.Logf("offered %d alerts in %s (%.0f/s)", offered, elapsed.Round(time.Millisecond), float64(offered)/elapsed.Seconds())
-	if elapsed > 11*time.Second {
+	if elapsed > 11*time.Second+src.slack {
 		t.Errorf("the storm took %s, want about 10 s: the alert source held it back", elapsed)
 	}
 	if src.drain != nil {
