@@ -79,7 +79,11 @@ type lab struct {
 
 func TestCauses(t *testing.T) {
 	if os.Getenv(labEnv) != "1" {
-		t.Skipf("the cause lab runs with `make causes` (%s=1): it induces stalls on this machine's kernel for about a quarter of an hour", labEnv)
+		// make test checks the lab's cases are whole; make causes (labEnv=1)
+		// runs them, which takes a quarter of an hour of this kernel.
+		checkCases(t)
+		t.Logf("the cause lab's runs are make causes' (%s=1)", labEnv)
+		return
 	}
 	if os.Geteuid() != 0 {
 		testenv.RequirePrivileged(t, "root (cgroups, perf, network namespaces)", fmt.Errorf("running as uid %d", os.Geteuid()))
@@ -735,4 +739,20 @@ func yes(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// checkCases: the seven cases (a)–(g), each able to induce its cause and
+// judge the suspects and the verdict.
+func checkCases(t *testing.T) {
+	t.Helper()
+	var letters []string
+	for _, c := range cases() {
+		letters = append(letters, c.letter)
+		if c.name == "" || c.induce == nil || c.judgeSuspects == nil || c.verdictNames == nil {
+			t.Errorf("case %q (%s) lacks its name, induction or judges", c.name, c.letter)
+		}
+	}
+	if got := strings.Join(letters, ","); got != "a,b,c,d,e,f,g" {
+		t.Errorf("cases %s, want a–g", got)
+	}
 }
