@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -124,34 +125,57 @@ type labCase struct {
 	setup        func(*caseRun) error
 	afterStart   func(*caseRun) error
 	induce       func(*caseRun) error
-	// judgeSuspects labels the top-1 family of the case's windows and
-	// says whether it names the cause.
-	judgeSuspects func(c *caseRun, rows []suspectRow, windows int) (string, bool)
+	// judgeSuspects labels the top-1 family of the induced stalls' windows
+	// and says whether it names the cause (judged).
+	judgeSuspects func(c *caseRun, rows []suspectRow, j judged) (string, bool)
 	verdictNames  func(c *caseRun, verdict string) bool
 }
 
-// topIs judges each window by its rank-1 suspect: ok says whether it
-// names the cause. The case's top-1 names it when it does in more than
-// half of the case's windows; the label is the family first in most of
-// them, as `spikehunt suspects` names it.
-func topIs(ok func(c *caseRun, x suspectRow) bool) func(*caseRun, []suspectRow, int) (string, bool) {
-	return func(c *caseRun, rows []suspectRow, windows int) (string, bool) {
-		named := 0
-		for _, x := range rows {
-			if x.Rank == 1 && ok(c, x) {
-				named++
-			}
+// judged are the spike windows a case's suspects are judged on: for each
+// induced stall the load saw, the first window of the lab's host that
+// overlaps it ("" when none does), and the windows that overlap no
+// induced stall (the machine's own stalls: other tenants, builds).
+type judged struct {
+	stalls []string
+	others []string
+}
+
+// named counts the stalls whose window's rank-1 suspect satisfies ok.
+func (j judged) named(rows []suspectRow, ok func(x suspectRow) bool) int {
+	n := 0
+	for _, id := range j.stalls {
+		if id != "" && slices.ContainsFunc(rows, func(x suspectRow) bool { return x.SpikeID == id && x.Rank == 1 && ok(x) }) {
+			n++
 		}
-		x, n := topFamily(rows)
+	}
+	return n
+}
+
+// onStalls keeps the rows of the stalls' windows.
+func (j judged) onStalls(rows []suspectRow) []suspectRow {
+	return slices.DeleteFunc(slices.Clone(rows), func(x suspectRow) bool { return !slices.Contains(j.stalls, x.SpikeID) })
+}
+
+// topIs judges each induced stall by the rank-1 suspect of its window:
+// ok says whether it names the cause. The case's top-1 names it when it
+// does for more than half of the stalls; the label is the family first
+// in most of their windows, as `spikehunt suspects` names it. A window
+// that overlaps no induced stall is the machine's, not the case's: it is
+// counted in the label, not judged.
+func topIs(ok func(c *caseRun, x suspectRow) bool) func(*caseRun, []suspectRow, judged) (string, bool) {
+	return func(c *caseRun, rows []suspectRow, j judged) (string, bool) {
+		named := j.named(rows, func(x suspectRow) bool { return ok(c, x) })
+		stalls := len(j.stalls)
+		x, n := topFamily(j.onStalls(rows))
 		if n == 0 {
-			return fmt.Sprintf("none (no counter moved in %d windows)", windows), false
+			return fmt.Sprintf("none (no counter moved in the windows of %d stalls; %d other windows)", stalls, len(j.others)), false
 		}
 		cpus := []int(nil)
 		if x.CPU >= 0 {
 			cpus = []int{x.CPU}
 		}
-		return fmt.Sprintf("%s, first in %d of %d windows (during %.3g/s, baseline %.3g/s); the cause first in %d of %d",
-			query.SuspectLabel(x.Metric, x.Mode, x.Device, cpus), n, windows, x.During, x.Baseline, named, windows), named*2 > windows
+		return fmt.Sprintf("%s, first in %d of %d stalls (during %.3g/s, baseline %.3g/s); the cause first in %d of %d; %d other windows",
+			query.SuspectLabel(x.Metric, x.Mode, x.Device, cpus), n, stalls, x.During, x.Baseline, named, stalls, len(j.others)), named*2 > stalls
 	}
 }
 
@@ -561,17 +585,19 @@ func cases() []labCase {
 			// spikes` shows "-" for its top suspect, `suspects` no row);
 			// the sentence "no kernel counter moved with the stalls" is
 			// the fleet pattern's, which one host never forms.
-			judgeSuspects: func(c *caseRun, rows []suspectRow, windows int) (string, bool) {
-				with := map[string]bool{}
-				for _, x := range rows {
-					with[x.SpikeID] = true
+			judgeSuspects: func(c *caseRun, rows []suspectRow, j judged) (string, bool) {
+				quiet := 0
+				for _, id := range j.stalls {
+					if id != "" && !slices.ContainsFunc(rows, func(x suspectRow) bool { return x.SpikeID == id }) {
+						quiet++
+					}
 				}
-				quiet := windows - len(with)
-				if x, n := topFamily(rows); n > 0 {
-					return fmt.Sprintf("%s, first in %d of %d windows; no counter moved in %d of %d", query.SuspectLabel(x.Metric, x.Mode, x.Device, nil),
-						n, windows, quiet, windows), quiet*2 > windows
+				stalls := len(j.stalls)
+				if x, n := topFamily(j.onStalls(rows)); n > 0 {
+					return fmt.Sprintf("%s, first in %d of %d stalls; no counter moved in %d of %d; %d other windows", query.SuspectLabel(x.Metric, x.Mode, x.Device, nil),
+						n, stalls, quiet, stalls, len(j.others)), quiet*2 > stalls
 				}
-				return fmt.Sprintf("no suspects: no kernel counter moved in the %d windows", windows), windows > 0
+				return fmt.Sprintf("no suspects: no kernel counter moved in the windows of the %d stalls; %d other windows", stalls, len(j.others)), quiet*2 > stalls
 			},
 			verdictNames: func(_ *caseRun, v string) bool {
 				v = strings.ToLower(v)

@@ -603,14 +603,35 @@ func (l *lab) runCase(t *testing.T, c labCase) result {
 			windows = append(windows, w)
 		}
 	}
+	// Each induced stall the load saw is judged by the first window that
+	// overlaps it; a window that overlaps none is the machine's own.
+	slices.SortFunc(windows, func(a, b detect.SpikeWindow) int { return a.Start.Compare(b.Start) })
+	var j judged
+	used := map[string]bool{}
 	for _, s := range stalls {
 		if s.worst < stallBar {
 			continue
 		}
-		if slices.ContainsFunc(windows, func(w detect.SpikeWindow) bool {
-			return w.Start.Before(s.to.Add(2*time.Second)) && w.End.After(s.from.Add(-time.Second))
-		}) {
+		id := ""
+		for _, w := range windows {
+			if w.Start.Before(s.to.Add(2*time.Second)) && w.End.After(s.from.Add(-time.Second)) {
+				id = w.ID
+				break
+			}
+		}
+		for _, w := range windows {
+			if w.Start.Before(s.to.Add(2*time.Second)) && w.End.After(s.from.Add(-time.Second)) {
+				used[w.ID] = true
+			}
+		}
+		if id != "" {
 			r.windows++
+		}
+		j.stalls = append(j.stalls, id)
+	}
+	for _, w := range windows {
+		if !used[w.ID] {
+			j.others = append(j.others, w.ID)
 		}
 	}
 	for _, p := range pass.Patterns {
@@ -627,7 +648,7 @@ func (l *lab) runCase(t *testing.T, c labCase) result {
 		Rows []suspectRow `json:"rows"`
 	}
 	json.Unmarshal(out.Bytes(), &rows)
-	r.top1, r.top1OK = c.judgeSuspects(run, rows.Rows, len(windows))
+	r.top1, r.top1OK = c.judgeSuspects(run, rows.Rows, j)
 	out.Reset()
 	query.Suspects(ctx, rng, &out, &errb)
 	r.suspectsOut = out.String()

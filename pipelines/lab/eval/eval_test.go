@@ -13,8 +13,8 @@ import (
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
-// TestEvalEveryScenario is make eval's assertions: every scenario at 300
-// hosts through sim → ingest → detect on the real engine.
+// TestEvalEveryScenario is make eval's assertions: every scenario through
+// sim → ingest → detect on the real engine.
 //   - recall and precision ≥ 0.95 where the truth has spike windows;
 //   - the right pattern class at the end, and for healthy, slow-creep
 //     and noisy no pattern in any pass;
@@ -22,9 +22,9 @@ import (
 //     (≥ 0.9 of their spikes);
 //   - a median detection delay ≤ 2 periods.
 //
-// The everyday causes' scenarios (sim.EverydayCause) run at
-// everydayTestHosts here (make eval runs them at DefaultHosts): the same
-// bars, at a third of the rows, so that make test stays within its budget.
+// Every scenario runs at testHosts here (make eval runs them at
+// DefaultHosts): the same bars, at a third of the rows, so that make test
+// stays within its budget. The 300-host fleets are make eval's.
 //
 // SPIKEHUNT_EVAL_SCENARIOS=a,b runs only those (for tuning).
 func TestEvalEveryScenario(t *testing.T) {
@@ -34,9 +34,7 @@ func TestEvalEveryScenario(t *testing.T) {
 		if len(only) > 0 && !only[cfg.Scenario] {
 			continue
 		}
-		if sim.EverydayCause(cfg.Defaults().Cause) {
-			cfg.Hosts = everydayTestHosts
-		}
+		cfg.Hosts = testHosts
 		t.Run(cfg.Scenario, func(t *testing.T) {
 			st := testenv.ClickHouse(t)
 			r, err := RunScenario(context.Background(), st, cfg, Options{Progress: t.Logf})
@@ -53,8 +51,8 @@ func TestEvalEveryScenario(t *testing.T) {
 	checkMedianDelay(t, delays)
 }
 
-// everydayTestHosts is the everyday causes' fleet in make test.
-const everydayTestHosts = 100
+// testHosts is every scenario's fleet in make test.
+const testHosts = 100
 
 // TestEvalVariants holds the detectors to the same bar on scenarios away
 // from their defaults (Variants): other periods, fractions, fleet sizes,

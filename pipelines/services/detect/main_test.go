@@ -115,6 +115,7 @@ type counterSeries struct {
 	extraTo    int
 	extraEvery int
 	extraLen   int
+	appearsAt  int // seconds: no rows for intervals that begin before it (a cgroup created then)
 }
 
 // insertCounters writes series of host as 10 s intervals over seconds
@@ -128,10 +129,10 @@ func insertCounters(t *testing.T, st store.Store, hostName string, seconds int, 
 		if every == 0 {
 			every, length = 1<<30, s.extraTo-s.extraFrom
 		}
-		tuples = append(tuples, fmt.Sprintf("(%s, toInt16(%d), %s, %s, %s, %s, %s, %s, %s, toInt64(%d), toInt64(%d), toInt64(%d), toInt64(%d))",
+		tuples = append(tuples, fmt.Sprintf("(%s, toInt16(%d), %s, %s, %s, %s, %s, %s, %s, toInt64(%d), toInt64(%d), toInt64(%d), toInt64(%d), toInt64(%d))",
 			store.QuoteString(s.metric), s.cpu, store.QuoteString(s.device), store.QuoteString(s.mode),
 			floatLit(s.rate), floatLit(s.noise), store.QuoteString(s.operstate), store.QuoteString(s.resource),
-			floatLit(s.extra), s.extraFrom, s.extraTo, every, length))
+			floatLit(s.extra), s.extraFrom, s.extraTo, every, length, s.appearsAt))
 	}
 	q := fmt.Sprintf(`INSERT INTO counters (ts_start, interval_ms, host, metric, cpu, device, mode, value, attrs)
 SELECT fromUnixTimestamp64Milli(toInt64((%[1]d + k * %[2]d) * 1000), 'UTC'), %[2]d * 1000, %[3]s,
@@ -141,7 +142,8 @@ SELECT fromUnixTimestamp64Milli(toInt64((%[1]d + k * %[2]d) * 1000), 'UTC'), %[2
         + x.9 * arrayCount(u -> u >= x.10 AND u < x.11 AND (u - x.10) %% x.12 < x.13, range(toInt64(k * %[2]d), toInt64(k * %[2]d + %[2]d)))),
     mapFilter((key, v) -> v != '', map('spikehunt.network.operstate', x.7, 'spikehunt.pressure.resource', x.8))
 FROM (SELECT number AS k FROM numbers(%[4]d))
-ARRAY JOIN [%[5]s] AS x`,
+ARRAY JOIN [%[5]s] AS x
+WHERE k * %[2]d >= x.14`,
 		dataStart.Unix(), interval, store.QuoteString(hostName), seconds/interval, strings.Join(tuples, ", "))
 	if err := st.Exec(context.Background(), q); err != nil {
 		t.Fatalf("load counters of %s: %v", hostName, err)

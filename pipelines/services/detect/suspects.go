@@ -43,6 +43,10 @@ import (
 //     (10 000): traffic that should not exist ranks above the softirq time
 //     it causes.
 //
+// Workload cgroups have two rules of their own (suspects_leaves.go): one
+// the agent did not report in the baseline is judged against zero, and a
+// parent whose rise a descendant accounts for gives way to it.
+//
 // A series is a suspect at deviation ≥ MinDeviation; a spike where no
 // counter moved (a library sleeping in the process) has none, which is an
 // answer too. One query handles all the windows of a chunk: the windows,
@@ -191,7 +195,8 @@ func suspectsSQL(service string, ch suspectChunk, c SuspectConfig) string {
 		RelativeFloor:        c.RelativeFloor,
 		TimeWeight:           c.TimeWeight,
 		DownInterfaceWeight:  c.DownInterfaceWeight,
-		Max:                  c.Max,
+		Fetch:                fetchPerWindow(c.Max),
+		FreshPrefix:          cgroupPrefix,
 		TimeMetrics:          timeMetrics(),
 		FloorSQL:             floorExpr(),
 		NotDownSQL:           notDownOperstates,
@@ -216,7 +221,12 @@ type suspectsParams struct {
 	MinDeviation, RelativeFloor   float64
 	TimeWeight                    float64
 	DownInterfaceWeight           float64
-	Max                           int
+	// Fetch is how many rows a window's query keeps: more than
+	// SuspectConfig.Max, for preferLeaves to drop from.
+	Fetch int
+	// FreshPrefix is the metrics' prefix of the workload cgroups
+	// (cgroupPrefix), whose series may be judged fresh.
+	FreshPrefix string
 	// TimeMetrics weigh TimeWeight.
 	TimeMetrics []string
 	// FloorSQL is a counter row's absolute floor (floorExpr), NotDownSQL
@@ -236,8 +246,11 @@ FROM (
         SELECT spike_id, host, ws, metric, cpu, device, mode, any(floor_abs) AS floor_abs,
             maxIf(v * 1000 / len_ms, is_during) AS during,
             groupArrayIf(v * 1000 / len_ms, is_base) AS rates,
-            arrayReduce('quantileExactInclusive(0.5)', rates) AS base,
-            arrayReduce('quantileExactInclusive(0.5)', arrayMap(r -> abs(r - base), rates)) AS mad,
+            -- A workload cgroup the agent did not report in enough of the
+            -- baseline (fresh) is judged against zero: see freshCgroups.
+            length(rates) < {{.MinBaselineIntervals}} AND startsWith(metric, {{str .FreshPrefix}}) AS fresh,
+            if(fresh, 0, arrayReduce('quantileExactInclusive(0.5)', rates)) AS base,
+            if(fresh, 0, arrayReduce('quantileExactInclusive(0.5)', arrayMap(r -> abs(r - base), rates))) AS mad,
             maxIf(down_iface, is_during) AS down
         FROM (
             SELECT w.spike_id AS spike_id, w.host AS host, w.ws AS ws, c.metric AS metric, c.cpu AS cpu, c.device AS device, c.mode AS mode,
@@ -295,12 +308,12 @@ FROM (
             WHERE is_during OR is_base
         )
         GROUP BY spike_id, host, ws, metric, cpu, device, mode
-        HAVING length(rates) >= {{.MinBaselineIntervals}} AND countIf(is_during) > 0
+        HAVING (length(rates) >= {{.MinBaselineIntervals}} OR fresh) AND countIf(is_during) > 0
     )
 )
 WHERE raw >= {{float .MinDeviation}}
 ORDER BY spike_id, deviation DESC, metric, mode, device, cpu
-LIMIT {{.Max}} BY spike_id`)
+LIMIT {{.Fetch}} BY spike_id`)
 
 // suspectRow is one ranked suspect of one window.
 type suspectRow struct {
@@ -329,13 +342,8 @@ func querySuspects(ctx context.Context, st store.Store, service string, ch suspe
 			return err
 		}
 		for i := 0; i < b.Rows; i++ {
-			id := strs[0].Row(i)
-			rank := 1
-			if n := len(out); n > 0 && out[n-1].spikeID == id {
-				rank = out[n-1].Rank + 1
-			}
-			out = append(out, suspectRow{id, strs[1].Row(i), time.UnixMilli(ws.Row(i)).UTC(), Suspect{
-				Rank: rank, Metric: strs[2].Row(i), CPU: int(cpu.Row(i)), Device: strs[3].Row(i), Mode: strs[4].Row(i),
+			out = append(out, suspectRow{strs[0].Row(i), strs[1].Row(i), time.UnixMilli(ws.Row(i)).UTC(), Suspect{
+				Metric: strs[2].Row(i), CPU: int(cpu.Row(i)), Device: strs[3].Row(i), Mode: strs[4].Row(i),
 				Baseline: fl[0].Row(i), During: fl[1].Row(i), Deviation: fl[2].Row(i),
 			}})
 		}
@@ -344,7 +352,7 @@ func querySuspects(ctx context.Context, st store.Store, service string, ch suspe
 	if err != nil {
 		return nil, fmt.Errorf("detect: suspects of %d spike windows of %s: %w", ch.windows, service, err)
 	}
-	return out, nil
+	return preferLeaves(out, c.Max), nil
 }
 
 // rankSuspects computes and writes the suspects of the windows that need

@@ -133,6 +133,35 @@ func TestDetectSuspects(t *testing.T) {
 			want: []string{"spikehunt.cgroup.cpu.usage cpu=-1 device=system.slice/backup.service mode="},
 		},
 		{
+			// A backup's transient unit is created when it starts: it has
+			// no baseline, and it used nothing before. Its slice's rise is
+			// the unit's, counted again.
+			name: "a unit that appears with the stall is judged against zero, and stands in for its slice",
+			series: during(during(append(quietHost(),
+				counterSeries{metric: "spikehunt.cgroup.cpu.usage", cpu: -1, device: "system.slice", rate: 0.05},
+				counterSeries{metric: "spikehunt.cgroup.cpu.usage", cpu: -1, device: "system.slice/backup.service", appearsAt: stallAt - 10}),
+				func(c counterSeries) bool { return c.device == "system.slice/backup.service" }, 0.9),
+				func(c counterSeries) bool { return c.device == "system.slice" }, 0.9),
+			want:  []string{"spikehunt.cgroup.cpu.usage cpu=-1 device=system.slice/backup.service mode="},
+			exact: true,
+		},
+		{
+			// Two services rose, and the slice's own tasks too: neither
+			// service explains half of the slice's rise.
+			name: "a parent whose rise no one child explains stays",
+			series: during(during(during(append(quietHost(),
+				counterSeries{metric: "spikehunt.cgroup.cpu.usage", cpu: -1, device: "system.slice", rate: 0.05},
+				counterSeries{metric: "spikehunt.cgroup.cpu.usage", cpu: -1, device: "system.slice/a.service", rate: 0.05},
+				counterSeries{metric: "spikehunt.cgroup.cpu.usage", cpu: -1, device: "system.slice/b.service", rate: 0.05}),
+				func(c counterSeries) bool { return c.device == "system.slice/a.service" }, 0.45),
+				func(c counterSeries) bool { return c.device == "system.slice/b.service" }, 0.5),
+				func(c counterSeries) bool { return c.device == "system.slice" }, 1.25),
+			want: []string{"spikehunt.cgroup.cpu.usage cpu=-1 device=system.slice mode=",
+				"spikehunt.cgroup.cpu.usage cpu=-1 device=system.slice/b.service mode=",
+				"spikehunt.cgroup.cpu.usage cpu=-1 device=system.slice/a.service mode="},
+			exact: true,
+		},
+		{
 			name: "a cgroup's CPU limit changing is no suspect",
 			series: during(during(append(quietHost(),
 				counterSeries{metric: "spikehunt.cgroup.cpu.limit", cpu: -1, device: "shop/checkout-7d9"}), func(c counterSeries) bool {
@@ -199,5 +228,38 @@ func TestDetectSuspects(t *testing.T) {
 	rows := queryRows(t, st, `SELECT count() FROM spike_suspects FINAL WHERE is_deleted = 0`)
 	if want := fmt.Sprint(res.SuspectRows); rows[0][0] != want {
 		t.Errorf("spike_suspects holds %s live rows, the pass wrote %s", rows[0][0], want)
+	}
+}
+
+func TestPreferLeaves(t *testing.T) {
+	row := func(id, metric, device string, base, during float64) suspectRow {
+		return suspectRow{spikeID: id, Suspect: Suspect{Metric: metric, Device: device, Baseline: base, During: during}}
+	}
+	const usage = "spikehunt.cgroup.cpu.usage"
+	rows := []suspectRow{
+		row("w1", usage, "kubepods/burstable/pod1", 0.1, 1.1),
+		row("w1", usage, "kubepods/burstable/pod1/c1", 0.1, 1.0),
+		row("w1", "system.cpu.time", "", 0.1, 0.5),
+		// Another window: the same paths, but the child explains too
+		// little, and a sibling's prefix is no descendant.
+		row("w2", usage, "kubepods/burstable/pod1", 0.1, 1.1),
+		row("w2", usage, "kubepods/burstable/pod10", 0.1, 1.0),
+		row("w2", usage, "kubepods/burstable/pod1/c1", 0.1, 0.4),
+		// Another metric's child does not stand in.
+		row("w3", "spikehunt.cgroup.cpu.throttled_time", "a", 0, 0.5),
+		row("w3", usage, "a/b", 0, 0.5),
+	}
+	got := preferLeaves(slices.Clone(rows), 2)
+	var names []string
+	for _, r := range got {
+		names = append(names, fmt.Sprintf("%s %d %s", r.spikeID, r.Rank, r.Device))
+	}
+	want := []string{
+		"w1 1 kubepods/burstable/pod1/c1", "w1 2 ",
+		"w2 1 kubepods/burstable/pod1", "w2 2 kubepods/burstable/pod10",
+		"w3 1 a", "w3 2 a/b",
+	}
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("preferLeaves (-want +got):\n%s", diff)
 	}
 }

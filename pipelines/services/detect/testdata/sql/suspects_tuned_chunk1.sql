@@ -9,8 +9,11 @@ FROM (
         SELECT spike_id, host, ws, metric, cpu, device, mode, any(floor_abs) AS floor_abs,
             maxIf(v * 1000 / len_ms, is_during) AS during,
             groupArrayIf(v * 1000 / len_ms, is_base) AS rates,
-            arrayReduce('quantileExactInclusive(0.5)', rates) AS base,
-            arrayReduce('quantileExactInclusive(0.5)', arrayMap(r -> abs(r - base), rates)) AS mad,
+            -- A workload cgroup the agent did not report in enough of the
+            -- baseline (fresh) is judged against zero: see freshCgroups.
+            length(rates) < 1 AND startsWith(metric, 'spikehunt.cgroup.') AS fresh,
+            if(fresh, 0, arrayReduce('quantileExactInclusive(0.5)', rates)) AS base,
+            if(fresh, 0, arrayReduce('quantileExactInclusive(0.5)', arrayMap(r -> abs(r - base), rates))) AS mad,
             maxIf(down_iface, is_during) AS down
         FROM (
             SELECT w.spike_id AS spike_id, w.host AS host, w.ws AS ws, c.metric AS metric, c.cpu AS cpu, c.device AS device, c.mode AS mode,
@@ -68,9 +71,9 @@ FROM (
             WHERE is_during OR is_base
         )
         GROUP BY spike_id, host, ws, metric, cpu, device, mode
-        HAVING length(rates) >= 1 AND countIf(is_during) > 0
+        HAVING (length(rates) >= 1 OR fresh) AND countIf(is_during) > 0
     )
 )
 WHERE raw >= toFloat64(0.125)
 ORDER BY spike_id, deviation DESC, metric, mode, device, cpu
-LIMIT 255 BY spike_id
+LIMIT 510 BY spike_id
