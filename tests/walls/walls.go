@@ -235,6 +235,8 @@ var Rules = []Rule{
 		Why: "Kafka's OTLP into the store's tables"},
 	{Pkg: "pipelines/services/alerts", Own: []string{"internal/alertdoc", "internal/alertsig", "pipelines/services/detect", "internal/store", "internal/schema", "kafkasec"},
 		Why: "alerts uses detect's result types"},
+	{Pkg: "pipelines/services/detectsvc", Own: []string{"pipelines/services/detect", "pipelines/services/alerts", "pipelines/services/ingest", "internal/store", "kafkasec"},
+		Why: "the detect service around the passes: their alerts, health and own figures (the ingest's writer of them)"},
 	{Pkg: "pipelines/services/otel", TestOwn: []string{"pipelines/services/ingest", "internal/schema", "internal/store"}, Why: "tests only: the gateway Collector's build and config"},
 
 	// pipelines/cli/: the command line and its queries.

@@ -15,6 +15,7 @@ import (
 	"github.com/spikehunt/spikehunt/pipelines/cli"
 	"github.com/spikehunt/spikehunt/pipelines/services/alerts"
 	"github.com/spikehunt/spikehunt/pipelines/services/detect"
+	"github.com/spikehunt/spikehunt/pipelines/services/detectsvc"
 )
 
 func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -120,8 +121,8 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	if *service != "" {
 		what = "service " + *service
 	}
-	progress("%s, first pass %s → %s, look-back %s, every %s", what, stamp(cfg.From), stamp(cfg.To), cli.FormatDuration(*lookback), cli.FormatDuration(*every))
-	var pub *alertPublisher
+	progress("%s, first pass %s → %s, look-back %s, every %s", what, cfg.From.UTC().Format(time.RFC3339), cfg.To.UTC().Format(time.RFC3339), cli.FormatDuration(*lookback), cli.FormatDuration(*every))
+	var pub *detectsvc.AlertOutbox
 	if *alertBrokers != "" {
 		var signer *alertsig.Signer
 		if *signingKey != "" {
@@ -135,28 +136,28 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 				return fmt.Errorf("--alerts.signing-key-file: %w", err)
 			}
 		}
-		if pub, err = newAlertPublisher(ctx, st, alertCfg, alerts.KafkaConfig{
+		if pub, err = detectsvc.NewAlertOutbox(ctx, st, alertCfg, alerts.KafkaConfig{
 			Brokers: strings.Split(*alertBrokers, ","), Topic: *alertTopic, Signer: signer, Security: alertSec.Config(),
 		}, *alertState); err != nil {
 			return err
 		}
-		defer pub.close()
+		defer pub.Close()
 		signed := "unsigned (--alerts.allow-unsigned)"
 		if signer != nil {
 			signed = "signed with key " + signer.KeyID()
 		}
 		progress("alerts go to %s on %s (%s), %s", *alertTopic, *alertBrokers, alertSec.Config(), signed)
 	}
-	health := newDetectHealth(newRegistry(), *every, time.Now())
+	health := detectsvc.NewHealth(newRegistry(), *every, time.Now())
 	if *listen != "" {
 		reg := newRegistry()
-		health = newDetectHealth(reg, *every, time.Now())
+		health = detectsvc.NewHealth(reg, *every, time.Now())
 		var checks []func() (bool, string)
 		if pub != nil {
-			reg.MustRegister(pub.missing)
-			checks = append(checks, pub.health)
+			reg.MustRegister(pub.Missing())
+			checks = append(checks, pub.Health)
 		}
-		srv, ln, err := listenHTTP(*listen, health.mux(reg, st, time.Now, checks...), limits)
+		srv, ln, err := listenHTTP(*listen, health.Mux(observabilityMux(reg, st, checks...), time.Now), limits)
 		if err != nil {
 			return err
 		}
@@ -164,56 +165,19 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 		defer srv.Close()
 		progress("metrics and health on http://%s", ln.Addr())
 	}
-	own := newPassCounters(st, *instance)
+	own := detectsvc.NewPassCounters(st, *instance)
 	err = detect.Run(ctx, st, cfg, *every, func(r detect.Result) {
-		health.observe(r, time.Now())
-		fmt.Fprintln(stdout, summary(r))
-		if err := own.record(ctx, r, time.Now()); err != nil && ctx.Err() == nil {
+		health.Observe(r, time.Now())
+		fmt.Fprintln(stdout, detectsvc.Summary(r))
+		if err := own.Record(ctx, r, time.Now()); err != nil && ctx.Err() == nil {
 			progress("%v (retried after the next pass)", err)
 		}
 		if pub != nil {
-			pub.publish(ctx, r, stdout, stderr)
+			pub.Publish(ctx, r, stdout, stderr)
 		}
 	})
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
 	return err
-}
-
-func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
-
-// summary is one line per pass: the range, what was written, the patterns,
-// and where the time went.
-func summary(r detect.Result) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s → %s: %d service(s), %d spike windows (%d new or changed, %d retracted), %d suspect rows, ",
-		stamp(r.From), stamp(r.To), len(r.Services), len(r.Spikes), r.NewSpikes(), len(r.Retracted), r.SuspectRows)
-	if len(r.Patterns) == 0 {
-		b.WriteString("no pattern")
-	} else {
-		var ps []string
-		for _, p := range r.Patterns {
-			s := fmt.Sprintf("%s %s", p.Service, p.Class)
-			for _, m := range p.Modifiers {
-				s += "+" + m
-			}
-			s += fmt.Sprintf(" %d/%d hosts", p.HostsAffected, p.HostsTotal)
-			if p.RecurrenceInterval > 0 {
-				s += " every " + p.RecurrenceInterval.String()
-			}
-			ps = append(ps, s)
-		}
-		fmt.Fprintf(&b, "%d pattern(s) [%s]", len(r.Patterns), strings.Join(ps, "; "))
-	}
-	if len(r.RetractedPatterns) > 0 {
-		fmt.Fprintf(&b, ", %d pattern(s) retracted", len(r.RetractedPatterns))
-	}
-	if r.EndpointsDropped > 0 {
-		fmt.Fprintf(&b, ", %d endpoint(s) beyond --max-endpoints not judged on their own", r.EndpointsDropped)
-	}
-	t := r.Timing
-	fmt.Fprintf(&b, "; pass %v (spikes %v, suspects %v, patterns %v)", t.Total.Round(time.Millisecond),
-		t.Spikes.Round(time.Millisecond), t.Suspects.Round(time.Millisecond), t.Patterns.Round(time.Millisecond))
-	return b.String()
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/spikehunt/spikehunt/pipelines/cli/query"
 	"github.com/spikehunt/spikehunt/pipelines/lab/demo"
 	"github.com/spikehunt/spikehunt/pipelines/services/detect"
+	"github.com/spikehunt/spikehunt/pipelines/services/detectsvc"
 )
 
 // command is one subcommand: its flags are parsed from args by run itself.
@@ -98,9 +99,9 @@ func usage(w io.Writer) {
 }
 
 // recordDemoPass writes the demo's detector pass's own figures as
-// `spikehunt detect` writes a pass's (detect_counters.go).
+// `spikehunt detect` writes a pass's (detectsvc.PassCounters).
 func recordDemoPass(ctx context.Context, st store.Store, res detect.Result) error {
-	return newPassCounters(st, "").record(ctx, res, time.Now())
+	return detectsvc.NewPassCounters(st, "").Record(ctx, res, time.Now())
 }
 
 var version = "dev" // set with -ldflags "-X main.version=…"

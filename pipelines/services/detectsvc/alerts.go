@@ -1,4 +1,4 @@
-package main
+package detectsvc
 
 import (
 	"context"
@@ -18,11 +18,11 @@ import (
 	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 )
 
-// alertPublisher sends what each detector pass found to Kafka as
+// AlertOutbox sends what each detector pass found to Kafka as
 // spikehunt.alert/v1 documents, deduplicated and rate-limited by the alerts
 // package, and keeps its state in a file when asked to (else it rebuilds
 // it from the detector tables at start, see alerts.LoadState).
-type alertPublisher struct {
+type AlertOutbox struct {
 	pub       *alerts.Publisher
 	sink      *alerts.KafkaSink
 	statePath string
@@ -33,10 +33,10 @@ type alertPublisher struct {
 	failed  error // the last pass's send error; nil once a send succeeds
 }
 
-// health is the /healthz check of alerting: always ok (detection and the
+// Health is the /healthz check of alerting: always ok (detection and the
 // store go on without it, and the alerts wait in the outbox), but
 // "degraded: alerts: …" while the last send failed, naming the topic.
-func (a *alertPublisher) health() (ok bool, detail string) {
+func (a *AlertOutbox) Health() (ok bool, detail string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.failed == nil {
@@ -48,7 +48,10 @@ func (a *alertPublisher) health() (ok bool, detail string) {
 	return true, fmt.Sprintf("degraded: alerts: the last send failed (kept for the next pass): %v", a.failed)
 }
 
-func newAlertPublisher(ctx context.Context, st store.Store, cfg alerts.Config, kafka alerts.KafkaConfig, statePath string) (*alertPublisher, error) {
+// NewAlertOutbox connects to Kafka (failing at once on a refusal of its
+// credentials) and restores what was alerted from statePath, or from the
+// detector tables when statePath is empty or not written yet.
+func NewAlertOutbox(ctx context.Context, st store.Store, cfg alerts.Config, kafka alerts.KafkaConfig, statePath string) (*AlertOutbox, error) {
 	sink, err := alerts.NewKafkaSink(kafka)
 	if err != nil {
 		return nil, err
@@ -76,7 +79,7 @@ func newAlertPublisher(ctx context.Context, st store.Store, cfg alerts.Config, k
 		return nil, err
 	}
 	pub.Restore(state)
-	return &alertPublisher{pub: pub, sink: sink, statePath: statePath, topic: kafka.WithDefaults().Topic,
+	return &AlertOutbox{pub: pub, sink: sink, statePath: statePath, topic: kafka.WithDefaults().Topic,
 		missing: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "spikehunt_detect_alerts_topic_missing",
 			Help: "1 while the last pass's alerts could not be sent because the alerts topic does not exist (see /healthz); they wait for the next pass.",
@@ -102,9 +105,9 @@ func loadAlertState(ctx context.Context, st store.Store, path string) (alerts.St
 	return alerts.LoadState(ctx, st, time.Now(), alerts.DefaultDedupHorizon)
 }
 
-// publish sends a pass's alerts; a failure is reported and the alerts stay
+// Publish sends a pass's alerts; a failure is reported and the alerts stay
 // in the publisher's outbox for the next pass, so detection goes on.
-func (a *alertPublisher) publish(ctx context.Context, r detect.Result, stdout, stderr io.Writer) {
+func (a *AlertOutbox) Publish(ctx context.Context, r detect.Result, stdout, stderr io.Writer) {
 	sent, err := a.pub.Publish(ctx, alerts.Pass{NewSpikes: r.Spikes, Patterns: r.Patterns, Services: r.Services})
 	if err != nil {
 		fmt.Fprintf(stderr, "detect: alerts: %v (kept for the next pass)\n", err)
@@ -137,4 +140,9 @@ func (a *alertPublisher) publish(ctx context.Context, r detect.Result, stdout, s
 	}
 }
 
-func (a *alertPublisher) close() { a.sink.Close() }
+// Missing is the gauge that is 1 while the alerts topic is missing, for
+// the service's registry.
+func (a *AlertOutbox) Missing() prometheus.Collector { return a.missing }
+
+// Close closes the Kafka client.
+func (a *AlertOutbox) Close() { a.sink.Close() }

@@ -1,4 +1,4 @@
-package main
+package detectsvc
 
 import (
 	"fmt"
@@ -9,16 +9,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/pipelines/services/detect"
 )
 
-// detectHealth is what `spikehunt detect --every` serves on --listen:
+// Health is what `spikehunt detect --every` serves on --listen:
 // /metrics with the passes' figures, and /healthz, which fails while the
 // store does not answer or when no pass has finished for too long (a
 // detector stuck in a pass, or failing each one, is unhealthy even though
 // its process runs).
-type detectHealth struct {
+type Health struct {
 	started  time.Time
 	every    time.Duration
 	lastPass atomic.Int64 // unix nanoseconds of the last finished pass; 0 before the first
@@ -28,8 +27,10 @@ type detectHealth struct {
 	dropped  prometheus.Counter
 }
 
-func newDetectHealth(reg *prometheus.Registry, every time.Duration, now time.Time) *detectHealth {
-	h := &detectHealth{
+// NewHealth registers the passes' metrics in reg; a pass is due every
+// every, from now.
+func NewHealth(reg *prometheus.Registry, every time.Duration, now time.Time) *Health {
+	h := &Health{
 		started: now, every: every,
 		passes: prometheus.NewCounter(prometheus.CounterOpts{Name: "spikehunt_detect_passes_total",
 			Help: "Detector passes finished."}),
@@ -44,8 +45,8 @@ func newDetectHealth(reg *prometheus.Registry, every time.Duration, now time.Tim
 	return h
 }
 
-// observe records a pass that finished at now.
-func (h *detectHealth) observe(r detect.Result, now time.Time) {
+// Observe records a pass that finished at now.
+func (h *Health) Observe(r detect.Result, now time.Time) {
 	h.lastPass.Store(now.UnixNano())
 	h.passes.Inc()
 	h.duration.Observe(r.Timing.Total.Seconds())
@@ -53,11 +54,11 @@ func (h *detectHealth) observe(r detect.Result, now time.Time) {
 	h.dropped.Add(float64(r.EndpointsDropped))
 }
 
-// stale says why the detector is unhealthy at now, or "". A pass is due
+// Stale says why the detector is unhealthy at now, or "". A pass is due
 // every h.every; three missed, plus a minute of slack, is stale. Before the
 // first pass the process has ten minutes (a first pass over a long range
 // takes a while).
-func (h *detectHealth) stale(now time.Time) string {
+func (h *Health) Stale(now time.Time) string {
 	limit := 3*h.every + time.Minute
 	last := h.lastPass.Load()
 	if last == 0 {
@@ -72,15 +73,13 @@ func (h *detectHealth) stale(now time.Time) string {
 	return ""
 }
 
-// mux serves /metrics and /healthz; checks are those of observabilityMux
-// (alerting's: ok, but "degraded: alerts: …" while its sends fail).
-func (h *detectHealth) mux(reg *prometheus.Registry, st store.Store, now func() time.Time, checks ...func() (bool, string)) *http.ServeMux {
-	mux := observabilityMux(reg, st, checks...)
-	base := mux
-	mux = http.NewServeMux()
+// Mux serves base's /metrics, and /healthz: 503 while the passes are
+// overdue (Stale), else base's /healthz (the store and the other checks).
+func (h *Health) Mux(base http.Handler, now func() time.Time) *http.ServeMux {
+	mux := http.NewServeMux()
 	mux.Handle("/metrics", base)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		if why := h.stale(now()); why != "" {
+		if why := h.Stale(now()); why != "" {
 			http.Error(w, why, http.StatusServiceUnavailable)
 			return
 		}

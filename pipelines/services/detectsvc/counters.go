@@ -1,4 +1,4 @@
-package main
+package detectsvc
 
 import (
 	"context"
@@ -28,19 +28,21 @@ const (
 	metricDetectSpikes = "spikehunt.detect.spikes"
 )
 
-// passCounters writes the figures of each pass of one detect process.
-type passCounters struct {
+// PassCounters writes the figures of each pass of one detect process.
+type PassCounters struct {
 	w       *ingest.SelfCounters
 	lastEnd time.Time // wall clock at the end of the previous pass
 }
 
-func newPassCounters(st store.Store, instance string) *passCounters {
-	return &passCounters{w: ingest.NewSelfCounters(st, instance)}
+// NewPassCounters writes rows whose host is instance (the host name when
+// empty).
+func NewPassCounters(st store.Store, instance string) *PassCounters {
+	return &PassCounters{w: ingest.NewSelfCounters(st, instance)}
 }
 
-// record writes the figures of res, a pass that ended now. A store that
+// Record writes the figures of res, a pass that ended now. A store that
 // refuses them keeps them for the next pass; the error is for a warning.
-func (p *passCounters) record(ctx context.Context, res detect.Result, now time.Time) error {
+func (p *PassCounters) Record(ctx context.Context, res detect.Result, now time.Time) error {
 	for stage, d := range passStages(res.Timing) {
 		p.w.Gauge(metricDetectPassSeconds, "", stage, now, d.Seconds())
 	}
