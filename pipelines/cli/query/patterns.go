@@ -16,7 +16,11 @@ import (
 
 // Pattern is a fleet pattern's current state (its latest look-back in the
 // range) as `spikehunt patterns` shows it. The JSON keys are part of the
-// CLI's interface: add keys, never rename them.
+// CLI's interface: add keys, never rename them. Many keys are those of
+// the alert's pattern facts (internal/alertdoc.PatternFacts), on purpose
+// not by embedding it: the alert is a versioned wire document that the
+// operator verifies, this is a view of the patterns table with the spikes
+// table's facts beside it, and a change to one must not move the other.
 type Pattern struct {
 	PatternID           string             `json:"pattern_id"`
 	Service             string             `json:"service"`
