@@ -37,8 +37,9 @@ import (
 // sampler walks on SampleSlow and keeps the list between walks: a cgroup
 // created in between is picked up by the next walk, one deleted drops
 // out as soon as its files fail to read. The quota is read by the walk
-// too. Each pass reads, kept open, cpu.stat and on v1 cpuacct.usage (and
-// memory.failcnt where a memory limit is set) of every cgroup, which the
+// too. Each pass reads, kept open, cpu.stat and on v1 cpuacct.usage (v1's
+// cpu.stat only where a CPU quota is set, and memory.failcnt where a
+// memory limit is set) of every cgroup, which the
 // choice below needs; v2's cpu.pressure and memory.events only of the
 // cgroups it keeps (below), which halves a pass's reads on a node of 200
 // cgroups with the default 50 kept. A cgroup that enters the kept set
@@ -389,14 +390,22 @@ func (s *cgroupSampler) emit(out *sink, at time.Time, g *cgroupState) {
 	}
 }
 
-// readGroup reads a cgroup's files into g.cur.
+// readGroup reads a cgroup's files into g.cur. On v1, cpu.stat holds only
+// the CFS quota's periods and throttling, all zero without a quota, so a
+// cgroup without one reads cpuacct.usage alone: on a node whose pods
+// mostly have no CPU limit that halves the sampler's reads. A quota set
+// since the last walk is read from the next one (SampleSlow).
 func (s *cgroupSampler) readGroup(g *cgroupState) error {
 	var err error
-	if s.buf, err = s.readRecord(g.stat, s.buf); err != nil {
-		return err
-	}
-	if g.cur, err = parseCgroupCPUStat(s.buf); err != nil {
-		return err
+	if !s.hier.v2 && g.limitCPUs == 0 && g.usage != "" {
+		g.cur = cgroupCounters{}
+	} else {
+		if s.buf, err = s.readRecord(g.stat, s.buf); err != nil {
+			return err
+		}
+		if g.cur, err = parseCgroupCPUStat(s.buf); err != nil {
+			return err
+		}
 	}
 	if g.usage != "" {
 		if s.buf, err = s.readRecord(g.usage, s.buf); err != nil {

@@ -304,7 +304,7 @@ func cgroupRates(t *testing.T, pts []telemetry.Point) map[string]float64 {
 // The captured v1 tree (this machine is hybrid: cpu and cpuacct on v1,
 // unified/ without controllers), then two seconds in which the container
 // is throttled in 18 of 20 periods for 0.9 s and uses 0.4 s of CPU, and
-// the backup service uses 3.8 s.
+// the backup service, which has no quota, uses 3.8 s.
 func TestThrottledContainerOnV1IsReportedWithItsLimit(t *testing.T) {
 	root := t.TempDir()
 	stage(t, root, "real", -1)
@@ -328,10 +328,8 @@ func TestThrottledContainerOnV1IsReportedWithItsLimit(t *testing.T) {
 		"spikehunt.cgroup.cpu.throttled_time" + ctr: 0.9, "spikehunt.cgroup.cpu.limit" + ctr: 0.2,
 		"spikehunt.cgroup.cpu.usage" + pod: 0.4, "spikehunt.cgroup.cpu.periods" + pod: 10, "spikehunt.cgroup.cpu.throttled_periods" + pod: 0,
 		"spikehunt.cgroup.cpu.throttled_time" + pod: 0, "spikehunt.cgroup.cpu.limit" + pod: 0.2,
-		"spikehunt.cgroup.cpu.usage" + svc: 3.8, "spikehunt.cgroup.cpu.periods" + svc: 0, "spikehunt.cgroup.cpu.throttled_periods" + svc: 0,
-		"spikehunt.cgroup.cpu.throttled_time" + svc:                 0,
-		"spikehunt.cgroup.cpu.usage{spikehunt.cgroup=system.slice}": 3.8, "spikehunt.cgroup.cpu.periods{spikehunt.cgroup=system.slice}": 0,
-		"spikehunt.cgroup.cpu.throttled_periods{spikehunt.cgroup=system.slice}": 0, "spikehunt.cgroup.cpu.throttled_time{spikehunt.cgroup=system.slice}": 0,
+		// Without a quota, cpu.stat is not read (all zero): usage alone.
+		"spikehunt.cgroup.cpu.usage" + svc: 3.8, "spikehunt.cgroup.cpu.usage{spikehunt.cgroup=system.slice}": 3.8,
 	}
 	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 })); diff != "" {
 		t.Errorf("cgroup points (-want +got):\n%s", diff)
@@ -399,8 +397,15 @@ func TestCgroupCardinalityIsTheBusiestPlusTheThrottled(t *testing.T) {
 	writeFile(t, cg, "cpu/cpu.stat", "nr_periods 0\nnr_throttled 0\nthrottled_time 0\n")
 	writeFile(t, cg, "cpuacct/cpuacct.usage", "0\n")
 	pod := func(i int) string { return fmt.Sprintf("kubepods/besteffort/pod%08x-0000-0000-0000-000000000000", i) }
+	// Only a cgroup with a quota is throttled: pod 1 has 0.1 CPU.
+	quota := func(i int) int {
+		if i == 1 {
+			return 10000
+		}
+		return -1
+	}
 	for i := 1; i <= 60; i++ {
-		writeV1Group(t, cg, pod(i), 0, 0, 0, -1)
+		writeV1Group(t, cg, pod(i), 0, 0, 0, quota(i))
 	}
 	clock := newFakeClock()
 	c := newCgroupCollector(t, root, clock, 5)
@@ -412,7 +417,7 @@ func TestCgroupCardinalityIsTheBusiestPlusTheThrottled(t *testing.T) {
 		if i == 1 {
 			throttled = 3
 		}
-		writeV1Group(t, cg, pod(i), uint64(i)*1e6, 10, throttled, -1)
+		writeV1Group(t, cg, pod(i), uint64(i)*1e6, 10, throttled, quota(i))
 		if i > 1 && i <= 55 {
 			otherMs += uint64(i)
 		}
