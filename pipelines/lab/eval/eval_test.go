@@ -22,9 +22,10 @@ import (
 //     (≥ 0.9 of their spikes);
 //   - a median detection delay ≤ 2 periods.
 //
-// Every scenario runs at testHosts here (make eval runs them at
-// DefaultHosts): the same bars, at a third of the rows, so that make test
-// stays within its budget. The 300-host fleets are make eval's.
+// Every scenario runs at testHosts here, with a pass every testMinEvery
+// at most (make eval runs them at DefaultHosts, a pass every quarter
+// period): the same bars, at a third of the rows and a fifth of the bad
+// host's passes, so that make test stays within its budget.
 //
 // SPIKEHUNT_EVAL_SCENARIOS=a,b runs only those (for tuning).
 func TestEvalEveryScenario(t *testing.T) {
@@ -37,7 +38,7 @@ func TestEvalEveryScenario(t *testing.T) {
 		cfg.Hosts = testHosts
 		t.Run(cfg.Scenario, func(t *testing.T) {
 			st := testenv.ClickHouse(t)
-			r, err := RunScenario(context.Background(), st, cfg, Options{Progress: t.Logf})
+			r, err := RunScenario(context.Background(), st, cfg, Options{Progress: t.Logf, MinEvery: testMinEvery})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -51,8 +52,12 @@ func TestEvalEveryScenario(t *testing.T) {
 	checkMedianDelay(t, delays)
 }
 
-// testHosts is every scenario's fleet in make test.
-const testHosts = 100
+// testHosts is every scenario's fleet in make test, and testMinEvery the
+// shortest simulated time between its passes (Options.MinEvery).
+const (
+	testHosts    = 100
+	testMinEvery = 5 * time.Minute
+)
 
 // TestEvalVariants holds the detectors to the same bar on scenarios away
 // from their defaults (Variants): other periods, fractions, fleet sizes,
@@ -69,7 +74,7 @@ func TestEvalVariants(t *testing.T) {
 		}
 		t.Run(v.Name, func(t *testing.T) {
 			st := testenv.ClickHouse(t)
-			r, err := RunScenario(context.Background(), st, v.Config, Options{Progress: t.Logf})
+			r, err := RunScenario(context.Background(), st, v.Config, Options{Progress: t.Logf, MinEvery: testMinEvery})
 			if err != nil {
 				t.Fatal(err)
 			}
