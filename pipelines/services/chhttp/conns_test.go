@@ -196,7 +196,7 @@ func TestAnAuthenticatedConnectionKeepsItsPlaceInAFullServer(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond)
 	if status, err := ask(); status != 200 {
-		t.Fatalf("SELECT 1 on the authenticated connection beside 20 busy strangers: %d %v", status, err)
+		t.Fatalf("SELECT 1 on the authenticated connection beside 20 strangers: %d %v", status, err)
 	}
 	if got := refusals(t, reg, "evicted_idle"); got < 8 {
 		t.Errorf("connections_refused_total{evicted_idle} = %v, want the 8 strangers past the unauthenticated places to have closed idle ones", got)
