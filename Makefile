@@ -158,7 +158,7 @@ causes: deps
 	@grep '^BENCH' .cache/causes.txt
 
 FUZZTIME ?= 30s
-FUZZ_TARGETS := ./internal/otlpattr:FuzzParseDecimalIsParseInt ./internal/capture/explain:FuzzParse ./internal/capture/explain:FuzzReadBlockIO ./internal/capture/explain:FuzzReadFtrace ./internal/capture/explain:FuzzReadIrqBlocks ./internal/store:FuzzDecodeNative ./pipelines/services/chhttp:FuzzTranscodeNative ./pipelines/services/chhttp:FuzzDecodeBlocks \
+FUZZ_TARGETS := ./internal/otlpattr:FuzzParseDecimalIsParseInt ./internal/capture/explain:FuzzParse ./internal/capture/explain:FuzzReadBlockIO ./internal/capture/explain:FuzzReadFtrace ./internal/capture/explain:FuzzReadIrqBlocks ./internal/store:FuzzDecodeNative ./pipelines/services/chhttp:FuzzTranscodeNative ./pipelines/services/chhttp:FuzzDecodeBlocks ./pipelines/services/chhttp:FuzzScanSQL \
 	./operator/internal/alertintake:FuzzDecodeDetectorAlert ./operator/internal/alertintake:FuzzDecodeGrafana ./operator/internal/alertintake:FuzzDecodeAlertmanager ./operator/internal/alertintake:FuzzGrafanaSignedRequest ./internal/alertsig:FuzzVerify \
 	./agents/intake:FuzzLineProtocol ./agents/intake:FuzzOTLPHTTP ./agents/intake:FuzzScanTraceRequest ./agents/intake:FuzzSpanDecoderMatchesPdata ./agents/intake:FuzzParseCredentials ./agents/intake:FuzzHeaderGuard ./agents/spool:FuzzRecovery \
 	./agents/collect:FuzzParseInterrupts ./agents/collect:FuzzParseNetDev ./agents/collect:FuzzParseSoftirqs \

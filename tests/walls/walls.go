@@ -168,7 +168,7 @@ var Rules = []Rule{
 	{Pkg: "internal/flagusage", StdlibOnly: true, Why: "every binary prints its flags and flag mistakes with it: the standard library only"},
 	{Pkg: "internal/memlimit", StdlibOnly: true, Why: "the binaries set the Go runtime's memory limit from their cgroup's with it: the standard library only"},
 	{Pkg: "internal/otlpattr", StdlibOnly: true, Why: "both direct span decoders (agents/intake, pipelines/services/ingest) read attributes with it: the standard library only"},
-	{Pkg: "internal/peerconns", StdlibOnly: true, Why: "the agent's OTLP servers and the operator's webhook and report server share one per-peer connection gate: the standard library only"},
+	{Pkg: "internal/peerconns", StdlibOnly: true, Why: "the agent's OTLP servers, the operator's webhook and report server and serve-clickhouse share one per-peer connection gate: the standard library only"},
 	{Pkg: "internal/vocab", StdlibOnly: true, Why: "the words every product shares (pattern classes, backends, tables, the data source): the standard library only"},
 	{Pkg: "internal/workload", StdlibOnly: true, Why: "the detector and the CLI name a pod's workload with it: the standard library only"},
 	{Pkg: "internal/telemetry", Third: []string{"github.com/prometheus/client_golang/..."}, Why: "the agent's data model, which the simulator and the ingest's tests share"},

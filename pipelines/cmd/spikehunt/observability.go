@@ -30,8 +30,7 @@ func newRegistry() *prometheus.Registry {
 // details of the checks that are ok but say more than "ok" (a missing
 // source topic: "degraded: …", which is no reason to stop serving).
 func observabilityMux(reg *prometheus.Registry, st store.Store, checks ...func() (ok bool, detail string)) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux := metricsMux(reg)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := st.Exec(r.Context(), "SELECT 1"); err != nil {
 			http.Error(w, "clickhouse: "+err.Error(), http.StatusServiceUnavailable)
@@ -54,6 +53,13 @@ func observabilityMux(reg *prometheus.Registry, st store.Store, checks ...func()
 		}
 		io.WriteString(w, strings.Join(notes, "\n")+"\n")
 	})
+	return mux
+}
+
+// metricsMux serves /metrics from reg.
+func metricsMux(reg *prometheus.Registry) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return mux
 }
 

@@ -53,8 +53,11 @@ Grafana with GF_PATHS_PROVISIONING=DIR and the ClickHouse data source plugin:
 	grafanaDir := fs.String("grafana-provisioning", "", "write Grafana provisioning for this server into this folder: datasources/spikehunt.yaml (HTTP, the bound address,\nthe store's database, signing in as --read-only-user, else --user, password from the same variable)\nand dashboards/spikehunt.yaml (on --grafana-dashboards); point GF_PATHS_PROVISIONING at it")
 	grafanaDashboards := fs.String("grafana-dashboards", "", "the dashboards' JSON for --grafana-provisioning (default: dashboards/grafana of the checkout around the working directory)")
 	maxBlock := fs.Int64("max-compressed-block-bytes", chhttp.DefaultConfig().MaxCompressedBlockBytes, "largest ClickHouse compressed block (decompress=1 request bodies) and zstd window a request may use, compressed or not; most clients write 1 MiB blocks, but clickhouse-go over HTTP\n(the OpenTelemetry Collector's ClickHouse exporter) sends a whole batch as one: raise it to the batches' size (64 KiB to 1 GiB)")
-	limits := httpLimits{ReadHeader: 10 * time.Second, Idle: time.Minute, MaxConns: 128}
-	limitFlags(fs, &limits)
+	limits := chhttp.DefaultServerLimits(chhttp.DefaultConfig().MaxExecutionTime)
+	fs.DurationVar(&limits.Idle, "http-idle-timeout", limits.Idle, "close a keep-alive connection of the HTTP server idle this long")
+	fs.IntVar(&limits.MaxConns, "http-max-connections", limits.MaxConns, "serve at most this many HTTP connections at once; a newcomer takes the place of the connection idle longest\n(of its own client IP at --http-max-connections-per-peer, else of the IP holding the most), and is closed on accept only when every one in its way is busy")
+	fs.IntVar(&limits.MaxConnsPerPeer, "http-max-connections-per-peer", 0, "HTTP connections one client IP may hold at once (0: a quarter of --http-max-connections, 32 at its default; below it)")
+	fs.IntVar(&limits.ReservedConns, "http-reserved-connections", 0, "the last places of --http-max-connections that only connections which have carried an authenticated request may take\n(0: a sixteenth, 8 at its default; -1: none)")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -73,22 +76,19 @@ Grafana with GF_PATHS_PROVISIONING=DIR and the ClickHouse data source plugin:
 		fmt.Fprintln(stderr, err)
 		return cli.ErrUsage
 	}
-	if err := limits.validate(); err != nil {
+	if err := limits.Validate(); err != nil {
 		fmt.Fprintln(stderr, err)
 		return cli.ErrUsage
 	}
-	// Reading an INSERT's body and writing a result are bounded by the
-	// statement's own limit, not by a shorter server-wide one that would cut
-	// a long but legitimate query.
-	limits.Read = *maxExec + 30*time.Second
-	limits.Write = *maxExec + 30*time.Second
+	byExec := chhttp.DefaultServerLimits(*maxExec)
+	limits.Read, limits.Write = byExec.Read, byExec.Write
 	d, err := store.ParseDSN(*dsn)
 	if err != nil {
 		return err
 	}
 	// A pool of the engine's connections per role, so that one role's
 	// statements cannot starve another's, and one for the server itself
-	// (killing a statement whose client left, /healthz).
+	// (killing a statement whose client left).
 	open := func(conns int) (*store.Embedded, error) {
 		return store.OpenEmbedded(ctx, store.EmbeddedConfig{Dir: d.Dir, Database: d.Database, Connections: conns, ExternalSources: *external})
 	}
@@ -112,13 +112,16 @@ Grafana with GF_PATHS_PROVISIONING=DIR and the ClickHouse data source plugin:
 	}
 	reg := newRegistry()
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
-	mux := observabilityMux(reg, st)
 	h := chhttp.NewPools(pools, cfg)
 	if err := h.Register(reg); err != nil {
 		return err
 	}
+	// /healthz takes no connection of the engine's (Handler.Healthz), so a
+	// busy pool cannot starve the probes, nor a probe a kill.
+	mux := metricsMux(reg)
+	mux.Handle("/healthz", h.Healthz())
 	mux.Handle("/", chhttp.Instrument(h, reg))
-	srv, ln, err := listenHTTP(*listen, mux, limits)
+	srv, ln, err := chhttp.Listen(*listen, mux, limits, reg)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -94,10 +95,33 @@ func serveMetrics(t *testing.T, l httpLimits) string {
 	return ln.Addr().String()
 }
 
-// Connections past --http-max-connections wait to be accepted until one is
-// let go.
-func TestServeClickHouseCapsConnections(t *testing.T) {
-	testenv.CheckConnectionCap(t, startServe(t, "--http-max-connections", "2"), "/ping", 2)
+// The flags reach the server's per-peer gate (chhttp.Listen,
+// internal/peerconns): with --http-max-connections 8 and
+// --http-max-connections-per-peer 2, a third connection of one client IP
+// closes that IP's connection idle longest, and another IP's request is
+// answered beside them.
+func TestServeClickHouseCapsConnectionsPerPeer(t *testing.T) {
+	addr := startServe(t, "--http-max-connections", "8", "--http-max-connections-per-peer", "2")
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
+	var conns []net.Conn
+	for range 3 {
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+		time.Sleep(50 * time.Millisecond)
+	}
+	conns[0].SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conns[0].Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the peer's first (idle) connection is still open beside two more (err %v), want it closed", err)
+	}
+	c := getKeepAlive(t, addr, "/?query=SELECT+1")
+	c.Close()
+	if code, _, errs := runCLI(t, "serve-clickhouse", "--dsn", "chdb://"+t.TempDir(), "--http-max-connections", "4", "--http-max-connections-per-peer", "4"); code != 2 || !strings.Contains(errs, "per peer") {
+		t.Errorf("--http-max-connections-per-peer at the max: exit %d, %q; want a usage error", code, errs)
+	}
 }
 
 // The README's own command (no user, loopback) no longer hands out the

@@ -449,3 +449,37 @@ func TestHeaderedFormatsHaveOneHeaderOverManyChunks(t *testing.T) {
 		t.Errorf("RowBinaryWithNamesAndTypes: %d bytes, want %d", len(a.body), want)
 	}
 }
+
+// Content codings are case-insensitive (RFC 9110, 8.4.1): a body in
+// GZIP, Gzip or X-GZIP is inflated as gzip is, and Accept-Encoding's
+// names and q-values are read in any case and spelling (q=0, q=0.0,
+// Q=0.000 refuse a coding).
+func TestContentCodingsAreCaseInsensitive(t *testing.T) {
+	addr, _ := serve(t, Config{})
+	createHV(t, addr, "cci")
+	codings := []struct{ header, enc string }{{"GZIP", "gzip"}, {"Gzip", "gzip"}, {"X-GZIP", "gzip"}, {" gzip ", "gzip"}, {"DEFLATE", "deflate"}, {"ZSTD", "zstd"}, {"LZ4", "lz4"}, {"IDENTITY", ""}}
+	for _, c := range codings {
+		body := append([]byte("INSERT INTO cci (`host`, `v`) FORMAT TabSeparated\n"), tsvRows(10)...)
+		a := post(t, addr, nil, map[string]string{"Content-Encoding": c.header}, encodeBody(t, c.enc, body))
+		if a.status != http.StatusOK {
+			t.Errorf("Content-Encoding %q: %d %s", c.header, a.status, a.body)
+		}
+	}
+	if a := post(t, addr, query("SELECT count() FROM cci"), nil, nil); a.body != fmt.Sprintf("%d\n", 10*len(codings)) {
+		t.Fatalf("rows: %q, want %d", a.body, 10*len(codings))
+	}
+	for _, tc := range []struct{ accept, want string }{
+		{"GZIP", "gzip"},
+		{"Deflate, LZ4", "deflate"},
+		{"gzip;q=0.0, zstd", "zstd"},
+		{"gzip; Q=0, deflate;q=0.000", ""},
+		{"gzip;q=0.001", "gzip"},
+		{"ZSTD;Q=1", "zstd"},
+	} {
+		a := post(t, addr, query("SELECT 1"), map[string]string{"Accept-Encoding": tc.accept}, nil)
+		mustOK(t, a)
+		if got := a.header.Get("Content-Encoding"); got != tc.want {
+			t.Errorf("Accept-Encoding %q: Content-Encoding %q, want %q", tc.accept, got, tc.want)
+		}
+	}
+}

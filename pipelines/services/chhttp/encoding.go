@@ -82,7 +82,7 @@ func responseEncoding(r *http.Request) string {
 	accept := map[string]bool{}
 	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
 		name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
-		if strings.ReplaceAll(strings.TrimSpace(params), " ", "") == "q=0" {
+		if refusedCoding(params) {
 			continue
 		}
 		accept[strings.ToLower(strings.TrimSpace(name))] = true
@@ -93,6 +93,23 @@ func responseEncoding(r *http.Request) string {
 		}
 	}
 	return ""
+}
+
+// refusedCoding reports whether an Accept-Encoding entry's parameters
+// give it a weight of 0 (RFC 9110, 12.4.2: q=0, q=0.0, … up to three
+// decimals; the name q in any case).
+func refusedCoding(params string) bool {
+	for _, p := range strings.Split(params, ";") {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || !strings.EqualFold(strings.TrimSpace(k), "q") {
+			continue
+		}
+		v = strings.TrimSpace(v)
+		if v == "0" || strings.HasPrefix(v, "0.") && len(v) <= 5 && strings.Trim(v[2:], "0") == "" {
+			return true
+		}
+	}
+	return false
 }
 
 // encodeResponse wraps w in the encoder for encoding; the caller closes

@@ -66,6 +66,9 @@ type Handler struct {
 	killed     prometheus.Counter
 	defaults   settingDefaults
 	seq        atomic.Uint64
+	// watches are the pools' calls in flight, for Healthz: read-only,
+	// ingest, migrate, control.
+	watches [4]*poolWatch
 }
 
 // Pools are the engine's connections, one pool per role, so that one
@@ -99,7 +102,12 @@ func NewPools(p Pools, cfg Config) *Handler {
 	if d, ok := p.Control.(interface{ Database() string }); ok {
 		db = d.Database()
 	}
-	return &Handler{pools: p, database: db, cfg: cfg.withDefaults(), refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+	var watches [4]*poolWatch
+	for i, e := range []*Engine{&p.ReadOnly, &p.Ingest, &p.Migrate, &p.Control} {
+		watches[i] = &poolWatch{name: [...]string{"read-only", "ingest", "migrate", "control"}[i], calls: map[uint64]time.Time{}}
+		*e = watched{*e, watches[i]}
+	}
+	return &Handler{pools: p, watches: watches, database: db, cfg: cfg.withDefaults(), refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "spikehunt_chhttp_refused_total",
 		Help: "Statements the gate refused, by reason: into_outfile, from_infile, statement, role, table_function, table_engine, function, format, setting, system_table, database, session_statement, insert_with_semicolon, unparsable (several statements or a syntax error).",
 	}, []string{"reason"}), compressed: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -160,6 +168,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Message: "Code: 516. DB::Exception: Authentication failed: password is incorrect, or there is no user with such name. (AUTHENTICATION_FAILED)"})
 		return
 	}
+	authenticated(r)
 	p := r.URL.Query()
 	rf, err := h.responseFormat(r)
 	if err != nil {

@@ -76,7 +76,7 @@ func (h *Handler) run(ctx context.Context, fn func(context.Context, store.RawSta
 // marker only in two halves, so that it does not match itself.
 func (h *Handler) kill(marker string) {
 	half := len(marker) / 2
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
 	defer cancel()
 	q := "KILL QUERY WHERE position(query, concat(" + store.QuoteString(marker[:half]) + ", " + store.QuoteString(marker[half:]) + ")) > 0 SYNC"
 	var out bytes.Buffer

@@ -87,14 +87,16 @@ func scan(s string) ([]token, bool) {
 			out = append(out, token{tokNumber, s[i:j], depth, i})
 			i = j
 		default:
+			// One byte, as it is: string(c) would be the UTF-8 of the
+			// rune c, two bytes for a byte of a multi-byte character.
 			if c == '(' || c == '[' {
-				out = append(out, token{tokPunct, string(c), depth, i})
+				out = append(out, token{tokPunct, s[i : i+1], depth, i})
 				depth++
 			} else if c == ')' || c == ']' {
 				depth--
-				out = append(out, token{tokPunct, string(c), depth, i})
+				out = append(out, token{tokPunct, s[i : i+1], depth, i})
 			} else {
-				out = append(out, token{tokPunct, string(c), depth, i})
+				out = append(out, token{tokPunct, s[i : i+1], depth, i})
 			}
 			i++
 		}
@@ -176,11 +178,14 @@ func hasWords(toks []token, words ...string) bool {
 
 // formatClause finds the statement's own FORMAT clause (outside any
 // parentheses) and returns the format's name and the text without the
-// clause. "" when there is none.
+// clause, a space where it was, so that the tokens either side stay apart
+// (two literals around it must not become one with a doubled quote). "" and the
+// text unchanged when there is none; a FORMAT with an empty quoted name
+// is none (the engine refuses it).
 func formatClauseOf(text string, toks []token) (format, without string) {
 	for i := len(toks) - 2; i >= 0; i-- {
 		t := toks[i]
-		if t.depth == 0 && t.kind == tokWord && t.text == "FORMAT" && (toks[i+1].kind == tokWord || toks[i+1].kind == tokQuoted) {
+		if t.depth == 0 && t.kind == tokWord && t.text == "FORMAT" && (toks[i+1].kind == tokWord || toks[i+1].kind == tokQuoted) && toks[i+1].text != "" {
 			end := toks[i+1].pos + len(toks[i+1].text)
 			if toks[i+1].kind == tokQuoted {
 				end = len(text)
@@ -188,7 +193,7 @@ func formatClauseOf(text string, toks []token) (format, without string) {
 					end = toks[i+2].pos
 				}
 			}
-			return toks[i+1].text, text[:t.pos] + text[end:]
+			return toks[i+1].text, text[:t.pos] + " " + text[end:]
 		}
 	}
 	return "", text
