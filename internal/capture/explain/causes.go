@@ -77,12 +77,13 @@ func (h *Host) listenDuring(from, to time.Time) *ListenOverflows {
 // dropped took at least that, less a little for the clocks.
 const synRetry = 950 * time.Millisecond
 
-// clause: the listen queue as the request's story, "" when the request
-// was too short for a SYN retry or nothing overflowed. The host's
-// counters cannot say which listener dropped: the verdict says it of the
-// host, and probably of the request.
+// clause: the listen queue as the request's story, "" when nothing
+// overflowed. A request of a second or more may have waited for a SYN
+// retry; a shorter one, in the full accept queue itself. The host's
+// counters cannot say which listener overflowed: the verdict says it of
+// the host, and "likely" of the request.
 func (l *ListenOverflows) clause(total time.Duration) string {
-	if l == nil || total < synRetry {
+	if l == nil {
 		return ""
 	}
 	n, what := l.Overflows, "overflowed"
@@ -92,8 +93,12 @@ func (l *ListenOverflows) clause(total time.Duration) string {
 	if n == 0 {
 		return ""
 	}
-	return fmt.Sprintf("waited before its handler ran, likely for a SYN retry: the host's TCP listen queues %s %d %s while it was served "+
-		"(a SYN or handshake that finds the accept queue full is dropped, and the client sends it again after 1 s or more)", what, n, times(n))
+	s := fmt.Sprintf("the host's TCP listen queues %s %d %s while it was served", what, n, times(n))
+	if total < synRetry {
+		return "waited before its handler ran, likely in a full accept queue: " + s
+	}
+	return "waited before its handler ran, likely for a SYN retry: " + s +
+		" (a SYN or handshake that finds the accept queue full is dropped, and the client sends it again after 1 s or more)"
 }
 
 func times(n uint64) string {
