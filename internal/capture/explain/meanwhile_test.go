@@ -131,6 +131,20 @@ func TestAVerdictNamesTheSoftirqWorkOnItsCPU(t *testing.T) {
 	if v.Softirq == nil || v.Softirq.CPU != 1 || v.Softirq.Kind != "NET_RX" || v.Softirq.Samples != 100 || v.Softirq.Softirq != 80 {
 		t.Errorf("softirq %+v", v.Softirq)
 	}
+	// Runnable behind ksoftirqd: the task is named, with its work.
+	s = synth{}
+	ksoftirqd := proc{"ksoftirqd/1", 0, 22}
+	s.header(app, 1, 10*time.Second, "sched:sched_switch", "prev_comm=shop prev_pid=101 prev_prio=120 prev_state=R+ ==> next_comm=ksoftirqd/1 next_pid=22 next_prio=120")
+	s.b.WriteString("\n")
+	s.samples(1, 10*time.Second, 10500*time.Millisecond, func(int) (proc, []string) {
+		return ksoftirqd, append(netRX[:len(netRX)-1:len(netRX)-1], "run_ksoftirqd", "smpboot_thread_fn")
+	})
+	s.header(ksoftirqd, 1, 10500*time.Millisecond, "sched:sched_switch", "prev_comm=ksoftirqd/1 prev_pid=22 prev_prio=120 prev_state=S ==> next_comm=shop next_pid=101 next_prio=120")
+	s.b.WriteString("\n")
+	v = s.trace(t).ExplainRequest(request(101, 10*time.Second, 10510*time.Millisecond), record.Clock{})
+	if want := "runnable 500 ms behind ksoftirqd/1[22] (NET_RX softirq work) on CPU 1; 510 ms of the request"; !strings.HasPrefix(v.Verdict, want) || strings.Contains(v.Verdict, "meanwhile") {
+		t.Errorf("behind ksoftirqd\n  %s\nwant\n  %s…", v.Verdict, want)
+	}
 	// The background softirq of a CPU (a tenth of it) is not named.
 	s = synth{}
 	s.block(app, 1, 10*time.Second, "S", futexed)

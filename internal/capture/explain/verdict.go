@@ -253,8 +253,14 @@ func (v *RequestVerdict) sentence() string {
 				b.WriteString(" and")
 			}
 			fmt.Fprintf(&b, " behind %s", v.RunnableBehind[0].Who)
+			soft := v.behindKsoftirqd()
+			if soft && v.Softirq != nil && v.Softirq.Kind != "" {
+				// The softirq thread's work, named as the kernel does;
+				// a kernel thread's cgroup (the root) says nothing.
+				fmt.Fprintf(&b, " (%s softirq work)", v.Softirq.Kind)
+			}
 			// Another cgroup's task: the neighbour to name.
-			if c := v.RunnableBehind[0].Cgroup; c != "" && v.Cgroup != "" && c != v.Cgroup {
+			if c := v.RunnableBehind[0].Cgroup; c != "" && v.Cgroup != "" && c != v.Cgroup && !soft {
 				fmt.Fprintf(&b, " of %s", cgroupName(c))
 			}
 			fmt.Fprintf(&b, " on CPU %d", v.RunnableCPU)
