@@ -408,9 +408,31 @@ func (t *Throttling) clause() string {
 	if t.Times == 1 {
 		times = "time"
 	}
-	return fmt.Sprintf("while its cgroup %s was CPU-throttled (quota %s CPU: %s per %s; throttled %d %s, %s, meanwhile)",
+	return "while " + t.said(cpus, times) + ", meanwhile)"
+}
+
+// said: "its cgroup /x was CPU-throttled (quota 0.5 CPU: 50 ms per 100
+// ms; throttled 4 times, 380 ms", without the closing parenthesis.
+func (t *Throttling) said(cpus float64, times string) string {
+	return fmt.Sprintf("its cgroup %s was CPU-throttled (quota %s CPU: %s per %s; throttled %d %s, %s",
 		t.Cgroup, strconv.FormatFloat(float64(int64(cpus*100+0.5))/100, 'f', -1, 64),
 		ms(time.Duration(t.QuotaUS)*time.Microsecond), ms(time.Duration(t.PeriodUS)*time.Microsecond), t.Times, times, ms(t.ThrottledNS))
+}
+
+// throttledAround is the throttling as what happened around a thread
+// that was not runnable (blocked on a futex, a lock, a channel): its
+// cgroup's other threads, the ones it waited for, were held back, for a
+// quarter of the request or more. "" otherwise.
+func (v *RequestVerdict) throttledAround(total time.Duration) string {
+	t := v.Throttled
+	if t == nil || t.Times == 0 || t.ThrottledNS*4 < total {
+		return ""
+	}
+	times := "times"
+	if t.Times == 1 {
+		times = "time"
+	}
+	return t.said(float64(t.QuotaUS)/float64(max(t.PeriodUS, 1)), times) + ")"
 }
 
 // memoryCause is the memory cause that took 1/part or more of the

@@ -274,6 +274,12 @@ func (v *RequestVerdict) sentence() string {
 	// threads, or for a CPU that softirq work held. A thread runnable
 	// behind ksoftirqd says so already.
 	var around []string
+	if !v.mostlyRunnable() {
+		// A runnable thread's throttling is in its state's clause.
+		if c := v.throttledAround(total); c != "" {
+			around = append(around, c)
+		}
+	}
 	if v.Softirq.matters(total) && !v.behindKsoftirqd() {
 		around = append(around, v.Softirq.clause())
 	}
@@ -290,9 +296,16 @@ func (v *RequestVerdict) sentence() string {
 	return b.String()
 }
 
-// behindKsoftirqd: the CPU it waited for was ksoftirqd's most.
+// mostlyRunnable: the verdict's state is runnable (sentence's order:
+// blocked wins a tie, then runnable, then on CPU).
+func (v *RequestVerdict) mostlyRunnable() bool {
+	return !(v.Blocked >= v.Runnable && v.Blocked >= v.OnCPU) && v.Runnable >= v.OnCPU
+}
+
+// behindKsoftirqd: the verdict is runnable, and the CPU it waited for was
+// ksoftirqd's most.
 func (v *RequestVerdict) behindKsoftirqd() bool {
-	return len(v.RunnableBehind) > 0 && v.Runnable >= v.OnCPU && v.Runnable > v.Blocked && strings.HasPrefix(v.RunnableBehind[0].Who, "ksoftirqd/")
+	return v.mostlyRunnable() && len(v.RunnableBehind) > 0 && strings.HasPrefix(v.RunnableBehind[0].Who, "ksoftirqd/")
 }
 
 // blockingCall is the first frame of a blocked chain that is not the
