@@ -42,7 +42,7 @@ func (r *perfRecorder) Analyze(ctx context.Context, in capture.AnalysisInput) (c
 		// Read now, at seal time: the request threads and the tasks
 		// they waited behind are named with their cgroups while they
 		// live.
-		host = &explain.Host{Task: r.cgroups.task, Quotas: r.quotas.Quotas()}
+		host = &explain.Host{Task: r.cgroups.task, Quotas: r.quotas.Quotas(), Listen: r.quotas.Listen()}
 	}
 	a := explain.AnalyzeOn(tr, host, in.Metadata, in.Requests, in.Threshold)
 	b, err := json.MarshalIndent(a, "", "  ")

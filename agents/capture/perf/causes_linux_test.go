@@ -229,7 +229,8 @@ func writeCauseFixture(t *testing.T, dir, id string, st control.Status, a explai
 	off := st.Metadata.Clock.Offset
 	from, to := v.Request.Start.Add(-off-50*time.Millisecond).UnixNano(), v.Request.End.Add(-off+50*time.Millisecond).UnixNano()
 	tid := strconv.Itoa(int(v.Request.ThreadID))
-	named := regexp.MustCompile(`(^|[ =])` + tid + `( |$)`)
+	// The header names a thread as "pid/tid", the fields as "pid=tid".
+	named := regexp.MustCompile(`(^|[ =/])` + tid + `( |$)`)
 	var out strings.Builder
 	for _, f := range st.Metadata.Files {
 		if !strings.HasPrefix(f.Name, "perf.data") {

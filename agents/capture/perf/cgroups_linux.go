@@ -307,9 +307,14 @@ type quotaSampler struct {
 	interval time.Duration
 	keep     time.Duration
 
-	mu       sync.Mutex
-	quotas   map[string]*explain.CPUQuota // by cgroup path
-	open     map[string]*os.File          // their cpu.stat, by cgroup path
+	mu     sync.Mutex
+	quotas map[string]*explain.CPUQuota // by cgroup path
+	open   map[string]*os.File          // their cpu.stat, by cgroup path
+	// listen are the listen queue counters read at the same instants
+	// (netstat_linux.go); netstat is their file, kept open.
+	listen   []explain.ListenStat
+	netstat  *os.File
+	nbuf     []byte
 	buf      []byte
 	fired    bool
 	walked   time.Time
@@ -368,7 +373,53 @@ func (s *quotaSampler) Stop() {
 		f.Close()
 		delete(s.open, p)
 	}
+	if s.netstat != nil {
+		s.netstat.Close()
+		s.netstat = nil
+	}
 	s.mu.Unlock()
+}
+
+// Listen are the listen queue counters' samples, in time order.
+func (s *quotaSampler) Listen() []explain.ListenStat {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]explain.ListenStat(nil), s.listen...)
+}
+
+// sampleListen reads the listen queue counters; a host without them (no
+// /proc/net/netstat) has no samples, and no verdict names them.
+func (s *quotaSampler) sampleListen(now time.Time) {
+	if s.netstat == nil {
+		f, err := os.Open(netstatFile)
+		if err != nil {
+			return
+		}
+		s.netstat = f
+	}
+	if len(s.nbuf) == 0 {
+		s.nbuf = make([]byte, 64<<10)
+	}
+	n, err := s.netstat.ReadAt(s.nbuf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return
+	}
+	st, err := parseListenStat(s.nbuf[:n])
+	if err != nil {
+		return
+	}
+	st.At = now
+	s.listen = append(s.listen, st)
+	if !s.fired {
+		k := 0
+		for k < len(s.listen)-1 && now.Sub(s.listen[k].At) > s.keep {
+			k++
+		}
+		s.listen = s.listen[k:]
+	}
+	if len(s.listen) > maxQuotaSamples {
+		s.listen = s.listen[len(s.listen)-maxQuotaSamples:]
+	}
 }
 
 // Quotas are the cgroups with a quota and their samples, by path.
@@ -392,6 +443,7 @@ func (s *quotaSampler) sample(now time.Time) {
 		s.walk()
 		s.walked = now
 	}
+	s.sampleListen(now)
 	for p, q := range s.quotas {
 		b, err := s.readStat(p)
 		if err != nil {
@@ -484,6 +536,6 @@ func (s *quotaSampler) walk() {
 func (s *quotaSampler) note() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return fmt.Sprintf("cgroups: %d cgroups with a CPU quota, cpu.stat sampled every %v (a walk of the cpu hierarchy took %v)",
-		len(s.quotas), s.interval, s.walkCost.Round(time.Microsecond))
+	return fmt.Sprintf("cgroups: %d cgroups with a CPU quota, cpu.stat sampled every %v (a walk of the cpu hierarchy took %v); listen queue counters sampled %d times",
+		len(s.quotas), s.interval, s.walkCost.Round(time.Microsecond), len(s.listen))
 }

@@ -6,13 +6,21 @@
 // (ftracesched.go), rebuilds threads' timelines from sched_switch and
 // sched_wakeup (timeline.go) and words one verdict per request
 // (verdict.go), with the everyday causes read from its chains and, when
-// the recorder read them, the host's cgroups (causes.go); with ftrace's
-// block events (blockio.go) it holds a
-// blocked wait against the devices (waitio.go); it sums the bpftrace
-// irq_duration script's blocks (interrupts.go); and it draws all of it as
-// one self-contained page, report.html (report.go, svg.go). Standard
-// library and the artifact's record only: the recorders and the CLI
-// import it, never the reverse.
+// the recorder read them, the host's cgroups and listen queues
+// (causes.go), and what its process's other threads and its CPU's softirq
+// work did meanwhile (meanwhile.go); with ftrace's block events
+// (blockio.go) it holds a blocked wait against the devices (waitio.go);
+// it sums the bpftrace irq_duration script's blocks (interrupts.go); and
+// it draws all of it as one self-contained page, report.html (report.go,
+// svg.go). Standard library and the artifact's record only: the
+// recorders and the CLI import it, never the reverse.
+//
+// Why one package: a verdict is one sentence that reads the events, the
+// threads' timelines, the chains' causes and the host's readings
+// together. The readers (perf script, ftrace) fill the one Trace that the
+// rest reads; split apart, they would export that Trace's insides (its
+// interned chains, its thread-to-process map, its sample period) to one
+// another.
 package explain
 
 import (

@@ -26,6 +26,86 @@ type Host struct {
 	// Quotas are the cgroups that had a CFS quota while the capture was
 	// armed, each with its cpu.stat sampled around the window.
 	Quotas []CPUQuota
+	// Listen is the host's TCP listen queue counters sampled while the
+	// capture was armed (the recorder's network namespace), in time order.
+	Listen []ListenStat
+}
+
+// ListenStat is one reading of the TCP counters of listen queues
+// (/proc/net/netstat TcpExt): SYNs and handshakes dropped because an
+// accept queue was full (ListenOverflows), and every drop at a listener,
+// those included (ListenDrops).
+type ListenStat struct {
+	At        time.Time `json:"at"`
+	Overflows uint64    `json:"listen_overflows"`
+	Drops     uint64    `json:"listen_drops"`
+}
+
+// ListenOverflows is the counters' growth over the samples that bracket
+// a request.
+type ListenOverflows struct {
+	Overflows uint64    `json:"listen_overflows"`
+	Drops     uint64    `json:"listen_drops"`
+	From      time.Time `json:"from"`
+	To        time.Time `json:"to"`
+}
+
+// listenDuring is the listen queues' drops between the samples that
+// bracket [from, to]; nil when none grew or none bracket it.
+func (h *Host) listenDuring(from, to time.Time) *ListenOverflows {
+	a, b := -1, -1
+	for k, s := range h.Listen {
+		if !s.At.After(from) {
+			a = k
+		}
+		if !s.At.Before(to) && b < 0 {
+			b = k
+		}
+	}
+	if a < 0 || b <= a {
+		return nil
+	}
+	sa, sb := h.Listen[a], h.Listen[b]
+	if sb.Overflows <= sa.Overflows && sb.Drops <= sa.Drops {
+		return nil
+	}
+	return &ListenOverflows{Overflows: sb.Overflows - min(sa.Overflows, sb.Overflows), Drops: sb.Drops - min(sa.Drops, sb.Drops), From: sa.At, To: sb.At}
+}
+
+// synRetry is the client's first SYN retransmission timeout (the
+// kernel's TCP_TIMEOUT_INIT, 1 s; RFC 6298): a request whose SYN was
+// dropped took at least that, less a little for the clocks.
+const synRetry = 950 * time.Millisecond
+
+// clause: the listen queue as the request's story, "" when nothing
+// overflowed. A request of a second or more may have waited for a SYN
+// retry; a shorter one, in the full accept queue itself. The host's
+// counters cannot say which listener overflowed: the verdict says it of
+// the host, and "likely" of the request.
+func (l *ListenOverflows) clause(total time.Duration) string {
+	if l == nil {
+		return ""
+	}
+	n, what := l.Overflows, "overflowed"
+	if n == 0 {
+		n, what = l.Drops, "dropped connections"
+	}
+	if n == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("the host's TCP listen queues %s %d %s while it was served", what, n, times(n))
+	if total < synRetry {
+		return "waited before its handler ran, likely in a full accept queue: " + s
+	}
+	return "waited before its handler ran, likely for a SYN retry: " + s +
+		" (a SYN or handshake that finds the accept queue full is dropped, and the client sends it again after 1 s or more)"
+}
+
+func times(n uint64) string {
+	if n == 1 {
+		return "time"
+	}
+	return "times"
 }
 
 // Cgroups is what the verdicts of an analysis used of the Host: the
@@ -264,6 +344,7 @@ func (v *RequestVerdict) hostCauses(h *Host, used *Cgroups, behind []Task) {
 		}
 		return tc, ok
 	}
+	v.Listen = h.listenDuring(v.Request.Start, v.Request.End)
 	own, ok := task(int32(v.Request.ThreadID))
 	if ok {
 		v.Cgroup = own.CPU
@@ -279,6 +360,11 @@ func (v *RequestVerdict) hostCauses(h *Host, used *Cgroups, behind []Task) {
 		}
 		if v.Reclaim != nil && v.Reclaim.What == "memory cgroup reclaim" {
 			v.Reclaim.Cgroup, v.Reclaim.LimitBytes, v.Reclaim.HighBytes = own.Memory, own.MemoryLimit, own.MemoryHigh
+		}
+		// The process's other threads are in its memory cgroup too.
+		if v.Process != nil && v.Process.Reclaim != nil && v.Process.Reclaim.What == "memory cgroup reclaim" {
+			w := v.Process.Reclaim
+			w.Cgroup, w.LimitBytes, w.HighBytes = own.Memory, own.MemoryLimit, own.MemoryHigh
 		}
 	}
 	for i, t := range behind {
@@ -322,9 +408,31 @@ func (t *Throttling) clause() string {
 	if t.Times == 1 {
 		times = "time"
 	}
-	return fmt.Sprintf("while its cgroup %s was CPU-throttled (quota %s CPU: %s per %s; throttled %d %s, %s, meanwhile)",
+	return "while " + t.said(cpus, times) + ", meanwhile)"
+}
+
+// said: "its cgroup /x was CPU-throttled (quota 0.5 CPU: 50 ms per 100
+// ms; throttled 4 times, 380 ms", without the closing parenthesis.
+func (t *Throttling) said(cpus float64, times string) string {
+	return fmt.Sprintf("its cgroup %s was CPU-throttled (quota %s CPU: %s per %s; throttled %d %s, %s",
 		t.Cgroup, strconv.FormatFloat(float64(int64(cpus*100+0.5))/100, 'f', -1, 64),
 		ms(time.Duration(t.QuotaUS)*time.Microsecond), ms(time.Duration(t.PeriodUS)*time.Microsecond), t.Times, times, ms(t.ThrottledNS))
+}
+
+// throttledAround is the throttling as what happened around a thread
+// that was not runnable (blocked on a futex, a lock, a channel): its
+// cgroup's other threads, the ones it waited for, were held back, for a
+// quarter of the request or more. "" otherwise.
+func (v *RequestVerdict) throttledAround(total time.Duration) string {
+	t := v.Throttled
+	if t == nil || t.Times == 0 || t.ThrottledNS*4 < total {
+		return ""
+	}
+	times := "times"
+	if t.Times == 1 {
+		times = "time"
+	}
+	return t.said(float64(t.QuotaUS)/float64(max(t.PeriodUS, 1)), times) + ")"
 }
 
 // memoryCause is the memory cause that took 1/part or more of the

@@ -195,6 +195,25 @@ func TestThrottlingAndWhoHeldTheCPU(t *testing.T) {
 	}
 }
 
+// A thread blocked on a futex while its cgroup was throttled waited for
+// its process's other threads, which the quota held back: the verdict
+// says so after its state. Throttled for less than a quarter of the
+// request, it does not.
+func TestThrottlingAroundABlockedThread(t *testing.T) {
+	v := RequestVerdict{Thread: "web[7]", OnCPU: time.Millisecond, Runnable: 3 * time.Millisecond, Blocked: 302 * time.Millisecond, RunnableCPU: 0, Cgroup: "/pod1",
+		BlockedIn: []string{"__schedule", "futex_do_wait", "__futex_wait"}, BlockingCall: "futex_do_wait", WokenBy: "web[9] on CPU 0",
+		Throttled: &Throttling{Cgroup: "/pod1", QuotaUS: 250000, PeriodUS: 1000000, Times: 1, ThrottledNS: 153 * time.Millisecond}}
+	want := "blocked 302 ms in futex_do_wait (stack futex_do_wait ← __futex_wait); woken by web[9] on CPU 0; " +
+		"meanwhile its cgroup /pod1 was CPU-throttled (quota 0.25 CPU: 250 ms per 1.00 s; throttled 1 time, 153 ms); 306 ms of the request on web[7]"
+	if got := v.sentence(); !strings.HasPrefix(got, want) {
+		t.Errorf("\n  %s\nwant\n  %s…", got, want)
+	}
+	v.Throttled.ThrottledNS = 70 * time.Millisecond
+	if got := v.sentence(); strings.Contains(got, "throttled") {
+		t.Errorf("a short throttle named: %s", got)
+	}
+}
+
 func TestMemoryWorkReadsTheChain(t *testing.T) {
 	for _, tc := range []struct {
 		stack []string

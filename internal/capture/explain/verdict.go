@@ -43,7 +43,16 @@ type RequestVerdict struct {
 	// chains (causes.go); nil when there was none.
 	Reclaim     *KernelWork `json:"reclaim,omitempty"`
 	MajorFaults *KernelWork `json:"major_faults,omitempty"`
-	Verdict     string      `json:"verdict"`
+	// Softirq is the softirq work on the CPUs it ran on or waited for,
+	// and Process what its process's other threads spent in reclaim and
+	// block IO, while it was served (meanwhile.go); nil when the trace
+	// has none.
+	Softirq *SoftirqUse  `json:"softirq,omitempty"`
+	Process *ProcessWork `json:"process,omitempty"`
+	// Listen is the host's listen queue overflows while it was served,
+	// known only from a recorder that sampled them (Host).
+	Listen  *ListenOverflows `json:"listen,omitempty"`
+	Verdict string           `json:"verdict"`
 }
 
 // ShareView is a Share as the analysis writes it.
@@ -179,6 +188,10 @@ func (tr *Trace) explainRequest(q record.RequestRecord, clock record.Clock, io *
 		v.IO = waitIO(segs, io)
 	}
 	v.Reclaim, v.MajorFaults = tr.memoryCauses(tid, segs, from, to, v.OnCPU)
+	if u := tr.softirqDuring(threadCPUs(segs), from, to); u != nil && u.Softirq > 0 {
+		v.Softirq = u
+	}
+	v.Process = tr.processWork(tid, from, to)
 	v.hostCauses(h, used, behind)
 	v.Verdict = v.sentence()
 	if v.IO != nil {
@@ -200,6 +213,12 @@ func (v *RequestVerdict) sentence() string {
 	}
 	var b strings.Builder
 	lead := v.memoryCause(total, 4)
+	if l := v.Listen.clause(total); l != "" {
+		// Before the handler ran: the thread's timeline is then of
+		// other work, and the listen queue is the story.
+		b.WriteString(l)
+		b.WriteString("; its thread: ")
+	}
 	if lead != "" {
 		b.WriteString(lead)
 		b.WriteString("; ")
@@ -207,6 +226,11 @@ func (v *RequestVerdict) sentence() string {
 	switch {
 	case v.Blocked >= v.Runnable && v.Blocked >= v.OnCPU:
 		fmt.Fprintf(&b, "blocked %s", ms(v.Blocked))
+		if v.IO == nil && blockIOWait(v.BlockedIn) && memoryWork(v.BlockedIn) == "" {
+			// Reclaim that waits for writeback is reclaim; with the
+			// block events (IO), their sentence names the device.
+			b.WriteString(" waiting on a block device")
+		}
 		if v.BlockingCall != "" {
 			fmt.Fprintf(&b, " in %s", v.BlockingCall)
 		}
@@ -229,8 +253,14 @@ func (v *RequestVerdict) sentence() string {
 				b.WriteString(" and")
 			}
 			fmt.Fprintf(&b, " behind %s", v.RunnableBehind[0].Who)
+			soft := v.behindKsoftirqd()
+			if soft && v.Softirq != nil && v.Softirq.Kind != "" {
+				// The softirq thread's work, named as the kernel does;
+				// a kernel thread's cgroup (the root) says nothing.
+				fmt.Fprintf(&b, " (%s softirq work)", v.Softirq.Kind)
+			}
 			// Another cgroup's task: the neighbour to name.
-			if c := v.RunnableBehind[0].Cgroup; c != "" && v.Cgroup != "" && c != v.Cgroup {
+			if c := v.RunnableBehind[0].Cgroup; c != "" && v.Cgroup != "" && c != v.Cgroup && !soft {
 				fmt.Fprintf(&b, " of %s", cgroupName(c))
 			}
 			fmt.Fprintf(&b, " on CPU %d", v.RunnableCPU)
@@ -240,6 +270,23 @@ func (v *RequestVerdict) sentence() string {
 	default:
 		fmt.Fprintf(&b, "on CPU %s", ms(v.OnCPU))
 	}
+	// What happened around the thread: it waited on its process's other
+	// threads, or for a CPU that softirq work held. A thread runnable
+	// behind ksoftirqd says so already.
+	var around []string
+	if !v.mostlyRunnable() {
+		// A runnable thread's throttling is in its state's clause.
+		if c := v.throttledAround(total); c != "" {
+			around = append(around, c)
+		}
+	}
+	if v.Softirq.matters(total) && !v.behindKsoftirqd() {
+		around = append(around, v.Softirq.clause())
+	}
+	around = append(around, v.Process.clauses(total)...)
+	if len(around) > 0 {
+		fmt.Fprintf(&b, "; meanwhile %s", strings.Join(around, ", and "))
+	}
 	if lead == "" {
 		if c := v.memoryCause(total, 10); c != "" {
 			fmt.Fprintf(&b, "; %s", c)
@@ -247,6 +294,18 @@ func (v *RequestVerdict) sentence() string {
 	}
 	fmt.Fprintf(&b, "; %s of the request on %s: on CPU %s, runnable %s, blocked %s", ms(total), v.Thread, ms(v.OnCPU), ms(v.Runnable), ms(v.Blocked))
 	return b.String()
+}
+
+// mostlyRunnable: the verdict's state is runnable (sentence's order:
+// blocked wins a tie, then runnable, then on CPU).
+func (v *RequestVerdict) mostlyRunnable() bool {
+	return !(v.Blocked >= v.Runnable && v.Blocked >= v.OnCPU) && v.Runnable >= v.OnCPU
+}
+
+// behindKsoftirqd: the verdict is runnable, and the CPU it waited for was
+// ksoftirqd's most.
+func (v *RequestVerdict) behindKsoftirqd() bool {
+	return v.mostlyRunnable() && len(v.RunnableBehind) > 0 && strings.HasPrefix(v.RunnableBehind[0].Who, "ksoftirqd/")
 }
 
 // blockingCall is the first frame of a blocked chain that is not the
