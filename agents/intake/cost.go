@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/spikehunt/spikehunt/internal/otlpwire/spanwalk"
 )
 
 // What an OTLP request costs once decoded, and the budget all requests in
@@ -26,27 +28,28 @@ import (
 
 // msgKind is a message type of ExportTraceServiceRequest
 // (opentelemetry/proto/collector/trace/v1/trace_service.proto and the
-// messages it holds).
-type msgKind uint8
+// messages it holds): the direct decoder's walk counts them by the same
+// kinds, so that the two walks price a request alike.
+type msgKind = spanwalk.Kind
 
 const (
-	kindNone msgKind = iota
-	kindRequest
-	kindResourceSpans
-	kindResource
-	kindEntityRef
-	kindScopeSpans
-	kindScope
-	kindSpan
-	kindEvent
-	kindLink
-	kindStatus
-	kindKeyValue
-	kindAnyValue
-	kindArrayValue
-	kindKeyValueList
-	kindStrings // a repeated string, not walked
-	numKinds
+	kindNone          = spanwalk.KindNone
+	kindRequest       = spanwalk.KindRequest
+	kindResourceSpans = spanwalk.KindResourceSpans
+	kindResource      = spanwalk.KindResource
+	kindEntityRef     = spanwalk.KindEntityRef
+	kindScopeSpans    = spanwalk.KindScopeSpans
+	kindScope         = spanwalk.KindScope
+	kindSpan          = spanwalk.KindSpan
+	kindEvent         = spanwalk.KindEvent
+	kindLink          = spanwalk.KindLink
+	kindStatus        = spanwalk.KindStatus
+	kindKeyValue      = spanwalk.KindKeyValue
+	kindAnyValue      = spanwalk.KindAnyValue
+	kindArrayValue    = spanwalk.KindArrayValue
+	kindKeyValueList  = spanwalk.KindKeyValueList
+	kindStrings       = spanwalk.KindStrings // a repeated string, not walked
+	numKinds          = spanwalk.NumKinds
 )
 
 // maxField is the highest field number that holds a message in any kind.

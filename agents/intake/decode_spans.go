@@ -10,22 +10,22 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
-	"github.com/spikehunt/spikehunt/internal/otlpattr"
+	"github.com/spikehunt/spikehunt/internal/otlpwire/spanwalk"
 	"github.com/spikehunt/spikehunt/internal/telemetry"
 )
 
 // The direct decoder: an ExportTraceServiceRequest in protobuf walked
-// once, field by field, into the request spans the agent keeps, without
-// pdata's object tree (a struct per span, per attribute and per value, and
-// a string per key: most of the OTLP intake's CPU and all of its garbage).
+// once, field by field (internal/otlpwire/spanwalk), into the request
+// spans the agent keeps, without pdata's object tree (a struct per span,
+// per attribute and per value, and a string per key: most of the OTLP
+// intake's CPU and all of its garbage).
 //
 // The same walk prices the request as scanTraceRequest does (same span
-// count, same cost) and checks every field as pdata 1.70's unmarshaler
-// does (go.opentelemetry.io/collector/pdata/internal/generated_proto_*.go):
-// a known field of the wrong wire type, a truncated field, an id of the
-// wrong length. It is a fast path, not a second authority: on anything
-// that scanTraceRequest or pdata would refuse, and on what it does not
-// handle (groups, nesting past maxProtoDepth, more than
+// count, same cost: the walk counts what scanTraceRequest charges, and
+// requestCost prices the counts) and checks every field as pdata 1.70's
+// unmarshaler does. It is a fast path, not a second authority: on
+// anything that scanTraceRequest or pdata would refuse, and on what it
+// does not handle (groups, nesting past maxProtoDepth, more than
 // max_spans_per_request spans), it backs out having emitted nothing, and
 // the receiver runs the reference path on the message (scanTraceRequest,
 // then ptraceotlp), whose answer and drop reason are then the client's.
@@ -74,21 +74,26 @@ const pendingSpanBytes = int64(unsafe.Sizeof(pendingSpan{}))
 // After decode, services and spans alias the message: the caller must be
 // done with them (consumeDecoded) before the message's buffer is reused,
 // and put the decoder back with putSpanDecoder, which drops the aliases.
+// It is the walk's sink (Resource, Span).
 type spanDecoder struct {
 	shape    requestShape
 	tally    spanTally // the spans that are not kept, and why
 	services [][]byte  // per resource spans, cleaned; unknownService when unnamed
 	spans    []pendingSpan
 
-	maxSpans int
-	window   spanWindow
-	hold     *budgetHold // charged before spans grows
-	scopes   [][]byte    // the current resource spans' scope_spans (2)
-	legacy   [][]byte    // and its instrumentation_library_spans (1000)
-	span     wireSpan
+	window spanWindow
+	hold   *budgetHold // charged before spans grows
+	walk   spanwalk.Walker
 }
 
-var spanDecoders = sync.Pool{New: func() any { return new(spanDecoder) }}
+// The walk takes what scanTraceRequest takes (no groups, no nesting past
+// maxProtoDepth) and moves instrumentation_library_spans to scope_spans
+// as ptraceotlp does.
+var spanDecoders = sync.Pool{New: func() any {
+	d := new(spanDecoder)
+	d.walk.Options = spanwalk.Options{MaxDepth: maxProtoDepth, RefuseGroups: true, MigrateLegacy: true}
+	return d
+}}
 
 // maxPooledSpans: a decoder whose scratch grew past this is left to the
 // GC, so the pool keeps no memory the budget does not see for long.
@@ -99,10 +104,9 @@ func getSpanDecoder() *spanDecoder { return spanDecoders.Get().(*spanDecoder) }
 func putSpanDecoder(d *spanDecoder) {
 	clear(d.spans)
 	clear(d.services)
-	clear(d.scopes[:cap(d.scopes)])
-	clear(d.legacy[:cap(d.legacy)])
+	d.walk.Release()
 	d.spans, d.services = d.spans[:0], d.services[:0]
-	d.hold, d.span = nil, wireSpan{}
+	d.hold = nil
 	if cap(d.spans) > maxPooledSpans {
 		return
 	}
@@ -120,8 +124,8 @@ func (d *spanDecoder) scratchBytes() int64 { return int64(cap(d.spans)) * pendin
 // scratch; it holds more afterwards either way, until the caller resizes
 // it.
 func (d *spanDecoder) decode(msg []byte, w spanWindow, maxSpans int, hold *budgetHold) (err error) {
-	d.shape = requestShape{cost: int64(len(msg))}
-	d.tally, d.window, d.maxSpans, d.hold = spanTally{}, w, maxSpans, hold
+	d.shape = requestShape{}
+	d.tally, d.window, d.hold = spanTally{}, w, hold
 	d.spans, d.services = d.spans[:0], d.services[:0]
 	if !hold.grow(d.scratchBytes()) {
 		return errBackOut
@@ -134,186 +138,44 @@ func (d *spanDecoder) decode(msg []byte, w spanWindow, maxSpans int, hold *budge
 			d.spans, d.services = d.spans[:0], d.services[:0]
 		}
 	}()
-	d.shape.cost += decodedBytes[kindRequest]
-	for pos := 0; pos < len(msg); {
-		field, wire, p, err := d.tag(msg, pos, kindRequest)
-		if err != nil {
-			return err
-		}
-		if field == 1 { // resource_spans
-			var v []byte
-			if v, p, err = d.message(msg, p, wire); err != nil {
-				return err
-			}
-			if err := d.resourceSpans(v); err != nil {
-				return err
-			}
-		} else if p, err = d.skip(msg, p, wire); err != nil {
-			return err
-		}
-		pos = p
+	d.walk.MaxSpans = maxSpans
+	if err := spanwalk.Walk(&d.walk, msg, d); err != nil {
+		return errBackOut
 	}
-	d.shape.cost = max(d.shape.cost, d.scratchBytes())
+	d.shape = requestShape{spans: d.walk.Tally.Spans, cost: max(requestCost(len(msg), &d.walk.Tally), d.scratchBytes())}
 	return nil
 }
 
-// resourceSpans decodes a ResourceSpans (depth 2). Its resource may come
-// after its spans on the wire, so the first loop reads the resource and
-// gathers the scope spans, and the spans are decoded after it.
-func (d *spanDecoder) resourceSpans(buf []byte) error {
-	if err := d.enter(kindResourceSpans, 2); err != nil {
-		return err
+// requestCost is what scanTraceRequest charges for a message of n bytes
+// that the walk counted t of.
+func requestCost(n int, t *spanwalk.Tally) int64 {
+	c := int64(n) + t.LenFields*lenFieldBytes + t.AnyValueFields*anyValueFieldBytes
+	for k, m := range t.Messages {
+		c += m * decodedBytes[k]
 	}
-	var service otlpattr.First
-	d.scopes, d.legacy = d.scopes[:0], d.legacy[:0]
-	for pos := 0; pos < len(buf); {
-		field, wire, p, err := d.tag(buf, pos, kindResourceSpans)
-		if err != nil {
-			return err
-		}
-		switch field {
-		case 1, 2, 3, deprecatedScopeSpans: // resource, scope_spans, schema_url, instrumentation_library_spans
-			var v []byte
-			if v, p, err = d.message(buf, p, wire); err != nil {
-				return err
-			}
-			switch field {
-			case 1:
-				err = d.resource(v, &service)
-			case 2:
-				d.scopes = append(d.scopes, v)
-			case deprecatedScopeSpans:
-				d.legacy = append(d.legacy, v)
-			}
-			if err != nil {
-				return err
-			}
-		default:
-			if p, err = d.skip(buf, p, wire); err != nil {
-				return err
-			}
-		}
-		pos = p
-	}
-	// ptraceotlp moves instrumentation_library_spans (OTLP before 0.15)
-	// to scope_spans when there are none, and drops them otherwise.
-	emit, drop := d.scopes, d.legacy
-	if len(emit) == 0 {
-		emit, drop = drop, nil
-	}
-	res := int32(len(d.services))
+	return c
+}
+
+// Resource files a resource spans' service name; its spans refer to it
+// by index.
+func (d *spanDecoder) Resource(r *spanwalk.Resource) error {
 	svc := unknownServiceBytes
-	if v := service.Str(); len(v) > 0 {
+	if v := r.Service.Str(); len(v) > 0 {
 		svc = cleanNameBytes(v)
 	}
 	d.services = append(d.services, svc)
-	for _, sc := range emit {
-		if err := d.scopeSpans(sc, res, true); err != nil {
-			return err
-		}
-	}
-	for _, sc := range drop {
-		if err := d.scopeSpans(sc, res, false); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
-// resource decodes a Resource (depth 3) for its service.name; a repeated
-// resource field merges into the one before, as in pdata.
-func (d *spanDecoder) resource(buf []byte, service *otlpattr.First) error {
-	if err := d.enter(kindResource, 3); err != nil {
-		return err
-	}
-	for pos := 0; pos < len(buf); {
-		field, wire, p, err := d.tag(buf, pos, kindResource)
-		if err != nil {
-			return err
-		}
-		switch field {
-		case 1: // attributes
-			var v []byte
-			if v, p, err = d.message(buf, p, wire); err != nil {
-				return err
-			}
-			var val otlpattr.Value
-			key, err := d.keyValue(v, 4, &val)
-			if err != nil {
-				return err
-			}
-			if string(key) == attrServiceName {
-				service.Offer(val)
-			}
-		case 2: // dropped_attributes_count
-			_, p, err = varint(buf, p, wire)
-		case 3: // entity_refs
-			var v []byte
-			if v, p, err = d.message(buf, p, wire); err == nil {
-				err = d.check(v, &wireEntityRef, 4)
-			}
-		default:
-			p, err = d.skip(buf, p, wire)
-		}
-		if err != nil {
-			return err
-		}
-		pos = p
-	}
-	return nil
-}
-
-// scopeSpans decodes a ScopeSpans (depth 3) of resource res; with keep
-// false its spans are checked and counted but not kept (pdata drops them).
-func (d *spanDecoder) scopeSpans(buf []byte, res int32, keep bool) error {
-	if err := d.enter(kindScopeSpans, 3); err != nil {
-		return err
-	}
-	for pos := 0; pos < len(buf); {
-		field, wire, p, err := d.tag(buf, pos, kindScopeSpans)
-		if err != nil {
-			return err
-		}
-		switch field {
-		case 1, 2, 3: // scope, spans, schema_url
-			var v []byte
-			if v, p, err = d.message(buf, p, wire); err != nil {
-				return err
-			}
-			switch field {
-			case 1:
-				err = d.check(v, &wireScope, 4)
-			case 2:
-				if d.shape.spans++; d.shape.spans > d.maxSpans {
-					return errBackOut // the reference path refuses it, counted
-				}
-				if err = d.span.decode(d, v); err == nil && keep {
-					err = d.keep(res)
-				}
-			}
-			if err != nil {
-				return err
-			}
-		default:
-			if p, err = d.skip(buf, p, wire); err != nil {
-				return err
-			}
-		}
-		pos = p
-	}
-	return nil
-}
-
-// keep files d.span, of resource res, as requestSpans would: ignored
+// Span files s, of the last resource, as requestSpans would: ignored
 // when it is not a request, invalid, or kept for consumeDecoded (its
 // scratch paid for from the hold first).
-func (d *spanDecoder) keep(res int32) error {
-	s := &d.span
-	if s.kind != spanKindServer && (s.kind != spanKindUnspecified || s.hasParent) {
+func (d *spanDecoder) Span(s *spanwalk.Span) error {
+	if !s.IsRequest() {
 		d.tally.ignored++
 		return nil
 	}
-	if f, bad := d.window.fault(s.start, s.end, s.traceID, s.spanID); bad {
+	if f, bad := d.window.fault(s.Start, s.End, s.TraceID, s.SpanID); bad {
 		d.tally.invalid[f]++
 		return nil
 	}
@@ -327,19 +189,19 @@ func (d *spanDecoder) keep(res int32) error {
 		clear(d.spans)
 		d.spans = grown
 	}
-	ep := s.name
-	if v := s.route.Str(); len(v) > 0 {
+	ep := s.Name
+	if v := s.Route.Str(); len(v) > 0 {
 		ep = v
 	}
 	if len(ep) == 0 {
 		ep = unknownEndpointBytes
 	}
 	p := pendingSpan{
-		start: s.start, end: s.end, traceID: s.traceID, spanID: s.spanID,
-		resource: res, status: s.status(), endpoint: cleanNameBytes(ep),
+		start: s.Start, end: s.End, traceID: s.TraceID, spanID: s.SpanID,
+		resource: int32(len(d.services) - 1), status: decodedStatus(s), endpoint: cleanNameBytes(ep),
 	}
-	if s.thread.Found {
-		if id, ok := s.thread.V.AsInt(); ok && id >= 0 && id <= math.MaxUint32 {
+	if s.Thread.Found {
+		if id, ok := s.Thread.V.AsInt(); ok && id >= 0 && id <= math.MaxUint32 {
 			p.thread = uint32(id)
 		}
 	}
@@ -347,298 +209,18 @@ func (d *spanDecoder) keep(res int32) error {
 	return nil
 }
 
-// OTLP enum values (trace.proto) that decide a span's fate.
-const (
-	spanKindUnspecified = 0
-	spanKindServer      = 2
-	statusCodeOK        = 1
-	statusCodeError     = 2
-)
-
-// wireSpan is one Span as the walk reads it: the fields a request needs,
-// aliasing the message.
-type wireSpan struct {
-	traceID                [16]byte
-	spanID                 [8]byte
-	hasParent              bool // a parent span id other than all zeros
-	name                   []byte
-	kind                   int32
-	start, end             uint64
-	statusCode             int32
-	route, thread          otlpattr.First
-	httpStatus, httpLegacy otlpattr.First
-}
-
-// decode reads a Span (depth 4). Scalars that repeat take the last
-// value, and a repeated status merges, as in pdata.
-func (s *wireSpan) decode(d *spanDecoder, buf []byte) error {
-	if err := d.enter(kindSpan, 4); err != nil {
-		return err
+// decodedStatus is spanStatus for a walked span.
+func decodedStatus(s *spanwalk.Span) string {
+	if c, ok := s.HTTPCode(); ok {
+		return statusText(c)
 	}
-	*s = wireSpan{}
-	var parent [8]byte
-	for pos := 0; pos < len(buf); {
-		field, wire, p, err := d.tag(buf, pos, kindSpan)
-		if err != nil {
-			return err
-		}
-		var v []byte
-		var n uint64
-		switch field {
-		case 1: // trace_id
-			if v, p, err = d.message(buf, p, wire); err == nil {
-				err = setID(s.traceID[:], v)
-			}
-		case 2: // span_id
-			if v, p, err = d.message(buf, p, wire); err == nil {
-				err = setID(s.spanID[:], v)
-			}
-		case 4: // parent_span_id
-			if v, p, err = d.message(buf, p, wire); err == nil {
-				err = setID(parent[:], v)
-			}
-		case 3: // trace_state
-			_, p, err = d.message(buf, p, wire)
-		case 5: // name
-			s.name, p, err = d.message(buf, p, wire)
-		case 6: // kind
-			n, p, err = varint(buf, p, wire)
-			s.kind = int32(n)
-		case 7: // start_time_unix_nano
-			s.start, p, err = fixed64(buf, p, wire)
-		case 8: // end_time_unix_nano
-			s.end, p, err = fixed64(buf, p, wire)
-		case 9: // attributes
-			if v, p, err = d.message(buf, p, wire); err != nil {
-				return err
-			}
-			var val otlpattr.Value
-			key, err := d.keyValue(v, 5, &val)
-			if err != nil {
-				return err
-			}
-			switch string(key) {
-			case attrHTTPRoute:
-				s.route.Offer(val)
-			case attrThreadID:
-				s.thread.Offer(val)
-			case attrHTTPStatus:
-				s.httpStatus.Offer(val)
-			case attrHTTPStatusLegacy:
-				s.httpLegacy.Offer(val)
-			}
-		case 10, 12, 14: // dropped attributes, events, links counts
-			_, p, err = varint(buf, p, wire)
-		case 11: // events
-			if v, p, err = d.message(buf, p, wire); err == nil {
-				err = d.check(v, &wireEvent, 5)
-			}
-		case 13: // links
-			if v, p, err = d.message(buf, p, wire); err == nil {
-				err = d.check(v, &wireLink, 5)
-			}
-		case 15: // status
-			if v, p, err = d.message(buf, p, wire); err == nil {
-				err = s.decodeStatus(d, v)
-			}
-		case 16: // flags
-			if wire != wireI32 {
-				return errBackOut
-			}
-			p, err = d.skip(buf, p, wire)
-		default:
-			p, err = d.skip(buf, p, wire)
-		}
-		if err != nil {
-			return err
-		}
-		pos = p
-	}
-	s.hasParent = parent != [8]byte{}
-	return nil
-}
-
-// setID copies an id field: pdata takes it empty (all zeros) or of
-// exactly its length.
-func setID(id, v []byte) error {
-	switch len(v) {
-	case 0:
-		clear(id)
-	case len(id):
-		copy(id, v)
-	default:
-		return errBackOut
-	}
-	return nil
-}
-
-// decodeStatus applies a Status (depth 5).
-func (s *wireSpan) decodeStatus(d *spanDecoder, buf []byte) error {
-	if err := d.enter(kindStatus, 5); err != nil {
-		return err
-	}
-	for pos := 0; pos < len(buf); {
-		field, wire, p, err := d.tag(buf, pos, kindStatus)
-		if err != nil {
-			return err
-		}
-		switch field {
-		case 2: // message
-			_, p, err = d.message(buf, p, wire)
-		case 3: // code
-			var n uint64
-			n, p, err = varint(buf, p, wire)
-			s.statusCode = int32(n)
-		default:
-			p, err = d.skip(buf, p, wire)
-		}
-		if err != nil {
-			return err
-		}
-		pos = p
-	}
-	return nil
-}
-
-// status is spanStatus for a decoded span.
-func (s *wireSpan) status() string {
-	for _, a := range [...]*otlpattr.First{&s.httpStatus, &s.httpLegacy} {
-		if !a.Found {
-			continue
-		}
-		switch a.V.Kind {
-		case otlpattr.Int:
-			return statusText(a.V.Num)
-		case otlpattr.Str:
-			if c, ok := otlpattr.ParseDecimal(a.V.Str); ok {
-				return statusText(c)
-			}
-		}
-	}
-	switch s.statusCode {
-	case statusCodeOK:
+	switch s.StatusCode {
+	case spanwalk.StatusCodeOK:
 		return "OK"
-	case statusCodeError:
+	case spanwalk.StatusCodeError:
 		return "ERROR"
 	}
 	return "UNSET"
-}
-
-// keyValue decodes a KeyValue at depth: its key (the last key field, as
-// in pdata) and its value into v, which must be zero. key aliases buf.
-func (d *spanDecoder) keyValue(buf []byte, depth int, v *otlpattr.Value) (key []byte, err error) {
-	if key = d.plainKeyValue(buf, depth, v); key != nil {
-		return key, nil
-	}
-	return d.keyValueSlow(buf, depth, v)
-}
-
-// plainKeyValue is keyValue's fast path for the KeyValue every SDK
-// writes: its key, then its value holding one string or one int, each
-// field once and shorter than 128 bytes. It charges what keyValue and
-// anyValue charge for it; anything else (nil, v untouched) takes the
-// general path, which judges it from the start.
-func (d *spanDecoder) plainKeyValue(buf []byte, depth int, v *otlpattr.Value) []byte {
-	// 0x0a: field 1 (key), length-delimited; 0x12: field 2 (value).
-	if depth+1 > maxProtoDepth || len(buf) < 4 || buf[0] != 0x0a || buf[1] >= 0x80 {
-		return nil
-	}
-	kEnd := 2 + int(buf[1])
-	if kEnd+4 > len(buf) || buf[kEnd] != 0x12 || buf[kEnd+1] >= 0x80 || kEnd+2+int(buf[kEnd+1]) != len(buf) {
-		return nil
-	}
-	val := buf[kEnd+2:]
-	// The key and the value are two length-delimited fields, the value's
-	// one field an AnyValue field, and both messages are entered.
-	const cost = 2*lenFieldBytes + anyValueFieldBytes
-	switch val[0] {
-	case 0x0a: // string_value
-		if val[1] >= 0x80 || 2+int(val[1]) != len(val) {
-			return nil
-		}
-		v.Kind, v.Str = otlpattr.Str, val[2:]
-		d.shape.cost += cost + lenFieldBytes + decodedBytes[kindKeyValue] + decodedBytes[kindAnyValue]
-	case 0x18: // int_value
-		n, l := consumeVarint(val[1:])
-		if l < 0 || 1+l != len(val) {
-			return nil
-		}
-		v.Kind, v.Num = otlpattr.Int, int64(n)
-		d.shape.cost += cost + decodedBytes[kindKeyValue] + decodedBytes[kindAnyValue]
-	default:
-		return nil
-	}
-	return buf[2:kEnd]
-}
-
-// keyValueSlow is keyValue for any encoding.
-func (d *spanDecoder) keyValueSlow(buf []byte, depth int, v *otlpattr.Value) (key []byte, err error) {
-	if err := d.enter(kindKeyValue, depth); err != nil {
-		return nil, err
-	}
-	for pos := 0; pos < len(buf); {
-		field, wire, p, err := d.tag(buf, pos, kindKeyValue)
-		if err != nil {
-			return nil, err
-		}
-		switch field {
-		case 1: // key
-			key, p, err = d.message(buf, p, wire)
-		case 2: // value; a repeated one merges into the one before
-			var m []byte
-			if m, p, err = d.message(buf, p, wire); err == nil {
-				err = d.anyValue(m, v, depth+1)
-			}
-		case 3: // key_strindex
-			_, p, err = varint(buf, p, wire)
-		default:
-			p, err = d.skip(buf, p, wire)
-		}
-		if err != nil {
-			return nil, err
-		}
-		pos = p
-	}
-	if key == nil {
-		key = buf[:0] // a KeyValue without its key: the key is empty
-	}
-	return key, nil
-}
-
-// anyValue applies an AnyValue at depth to v: the last of its oneof
-// fields wins.
-func (d *spanDecoder) anyValue(buf []byte, v *otlpattr.Value, depth int) error {
-	if err := d.enter(kindAnyValue, depth); err != nil {
-		return err
-	}
-	for pos := 0; pos < len(buf); {
-		field, wire, p, err := d.tag(buf, pos, kindAnyValue)
-		if err != nil {
-			return err
-		}
-		switch field {
-		case 1: // string_value
-			var s []byte
-			if s, p, err = d.message(buf, p, wire); err == nil {
-				*v = otlpattr.Value{Kind: otlpattr.Str, Str: s}
-			}
-		case 3: // int_value
-			var n uint64
-			if n, p, err = varint(buf, p, wire); err == nil {
-				*v = otlpattr.Value{Kind: otlpattr.Int, Num: int64(n)}
-			}
-		default: // bool, double, array, kvlist, bytes, string_value_strindex: checked, not read
-			p, err = d.checkField(buf, p, field, wire, &wireAnyValue, depth)
-			if field <= 8 {
-				*v = otlpattr.Value{}
-			}
-		}
-		if err != nil {
-			return err
-		}
-		pos = p
-	}
-	return nil
 }
 
 // unknownServiceBytes and unknownEndpointBytes are the stand-ins as

@@ -1,9 +1,9 @@
-// Package otlpattr is an OTLP attribute's value as spikehunt's two direct
-// protobuf span decoders read it (agents/intake for the agent's OTLP
-// receivers, pipelines/services/ingest for the agent's records on Kafka): a string,
-// an int, or anything else, and an attribute looked up as pdata looks it
-// up. Both decoders are held to pdata by differential fuzz tests; this is
-// the part of pdata's reading they share.
+// Package otlpattr is an OTLP attribute's value as spikehunt's direct
+// protobuf span decoders read it (internal/otlpwire/spanwalk, the walk
+// that agents/intake's OTLP receivers and pipelines/services/ingest's
+// Kafka consumer decode with): a string, an int, or anything else, and an
+// attribute looked up as pdata looks it up. Both decoders are held to
+// pdata by differential fuzz tests.
 package otlpattr
 
 import "math"
