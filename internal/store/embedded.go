@@ -45,7 +45,15 @@ type Embedded struct {
 
 	closeOnce sync.Once
 	wg        sync.WaitGroup // background statements outliving their callers
+	// bgMu orders background's wg.Add before Close's wg.Wait: a statement
+	// that starts once Close has begun is refused, never added to a
+	// WaitGroup being waited on (which panics).
+	bgMu   sync.Mutex
+	closed bool
 }
+
+// errClosed is a statement on a store that Close has begun closing.
+var errClosed = errors.New("store: the embedded store is closed")
 
 type chdbConn struct {
 	p  unsafe.Pointer // chdb_connection* as chdb_connect returned it; chdb_close_conn takes it
@@ -307,6 +315,9 @@ func (e *Embedded) Dir() string { return e.dir }
 // Close waits for background statements, then closes every connection.
 func (e *Embedded) Close() error {
 	e.closeOnce.Do(func() {
+		e.bgMu.Lock()
+		e.closed = true
+		e.bgMu.Unlock()
 		e.wg.Wait()
 		for i := 0; i < e.size; i++ {
 			select {
@@ -397,7 +408,14 @@ func (e *Embedded) querySyncParams(c *chdbConn, query, format string, params []Q
 // returns c to the pool itself.
 func (e *Embedded) background(ctx context.Context, c *chdbConn, fn func() error) error {
 	done := make(chan error, 1)
+	e.bgMu.Lock()
+	if e.closed {
+		e.bgMu.Unlock()
+		e.release(c)
+		return errClosed
+	}
 	e.wg.Add(1)
+	e.bgMu.Unlock()
 	go func() {
 		defer e.wg.Done()
 		err := fn()
