@@ -265,6 +265,22 @@ func (e *env) dump(t *testing.T) {
 				continue
 			}
 			t.Logf("  logs:\n%s", b)
+			// The tail of a busy pod (detect prints a line a pass) hides
+			// what happened early: its lines about alerts, captures,
+			// intake, warnings and errors from the whole log, the first 60.
+			if full, err := e.clientset.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: cs.Name}).DoRaw(ctx); err == nil {
+				var keep []string
+				for _, line := range strings.Split(string(full), "\n") {
+					l := strings.ToLower(line)
+					if len(keep) < 60 && (strings.Contains(l, "alert") || strings.Contains(l, "capture") || strings.Contains(l, "intake") ||
+						strings.Contains(l, "warn") || strings.Contains(l, "error") || strings.Contains(l, "new or changed")) && !strings.Contains(l, "(0 new or changed") {
+						keep = append(keep, line)
+					}
+				}
+				if len(keep) > 0 {
+					t.Logf("  lines about alerts, captures and errors:\n%s", strings.Join(keep, "\n"))
+				}
+			}
 		}
 	}
 	evs, err := e.clientset.CoreV1().Events("").List(ctx, metav1.ListOptions{})
