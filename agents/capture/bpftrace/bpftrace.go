@@ -298,6 +298,11 @@ func (f *bpftraceFlight) Fire() []bpftraceBlock {
 type bpftraceTally struct {
 	Lost                      uint64
 	Dropped, Truncated, Stray int
+	// Unprinted are the interval numbers missing just before the
+	// post-window's last block: bpftrace's interval probe ran, but on
+	// SIGINT it printed its END block without draining that interval's
+	// output first (seen on a starved machine).
+	Unprinted []int64
 }
 
 // Finish ends the post-window once bpftrace's output has ended: a block
@@ -312,7 +317,13 @@ func (f *bpftraceFlight) Finish() ([]bpftraceBlock, bpftraceTally) {
 	}
 	out := f.post
 	f.post, f.postBytes = nil, 0
-	return out, bpftraceTally{Lost: f.lost, Dropped: f.dropped, Truncated: f.truncated, Stray: f.stray}
+	t := bpftraceTally{Lost: f.lost, Dropped: f.dropped, Truncated: f.truncated, Stray: f.stray}
+	if n := len(out); n >= 2 {
+		for m := out[n-2].N + 1; m < out[n-1].N; m++ {
+			t.Unprinted = append(t.Unprinted, m)
+		}
+	}
+	return out, t
 }
 
 // appendBpftraceBlocks renders blocks as the files show them: the

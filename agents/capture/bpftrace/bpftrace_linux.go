@@ -406,6 +406,9 @@ func (r *bpftraceRecorder) Collect(ctx context.Context) (capture.Result, error) 
 	if tally.Truncated > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("bpftrace: %d interval blocks truncated (marked in the files)", tally.Truncated))
 	}
+	if len(tally.Unprinted) > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("bpftrace: interval %v missing before the last, partial one: bpftrace stopped before it printed it", tally.Unprinted))
+	}
 	if tally.Stray > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("bpftrace: %d output lines outside interval blocks were not kept", tally.Stray))
 	}

@@ -137,6 +137,24 @@ func TestBpftraceFlightKeepsThePreWindowAndWhatFollows(t *testing.T) {
 	}
 }
 
+// On SIGINT a starved bpftrace may print its END block without the
+// interval whose probe had just run: the flight names the missing number.
+func TestBpftraceFlightNamesAnIntervalPrintedNeverBeforeEND(t *testing.T) {
+	c := &fakeNow{t: flightEpoch}
+	f := newBpftraceFlight(3*time.Second, DefaultBpftraceMaxBytes, c.now)
+	feedBlock(f, c, 1, "a\n")
+	f.Fire()
+	feedBlock(f, c, 2, "b\n")
+	feedBlock(f, c, 4, "d\n") // END's block; 3 never came
+	post, tally := f.Finish()
+	if diff := cmp.Diff([]int64{2, 4}, blockNumbers(post)); diff != "" {
+		t.Errorf("post-window blocks (-want +got)\n%s", diff)
+	}
+	if diff := cmp.Diff([]int64{3}, tally.Unprinted); diff != "" {
+		t.Errorf("unprinted (-want +got)\n%s", diff)
+	}
+}
+
 func TestBpftraceFlightCountsWhatItCannotKeep(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
