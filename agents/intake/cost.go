@@ -139,23 +139,6 @@ type requestShape struct {
 
 var errTruncated = errors.New("a field runs past the end of its message, or a varint past 64 bits")
 
-// consumeVarint reads a varint as pdata does: up to ten bytes, the bits
-// past 64 dropped. n < 0: truncated or longer.
-func consumeVarint(b []byte) (v uint64, n int) {
-	for shift := uint(0); shift < 64; shift += 7 {
-		if n >= len(b) {
-			return 0, -1
-		}
-		c := b[n]
-		n++
-		v |= uint64(c&0x7f) << shift
-		if c < 0x80 {
-			return v, n
-		}
-	}
-	return 0, -1
-}
-
 // scanTraceRequest walks an ExportTraceServiceRequest in protobuf without
 // decoding it. It fails on what no decoder would take (a truncated field,
 // a bad varint), on nesting deeper than maxProtoDepth and on groups; a
@@ -175,9 +158,9 @@ func scanMessage(b []byte, k msgKind, depth int, s *requestShape) error {
 	for len(b) > 0 {
 		var tag uint64
 		n := 1
-		if b[0] < 0x80 { // most tags; consumeVarint is not inlined
+		if b[0] < 0x80 { // most tags; spanwalk.ConsumeVarint is not inlined
 			tag = uint64(b[0])
-		} else if tag, n = consumeVarint(b); n < 0 {
+		} else if tag, n = spanwalk.ConsumeVarint(b); n < 0 {
 			return errTruncated
 		}
 		b = b[n:]
@@ -191,7 +174,7 @@ func scanMessage(b []byte, k msgKind, depth int, s *requestShape) error {
 		var v []byte
 		switch typ {
 		case protowire.VarintType:
-			_, n = consumeVarint(b)
+			_, n = spanwalk.ConsumeVarint(b)
 		case protowire.Fixed32Type:
 			n = 4
 		case protowire.Fixed64Type:
@@ -201,7 +184,7 @@ func scanMessage(b []byte, k msgKind, depth int, s *requestShape) error {
 			if len(b) > 0 && b[0] < 0x80 {
 				l, n = uint64(b[0]), 1
 			} else {
-				l, n = consumeVarint(b)
+				l, n = spanwalk.ConsumeVarint(b)
 			}
 			if n >= 0 {
 				if l > uint64(len(b)-n) {

@@ -554,7 +554,7 @@ func (w *Walker) plainKeyValue(buf []byte, depth int, v *otlpattr.Value) []byte 
 		v.Kind, v.Str = otlpattr.Str, val[2:]
 		w.Tally.LenFields += 3
 	case 0x18: // int_value
-		n, l := consumeVarint(val[1:])
+		n, l := ConsumeVarint(val[1:])
 		if l < 0 || 1+l != len(val) {
 			return nil
 		}

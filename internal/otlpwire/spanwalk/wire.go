@@ -21,9 +21,10 @@ const (
 	wireI32        = 5
 )
 
-// consumeVarint reads a varint as pdata does: up to ten bytes, the bits
-// past 64 dropped. n < 0: truncated or longer.
-func consumeVarint(b []byte) (v uint64, n int) {
+// ConsumeVarint reads a varint as pdata does: up to ten bytes, the bits
+// past 64 dropped. n < 0: truncated or longer. The agent's request
+// pricing (agents/intake's scanTraceRequest) reads with it too.
+func ConsumeVarint(b []byte) (v uint64, n int) {
 	for shift := uint(0); shift < 64; shift += 7 {
 		if n >= len(b) {
 			return 0, -1
@@ -59,7 +60,7 @@ func (w *Walker) tagSlow(buf []byte, pos int, k Kind) (field int32, wire int, _ 
 		v := uint64(buf[pos]&0x7f) | uint64(buf[pos+1])<<7
 		field, wire, pos = int32(v>>3), int(v&7), pos+2
 	} else {
-		v, n := consumeVarint(buf[pos:])
+		v, n := ConsumeVarint(buf[pos:])
 		if n < 0 {
 			return 0, 0, 0, ErrRefused
 		}
@@ -91,7 +92,7 @@ func varintSlow(buf []byte, pos, wire int) (uint64, int, error) {
 	if wire != wireVarint {
 		return 0, 0, ErrRefused
 	}
-	v, n := consumeVarint(buf[pos:])
+	v, n := ConsumeVarint(buf[pos:])
 	if n < 0 {
 		return 0, 0, ErrRefused
 	}
@@ -122,7 +123,7 @@ func (w *Walker) messageSlow(buf []byte, pos, wire int) ([]byte, int, error) {
 	if wire != wireLen {
 		return nil, 0, ErrRefused
 	}
-	l, n := consumeVarint(buf[pos:])
+	l, n := ConsumeVarint(buf[pos:])
 	if n < 0 || l > uint64(len(buf)-pos-n) {
 		return nil, 0, ErrRefused
 	}
@@ -168,7 +169,7 @@ func skipGroup(buf []byte, pos, wire int) (int, error) {
 			_, pos, err := fixed64(buf, pos, wire)
 			return pos, err
 		case wireLen:
-			l, n := consumeVarint(buf[pos:])
+			l, n := ConsumeVarint(buf[pos:])
 			if n < 0 || l > uint64(len(buf)-pos-n) {
 				return 0, ErrRefused
 			}
@@ -191,7 +192,7 @@ func skipGroup(buf []byte, pos, wire int) (int, error) {
 		if depth == 0 {
 			return pos, nil
 		}
-		t, n := consumeVarint(buf[pos:])
+		t, n := ConsumeVarint(buf[pos:])
 		if n < 0 || int32(t>>3) <= 0 {
 			return 0, ErrRefused
 		}
