@@ -38,6 +38,8 @@ require (
 	sigs.k8s.io/controller-runtime v0.25.2
 )
 
+require go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.47.0
+
 require (
 	github.com/andybalholm/brotli v1.2.6 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -106,7 +108,7 @@ require (
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.28.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
-	golang.org/x/crypto v0.58.0 // indirect
+	golang.org/x/crypto v0.58.0
 	golang.org/x/mod v0.41.0 // indirect
 	golang.org/x/net v0.61.0
 	golang.org/x/oauth2 v0.36.0 // indirect

@@ -173,6 +173,10 @@ type Config struct {
 	// are received; only these senders' fire the capture engine's
 	// trigger.
 	Trigger TriggerConfig `yaml:"trigger"`
+	// Auth is who may send at all over the receivers that face a network
+	// (auth.go): OTLP senders show a bearer token, and a receiver that
+	// faces a network without a way to authenticate refuses to start.
+	Auth AuthConfig `yaml:"auth"`
 
 	// QueueSize bounds the kept requests waiting for the exporter
 	// (default 16384, about 2 MiB); when full, requests are dropped and
@@ -312,6 +316,7 @@ func (c Config) Validate() error {
 	if err := c.Trigger.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.validateAuth()...)
 	for svc, d := range c.ServiceSlowThresholds {
 		check(svc != "", "service_slow_thresholds: empty service name")
 		check(d > 0, "service_slow_thresholds[%q] = %s, want > 0", svc, d)

@@ -35,6 +35,7 @@ func TestConfigFromYAML(t *testing.T) {
 		ServiceSlowThresholds: map[string]time.Duration{"billy": time.Second, "search": 80 * time.Millisecond},
 		TailQuantile:          0.995, TailWindow: time.Minute, TailMinCount: 200,
 		MaxServices: 32, MaxEndpoints: 200, CardinalityIdle: 10 * time.Minute, CardinalityHalfLife: 2 * time.Minute, QueueSize: 4096,
+		Auth: AuthConfig{TokenFile: "/etc/spikehunt-agent/intake-token/token"},
 	}
 	if diff := cmp.Diff(want, cfg); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
@@ -54,7 +55,20 @@ func TestConfigValidate(t *testing.T) {
 		want string // substring of the error; "" = valid
 	}{
 		{"the defaults are valid", func(*Config) {}, ""},
-		{"one receiver is enough", func(c *Config) { *c = Config{LineUDP: ":7171"} }, ""},
+		{"one receiver is enough", func(c *Config) { *c = Config{LineUDP: "127.0.0.1:7171"} }, ""},
+		// A receiver that faces the network needs a way to authenticate.
+		{"OTLP/HTTP on every interface without a token is an error", func(c *Config) { c.OTLPHTTP = ":4318" }, "otlp_http :4318 faces the network"},
+		{"OTLP/gRPC on a node IP without a token is an error", func(c *Config) { c.OTLPGRPC = "10.0.0.7:4317" }, "otlp_grpc 10.0.0.7:4317 faces the network"},
+		{"OTLP on IPv6 everywhere without a token is an error", func(c *Config) { c.OTLPGRPC = "[::]:4317" }, "otlp_grpc [::]:4317 faces the network"},
+		{"OTLP on a host name without a token is an error", func(c *Config) { c.OTLPGRPC = "node-1.example:4317" }, "faces the network"},
+		{"OTLP on localhost needs no token", func(c *Config) { c.OTLPGRPC, c.OTLPHTTP = "localhost:4317", "[::1]:4318" }, ""},
+		{"OTLP beyond loopback with a token file is valid", func(c *Config) {
+			c.OTLPGRPC, c.OTLPHTTP, c.Auth.TokenFile = "10.0.0.7:4317", "10.0.0.7:4318", "/etc/token"
+		}, ""},
+		{"UDP beyond loopback is an error even with a token file", func(c *Config) { c.LineUDP, c.Auth.TokenFile = "10.0.0.7:7171", "/etc/token" }, "line_udp 10.0.0.7:7171 faces the network"},
+		{"allow_unauthenticated lets every receiver face the network", func(c *Config) {
+			c.OTLPGRPC, c.OTLPHTTP, c.LineUDP, c.Auth.AllowUnauthenticated = ":4317", ":4318", ":7171", true
+		}, ""},
 		{"no receiver is an error", func(c *Config) { *c = Config{} }, "no receiver configured"},
 		{"sample_every 0 takes the default", func(c *Config) { c.SampleEvery = 0 }, ""},
 		{"a negative sample_every is an error", func(c *Config) { c.SampleEvery = -1 }, "sample_every = -1"},
@@ -92,7 +106,7 @@ func TestValidateLeavesTheConfigAsItWas(t *testing.T) {
 		name string
 		make func() Config
 	}{
-		{"one receiver, every limit zero", func() Config { return Config{LineUDP: ":7171"} }},
+		{"one receiver, every limit zero", func() Config { return Config{LineUDP: "127.0.0.1:7171"} }},
 		{"the defaults", DefaultConfig},
 		{"invalid: no receiver", func() Config { return Config{} }},
 		{"invalid: a negative span cap, with thresholds and CIDRs", func() Config {

@@ -39,6 +39,9 @@ type Intake struct {
 	// unnamed holds, per source, the judged sender of a receiver that
 	// does not know its peer.
 	trust   trustPolicy
+	// tokens are the bearer tokens OTLP senders must show; nil when
+	// auth.token_file is not set (auth.go).
+	tokens *tokens
 	unnamed map[string]*telemetry.Sender
 	// malformed logs malformed line-protocol lines, rate-limited.
 	malformed *malformedLog
@@ -94,6 +97,13 @@ func New(cfg Config, logger *slog.Logger) (*Intake, error) {
 	in.m.budgetLimit.Set(float64(cfg.DecodeBudgetBytes))
 	in.card = newCardinality(&in.cfg, in.m)
 	in.trust = newTrustPolicy(cfg.Trigger)
+	if cfg.Auth.TokenFile != "" {
+		t, err := loadTokens(cfg.Auth.TokenFile, logger, func() time.Time { return in.now() })
+		if err != nil {
+			return nil, err
+		}
+		in.tokens = t
+	}
 	in.unnamed = map[string]*telemetry.Sender{}
 	in.malformed = newMalformedLog(logger)
 	for _, src := range []string{SourceOTLPGRPC, SourceOTLPHTTP, SourceUDP, SourceUnixgram} {

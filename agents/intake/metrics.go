@@ -36,6 +36,9 @@ const (
 	// block larger than the agent takes (otlp_grpc.go,
 	// maxHeaderListBytes), counted once a connection.
 	reasonOversizeMetadata = "oversize_metadata"
+	// reasonUnauthenticated: an OTLP request without a token of
+	// auth.token_file (auth.go), refused before its body is read.
+	reasonUnauthenticated = "unauthenticated"
 )
 
 type metrics struct {

@@ -269,6 +269,18 @@ func (s *traceService) tap(ctx context.Context, info *tap.Info) (context.Context
 	if !exportMethodOf(info.FullMethodName) {
 		return ctx, nil
 	}
+	gc, _ := ctx.Value(gateConnKey{}).(*peerconns.Conn)
+	if s.in.tokens != nil {
+		if !s.in.tokens.accepts(firstOf(info.Header.Get("authorization"))) {
+			// Before the message is read, and before the stream counts
+			// against its peer.
+			s.src.drop(reasonUnauthenticated, 1)
+			return nil, status.Error(codes.Unauthenticated, "spikehunt: send the agent's token as the metadata authorization: Bearer <token> (OTEL_EXPORTER_OTLP_HEADERS)")
+		}
+		if gc != nil {
+			gc.Authenticate() // it may now hold the reserved places
+		}
+	}
 	var from netip.Addr
 	if p, ok := peer.FromContext(ctx); ok {
 		from = peerAddr(p.Addr)
@@ -279,13 +291,22 @@ func (s *traceService) tap(ctx context.Context, info *tap.Info) (context.Context
 		return nil, overBudgetStatus("spikehunt: this peer has otlp_streams_per_peer Export calls in flight: retry later").Err()
 	}
 	h := &grpcHold{budgetHold: budgetHold{b: s.in.budget, p: share}}
-	if c, ok := ctx.Value(gateConnKey{}).(*peerconns.Conn); ok {
-		c.Busy()
-		h.conn = c
+	if gc != nil {
+		gc.Busy()
+		h.conn = gc
 	}
 	ctx, h.cancel = context.WithTimeoutCause(context.WithValue(ctx, grpcHoldKey{}, h),
 		s.in.cfg.OTLPReadTimeout+s.in.cfg.OTLPWriteTimeout, errSilentStream)
 	return ctx, nil
+}
+
+// firstOf is vs[0], or "" for none: a second authorization value is
+// ignored, not tried.
+func firstOf(vs []string) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	return vs[0]
 }
 
 // overBudgetStatus is ResourceExhausted with a RetryInfo: OTLP clients

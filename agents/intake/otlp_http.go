@@ -57,6 +57,7 @@ func (in *Intake) listenHTTP(ctx context.Context) (net.Listener, *http.Server, e
 		// The gate closes idle connections, never busy ones, to make
 		// room.
 		ConnState:         peerconns.ConnState,
+		ConnContext:       peerconns.ConnContext,
 		ReadHeaderTimeout: min(10*time.Second, in.cfg.OTLPReadTimeout),
 		ReadTimeout:       in.cfg.OTLPReadTimeout,
 		WriteTimeout:      in.cfg.OTLPWriteTimeout,
@@ -72,7 +73,26 @@ func (in *Intake) otlpHTTPHandler() http.Handler {
 	mux.HandleFunc("/v1/traces", in.serveOTLPHTTP)
 	mux.HandleFunc("/v1/metrics", in.serveOTLPDiscard(signalMetrics))
 	mux.HandleFunc("/v1/logs", in.serveOTLPDiscard(signalLogs))
-	return mux
+	if in.tokens == nil {
+		return mux
+	}
+	src := in.m.sources[SourceOTLPHTTP]
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !in.tokens.accepts(r.Header.Get("Authorization")) {
+			// Before the body is read: an unauthenticated sender costs a
+			// header's worth. The connection is closed with the answer,
+			// so that it does not keep a place in the gate.
+			src.drop(reasonUnauthenticated, 1)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="spikehunt-agent"`)
+			w.Header().Set("Connection", "close")
+			http.Error(w, "401 unauthorized: send the agent's token as the header authorization: Bearer <token> (OTEL_EXPORTER_OTLP_HEADERS)", http.StatusUnauthorized)
+			return
+		}
+		if c := peerconns.FromContext(r.Context()); c != nil {
+			c.Authenticate() // it may now hold the reserved places
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // acceptOTLPPost answers what is not an OTLP/HTTP export (405 for another

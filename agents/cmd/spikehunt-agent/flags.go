@@ -41,6 +41,8 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	lineUnix := fs.String("intake.line-unix", def.Intake.LineUnix, "line protocol unix datagram socket (empty disables)")
 	trigUIDs := fs.String("intake.trigger.uids", "", "uids whose requests on the unix socket may fire captures, comma-separated (root always may; others' requests are data only)")
 	trigCIDRs := fs.String("intake.trigger.cidrs", "", "networks whose UDP requests may fire captures, comma-separated (default: none; e.g. the node's pod CIDR)")
+	authToken := fs.String("intake.auth.token-file", "", "file of the bearer tokens OTLP senders must show (authorization: Bearer <token>), one per line; required for an OTLP receiver beyond loopback")
+	authOpen := fs.Bool("intake.auth.allow-unauthenticated", false, "let receivers that cannot authenticate their senders (OTLP without a token file, line UDP) listen beyond loopback")
 	otlpGRPC := fs.String("intake.otlp-grpc", def.Intake.OTLPGRPC, "OTLP/gRPC receiver address, host:port (TraceService; MetricsService and LogsService are answered success and discarded; empty disables)")
 	otlpDecoder := fs.String("intake.otlp-decoder", def.Intake.OTLPDecoder, "OTLP protobuf decoder: direct (fast, no garbage) or pdata (the Collector's reference decoder, several times the CPU; to rule the direct one out, or to measure it); both take and refuse the same messages")
 	otlpHTTP := fs.String("intake.otlp-http", def.Intake.OTLPHTTP, "OTLP/HTTP receiver address, host:port (POST /v1/traces; /v1/metrics and /v1/logs are answered success and discarded; empty disables)")
@@ -114,6 +116,8 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	if listErr != nil {
 		return cfg, listErr
 	}
+	apply("intake.auth.token-file", func() { cfg.Intake.Auth.TokenFile = *authToken })
+	apply("intake.auth.allow-unauthenticated", func() { cfg.Intake.Auth.AllowUnauthenticated = *authOpen })
 	apply("intake.otlp-grpc", func() { cfg.Intake.OTLPGRPC = *otlpGRPC })
 	apply("intake.otlp-http", func() { cfg.Intake.OTLPHTTP = *otlpHTTP })
 	apply("intake.otlp-decoder", func() { cfg.Intake.OTLPDecoder = *otlpDecoder })
