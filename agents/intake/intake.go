@@ -38,10 +38,10 @@ type Intake struct {
 	// trust decides which senders may fire captures (trust.go);
 	// unnamed holds, per source, the judged sender of a receiver that
 	// does not know its peer.
-	trust   trustPolicy
+	trust trustPolicy
 	// tokens are the bearer tokens OTLP senders must show; nil when
 	// auth.token_file is not set (auth.go).
-	tokens *tokens
+	tokens  *tokens
 	unnamed map[string]*telemetry.Sender
 	// malformed logs malformed line-protocol lines, rate-limited.
 	malformed *malformedLog

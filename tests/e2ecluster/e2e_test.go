@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -56,6 +57,7 @@ func TestTheChartOnARealNodeCatchesAStallWithPerfAndIndexesIt(t *testing.T) {
 		trigger = 500 * time.Millisecond
 	)
 	shop := e.startShop(t, service)
+	e.checkTheIntakeAsksForItsToken(t)
 
 	// The policy: no bait, only alerts of the service arm, one node each.
 	pol := &v1alpha1.CapturePolicy{
@@ -150,6 +152,34 @@ func TestTheChartOnARealNodeCatchesAStallWithPerfAndIndexesIt(t *testing.T) {
 
 const shopNamespace = "shop"
 
+// checkTheIntakeAsksForItsToken posts a span to the agent's OTLP/HTTP
+// port on the node's address without the chart's token, as any host
+// that reaches the node could: the agent must refuse it.
+func (e *env) checkTheIntakeAsksForItsToken(t *testing.T) {
+	t.Helper()
+	var node corev1.Node
+	if err := e.client.Get(context.Background(), client.ObjectKey{Name: e.node}, &node); err != nil {
+		t.Fatal(err)
+	}
+	var ip string
+	for _, a := range node.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			ip = a.Address
+		}
+	}
+	if ip == "" {
+		t.Fatalf("node %s has no InternalIP: %+v", e.node, node.Status.Addresses)
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Post("http://"+net.JoinHostPort(ip, "4318")+"/v1/traces", "application/x-protobuf", strings.NewReader(""))
+	if err != nil {
+		t.Fatalf("the agent's OTLP/HTTP on the node's address: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a span without the token: the agent answered %s, want 401", resp.Status)
+	}
+}
+
 // shopApp is the app's pod, reached on its IP from the host.
 type shopApp struct {
 	url    string
@@ -161,6 +191,16 @@ func (e *env) startShop(t *testing.T, service string) *shopApp {
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: shopNamespace}}
 	if err := e.client.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	// The agent asks OTLP senders for the chart's token: the app's
+	// namespace gets a copy of the Secret, as the install notes say.
+	var token corev1.Secret
+	if err := e.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: release + "-intake-token"}, &token); err != nil {
+		t.Fatalf("the chart's intake token: %v", err)
+	}
+	if err := e.client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "agent-token", Namespace: shopNamespace},
+		Data: map[string][]byte{"token": token.Data["token"]}}); err != nil {
 		t.Fatal(err)
 	}
 	labels := map[string]string{"app": "shop"}
@@ -180,6 +220,9 @@ func (e *env) startShop(t *testing.T, service string) *shopApp {
 						Env: []corev1.EnvVar{
 							{Name: "HOST_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}},
 							{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Value: "http://$(HOST_IP):4318"},
+							{Name: "SPIKEHUNT_AGENT_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+								LocalObjectReference: corev1.LocalObjectReference{Name: "agent-token"}, Key: "token"}}},
+							{Name: "OTEL_EXPORTER_OTLP_HEADERS", Value: "authorization=Bearer%20$(SPIKEHUNT_AGENT_TOKEN)"},
 						},
 						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
 						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{

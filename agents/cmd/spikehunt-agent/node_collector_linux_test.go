@@ -53,8 +53,16 @@ func TestNodeCollectorExampleTeesRequestSpansToTheAgentBesideItsOwnPipeline(t *t
 		testenv.RequirePrivileged(t, "perf as root", fmt.Errorf("euid %d, perf: %v", os.Geteuid(), err))
 	}
 	backend := startOTLPRecorder(t)
+	// The agent asks for its token, which the example's exporter sends
+	// from the Collector's environment: a span without it would be
+	// refused and counted as a drop.
+	const token = "0b5e1d4c7a9f2e3d6c8b1a4f7e0d3c6b"
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	p := startAgent(t, []string{"127.0.0.1:1"}, t.TempDir(), "--capture.backends", "perf",
-		"--intake.trigger.cidrs", "127.0.0.1/32")
+		"--intake.trigger.cidrs", "127.0.0.1/32", "--intake.auth.token-file", tokenFile)
 	agentGRPC := regexp.MustCompile(`otlp-grpc (\S+)`).FindStringSubmatch(p.out.String())
 	if agentGRPC == nil {
 		t.Fatalf("no otlp-grpc address in the agent's output:\n%s", p.out.String())
@@ -77,7 +85,7 @@ func TestNodeCollectorExampleTeesRequestSpansToTheAgentBesideItsOwnPipeline(t *t
 		// Its own metrics off, as StartCollector runs the gateway.
 		"\nservice:\n": "\nservice:\n  telemetry:\n    metrics:\n      level: none\n",
 	})
-	collector := testenv.StartCollector(t, config, "NODE_IP=127.0.0.1")
+	collector := testenv.StartCollector(t, config, "NODE_IP=127.0.0.1", "SPIKEHUNT_AGENT_TOKEN="+token)
 
 	// The app: requests (server spans and unspecified-kind roots) with
 	// client and internal spans under them, and one slow request.

@@ -566,6 +566,18 @@ identity).
 {{- if and (include "spikehunt.s3.enabled" .) (ne (.Values.s3.credentials | default "keys") "ambient") -}}true{{- end -}}
 {{- end -}}
 
+{{- /*
+The agent's intake token: on unless agent.intake.auth.allowUnauthenticated,
+in the generated Secret or agent.intake.auth.existingSecret (key token).
+*/ -}}
+{{- define "spikehunt.agent.tokenOn" -}}
+{{- if and .Values.agent.enabled (not .Values.agent.intake.auth.allowUnauthenticated) -}}true{{- end -}}
+{{- end -}}
+
+{{- define "spikehunt.agent.tokenSecretName" -}}
+{{- .Values.agent.intake.auth.existingSecret | default (printf "%s-intake-token" (include "spikehunt.fullname" .)) -}}
+{{- end -}}
+
 {{- define "spikehunt.s3.secretName" -}}
 {{- .Values.s3.existingSecret | default (printf "%s-s3" (include "spikehunt.fullname" .)) -}}
 {{- end -}}
@@ -666,6 +678,12 @@ has the table and the reasons); a JSON list, sorted.
 {{- $in := .Values.agent.intake -}}
 {{- if and .Values.agent.enabled (not (or $in.otlpGrpc.enabled $in.otlpHttp.enabled $in.lineUdp.enabled $in.lineUnix.enabled)) -}}
 {{- fail "agent.intake: enable at least one of otlpGrpc, otlpHttp, lineUdp, lineUnix (the agent refuses to start without a receiver)" -}}
+{{- end -}}
+{{- if and .Values.agent.enabled $in.lineUdp.enabled (not $in.auth.allowUnauthenticated) -}}
+{{- fail "agent.intake.lineUdp listens on the node's IP, and a UDP datagram carries no credential: use the unix socket (agent.intake.lineUnix) from the apps' pods, or set agent.intake.auth.allowUnauthenticated: true for a network you trust" -}}
+{{- end -}}
+{{- if and .Values.agent.enabled $in.auth.existingSecret $in.auth.allowUnauthenticated -}}
+{{- fail "agent.intake.auth.existingSecret names a token, but agent.intake.auth.allowUnauthenticated turns tokens off: drop one or the other" -}}
 {{- end -}}
 {{- if and .Values.agent.enabled (eq .Values.agent.sink "otlp") (not .Values.otelGateway.enabled) -}}
 {{- fail "agent.sink: otlp exports through the gateway: set otelGateway.enabled: true (or agent.sink: kafka)" -}}

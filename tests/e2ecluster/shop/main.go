@@ -21,6 +21,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -57,7 +58,11 @@ func main() {
 	if err != nil {
 		log.Fatalf("shop: %v", err)
 	}
-	exp := &exporter{url: strings.TrimSuffix(*endpoint, "/") + "/v1/traces", service: *service,
+	headers, err := otlpHeaders(os.Getenv("OTEL_EXPORTER_OTLP_HEADERS"))
+	if err != nil {
+		log.Fatalf("shop: OTEL_EXPORTER_OTLP_HEADERS: %v", err)
+	}
+	exp := &exporter{url: strings.TrimSuffix(*endpoint, "/") + "/v1/traces", service: *service, headers: headers,
 		client: &http.Client{Timeout: 10 * time.Second}}
 	app := &shopapp.App{StallFor: *stall, Served: func(q shopapp.Request) {
 		exp.add(span{route: q.Path, start: q.Start, end: q.End, tid: int(q.ThreadID)})
@@ -93,6 +98,7 @@ const maxPending = 100_000
 type exporter struct {
 	url     string
 	service string
+	headers http.Header // from OTEL_EXPORTER_OTLP_HEADERS: the agent's token
 	client  *http.Client
 
 	mu      sync.Mutex
@@ -165,6 +171,9 @@ func (e *exporter) send(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	for k, vs := range e.headers {
+		req.Header[k] = vs
+	}
 	req.Header.Set("Content-Type", "application/x-protobuf")
 	resp, err := e.client.Do(req)
 	if err != nil {
@@ -175,4 +184,26 @@ func (e *exporter) send(ctx context.Context) error {
 		return fmt.Errorf("%d spans lost: the agent answered %s", len(batch), resp.Status)
 	}
 	return nil
+}
+
+// otlpHeaders reads OTEL_EXPORTER_OTLP_HEADERS as the OTel SDKs do:
+// comma-separated key=value pairs, each value percent-encoded
+// ("authorization=Bearer%20<token>").
+func otlpHeaders(s string) (http.Header, error) {
+	h := http.Header{}
+	for _, pair := range strings.Split(s, ",") {
+		if strings.TrimSpace(pair) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(pair, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("%q: want key=value", pair)
+		}
+		dv, err := url.PathUnescape(strings.TrimSpace(v))
+		if err != nil {
+			return nil, fmt.Errorf("%q: %v", pair, err)
+		}
+		h.Add(strings.TrimSpace(k), dv)
+	}
+	return h, nil
 }
