@@ -180,19 +180,68 @@ func findings(a Analysis) record.Findings {
 			f.BlockingStack = f.BlockingStack[:512]
 		}
 	}
-	busiest, total, softirq := -1, 0, 0
-	for _, c := range a.CPUs {
-		total += c.Samples
-		softirq += c.Softirq
-		if busy := c.Samples - c.Idle; busy > 0 && busy > busiest {
-			busiest, f.HottestCPU = busy, int(c.CPU)
-			f.HottestCPUBusy = float64(busy) / float64(c.Samples)
+	if c, ok := Busiest(a.CPUs); ok {
+		f.HottestCPU, f.HottestCPUBusy = int(c.CPU), c.Busy()
+	}
+	f.SoftirqShare = SoftirqShare(a.CPUs)
+	return f
+}
+
+// Busy is the share of the CPU's samples that were not idle: the figure
+// the report's CPU table shows.
+func (u CPUUse) Busy() float64 {
+	if u.Samples == 0 {
+		return 0
+	}
+	return float64(u.Samples-u.Idle) / float64(u.Samples)
+}
+
+// Busiest is the CPU whose samples were least idle (Busy), the one with
+// more busy samples on a tie; false when no CPU had a busy sample. It
+// compares shares, not counts: CPUs do not hold as many samples each
+// (a ring that lost events keeps fewer, an idle CPU may be sampled less),
+// so the most busy samples can be a CPU that was mostly idle while
+// another ran all the time.
+func Busiest(cpus []CPUUse) (CPUUse, bool) {
+	var best CPUUse
+	found := false
+	for _, c := range cpus {
+		busy := c.Samples - c.Idle
+		if busy <= 0 {
+			continue
+		}
+		if !found || c.Busy() > best.Busy() || (c.Busy() == best.Busy() && busy > best.Samples-best.Idle) {
+			best, found = c, true
 		}
 	}
-	if total > 0 {
-		f.SoftirqShare = float64(softirq) / float64(total)
+	return best, found
+}
+
+// SoftirqShare is the share of all the CPUs' samples that ran softirq
+// work.
+func SoftirqShare(cpus []CPUUse) float64 {
+	total, softirq := 0, 0
+	for _, c := range cpus {
+		total += c.Samples
+		softirq += c.Softirq
 	}
-	return f
+	if total == 0 {
+		return 0
+	}
+	return float64(softirq) / float64(total)
+}
+
+// CPUSentence is what the CPU table says, in one sentence that the text
+// output and the page both print (so that neither names another CPU
+// than the table): "the busiest was CPU 1 (100% of its 50 samples not
+// idle); softirq work was 5.0% of all samples"; "" without samples.
+func CPUSentence(cpus []CPUUse) string {
+	c, ok := Busiest(cpus)
+	if !ok {
+		return "" // no busy sample, so no softirq one either
+	}
+	return fmt.Sprintf("the busiest was CPU %d (%.0f%% of its %d samples not idle); softirq work was %.1f%% of all samples",
+		c.CPU, 100*c.Busy(), c.Samples, 100*SoftirqShare(cpus))
 }
 
 // softirqFrames mark a sample taken in softirq work, whichever thread's
@@ -259,6 +308,23 @@ func (tr *Trace) Folded() []StackShare {
 		return out[i].Stack < out[j].Stack
 	})
 	return out
+}
+
+// IdleStack says whether a folded stack ("comm;outer;…;inner") is the
+// idle task's with no softirq work in it: the samples CPUUse counts as
+// Idle, read from the folded text, where the task is known by its name
+// (swapper, swapper/3) and not its tid.
+func IdleStack(folded string) bool {
+	comm, rest, _ := strings.Cut(folded, ";")
+	if comm != "swapper" && !strings.HasPrefix(comm, "swapper/") {
+		return false
+	}
+	for _, f := range softirqFrames {
+		if strings.Contains(rest, f) {
+			return false
+		}
+	}
+	return true
 }
 
 // foldName keeps a frame from breaking the folded format: ';' separates

@@ -2,6 +2,8 @@ package explain
 
 import (
 	"fmt"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -405,4 +407,95 @@ func SlowRequests(reqs []record.RequestRecord, threshold time.Duration, n int) [
 		out = out[:n]
 	}
 	return out
+}
+
+// VerdictGroup is requests whose verdicts say the same thing but for
+// their times and thread: one line of the text output and the page
+// instead of one a request.
+type VerdictGroup struct {
+	// Requests are the group's verdicts, slowest first: the first one's
+	// verdict is the one shown.
+	Requests []RequestVerdict
+	// Endpoints are "service endpoint" and their counts, Threads the
+	// threads, each in the order of their slowest request.
+	Endpoints []Counted
+	Threads   []string
+}
+
+// Counted is a name and how many requests it covers.
+type Counted struct {
+	Name string
+	N    int
+}
+
+// durationWords are ms's output: "998 ms", "1.25 s", "40 µs".
+var durationWords = regexp.MustCompile(`\d+(\.\d+)? (s|ms|µs)\b`)
+
+// verdictShape is a verdict with its times and its thread's name taken
+// out: what two requests share when they waited the same way.
+func verdictShape(v RequestVerdict) string {
+	s := v.Verdict
+	if v.Thread != "" {
+		s = strings.ReplaceAll(s, v.Thread, "<thread>")
+	}
+	return durationWords.ReplaceAllString(s, "<t>")
+}
+
+// GroupVerdicts folds the requests (slowest first, as Analysis.Requests)
+// whose verdicts differ only in their times and thread, keeping the
+// order of each group's slowest request. A stall that holds a dozen
+// requests reads as one group, not a dozen copies of one sentence.
+func GroupVerdicts(reqs []RequestVerdict) []VerdictGroup {
+	var out []VerdictGroup
+	at := map[string]int{}
+	for _, v := range reqs {
+		k := verdictShape(v)
+		i, ok := at[k]
+		if !ok {
+			i = len(out)
+			at[k] = i
+			out = append(out, VerdictGroup{})
+		}
+		g := &out[i]
+		g.Requests = append(g.Requests, v)
+		g.Endpoints = addCounted(g.Endpoints, v.Request.Service+" "+v.Request.Endpoint)
+		if !slices.Contains(g.Threads, v.Thread) {
+			g.Threads = append(g.Threads, v.Thread)
+		}
+	}
+	return out
+}
+
+func addCounted(cs []Counted, name string) []Counted {
+	for i := range cs {
+		if cs[i].Name == name {
+			cs[i].N++
+			return cs
+		}
+	}
+	return append(cs, Counted{Name: name, N: 1})
+}
+
+// Covers is what a group of more than one request covers, in words:
+// "13 requests with this verdict, 342–1001 ms (checkout /v1/cart ×12,
+// checkout /v1/orders/save ×1), on thread spikehunt[18335]", the
+// endpoints most requests first; the times in the verdict shown are the
+// slowest's.
+func (g VerdictGroup) Covers() string {
+	var eps []string
+	by := slices.Clone(g.Endpoints)
+	slices.SortStableFunc(by, func(a, b Counted) int { return b.N - a.N })
+	for _, e := range by {
+		eps = append(eps, fmt.Sprintf("%s ×%d", e.Name, e.N))
+	}
+	fast, slow := g.Requests[len(g.Requests)-1].Request.LatencyMS, g.Requests[0].Request.LatencyMS
+	span := fmt.Sprintf("%.0f ms", slow)
+	if fmt.Sprintf("%.0f", fast) != fmt.Sprintf("%.0f", slow) {
+		span = fmt.Sprintf("%.0f–%.0f ms", fast, slow)
+	}
+	threads := "on thread " + g.Threads[0]
+	if len(g.Threads) > 1 {
+		threads = fmt.Sprintf("on %d threads (%s)", len(g.Threads), strings.Join(g.Threads, ", "))
+	}
+	return fmt.Sprintf("%d requests with this verdict, %s (%s), %s", len(g.Requests), span, strings.Join(eps, ", "), threads)
 }

@@ -44,7 +44,7 @@ func writeHead(bw *bufio.Writer, md *record.Metadata, lostEvents uint64, lostNot
 body{font:14px/1.45 system-ui,sans-serif;max-width:%dpx;margin:2em auto;color:#212529}
 h1{font-size:20px}h2{font-size:16px;margin-top:2em}code,.mono{font:12px ui-monospace,monospace}
 .note{color:#c92a2a}table{border-collapse:collapse}td,th{padding:2px 10px;text-align:right}th{border-bottom:1px solid #adb5bd}
-td.l,th.l{text-align:left}svg text{font:11px ui-monospace,monospace}
+td.l,th.l{text-align:left}tr.busiest td{font-weight:600}.idle{color:#495057}svg text{font:11px ui-monospace,monospace}
 </style></head><body>
 `, esc(md.ID), ReportWidth)
 	fmt.Fprintf(bw, "<h1>Capture %s</h1>\n<p>%s on %s, profile %s, window %s–%s UTC; %d events lost.</p>\n", esc(md.ID), esc(md.Backend),
@@ -84,13 +84,26 @@ func WriteReport(w io.Writer, md *record.Metadata, a *explain.Analysis, folded [
 		if len(a.Requests) == 0 {
 			bw.WriteString("<p>No request at or above the trigger was seen in the window.</p>\n")
 		}
-		for i, v := range a.Requests {
+		// Requests whose verdicts differ only in their times and thread
+		// are one paragraph, with the timeline of the slowest of them.
+		groups := explain.GroupVerdicts(a.Requests)
+		for i, g := range groups {
 			if i == reportTimelines {
-				fmt.Fprintf(bw, "<p class=capped>… and %d more requests, whose verdicts are in explain.json: this page draws the %d slowest.</p>\n", len(a.Requests)-i, reportTimelines)
+				more := 0
+				for _, g := range groups[i:] {
+					more += len(g.Requests)
+				}
+				fmt.Fprintf(bw, "<p class=capped>… and %d more requests, whose verdicts are in explain.json: this page draws %d verdicts, the slowest first.</p>\n", more, reportTimelines)
 				break
 			}
-			fmt.Fprintf(bw, "<p class=verdict><b>%s %s</b>, %.0f ms from %s UTC: %s</p>\n", esc(v.Request.Service), esc(v.Request.Endpoint), v.Request.LatencyMS,
-				v.Request.Start.UTC().Format("15:04:05.000"), esc(v.Verdict))
+			v := g.Requests[0]
+			if len(g.Requests) > 1 {
+				fmt.Fprintf(bw, "<p class=\"verdict folded\" data-requests=\"%d\"><b>%s</b>; the slowest, %s %s, %.0f ms from %s UTC: %s</p>\n", len(g.Requests), esc(g.Covers()),
+					esc(v.Request.Service), esc(v.Request.Endpoint), v.Request.LatencyMS, v.Request.Start.UTC().Format("15:04:05.000"), esc(v.Verdict))
+			} else {
+				fmt.Fprintf(bw, "<p class=verdict><b>%s %s</b>, %.0f ms from %s UTC: %s</p>\n", esc(v.Request.Service), esc(v.Request.Endpoint), v.Request.LatencyMS,
+					v.Request.Start.UTC().Format("15:04:05.000"), esc(v.Verdict))
+			}
 			bw.WriteString(TimelineSVG(v, ReportWidth))
 		}
 		if len(a.Requests) > 0 {
@@ -100,21 +113,41 @@ func WriteReport(w io.Writer, md *record.Metadata, a *explain.Analysis, folded [
 
 	if len(folded) > 0 {
 		heading("On CPU in the window: the flame graph")
-		svg, capped := flameSVG(folded, ReportWidth)
-		fmt.Fprintf(bw, "<p>Every on-CPU sample of the window (%d), the task at the bottom and the innermost frame on top; a frame's width is its share of the samples. Hover a frame for its name and count.</p>\n", a.Samples)
-		if capped {
-			fmt.Fprintf(bw, "<p class=capped>The graph draws its first %d frames (each frame before its callees); the rest are in stacks.folded and profile.pb.gz.</p>\n", flameMaxFrames)
+		work := WorkStacks(folded)
+		n := 0
+		for _, s := range work {
+			n += s.Samples
 		}
-		bw.WriteString(svg)
+		fmt.Fprintf(bw, "<p>The window's on-CPU samples that were not idle (%d), the task at the bottom and the innermost frame on top; a frame's width is its share of them. Hover a frame for its name and count; a grey … frame stands for callees too thin or too deep to draw.</p>\n", n)
+		if l := IdleLine(folded); l != "" {
+			fmt.Fprintf(bw, "<p class=idle>%s.</p>\n", html.EscapeString(l))
+		}
+		if n > 0 {
+			svg, capped := flameSVG(work, ReportWidth)
+			if capped {
+				fmt.Fprintf(bw, "<p class=capped>The graph draws its first %d frames (each frame before its callees); the rest are in stacks.folded and profile.pb.gz.</p>\n", flameMaxFrames)
+			}
+			bw.WriteString(svg)
+		} else {
+			bw.WriteString("<p>Every sample was idle: there is no work to draw.</p>\n")
+		}
 		bw.WriteString(lost)
 	}
 
 	if len(a.CPUs) > 0 {
 		heading("The CPUs")
+		busiest, _ := explain.Busiest(a.CPUs)
+		if s := explain.CPUSentence(a.CPUs); s != "" {
+			fmt.Fprintf(bw, "<p class=cpu-verdict>%s.</p>\n", html.EscapeString(upperFirst(s)))
+		}
 		bw.WriteString("<table class=cpus><tr><th>CPU</th><th>samples</th><th>busy</th><th>softirq</th></tr>\n")
 		for _, u := range a.CPUs {
-			fmt.Fprintf(bw, "<tr><td>%d</td><td>%d</td><td>%.0f%%</td><td>%.1f%%</td></tr>\n", u.CPU, u.Samples,
-				100*float64(u.Samples-u.Idle)/float64(max(u.Samples, 1)), 100*float64(u.Softirq)/float64(max(u.Samples, 1)))
+			class := ""
+			if u.CPU == busiest.CPU && u.Samples > u.Idle {
+				class = " class=busiest"
+			}
+			fmt.Fprintf(bw, "<tr%s><td>%d</td><td>%d</td><td>%.0f%%</td><td>%.1f%%</td></tr>\n", class, u.CPU, u.Samples,
+				100*u.Busy(), 100*float64(u.Softirq)/float64(max(u.Samples, 1)))
 		}
 		bw.WriteString("</table>\n")
 	}
@@ -307,6 +340,14 @@ func writeBlockIO(bw *bufio.Writer, b *explain.BlockIO, reqs []explain.RequestVe
 			explain.SpokenDuration(v.IO.Blocked), explain.SpokenDuration(v.IO.Device), html.EscapeString(strings.Join(v.IO.Devices, " ")), html.EscapeString(v.IO.Where), where)
 	}
 	bw.WriteString("</table>\n")
+}
+
+// upperFirst starts a sentence with a capital.
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 func orDefault(s string) string {

@@ -20,7 +20,9 @@ func TestReportIsBoundedAndSaysWhatItLeftOut(t *testing.T) {
 	a := explain.Analysis{Version: explain.AnalysisVersion, Lost: 7, LostNote: "the trace lost 7 events"}
 	for i := 0; i < explain.MaxRequests; i++ {
 		q := record.RequestRecord{Start: start, End: start.Add(time.Second), LatencyMS: 1000, Service: "web", Endpoint: "/x", ThreadID: uint32(i + 1)}
-		v := explain.RequestVerdict{Request: q, Thread: fmt.Sprintf("web[%d]", i+1), Verdict: "blocked 1 s",
+		// Verdicts that differ in more than their times: one
+		// paragraph and one timeline each.
+		v := explain.RequestVerdict{Request: q, Thread: fmt.Sprintf("web[%d]", i+1), Verdict: fmt.Sprintf("blocked 1 s in call%d", i),
 			IO: &explain.WaitIO{Blocked: time.Second, Device: 10 * time.Millisecond, Devices: []string{"7,0"}, Where: "above"}}
 		for k := 0; k < 2000; k++ {
 			s := start.Add(time.Duration(k) * 500 * time.Microsecond)
@@ -46,9 +48,14 @@ func TestReportIsBoundedAndSaysWhatItLeftOut(t *testing.T) {
 	a.BlockIO = b
 	var folded []explain.StackShare
 	for i := 0; i < 200_000; i++ {
-		// 1,500 chains of three frames, each 0.6 px wide: all visible.
-		f := i % 1500
-		folded = append(folded, explain.StackShare{Stack: fmt.Sprintf("app;f%d;g%d;h%d", f, f, f), Samples: 1})
+		// 150 chains of 28 frames, each 6 px wide: wide enough to draw
+		// every frame below the level bound, 4,350 in all.
+		f := i % 150
+		var chain []string
+		for d := 0; d < 28; d++ {
+			chain = append(chain, fmt.Sprintf("f%d_%d", f, d))
+		}
+		folded = append(folded, explain.StackShare{Stack: "app;" + strings.Join(chain, ";"), Samples: 1})
 	}
 	var page strings.Builder
 	if err := WriteReport(&page, &record.Metadata{ID: "big", Backend: "ftrace"}, &a, folded); err != nil {

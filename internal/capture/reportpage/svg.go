@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spikehunt/spikehunt/internal/capture/explain"
 )
@@ -18,6 +19,11 @@ const (
 	flameRow      = 17
 	flameMinWidth = 0.5 // narrower frames are left out (their samples still count in their parents)
 	flameMaxDepth = 64
+	// flameThinWidth and flameMaxLevels bound the graph's height: a
+	// frame narrower draws its callees as one "…" frame, and the graph
+	// draws at most flameMaxLevels rows (about 500 px).
+	flameThinWidth = 4.0
+	flameMaxLevels = 30
 	// flameMaxFrames bounds the frames one flame graph draws: a profile
 	// of many distinct stacks would otherwise make a page of megabytes.
 	flameMaxFrames = 4000
@@ -90,12 +96,24 @@ func TimelineSVG(v explain.RequestVerdict, pageWidth int) string {
 			stateNames[stateIndex(s.State)], x0, barTop, x1-x0, timelineRow, stateColour(s.State), html.EscapeString(s.State), spoken(s.End.Sub(s.Start)), s.CPU)
 	}
 	flushBin()
-	// The axis: ticks at round milliseconds.
+	// The axis: ticks at round steps, every label in the one unit the
+	// span reads in, and each inside the drawing (the first starts at
+	// its tick, the last ends at it).
 	step := tickStep(span)
+	unit, name := axisUnit(span)
 	for t := time.Duration(0); t <= span; t += step {
 		px := left + float64(width)*float64(t)/float64(span)
-		fmt.Fprintf(&b, `<line x1="%.2f" x2="%.2f" y1="%d" y2="%d" stroke="#495057"/><text class="tick" x="%.2f" y="%d" text-anchor="middle">%s</text>`+"\n",
-			px, px, barTop+timelineRow, barTop+timelineRow+4, px, barTop+timelineRow+16, spoken(t))
+		label := fmt.Sprintf("%d %s", t/unit, name)
+		anchor := "middle"
+		half := tickCharWidth * float64(utf8.RuneCountInString(label)) / 2
+		switch {
+		case px-half < 0:
+			anchor = "start"
+		case px+half > float64(pageWidth):
+			anchor = "end"
+		}
+		fmt.Fprintf(&b, `<line x1="%.2f" x2="%.2f" y1="%d" y2="%d" stroke="#495057"/><text class="tick" x="%.2f" y="%d" text-anchor="%s">%s</text>`+"\n",
+			px, px, barTop+timelineRow, barTop+timelineRow+4, px, barTop+timelineRow+16, anchor, label)
 	}
 	b.WriteString("</svg>\n")
 	return b.String()
@@ -122,16 +140,34 @@ func stateColour(state string) string {
 	return "#ced4da"
 }
 
-// tickStep is a round step giving 4–10 ticks over span.
+// tickStep is the smallest round step (1, 2 or 5 µs times a power of
+// ten) giving at most 10 steps over span: 5–10 of them.
 func tickStep(span time.Duration) time.Duration {
-	for _, s := range []time.Duration{time.Microsecond, 2 * time.Microsecond, 5 * time.Microsecond} {
-		for mult := time.Duration(1); mult <= 1e9; mult *= 10 {
+	for mult := time.Duration(1); mult <= 1e9; mult *= 10 {
+		for _, s := range []time.Duration{time.Microsecond, 2 * time.Microsecond, 5 * time.Microsecond} {
 			if span/(s*mult) <= 10 {
 				return s * mult
 			}
 		}
 	}
 	return span
+}
+
+// tickCharWidth is the width of one character of a tick's label: the
+// page draws them in an 11 px monospace font, 0.6 em a character.
+const tickCharWidth = 6.6
+
+// axisUnit is the one unit an axis over span is labelled in: the largest
+// in which span is at least 10, so that every tick (tickStep) is a
+// whole number of it.
+func axisUnit(span time.Duration) (time.Duration, string) {
+	switch {
+	case span >= 10*time.Second:
+		return time.Second, "s"
+	case span >= 10*time.Millisecond:
+		return time.Millisecond, "ms"
+	}
+	return time.Microsecond, "µs"
 }
 
 // spoken is a duration for an axis or a tooltip: "250 ms", "1.5 s", "80 µs".
@@ -153,19 +189,67 @@ type flameNode struct {
 	children map[string]*flameNode
 }
 
-// FlameSVG draws the folded stacks as a flame graph: the root (all
-// samples) at the bottom, each frame's width its share.
+// flameFrame is one rectangle of the graph: a frame, or the "…" that
+// stands for frames left undrawn (hidden of them, depth deep): n's
+// callees, or n and its callees when self.
+type flameFrame struct {
+	n        *flameNode
+	x, w     float64
+	level    int
+	hidden   int
+	depth    int
+	ellipsis bool
+	self     bool
+}
+
+// FlameSVG draws the folded stacks as a flame graph of the work: the
+// idle task's samples (explain.IdleStack) are put aside, since on a
+// quiet node they are nearly all of them and would leave the work a
+// sliver; IdleLine says what was left out. The root (every sample not
+// idle) is at the bottom, each frame's width its share.
 func FlameSVG(stacks []explain.StackShare, pageWidth int) string {
-	svg, _ := flameSVG(stacks, pageWidth)
+	svg, _ := flameSVG(WorkStacks(stacks), pageWidth)
 	return svg
+}
+
+// WorkStacks are the stacks that are not the idle task's.
+func WorkStacks(stacks []explain.StackShare) []explain.StackShare {
+	out := make([]explain.StackShare, 0, len(stacks))
+	for _, s := range stacks {
+		if !explain.IdleStack(s.Stack) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// IdleLine says how much of the stacks' samples the flame graph left out
+// as idle: "idle (swapper) 95.7% of samples (4700 of 4911), not drawn";
+// "" when none was.
+func IdleLine(stacks []explain.StackShare) string {
+	idle, total := 0, 0
+	for _, s := range stacks {
+		total += s.Samples
+		if explain.IdleStack(s.Stack) {
+			idle += s.Samples
+		}
+	}
+	if idle == 0 {
+		return ""
+	}
+	return fmt.Sprintf("idle (swapper) %.1f%% of samples (%d of %d), not drawn", 100*float64(idle)/float64(total), idle, total)
 }
 
 // flameSVG is FlameSVG, and whether it left frames out past
 // flameMaxFrames (in the order drawn: a frame before its callees,
 // callees by name).
+//
+// The graph's height is bounded: a frame narrower than flameThinWidth
+// draws its callees as one "…" frame, and no frame is drawn above
+// flameMaxLevels (a "…" stands for the rest). One deep stack of a few
+// samples would otherwise make the page a screen of blank tall graph.
 func flameSVG(stacks []explain.StackShare, pageWidth int) (string, bool) {
 	root := &flameNode{name: "all", children: map[string]*flameNode{}}
-	depth := 0
 	for _, s := range stacks {
 		root.samples += s.Samples
 		n := root
@@ -173,7 +257,6 @@ func flameSVG(stacks []explain.StackShare, pageWidth int) (string, bool) {
 		if len(frames) > flameMaxDepth {
 			frames = frames[:flameMaxDepth]
 		}
-		depth = max(depth, len(frames))
 		for _, f := range frames {
 			c := n.children[f]
 			if c == nil {
@@ -184,34 +267,43 @@ func flameSVG(stacks []explain.StackShare, pageWidth int) (string, bool) {
 			n = c
 		}
 	}
-	height := (depth + 1) * flameRow
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="flame" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="flame graph of %d samples">`+"\n",
-		pageWidth, height, pageWidth, height, root.samples)
-	drawn, capped := 0, false
-	var draw func(n *flameNode, x float64, level int)
-	draw = func(n *flameNode, x float64, level int) {
-		w := float64(pageWidth) * float64(n.samples) / float64(root.samples)
+	var (
+		frames []flameFrame
+		capped bool
+		levels int
+	)
+	width := func(n *flameNode) float64 { return float64(pageWidth) * float64(n.samples) / float64(root.samples) }
+	var place func(n *flameNode, x float64, level int)
+	place = func(n *flameNode, x float64, level int) {
+		w := width(n)
 		if w < flameMinWidth {
 			return
 		}
-		if drawn >= flameMaxFrames {
+		if len(frames) >= flameMaxFrames {
 			capped = true
 			return
 		}
-		drawn++
-		y := height - (level+1)*flameRow
-		share := 100 * float64(n.samples) / float64(root.samples)
-		fmt.Fprintf(&b, `<g class="frame"><title>%s: %d samples, %.1f%%</title><rect x="%.2f" y="%d" width="%.2f" height="%d" fill="%s" stroke="#fff" stroke-width="0.5"/>`,
-			html.EscapeString(n.name), n.samples, share, x, y, w, flameRow-1, flameColour(n.name))
-		if w > 30 {
-			label := n.name
-			if max := int((w - 6) / 6.6); len(label) > max {
-				label = label[:max-1] + "…"
-			}
-			fmt.Fprintf(&b, `<text x="%.2f" y="%d">%s</text>`, x+3, y+flameRow-5, html.EscapeString(label))
+		if level == flameMaxLevels-1 && len(n.children) > 0 {
+			hidden, depth := below(n)
+			frames = append(frames, flameFrame{n: n, x: x, w: w, level: level, ellipsis: true, self: true, hidden: hidden + 1, depth: depth + 1})
+			levels = max(levels, level+1)
+			return
 		}
-		b.WriteString("</g>\n")
+		frames = append(frames, flameFrame{n: n, x: x, w: w, level: level})
+		levels = max(levels, level+1)
+		if len(n.children) == 0 {
+			return
+		}
+		if w < flameThinWidth {
+			if len(frames) >= flameMaxFrames {
+				capped = true
+				return
+			}
+			hidden, depth := below(n)
+			frames = append(frames, flameFrame{n: n, x: x, w: w, level: level + 1, ellipsis: true, hidden: hidden, depth: depth})
+			levels = max(levels, level+2)
+			return
+		}
 		kids := make([]*flameNode, 0, len(n.children))
 		for _, c := range n.children {
 			kids = append(kids, c)
@@ -219,15 +311,52 @@ func flameSVG(stacks []explain.StackShare, pageWidth int) (string, bool) {
 		sort.Slice(kids, func(i, j int) bool { return kids[i].name < kids[j].name })
 		cx := x
 		for _, c := range kids {
-			draw(c, cx, level+1)
-			cx += float64(pageWidth) * float64(c.samples) / float64(root.samples)
+			place(c, cx, level+1)
+			cx += width(c)
 		}
 	}
 	if root.samples > 0 {
-		draw(root, 0, 0)
+		place(root, 0, 0)
+	}
+	height := max(levels, 1) * flameRow
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg class="flame" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="flame graph of %d samples">`+"\n",
+		pageWidth, height, pageWidth, height, root.samples)
+	for _, f := range frames {
+		y := height - (f.level+1)*flameRow
+		share := 100 * float64(f.n.samples) / float64(root.samples)
+		name, title, fill, class := f.n.name, fmt.Sprintf("%s: %d samples, %.1f%%", f.n.name, f.n.samples, share), flameColour(f.n.name), "frame"
+		if f.ellipsis {
+			name, fill, class = "…", "#dee2e6", "frame more"
+			title = fmt.Sprintf("%d more frames, up to %d deep, called from %s (%d samples, %.1f%%): in stacks.folded", f.hidden, f.depth, f.n.name, f.n.samples, share)
+			if f.self {
+				title = fmt.Sprintf("%d more frames, up to %d deep, from %s up (%d samples, %.1f%%): in stacks.folded", f.hidden, f.depth, f.n.name, f.n.samples, share)
+			}
+		}
+		fmt.Fprintf(&b, `<g class="%s"><title>%s</title><rect x="%.2f" y="%d" width="%.2f" height="%d" fill="%s" stroke="#fff" stroke-width="0.5"/>`,
+			class, html.EscapeString(title), f.x, y, f.w, flameRow-1, fill)
+		if f.w > 30 {
+			label := name
+			if max := int((f.w - 6) / 6.6); utf8.RuneCountInString(label) > max {
+				label = string([]rune(label)[:max-1]) + "…"
+			}
+			fmt.Fprintf(&b, `<text x="%.2f" y="%d">%s</text>`, f.x+3, y+flameRow-5, html.EscapeString(label))
+		}
+		b.WriteString("</g>\n")
 	}
 	b.WriteString("</svg>\n")
 	return b.String(), capped
+}
+
+// below counts the frames under n's callees (n not counted) and how deep
+// they go.
+func below(n *flameNode) (frames, depth int) {
+	for _, c := range n.children {
+		f, d := below(c)
+		frames += f + 1
+		depth = max(depth, d+1)
+	}
+	return frames, depth
 }
 
 // flameColour is a warm colour that stays the same for the same name, so

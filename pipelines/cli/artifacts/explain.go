@@ -180,10 +180,19 @@ func printExplanation(w io.Writer, c captures.Capture, x explanation) error {
 		if len(a.Requests) == 0 {
 			fmt.Fprintln(bw, "\nNo request at or above the trigger was seen in the window: nothing to explain.")
 		} else {
+			// Requests whose verdicts differ only in their times and
+			// thread are one entry: the slowest's verdict, with what
+			// the others cover.
 			fmt.Fprintf(bw, "\nThe slowest requests of the window (%d), what their threads did:\n", len(a.Requests))
-			for i, v := range a.Requests {
-				fmt.Fprintf(bw, "%2d. %s %s %.0f ms, started %s\n    %s\n", i+1, v.Request.Service, v.Request.Endpoint, v.Request.LatencyMS,
-					v.Request.Start.UTC().Format("15:04:05.000"), v.Verdict)
+			for i, g := range explain.GroupVerdicts(a.Requests) {
+				v := g.Requests[0]
+				if len(g.Requests) == 1 {
+					fmt.Fprintf(bw, "%2d. %s %s %.0f ms, started %s\n    %s\n", i+1, v.Request.Service, v.Request.Endpoint, v.Request.LatencyMS,
+						v.Request.Start.UTC().Format("15:04:05.000"), v.Verdict)
+					continue
+				}
+				fmt.Fprintf(bw, "%2d. %s; the slowest, %s %s %.0f ms, started %s:\n    %s\n", i+1, g.Covers(), v.Request.Service, v.Request.Endpoint,
+					v.Request.LatencyMS, v.Request.Start.UTC().Format("15:04:05.000"), v.Verdict)
 			}
 		}
 	}
@@ -233,17 +242,18 @@ func printExplanation(w io.Writer, c captures.Capture, x explanation) error {
 		for _, d := range b.Devices {
 			fmt.Fprintf(bw, "  %-10s %10d %7d µs %7d µs %12s\n", d.Dev, d.IOs, d.Quantile(0.5), d.Quantile(0.99), time.Duration(d.MaxNS).Round(time.Microsecond))
 		}
-		for i, v := range a.Requests {
+		for _, v := range a.Requests {
 			if v.IO != nil {
-				fmt.Fprintf(bw, "  request %d (%s): blocked %s, device %s busy %s of it: %s\n", i+1, v.Thread, v.IO.Blocked.Round(time.Microsecond),
+				fmt.Fprintf(bw, "  %s %s %.0f ms (%s): blocked %s, device %s busy %s of it: %s\n", v.Request.Service, v.Request.Endpoint, v.Request.LatencyMS, v.Thread, v.IO.Blocked.Round(time.Microsecond),
 					strings.Join(v.IO.Devices, " "), v.IO.Device.Round(time.Microsecond), map[string]string{"device": "the device's latency",
 						"above": "above the block layer", "both": "partly the device's, partly above it"}[v.IO.Where])
 			}
 		}
 	}
-	if f := a.Findings; f.HottestCPU >= 0 && len(a.CPUs) > 0 {
-		fmt.Fprintf(bw, "\nCPUs: the busiest was CPU %d (%.0f%% of its samples not idle); softirq work was %.1f%% of all samples.\n",
-			f.HottestCPU, f.HottestCPUBusy*100, f.SoftirqShare*100)
+	// From the CPUs themselves, as the page's table, not from the
+	// findings an older agent may have counted otherwise.
+	if s := explain.CPUSentence(a.CPUs); s != "" {
+		fmt.Fprintf(bw, "\nCPUs: %s.\n", s)
 	}
 	if len(a.TopStacks) > 0 && a.Samples > 0 {
 		fmt.Fprintf(bw, "\nOn CPU in the window (%d samples), the hottest stacks:\n", a.Samples)
@@ -278,11 +288,12 @@ func orDefault(s string) string {
 	return s
 }
 
-// TimelineSVG and FlameSVG are the report's drawings (explain's), for
-// the demo's own report.
+// TimelineSVG and FlameSVG are the report's drawings (explain's), and
+// IdleLine what the flame graph leaves out, for the demo's own report.
 var (
 	TimelineSVG = reportpage.TimelineSVG
 	FlameSVG    = reportpage.FlameSVG
+	IdleLine    = reportpage.IdleLine
 )
 
 // writeHTML writes the capture's report as the agent renders report.html,

@@ -110,7 +110,7 @@ func TestCapturesExplainPrintsTheVerdictsTheCPUsAndTheHottestStacks(t *testing.T
 		"note: the trace lost 9 events",
 		" 1. checkout /pay 1000 ms",
 		"    " + a.Requests[0].Verdict,
-		"the busiest was CPU 1 (100% of its samples not idle); softirq work was 5.0% of all samples",
+		"the busiest was CPU 1 (100% of its 20 samples not idle); softirq work was 5.0% of all samples",
 		"   75.0%  web → main → serve → handle",
 	} {
 		if !strings.Contains(out, want) {
@@ -121,6 +121,42 @@ func TestCapturesExplainPrintsTheVerdictsTheCPUsAndTheHottestStacks(t *testing.T
 	var back explain.Analysis
 	if err != nil || json.Unmarshal([]byte(js), &back) != nil || back.Requests[0].Verdict != a.Requests[0].Verdict {
 		t.Errorf("-o json: %v\n%s", err, js)
+	}
+}
+
+// Thirteen requests held by one stall: one entry with their count, the
+// endpoints and threads it covers and the slowest's verdict, not the
+// same sentence thirteen times; the report folds them alike.
+func TestCapturesExplainFoldsVerdictsThatDifferOnlyInTheirTimes(t *testing.T) {
+	dsn, a := analysedAs(t, 0, func(a *explain.Analysis) {
+		first := a.Requests[0]
+		for i := 1; i < 13; i++ {
+			v := first
+			v.Request.LatencyMS -= float64(39 * i)
+			v.Request.Endpoint = "/cart"
+			v.Verdict = strings.ReplaceAll(v.Verdict, "998 ms", fmt.Sprintf("%d ms", 998-39*i))
+			v.Verdict = strings.ReplaceAll(v.Verdict, "1.00 s", fmt.Sprintf("%d ms", 1000-39*i))
+			a.Requests = append(a.Requests, v)
+		}
+	})
+	page := filepath.Join(t.TempDir(), "cap.html")
+	out, _, err := explainCLI(t, "cap-x1", "--dsn", dsn, "--html", page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out, "in do_nanosleep"); n != 1 {
+		t.Errorf("the verdict is printed %d times, want once:\n%s", n, out)
+	}
+	want := " 1. 13 requests with this verdict, 532–1000 ms (checkout /cart ×12, checkout /pay ×1), on thread web[4242]; the slowest, checkout /pay 1000 ms, started "
+	if !strings.Contains(out, want) || !strings.Contains(out, "    "+a.Requests[0].Verdict+"\n") {
+		t.Errorf("lacks %q and the slowest's verdict:\n%s", want, out)
+	}
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "in do_nanosleep"); n != 1 {
+		t.Errorf("the report writes the verdict %d times, want once", n)
 	}
 }
 
@@ -148,15 +184,19 @@ func TestCapturesExplainWritesAReportWithTheTimelineAndTheFlameGraph(t *testing.
 		t.Errorf("the blocked segment is %v px of the %d px bar, want about 99.8%%", w, reportpage.ReportWidth-20)
 	}
 	if ticks := regexp.MustCompile(`<text class="tick"[^>]*>([^<]+)</text>`).FindAllStringSubmatch(h, -1); len(ticks) < 4 ||
-		ticks[0][1] != "0 µs" || ticks[len(ticks)-1][1] != "1 s" {
-		t.Errorf("the time axis' ticks %v, want 0 µs … 1 s", ticks)
+		ticks[0][1] != "0 ms" || ticks[len(ticks)-1][1] != "1000 ms" {
+		t.Errorf("the time axis' ticks %v, want 0 ms … 1000 ms", ticks)
 	}
-	// The flame graph: the root holds every sample, each frame its own.
-	for _, want := range []string{"<title>all: 40 samples, 100.0%</title>", "<title>web: 30 samples, 75.0%</title>",
-		"<title>handle: 30 samples, 75.0%</title>", "<title>swapper: 10 samples, 25.0%</title>"} {
+	// The flame graph: the root holds every sample that was not idle,
+	// each frame its own; the idle task is a line beside it.
+	for _, want := range []string{"<title>all: 30 samples, 100.0%</title>", "<title>web: 30 samples, 100.0%</title>",
+		"<title>handle: 30 samples, 100.0%</title>", "idle (swapper) 25.0% of samples (10 of 40), not drawn"} {
 		if !strings.Contains(h, want) {
 			t.Errorf("the flame graph lacks %q", want)
 		}
+	}
+	if strings.Contains(h, "<title>swapper") {
+		t.Error("the flame graph draws the idle task")
 	}
 	if !strings.Contains(h, "<h2>1. The slow requests' threads</h2>") || !strings.Contains(h, htmlEscape(a.Requests[0].Verdict)) {
 		t.Error("the report does not show the verdict under its heading")
@@ -223,7 +263,7 @@ func TestCapturesExplainPrintsTheBlockIOTableAndEachRequestsWait(t *testing.T) {
 		" 1. checkout /pay 1000 ms",
 		"\nBlock IO in the window (ftrace), issue → complete; 3 completions issued before the window, 0 requests in flight at its end:\n  note: the trace lost 9 events",
 		"  7,0                 1     512 µs     512 µs        300µs\n",
-		"  request 1 (web[4242]): blocked 998ms, device 7,0 busy 12ms of it: above the block layer\n",
+		"  checkout /pay 1000 ms (web[4242]): blocked 998ms, device 7,0 busy 12ms of it: above the block layer\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("lacks %q:\n%s", want, out)

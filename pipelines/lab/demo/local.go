@@ -516,8 +516,12 @@ func captureDrawings(ctx context.Context, uri string, step func(string, ...any))
 				v.Thread, v.Request.LatencyMS)})
 	}
 	if len(folded) > 0 {
+		idle := ""
+		if l := artifacts.IdleLine(folded); l != "" {
+			idle = " " + strings.ToUpper(l[:1]) + l[1:] + "."
+		}
 		out = append(out, htmlreport.Drawing{ID: "capture-flame", SVG: template.HTML(artifacts.FlameSVG(folded, reportWidth)),
-			Caption: fmt.Sprintf("On CPU on this host during the capture's window: every perf sample (%d), the task at the bottom and the innermost frame on top; a frame's width is its share of the samples.", a.Samples)})
+			Caption: fmt.Sprintf("On CPU on this host during the capture's window: the perf samples that were not idle, the task at the bottom and the innermost frame on top; a frame's width is its share of them, a grey … stands for callees too thin or too deep to draw.%s", idle)})
 	}
 	return out
 }

@@ -61,9 +61,9 @@ type Findings struct {
 	// BlockingStack is that request's longest blocking call chain,
 	// innermost first, joined with " ← ".
 	BlockingStack string `json:"blocking_stack,omitempty"`
-	// HottestCPU is the CPU with the most non-idle samples in the window
-	// (-1: no samples), and HottestCPUBusy the share of its samples that
-	// were not idle.
+	// HottestCPU is the CPU whose samples in the window were least idle
+	// (-1: no busy sample; explain.Busiest), and HottestCPUBusy the share
+	// of its samples that were not idle.
 	HottestCPU     int     `json:"hottest_cpu"`
 	HottestCPUBusy float64 `json:"hottest_cpu_busy"`
 	// SoftirqShare is the share of the window's samples, over every CPU,
