@@ -2,6 +2,7 @@ package reportpage
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,10 +14,12 @@ import (
 
 	"github.com/spikehunt/spikehunt/internal/capture/artifact/record"
 	"github.com/spikehunt/spikehunt/internal/capture/explain"
+	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
-// browser is a headless Chromium on this machine, or the test skips
-// (Debian: apt-get install chromium).
+// browser is a headless Chromium on this machine (make test's deps
+// install Debian's chromium as root); without it the test skips, and
+// fails under SPIKEHUNT_REQUIRE_PRIVILEGED=1 as CI runs.
 func browser(t *testing.T) string {
 	t.Helper()
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
@@ -24,7 +27,7 @@ func browser(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("no headless Chromium on PATH: apt-get install chromium")
+	testenv.RequirePrivileged(t, "headless Chromium", errors.New("none of chromium, chromium-browser, google-chrome on PATH: apt-get install chromium"))
 	return ""
 }
 

@@ -270,7 +270,7 @@ type Findings struct {
 	// +kubebuilder:validation:MaxLength=1024
 	BlockingStack string `json:"blockingStack,omitempty"`
 
-	// HottestCPU is the CPU with the most non-idle samples (-1: none),
+	// HottestCPU is the CPU whose samples were least idle (-1: none),
 	// and HottestCPUBusyPercent how busy it was.
 	// +optional
 	// +kubebuilder:validation:Minimum=-1
