@@ -105,6 +105,7 @@ func Parse(fs *flag.FlagSet, args []string) error {
 // ParseFlags is Parse for a command that takes arguments too: the ones
 // after the flags are left in fs.Args().
 func ParseFlags(fs *flag.FlagSet, args []string) error {
+	acceptDays(fs)
 	err := flagusage.Parse(fs, args, fs.Usage)
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		return ErrUsage

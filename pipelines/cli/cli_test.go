@@ -138,6 +138,36 @@ func TestDurationFlagsTakeTheTimeGrammar(t *testing.T) {
 	}
 }
 
+// Every plain flag.Duration of a command (detect --gap, --pad, --bucket)
+// takes days as the time grammar's own flags do, and keeps Go's forms,
+// zero and negatives as it had them.
+func TestEveryDurationFlagTakesDays(t *testing.T) {
+	var out bytes.Buffer
+	fs := NewFlags("x", "", &out)
+	gap := fs.Duration("gap", 2*time.Second, "slow seconds at most this far apart are one window")
+	maxAge := fs.Duration("max-age", 0, "negative: no bound")
+	for _, tc := range []struct {
+		args        []string
+		gap, maxAge time.Duration
+	}{
+		{[]string{"--gap", "1d", "--max-age", "0.5d"}, 24 * time.Hour, 12 * time.Hour},
+		{[]string{"--gap", "1m30s", "--max-age", "-1s"}, 90 * time.Second, -time.Second},
+		{[]string{"--gap", "0", "--max-age", "-1d"}, 0, -24 * time.Hour},
+	} {
+		if err := Parse(fs, tc.args); err != nil || *gap != tc.gap || *maxAge != tc.maxAge {
+			t.Errorf("%v: gap %v, max-age %v, %v", tc.args, *gap, *maxAge, err)
+		}
+	}
+	out.Reset()
+	if err := Parse(fs, []string{"--gap", "1x"}); err == nil || !strings.Contains(out.String(), "--gap") {
+		t.Errorf("--gap 1x: %v, %q; want a usage error naming --gap", err, out.String())
+	}
+	out.Reset()
+	if err := Parse(fs, []string{"-h"}); err != flag.ErrHelp || !strings.Contains(out.String(), "--gap duration") {
+		t.Errorf("-h: %v; usage %q, want --gap named a duration", err, out.String())
+	}
+}
+
 // A flag mistake is one line that names flags as the usage does, with the
 // nearest flag for a typo; the usage is not printed.
 func TestAFlagMistakeIsOneLineWithTwoDashes(t *testing.T) {

@@ -20,7 +20,8 @@ import (
 // The range is [--from, --to), or the --since before --to; --to defaults
 // to now, --since to the command's default. --since and --from are
 // exclusive. Every other duration flag of a command takes D too
-// (DurationVar: detect --every and --lookback, demo --hours), and every
+// (DurationVar: detect --every and --lookback, demo --hours; and any
+// flag.Duration, which Parse lets take days: detect --gap 1d), and every
 // other time flag T (sim --from, eval --from). Times are printed to the
 // second, with milliseconds only when they have a fraction (FormatTime).
 const TimeGrammar = "D is 90s, 30m, 36h or 7d; T is RFC 3339 (2026-11-25T18:00:00Z), a date (2026-11-25, midnight UTC) or a duration ago (36h)"
@@ -204,4 +205,37 @@ func (r *TimeRange) Resolve(now time.Time) (from, to time.Time, text string, err
 		return from, to, "since " + r.since, nil
 	}
 	return from, to, fmt.Sprintf("between %s and %s", FormatTime(from), FormatTime(to)), nil
+}
+
+// days is a flag.Duration's value that also takes a number of days ("1d",
+// "1.5d"), so that every duration flag of a command speaks the one time
+// grammar; Go's own forms pass through unchanged, and a Go duration never
+// ends in d.
+type days struct{ flag.Value }
+
+func (d days) Set(s string) error {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		if v, err := strconv.ParseFloat(n, 64); err == nil {
+			return d.Value.Set(time.Duration(v * float64(24*time.Hour)).String())
+		}
+	}
+	return d.Value.Set(s)
+}
+
+// TypeName is the word the usage prints after the flag's name.
+func (days) TypeName() string { return "duration" }
+
+// acceptDays lets every flag.Duration of fs take days too (days); the
+// time grammar's own flags already do.
+func acceptDays(fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		if _, done := f.Value.(days); done {
+			return
+		}
+		if g, ok := f.Value.(flag.Getter); ok {
+			if _, isDur := g.Get().(time.Duration); isDur {
+				f.Value = days{f.Value}
+			}
+		}
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -40,16 +41,29 @@ table.`
 // Explain is `spikehunt captures explain`.
 func Explain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := spikehunt.NewFlags("captures explain", explainSynopsis, stderr)
-	htmlPath := fs.String("html", "", "also write the self-contained HTML report (the page the agent left in the artifact as report.html, drawn again from its analysis) to this file")
-	output := fs.String("o", "text", "output: text, or json (explain.json as the agent wrote it)")
+	htmlPath := fs.String("html", "", "also write the self-contained HTML report (the page the agent left in the artifact as report.html, drawn again from its analysis) to this file, which must not exist")
+	force := fs.Bool("force", false, "… or replace it")
+	spikehunt.Group(fs, "html", "force")
+	output := fs.String("o", "text", "output: text (or table, as the query commands call it), or json (explain.json as the agent wrote it)")
 	loc := addLocateFlags(fs)
 	id, err := parseWithID(fs, args)
 	if err != nil {
 		return err
 	}
-	if *output != "text" && *output != "json" {
+	switch *output {
+	case "text", "table", "json":
+	default:
 		fmt.Fprintf(stderr, "-o %q: want text or json\n", *output)
 		return spikehunt.ErrUsage
+	}
+	if *htmlPath != "" && !*force {
+		// Refused before the capture is fetched: nothing is overwritten
+		// unless asked, as captures get refuses a folder that is not
+		// empty.
+		if _, err := os.Lstat(*htmlPath); err == nil {
+			fmt.Fprintf(stderr, "--html %s exists: give another file, or --force to replace it\n", *htmlPath)
+			return spikehunt.ErrUsage
+		}
 	}
 	c, src, err := loc.locate(ctx, id)
 	if err != nil {
@@ -60,7 +74,7 @@ func Explain(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("capture %s from %s: %w", c.ID, c.URI, err)
 	}
 	if *htmlPath != "" {
-		if err := writeHTML(*htmlPath, x); err != nil {
+		if err := writeHTML(*htmlPath, x, *force); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "wrote %s\n", *htmlPath)
@@ -298,12 +312,34 @@ var (
 
 // writeHTML writes the capture's report as the agent renders report.html,
 // from the artifact's analysis.
-func writeHTML(path string, x explanation) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+// writeHTML writes the report to path, which must not exist unless
+// replace; a replaced file is swapped in whole, so a failed write leaves
+// the old one.
+func writeHTML(path string, x explanation, replace bool) error {
+	if !replace {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		if err := errors.Join(reportpage.WriteReport(f, x.Metadata, &x.Analysis, x.Folded), f.Close()); err != nil {
+			os.Remove(path)
+			return err
+		}
+		return nil
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
 	}
-	return errors.Join(reportpage.WriteReport(f, x.Metadata, &x.Analysis, x.Folded), f.Close())
+	if err := errors.Join(reportpage.WriteReport(f, x.Metadata, &x.Analysis, x.Folded), f.Chmod(0o644), f.Close()); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return nil
 }
 
 // ReadAnalysis reads the analysis (explain.json) and the window's folded

@@ -3,6 +3,7 @@ package artifacts
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/spikehunt/spikehunt/internal/capture/reportpage"
 	"github.com/spikehunt/spikehunt/internal/captures"
 	"github.com/spikehunt/spikehunt/internal/schema"
+	spikehunt "github.com/spikehunt/spikehunt/pipelines/cli"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
@@ -157,6 +159,33 @@ func TestCapturesExplainFoldsVerdictsThatDifferOnlyInTheirTimes(t *testing.T) {
 	}
 	if n := strings.Count(string(b), "in do_nanosleep"); n != 1 {
 		t.Errorf("the report writes the verdict %d times, want once", n)
+	}
+}
+
+// --html writes a new file; an existing one is left as it was unless
+// --force, as captures get leaves a folder that is not empty; -o takes the
+// query commands' word for text too.
+func TestCapturesExplainOverwritesNothingUnlessForced(t *testing.T) {
+	dsn, _ := analysed(t, 0)
+	page := filepath.Join(t.TempDir(), "cap.html")
+	if err := os.WriteFile(page, []byte("my notes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err := explainCLI(t, "cap-x1", "--dsn", dsn, "--html", page)
+	if !errors.Is(err, spikehunt.ErrUsage) || !strings.Contains(stderr, "exists: give another file, or --force") {
+		t.Fatalf("an existing --html file: %v, %q; want a usage error", err, stderr)
+	}
+	if b, _ := os.ReadFile(page); string(b) != "my notes" {
+		t.Fatalf("the existing file was changed: %q", b)
+	}
+	if _, _, err := explainCLI(t, "cap-x1", "--dsn", dsn, "--html", page, "--force", "-o", "table"); err != nil {
+		t.Fatalf("--force -o table: %v", err)
+	}
+	if b, _ := os.ReadFile(page); !strings.HasPrefix(string(b), "<!doctype html>") {
+		t.Fatalf("--force did not replace the file: %.40q", b)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(page), ".cap.html.*")); len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
 	}
 }
 

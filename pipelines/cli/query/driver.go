@@ -336,7 +336,7 @@ func addFlags(fs *flag.FlagSet) *flags {
 	fs.StringVar(&q.service, "service", "", "only this service (empty: every service)")
 	fs.StringVar(&q.host, "host", "", "only this host")
 	q.rng = spikehunt.AddTimeRange(fs, DefaultSince)
-	fs.StringVar(&q.output, "o", "table", `output: table, or json: {"rows": [...], "summary": {...}} (README "JSON output")`)
+	fs.StringVar(&q.output, "o", "table", `output: table (or text, as captures explain calls it), or json: {"rows": [...], "summary": {...}} (README "JSON output")`)
 	fs.IntVar(&q.limit, "limit", DefaultLimit, "show at most this many rows (0: all); the summary counts every row found")
 	return q
 }
@@ -364,7 +364,7 @@ func (q *flags) resolve(stderr io.Writer, now time.Time) (Scope, error) {
 	}
 	s := Scope{Service: q.service, Host: q.host, limit: q.limit}
 	switch q.output {
-	case "table":
+	case "table", "text":
 	case "json":
 		s.json = true
 	default:
