@@ -22,8 +22,8 @@ deps-images:         ## what make images needs: libchdb.so and mmdebstrap (Debia
 
 build:
 	@command -v $(GO) >/dev/null || { echo "go not found: install Go 1.26+ (go.mod) (https://go.dev/dl)"; exit 1; }
-	$(GO) build -o bin/ ./pipelines/cmd/... ./agents/cmd/...
-	$(GO) build -o bin/spikehunt-operator ./operator/cmd
+	$(GO) build -buildvcs=auto -o bin/ ./pipelines/cmd/... ./agents/cmd/...
+	$(GO) build -buildvcs=auto -o bin/spikehunt-operator ./operator/cmd
 
 # make install PREFIX=/usr/local [DESTDIR=…]: the three binaries in
 # PREFIX/bin and the engine in PREFIX/lib/spikehunt/libchdb.so, where a

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/buildinfo"
+
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -187,6 +189,7 @@ Flags:`)
 		"so that a burst of garbage (the first list of every Node) does not reach the limit; 0 turns it off; a GOMEMLIMIT in the environment wins")
 	ctrlclientconfig.RegisterFlags(fs) // --kubeconfig, for a run outside the cluster
 	o.zap.BindFlags(fs)
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	// A mistake is one line and where the help is: the usage would scroll
 	// it away.
 	if err := flagusage.Parse(fs, args, fs.Usage); err != nil {
@@ -194,6 +197,9 @@ Flags:`)
 			return options{}, err
 		}
 		return options{}, errUsage
+	}
+	if *showVersion {
+		return options{}, errShowVersion
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "unexpected argument %q\n", fs.Arg(0))
@@ -447,9 +453,19 @@ func run(ctx context.Context, args []string) error {
 	return mgr.Start(ctx)
 }
 
+// version is the release, stamped by the image build (-ldflags "-X
+// main.version=…"); buildinfo.Describe names a hand build.
+var version = "dev"
+
+// errShowVersion is parseFlags' answer to --version.
+var errShowVersion = errors.New("version")
+
 func main() {
 	if err := run(ctrl.SetupSignalHandler(), os.Args[1:]); err != nil {
 		switch {
+		case errors.Is(err, errShowVersion):
+			fmt.Println("spikehunt-operator", buildinfo.Describe(version))
+			os.Exit(0)
 		case errors.Is(err, flag.ErrHelp):
 			os.Exit(0)
 		case errors.Is(err, errUsage):

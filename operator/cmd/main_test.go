@@ -279,3 +279,11 @@ func TestTheOperatorsHelpAndMistakesAreSpikehuntsStyle(t *testing.T) {
 		t.Errorf("--leader-elec: %v, stderr %q", err, stderr.String())
 	}
 }
+
+// --version is answered before anything is configured or reached.
+func TestVersionIsAnsweredBeforeAnythingStarts(t *testing.T) {
+	var errs strings.Builder
+	if _, err := parseFlagsTo([]string{"--version", "--dsn", "chdb:///nowhere"}, &errs); !errors.Is(err, errShowVersion) {
+		t.Fatalf("--version: %v, want errShowVersion\n%s", err, errs.String())
+	}
+}

@@ -87,7 +87,7 @@ type Crossing struct {
 // besides its Own: they import nothing of ours and nothing outside the
 // standard library. A StdlibOnly package still may not: they are not the standard
 // library's.
-var everyRoom = []string{"internal/defaults", "internal/flagusage", "internal/memlimit", "internal/otlpattr", "internal/peerconns", "internal/vocab", "internal/workload"}
+var everyRoom = []string{"internal/buildinfo", "internal/defaults", "internal/flagusage", "internal/memlimit", "internal/otlpattr", "internal/peerconns", "internal/vocab", "internal/workload"}
 
 // shared are the packages that a Rule's Own may name although they are in
 // another top folder: the shared layer beneath the products (internal/)
@@ -165,6 +165,7 @@ var Rules = []Rule{
 	// (everyRoom) take the standard library only; the rest take the
 	// leaves, each other as listed, and their own third-party modules.
 	{Pkg: "internal/defaults", StdlibOnly: true, Why: "every config.go imports it: the standard library only"},
+	{Pkg: "internal/buildinfo", StdlibOnly: true, Why: "every binary's version command names its build with it: the standard library only"},
 	{Pkg: "internal/flagusage", StdlibOnly: true, Why: "every binary prints its flags and flag mistakes with it: the standard library only"},
 	{Pkg: "internal/memlimit", StdlibOnly: true, Why: "the binaries set the Go runtime's memory limit from their cgroup's with it: the standard library only"},
 	{Pkg: "internal/otlpattr", StdlibOnly: true, Why: "both direct span decoders (agents/intake, pipelines/services/ingest) read attributes with it: the standard library only"},

@@ -170,3 +170,14 @@ func TestValidateLeavesTheAgentConfigAsItWas(t *testing.T) {
 			d.Intake.QueueSize, d.Export.MaxSpans, d.Spool.SegmentBytes, cfg.Intake.QueueSize)
 	}
 }
+
+// --version names the build and starts nothing, whatever else is given.
+func TestVersionPrintsTheBuildAndStartsNothing(t *testing.T) {
+	var out, errs strings.Builder
+	if err := run(t.Context(), []string{"--version", "--kafka.brokers", "nowhere:1"}, &out, &errs); err != nil {
+		t.Fatalf("--version: %v\n%s", err, errs.String())
+	}
+	if !strings.HasPrefix(out.String(), "spikehunt-agent dev") {
+		t.Errorf("--version printed %q, want spikehunt-agent and the build", out.String())
+	}
+}

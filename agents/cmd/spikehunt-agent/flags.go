@@ -60,6 +60,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	capScripts := fs.String("capture.script-dir", def.Capture.ScriptDir, "allow-listed bpftrace scripts (an admin's folder)")
 	capKube := fs.Bool("capture.kube.enabled", false, "arm this node's Capture objects (default: when in a cluster or --capture.kube.kubeconfig is set)")
 	capKubeconfig := fs.String("capture.kube.kubeconfig", "", "kubeconfig for --capture.kube outside the cluster (default: the in-cluster ServiceAccount)")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	// A mistake is one line and where the help is: the usage would scroll
 	// it away.
 	if err := flagusage.Parse(fs, args, fs.Usage); err != nil {
@@ -68,6 +69,9 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		}
 		fmt.Fprintln(stderr, "run 'spikehunt-agent -h' for help")
 		return Config{}, errUsage
+	}
+	if *showVersion {
+		return Config{}, errShowVersion
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "unexpected argument %q\nrun 'spikehunt-agent -h' for help\n", fs.Arg(0))

@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/buildinfo"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -54,11 +56,22 @@ func main() {
 
 var errUsage = errors.New("usage")
 
+// version is the release, stamped by the image build (-ldflags "-X
+// main.version=…"); buildinfo.Describe names a hand build.
+var version = "dev"
+
+// errShowVersion is parseFlags' answer to --version.
+var errShowVersion = errors.New("version")
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "capture" {
 		return runCaptureCmd(ctx, args[1:], stdout, stderr)
 	}
 	cfg, err := parseFlags(args, stderr)
+	if errors.Is(err, errShowVersion) {
+		fmt.Fprintln(stdout, "spikehunt-agent", buildinfo.Describe(version))
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spikehunt/spikehunt/internal/buildinfo"
+
 	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/pipelines/cli"
 	"github.com/spikehunt/spikehunt/pipelines/cli/artifacts"
@@ -107,7 +109,7 @@ func recordDemoPass(ctx context.Context, st store.Store, res detect.Result) erro
 var version = "dev" // set with -ldflags "-X main.version=…"
 
 func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) error {
-	fmt.Fprintln(stdout, "spikehunt", version)
+	fmt.Fprintln(stdout, "spikehunt", buildinfo.Describe(version))
 	return nil
 }
 
