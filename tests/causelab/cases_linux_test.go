@@ -560,7 +560,10 @@ func cases() []labCase {
 				return nil
 			},
 			judgeSuspects: topIs(func(c *caseRun, x suspectRow) bool {
-				return (strings.HasPrefix(x.Metric, "system.disk.") || x.Metric == "spikehunt.disk.in_flight") && x.Device == filepath.Base(c.disk)
+				// The detector judges a disk by its IOs' latency
+				// (spikehunt.disk.operation_latency); in_flight is the same
+				// disk's level.
+				return (strings.HasPrefix(x.Metric, "system.disk.") || strings.HasPrefix(x.Metric, "spikehunt.disk.")) && x.Device == filepath.Base(c.disk)
 			}),
 			verdictNames: func(c *caseRun, v string) bool {
 				return strings.Contains(v, filepath.Base(c.disk)) || mentions("device latency", "block device", "blocked in io")(c, v)

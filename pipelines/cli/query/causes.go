@@ -93,6 +93,13 @@ func causeSentence(x PatternSuspect, during float64, undilute func(during, basel
 	case "spikehunt.memory.compaction.stalls":
 		return causeWords{open: fmt.Sprintf("memory compaction stalled allocating tasks %s×/s (baseline %s",
 			grouped(during), grouped(x.Baseline))}, true
+	case diskLatencyMetric:
+		// Latency per IO is not diluted by the step's quiet seconds, as a
+		// rate is, but by its other IOs, whose count the family does not
+		// carry: the figure is the one read.
+		perIO := ioLatency(x.During)
+		return causeWords{open: fmt.Sprintf("%s IOs on %s took ~%s each during the stalls (baseline %s",
+			orDash(x.Mode), orDash(x.Device), perIO, ioLatency(x.Baseline)), read: perIO + " per IO"}, true
 	case "spikehunt.tcp.listen_overflows":
 		return causeWords{open: fmt.Sprintf("the TCP listen queue overflowed %s×/s (baseline %s",
 			grouped(during), grouped(x.Baseline)), tail: ": clients retry their SYN after 1 s"}, true

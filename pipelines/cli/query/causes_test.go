@@ -36,6 +36,12 @@ func TestTheEverydayCausesAreSaidInTheTermsAnSREActsOn(t *testing.T) {
 			"direct reclaim: 1,234,567 pages/s scanned by allocating tasks (baseline 12.5)"},
 		{PatternSuspect{Metric: "spikehunt.tcp.listen_overflows", During: 40},
 			"the TCP listen queue overflowed 40×/s (baseline 0): clients retry their SYN after 1 s"},
+		{PatternSuspect{Metric: "spikehunt.disk.operation_latency", Mode: "write", Device: "loop1", During: 2.8},
+			"write IOs on loop1 took ~2.8 s each during the stalls (baseline 0 ms)"},
+		// A latency over a coarse step is diluted by the step's other IOs:
+		// it is not put back into the stall.
+		{PatternSuspect{Metric: "spikehunt.disk.operation_latency", Mode: "write", Device: "sda", During: 0.0281, Baseline: 0.00082, CounterStepS: 30},
+			"write IOs on sda took ~28 ms each during the stalls (baseline 0.82 ms; counters every 30 s, coarser than the ~1.0 s stall: over a step it reads 28 ms per IO, diluted)"},
 		// Counters every 30 s over a 1 s stall: the figure read is put back
 		// into the stall, and the sentence says so.
 		{PatternSuspect{Metric: "spikehunt.tcp.listen_overflows", During: 13.3, CounterStepS: 30},

@@ -200,14 +200,33 @@ func printSpikeSuspects(w io.Writer, suspects []suspectView) error {
 // one CPU.
 var timeMetrics = map[string]bool{"system.cpu.time": true, "spikehunt.cpu.run_delay": true, "spikehunt.pressure.stall_time": true}
 
+// diskLatencyMetric is the detector's per-IO latency of a disk, in seconds
+// per IO, which it derives from the disk's operation time and operations
+// (pipelines/services/detect/suspects_disk.go).
+const diskLatencyMetric = "spikehunt.disk.operation_latency"
+
 // counterRate renders a suspect's rate in the unit people read it in: a
-// time counter as the share of one CPU it took ("4.0%"), a count per
-// second ("861/s").
+// time counter as the share of one CPU it took ("4.0%"), a disk's latency
+// per IO ("28 ms/IO"), a count per second ("861/s").
 func counterRate(metric string, v float64) string {
-	if timeMetrics[metric] {
+	switch {
+	case timeMetrics[metric]:
 		return finePct(v)
+	case metric == diskLatencyMetric:
+		return ioLatency(v) + "/IO"
 	}
 	return rate(v) + "/s"
+}
+
+// ioLatency renders seconds per IO: "2.8 s", "28 ms", "0.13 ms".
+func ioLatency(s float64) string {
+	switch {
+	case s >= 1:
+		return strconv.FormatFloat(s, 'f', 1, 64) + " s"
+	case s >= 0.01:
+		return strconv.FormatFloat(s*1000, 'f', 0, 64) + " ms"
+	}
+	return strconv.FormatFloat(s*1000, 'g', 2, 64) + " ms"
 }
 
 // coarseStepNote says when the counters of the spike windows' hosts are

@@ -183,7 +183,7 @@ func captureAdvice(patterns []query.Pattern, suspects []query.PatternSuspect, no
 		case strings.HasPrefix(s.Metric, "system.network."):
 			return append(out, para("Check the interface's state and what feeds it (ip -s link; the switch port): a down interface",
 				"still receiving is traffic the kernel handles and then drops."))
-		case strings.HasPrefix(s.Metric, "system.disk."):
+		case strings.HasPrefix(s.Metric, "system.disk."), strings.HasPrefix(s.Metric, "spikehunt.disk."):
 			return append(out, para("Add ftrace block_rq_issue/block_rq_complete on the same hosts: it tells the device's time from",
 				"time spent above it, in a filter layer."))
 		}

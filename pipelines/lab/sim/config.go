@@ -74,7 +74,7 @@ const (
 	CauseNone       = "none"        // the process itself waits (a library sleeps): no counter moves
 	CauseNICSoftirq = "nic-softirq" // NET_RX softirq saturates CPUs 0, 2, 4, 6 (RSS over four queues)
 	CauseDownIface  = "down-iface"  // a down interface receives a burst; softirq time on one CPU
-	CauseDisk       = "disk"        // the disk's operation time jumps; IO-doing requests stall
+	CauseDisk       = "disk"        // the disk stalls: writes issued meanwhile wait for its end; IO-doing requests stall
 	// The everyday causes.
 	CauseCPUThrottle = "cpu-throttle" // the service's pod runs out of its CFS quota: its threads wait, throttled
 	CauseNeighbour   = "neighbour"    // a batch job in another cgroup (backup.service) takes the service's CPUs

@@ -263,8 +263,11 @@ func topSuspects(cause, service string) []SuspectKey {
 			{Metric: "system.network.packet.dropped", Mode: "receive", Device: downIface},
 		}
 	case CauseDisk:
+		// The detector judges a disk by its IOs' latency, which it derives
+		// from the operation time and operations (the series exists in its
+		// suspects only); the busy time comes with it.
 		return []SuspectKey{
-			{Metric: "system.disk.operation_time", Mode: "write", Device: disk},
+			{Metric: "spikehunt.disk.operation_latency", Mode: "write", Device: disk},
 			{Metric: "system.disk.io_time", Device: disk},
 		}
 	case CauseCPUThrottle:

@@ -11,7 +11,7 @@ import (
 // DetectorVersion is written into every row the detectors produce
 // (spikes, spike_suspects, patterns). Bump it when a change to the rules
 // or the defaults makes old rows incomparable with new ones.
-const DetectorVersion = "detect/4"
+const DetectorVersion = "detect/5"
 
 // Config is one detection pass: which service, which time range, and the
 // knobs of the three stages. The zero value of every knob means its
@@ -143,7 +143,7 @@ type SuspectConfig struct {
 	// into a suspect. Default 0.05.
 	RelativeFloor float64
 	// TimeWeight multiplies the deviation of time-valued series (CPU time,
-	// run delay, PSI stall, disk time) for the rank: they are the time a
+	// run delay, PSI stall, a disk's latency per IO) for the rank: they are the time a
 	// spike took from the workload, where counts (packets, drops,
 	// interrupts) are its load or echo. Default 100.
 	TimeWeight float64

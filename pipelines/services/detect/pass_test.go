@@ -38,7 +38,7 @@ func loadStallingFleet(t *testing.T) *store.Embedded {
 	fleetLoad{hosts: 40, seconds: 3600, stall: "(h = 3 AND s >= 1200 AND s % 180 = 5) OR (s >= 2700 AND s < 2730)"}.insert(t, st)
 	insertCounters(t, st, host(3), 3600, withExtra(quietHost(), func(c counterSeries) bool {
 		return c.metric == "system.disk.operation_time" && c.mode == "read"
-	}, 2, 1265, 1266))
+	}, 40, 1265, 1266))
 	return st
 }
 

@@ -31,9 +31,9 @@ import (
 //     system.cpu.time/idle is left out; a gauge (slab) is judged by its
 //     growth between readings.
 //   - the rank weighs the deviation by what the series is. Time taken from
-//     the workload — CPU time by mode, run delay, PSI stall time, disk
-//     operation and busy time, a cgroup's CPU, throttled and stall time —
-//     explains a latency spike directly and
+//     the workload — CPU time by mode, run delay, PSI stall time, a disk's
+//     latency per IO (suspects_disk.go), a cgroup's CPU, throttled and
+//     stall time — explains a latency spike directly and
 //     weighs TimeWeight (100); counts (packets, drops, interrupts, softirqs
 //     raised, switches) are the load or its echo and weigh 1. So a NIC
 //     storm ranks the softirq time on the CPUs it pinned (the DPC flood (docs/field-stories.md)) above
@@ -82,8 +82,13 @@ var absoluteFloors = []struct {
 	{"system.cpu.time", 0.005, true, false},
 	{"spikehunt.cpu.run_delay", 0.002, true, false},
 	{"spikehunt.pressure.stall_time", 0.002, true, false},
-	{"system.disk.operation_time", 0.002, true, false},
-	{"system.disk.io_time", 0.002, true, false},
+	// A disk weighs by its IOs' latency (diskLatencyMetric), in seconds
+	// per IO: IOs that take 100 ms more than they did deviate as a
+	// quarter of a CPU does. Its summed operation time is not judged, and
+	// its busy time (at most 1 s/s) is the load, as its bytes are: a quiet
+	// disk that starts writing back is busy, not slow (suspects_disk.go).
+	{diskLatencyMetric, 0.002, true, false},
+	{"system.disk.io_time", 0.002, false, false},
 	// A cgroup's CPU and the time it was throttled or stalled on CPU
 	// weigh as the host's CPU time and PSI do: a pod throttled for 0.5 s
 	// of every second ranks like softirq time taking half a CPU.
@@ -197,6 +202,8 @@ func suspectsSQL(service string, ch suspectChunk, c SuspectConfig) string {
 		DownInterfaceWeight:  c.DownInterfaceWeight,
 		Fetch:                fetchPerWindow(c.Max),
 		FreshPrefix:          cgroupPrefix,
+		DiskLatencyMetric:    diskLatencyMetric,
+		DiskLatencyMinOps:    diskLatencyMinOps,
 		TimeMetrics:          timeMetrics(),
 		FloorSQL:             floorExpr(),
 		NotDownSQL:           notDownOperstates,
@@ -227,6 +234,11 @@ type suspectsParams struct {
 	// FreshPrefix is the metrics' prefix of the workload cgroups
 	// (cgroupPrefix), whose series may be judged fresh.
 	FreshPrefix string
+	// DiskLatencyMetric names the per-IO latency derived from a disk's
+	// operation time and operations, spread over at least
+	// DiskLatencyMinOps operations (suspects_disk.go).
+	DiskLatencyMetric string
+	DiskLatencyMinOps int
 	// TimeMetrics weigh TimeWeight.
 	TimeMetrics []string
 	// FloorSQL is a counter row's absolute floor (floorExpr), NotDownSQL
@@ -244,8 +256,8 @@ FROM (
         raw * multiIf(down, {{float .DownInterfaceWeight}}, metric IN {{strs .TimeMetrics}}, {{float .TimeWeight}}, 1) AS deviation
     FROM (
         SELECT spike_id, host, ws, metric, cpu, device, mode, any(floor_abs) AS floor_abs,
-            maxIf(v * 1000 / len_ms, is_during) AS during,
-            groupArrayIf(v * 1000 / len_ms, is_base) AS rates,
+            maxIf(reading, is_during) AS during,
+            groupArrayIf(reading, is_base) AS rates,
             -- A workload cgroup the agent did not report in enough of the
             -- baseline (fresh) is judged against zero: see freshCgroups.
             length(rates) < {{.MinBaselineIntervals}} AND startsWith(metric, {{str .FreshPrefix}}) AS fresh,
@@ -254,12 +266,14 @@ FROM (
             maxIf(down_iface, is_during) AS down
         FROM (
             SELECT w.spike_id AS spike_id, w.host AS host, w.ws AS ws, c.metric AS metric, c.cpu AS cpu, c.device AS device, c.mode AS mode,
-                c.v AS v, c.len_ms AS len_ms, c.down_iface AS down_iface, c.floor_abs AS floor_abs,
+                c.reading AS reading, c.down_iface AS down_iface, c.floor_abs AS floor_abs,
                 c.cs < w.we + {{.MarginMS}} AND c.ce > w.ws - {{.MarginMS}} AS is_during,
                 c.cs >= w.ws - {{.BaselineMS}} AND c.ce <= w.ws - {{.GuardMS}}
                     AND NOT arrayExists(o -> c.cs < o.2 + {{.MarginMS}} AND c.ce > o.1 - {{.MarginMS}}, w.others) AS is_base
             FROM (
-                SELECT host, metric, cpu, device, mode, cs, len_ms, cs + len_ms AS ce, v, down_iface,
+                SELECT host, metric, cpu, device, mode, cs, cs + len_ms AS ce, down_iface,
+                    -- A rate per second, but a disk's latency is per IO already.
+                    if(per_op, v, v * 1000 / len_ms) AS reading,
                     {{.FloorSQL}} AS floor_abs, intDiv(cs, {{.SlotMS}}) AS slot
                 FROM (
                     SELECT toString(host) AS host, toString(metric) AS metric, cpu,
@@ -269,13 +283,31 @@ FROM (
                         toString(mode) AS mode,
                         toUnixTimestamp64Milli(ts_start) AS cs, toInt64(interval_ms) AS len_ms, value AS v,
                         metric = 'system.network.packet.count' AND mode = 'receive'
-                            AND attrs['spikehunt.network.operstate'] NOT IN ({{.NotDownSQL}}) AS down_iface
+                            AND attrs['spikehunt.network.operstate'] NOT IN ({{.NotDownSQL}}) AS down_iface,
+                        false AS per_op
                     FROM counters
                     WHERE host IN {{strs .Hosts}} AND ts_start >= {{ms .From}} AND ts_start < {{ms .To}} AND interval_ms > 0 AND {{.NotSelfTelemetrySQL}}
-                        AND NOT (metric = 'system.cpu.time' AND mode = 'idle')
+                        AND NOT (metric = 'system.cpu.time' AND mode = 'idle') AND metric != 'system.disk.operation_time'
+                    UNION ALL
+                    -- A disk's operation time over the operations of the same
+                    -- reading: seconds per IO (suspects_disk.go).
+                    SELECT host, {{str .DiskLatencyMetric}} AS metric, cpu, device, mode, cs, len_ms,
+                        op_time / greatest(ops, {{.DiskLatencyMinOps}}) AS v, false AS down_iface, true AS per_op
+                    FROM (
+                        SELECT toString(host) AS host, cpu, toString(device) AS device, toString(mode) AS mode,
+                            toUnixTimestamp64Milli(ts_start) AS cs, toInt64(interval_ms) AS len_ms,
+                            sumIf(value, metric = 'system.disk.operation_time') AS op_time,
+                            sumIf(value, metric = 'system.disk.operations') AS ops,
+                            countIf(metric = 'system.disk.operation_time') AS timed
+                        FROM counters
+                        WHERE host IN {{strs .Hosts}} AND ts_start >= {{ms .From}} AND ts_start < {{ms .To}} AND interval_ms > 0
+                            AND metric IN ('system.disk.operation_time', 'system.disk.operations')
+                        GROUP BY host, cpu, device, mode, cs, len_ms
+                    )
+                    WHERE timed > 0
                     UNION ALL
                     -- Gauges (interval_ms = 0) become growth between consecutive readings.
-                    SELECT host, metric, cpu, device, mode, prev_t AS cs, t - prev_t AS len_ms, value - prev_v AS v, false AS down_iface
+                    SELECT host, metric, cpu, device, mode, prev_t AS cs, t - prev_t AS len_ms, value - prev_v AS v, false AS down_iface, false AS per_op
                     FROM (
                         SELECT toString(host) AS host, toString(metric) AS metric, cpu,
                             toString(device) AS device, toString(mode) AS mode,

@@ -21,6 +21,17 @@ func TestDetectSuspects(t *testing.T) {
 	during := func(s []counterSeries, match func(counterSeries) bool, extra float64) []counterSeries {
 		return withExtra(s, match, extra, stallAt, stallAt+1)
 	}
+	// slowReads: sda's 150 reads a second wait a quarter of a second each
+	// during the stall (40 s of IO time).
+	slowReads := func(s []counterSeries) []counterSeries {
+		return during(s, func(c counterSeries) bool {
+			return c.metric == "system.disk.operation_time" && c.device == "sda" && c.mode == "read"
+		}, 40)
+	}
+	const (
+		sdaReadLatency = diskLatencyMetric + " cpu=-1 device=sda mode=read"
+		reclaimUnit    = "spikehunt-causelab.slice/shop-reclaim.service"
+	)
 	oneOf := func(cpus ...int) func(int) bool { return func(c int) bool { return slices.Contains(cpus, c) } }
 	storm := oneOf(0, 2, 4, 6)
 	tests := []struct {
@@ -70,11 +81,68 @@ func TestDetectSuspects(t *testing.T) {
 			want: []string{"system.network.packet.count cpu=-1 device=eth0 mode=receive"},
 		},
 		{
-			name: "a disk operation_time jump is rank 1",
-			series: during(quietHost(), func(c counterSeries) bool {
-				return c.metric == "system.disk.operation_time" && c.device == "sda" && c.mode == "read"
-			}, 2.0),
-			want: []string{"system.disk.operation_time cpu=-1 device=sda mode=read"},
+			// 150 reads a second that waited a quarter of a second each
+			// during the stall: 28 ms a read over the interval, against 0.13.
+			name:   "a disk whose reads got slow is rank 1, by their latency",
+			series: slowReads(quietHost()),
+			want:   []string{sdaReadLatency},
+		},
+		{
+			// Case (c) of the cause lab (docs/causes.md): the unit's writer
+			// fills its memory with dirty page cache; vda goes from a write
+			// every few seconds to a thousand in the second, 5.8 s of IO
+			// time, each write 6 ms. Summed, that time outranked the limit
+			// hits; per IO it is no suspect, and neither is vda's busy time.
+			name: "a writeback burst on a fast disk does not outrank a unit's memory-limit hits",
+			series: during(during(during(during(append(quietHost(),
+				counterSeries{metric: "spikehunt.cgroup.memory.events", cpu: -1, device: reclaimUnit, mode: "max"},
+				counterSeries{metric: "system.disk.operations", cpu: -1, device: "vda", mode: "write", rate: 0.2, noise: 0.05},
+				counterSeries{metric: "system.disk.operation_time", cpu: -1, device: "vda", mode: "write", rate: 0.002, noise: 0.0005},
+				counterSeries{metric: "system.disk.io_time", cpu: -1, device: "vda", rate: 0.002, noise: 0.0005}),
+				func(c counterSeries) bool { return c.metric == "spikehunt.cgroup.memory.events" }, 641),
+				func(c counterSeries) bool { return c.metric == "system.disk.operations" && c.device == "vda" }, 1000),
+				func(c counterSeries) bool { return c.metric == "system.disk.operation_time" && c.device == "vda" }, 5.8),
+				func(c counterSeries) bool { return c.metric == "system.disk.io_time" && c.device == "vda" }, 1),
+			want: []string{"spikehunt.cgroup.memory.events cpu=-1 device=" + reclaimUnit + " mode=max"},
+		},
+		{
+			// The IO stall above the disk (docs/field-stories.md): ten
+			// writes a second that took 1.5 s each during the stall (15 s of
+			// IO time), on the same host as a disk writing back 20 s of IO
+			// time in 2,000 fast writes. Summed, the writeback ranked first.
+			name: "writes that take 1.5 s each outrank a busier disk whose writes stay fast",
+			series: during(during(during(append(quietHost(),
+				counterSeries{metric: "system.disk.operations", cpu: -1, device: "nvme0n1", mode: "write", rate: 10, noise: 1},
+				counterSeries{metric: "system.disk.operation_time", cpu: -1, device: "nvme0n1", mode: "write", rate: 0.004, noise: 0.0005},
+				counterSeries{metric: "system.disk.operations", cpu: -1, device: "vda", mode: "write", rate: 0.2, noise: 0.05},
+				counterSeries{metric: "system.disk.operation_time", cpu: -1, device: "vda", mode: "write", rate: 0.002, noise: 0.0005}),
+				func(c counterSeries) bool { return c.metric == "system.disk.operation_time" && c.device == "nvme0n1" }, 15),
+				func(c counterSeries) bool { return c.metric == "system.disk.operations" && c.device == "vda" }, 2000),
+				func(c counterSeries) bool { return c.metric == "system.disk.operation_time" && c.device == "vda" }, 20),
+			want: []string{diskLatencyMetric + " cpu=-1 device=nvme0n1 mode=write"},
+		},
+		{
+			// Case (f) of the cause lab: an idle loop device whose writes are
+			// throttled to 50 a second while 100 a second queue on it. An
+			// idle disk's latency reads 0, so it has a baseline to rise from.
+			name: "an idle device whose writes take seconds ranks first against a zero baseline",
+			series: during(during(append(quietHost(),
+				counterSeries{metric: "system.disk.operations", cpu: -1, device: "loop1", mode: "write"},
+				counterSeries{metric: "system.disk.operation_time", cpu: -1, device: "loop1", mode: "write"}),
+				func(c counterSeries) bool { return c.metric == "system.disk.operations" && c.device == "loop1" }, 50),
+				func(c counterSeries) bool { return c.metric == "system.disk.operation_time" && c.device == "loop1" }, 280),
+			want: []string{diskLatencyMetric + " cpu=-1 device=loop1 mode=write"},
+		},
+		{
+			// Summed, its half second over the 10 s interval deviated by 25.
+			name: "one slow IO on an idle disk is no suspect",
+			series: during(during(append(quietHost(),
+				counterSeries{metric: "system.disk.operations", cpu: -1, device: "sdc", mode: "read"},
+				counterSeries{metric: "system.disk.operation_time", cpu: -1, device: "sdc", mode: "read"}),
+				func(c counterSeries) bool { return c.metric == "system.disk.operations" && c.device == "sdc" }, 1),
+				func(c counterSeries) bool { return c.metric == "system.disk.operation_time" && c.device == "sdc" }, 0.5),
+			want:  nil,
+			exact: true,
 		},
 		{
 			name: "memory pressure is told apart from cpu and io pressure",
@@ -96,16 +164,14 @@ func TestDetectSuspects(t *testing.T) {
 		},
 		{
 			name: "the agent's own telemetry moving with the spike is no suspect",
-			series: during(during(during(append(quietHost(),
+			series: during(during(slowReads(append(quietHost(),
 				counterSeries{metric: "spikehunt.agent.requests.dropped"},
-				counterSeries{metric: "spikehunt.ingest.rows", rate: 100, noise: 5}), func(c counterSeries) bool {
+				counterSeries{metric: "spikehunt.ingest.rows", rate: 100, noise: 5})), func(c counterSeries) bool {
 				return c.metric == "spikehunt.agent.requests.dropped"
 			}, 50_000), func(c counterSeries) bool {
 				return c.metric == "spikehunt.ingest.rows"
-			}, 1_000_000), func(c counterSeries) bool {
-				return c.metric == "system.disk.operation_time" && c.device == "sda" && c.mode == "read"
-			}, 2.0),
-			want:  []string{"system.disk.operation_time cpu=-1 device=sda mode=read"},
+			}, 1_000_000),
+			want:  []string{sdaReadLatency},
 			exact: true,
 		},
 		{
@@ -163,13 +229,11 @@ func TestDetectSuspects(t *testing.T) {
 		},
 		{
 			name: "a cgroup's CPU limit changing is no suspect",
-			series: during(during(append(quietHost(),
-				counterSeries{metric: "spikehunt.cgroup.cpu.limit", cpu: -1, device: "shop/checkout-7d9"}), func(c counterSeries) bool {
+			series: during(slowReads(append(quietHost(),
+				counterSeries{metric: "spikehunt.cgroup.cpu.limit", cpu: -1, device: "shop/checkout-7d9"})), func(c counterSeries) bool {
 				return c.metric == "spikehunt.cgroup.cpu.limit"
-			}, 1_000), func(c counterSeries) bool {
-				return c.metric == "system.disk.operation_time" && c.device == "sda" && c.mode == "read"
-			}, 2.0),
-			want:  []string{"system.disk.operation_time cpu=-1 device=sda mode=read"},
+			}, 1_000),
+			want:  []string{sdaReadLatency},
 			exact: true,
 		},
 		{

@@ -4,11 +4,11 @@ SELECT spike_id, host, ws, metric, cpu, device, mode, base, during, deviation
 FROM (
     SELECT spike_id, host, ws, metric, cpu, device, mode, base, during,
         (during - base) / greatest(mad * 1.4826, toFloat64(1) * abs(base), floor_abs) AS raw,
-        raw * multiIf(down, toFloat64(3e+07), metric IN ['system.cpu.time', 'spikehunt.cpu.run_delay', 'spikehunt.pressure.stall_time', 'system.disk.operation_time', 'system.disk.io_time', 'spikehunt.cgroup.cpu.usage', 'spikehunt.cgroup.cpu.throttled_time', 'spikehunt.cgroup.pressure.stall_time', 'spikehunt.memory.reclaim.scanned', 'spikehunt.memory.reclaim.stalls', 'spikehunt.memory.compaction.stalls', 'spikehunt.tcp.listen_overflows', 'spikehunt.tcp.listen_drops', 'spikehunt.cgroup.memory.events'], toFloat64(1), 1) AS deviation
+        raw * multiIf(down, toFloat64(3e+07), metric IN ['system.cpu.time', 'spikehunt.cpu.run_delay', 'spikehunt.pressure.stall_time', 'spikehunt.disk.operation_latency', 'spikehunt.cgroup.cpu.usage', 'spikehunt.cgroup.cpu.throttled_time', 'spikehunt.cgroup.pressure.stall_time', 'spikehunt.memory.reclaim.scanned', 'spikehunt.memory.reclaim.stalls', 'spikehunt.memory.compaction.stalls', 'spikehunt.tcp.listen_overflows', 'spikehunt.tcp.listen_drops', 'spikehunt.cgroup.memory.events'], toFloat64(1), 1) AS deviation
     FROM (
         SELECT spike_id, host, ws, metric, cpu, device, mode, any(floor_abs) AS floor_abs,
-            maxIf(v * 1000 / len_ms, is_during) AS during,
-            groupArrayIf(v * 1000 / len_ms, is_base) AS rates,
+            maxIf(reading, is_during) AS during,
+            groupArrayIf(reading, is_base) AS rates,
             -- A workload cgroup the agent did not report in enough of the
             -- baseline (fresh) is judged against zero: see freshCgroups.
             length(rates) < 1 AND startsWith(metric, 'spikehunt.cgroup.') AS fresh,
@@ -17,13 +17,15 @@ FROM (
             maxIf(down_iface, is_during) AS down
         FROM (
             SELECT w.spike_id AS spike_id, w.host AS host, w.ws AS ws, c.metric AS metric, c.cpu AS cpu, c.device AS device, c.mode AS mode,
-                c.v AS v, c.len_ms AS len_ms, c.down_iface AS down_iface, c.floor_abs AS floor_abs,
+                c.reading AS reading, c.down_iface AS down_iface, c.floor_abs AS floor_abs,
                 c.cs < w.we + 0 AND c.ce > w.ws - 0 AS is_during,
                 c.cs >= w.ws - 420000 AND c.ce <= w.ws - 1500
                     AND NOT arrayExists(o -> c.cs < o.2 + 0 AND c.ce > o.1 - 0, w.others) AS is_base
             FROM (
-                SELECT host, metric, cpu, device, mode, cs, len_ms, cs + len_ms AS ce, v, down_iface,
-                    multiIf(metric = 'system.cpu.time', toFloat64(0.005), metric = 'spikehunt.cpu.run_delay', toFloat64(0.002), metric = 'spikehunt.pressure.stall_time', toFloat64(0.002), metric = 'system.disk.operation_time', toFloat64(0.002), metric = 'system.disk.io_time', toFloat64(0.002), metric = 'spikehunt.cgroup.cpu.usage', toFloat64(0.005), metric = 'spikehunt.cgroup.cpu.throttled_time', toFloat64(0.002), metric = 'spikehunt.cgroup.pressure.stall_time', toFloat64(0.002), metric = 'system.network.io', toFloat64(65536), metric = 'system.disk.io', toFloat64(65536), metric = 'spikehunt.memory.slab', toFloat64(1.048576e+06), metric = 'spikehunt.memory.dirty', toFloat64(1.6777216e+07), metric = 'spikehunt.memory.writeback', toFloat64(1.6777216e+07), metric = 'spikehunt.memory.reclaim.scanned', toFloat64(8), metric = 'spikehunt.memory.reclaim.stalls', toFloat64(1), metric = 'spikehunt.memory.compaction.stalls', toFloat64(1), metric = 'spikehunt.tcp.listen_overflows', toFloat64(1), metric = 'spikehunt.tcp.listen_drops', toFloat64(1), metric = 'spikehunt.cgroup.memory.events', toFloat64(1), toFloat64(1)) AS floor_abs, intDiv(cs, 300000) AS slot
+                SELECT host, metric, cpu, device, mode, cs, cs + len_ms AS ce, down_iface,
+                    -- A rate per second, but a disk's latency is per IO already.
+                    if(per_op, v, v * 1000 / len_ms) AS reading,
+                    multiIf(metric = 'system.cpu.time', toFloat64(0.005), metric = 'spikehunt.cpu.run_delay', toFloat64(0.002), metric = 'spikehunt.pressure.stall_time', toFloat64(0.002), metric = 'spikehunt.disk.operation_latency', toFloat64(0.002), metric = 'system.disk.io_time', toFloat64(0.002), metric = 'spikehunt.cgroup.cpu.usage', toFloat64(0.005), metric = 'spikehunt.cgroup.cpu.throttled_time', toFloat64(0.002), metric = 'spikehunt.cgroup.pressure.stall_time', toFloat64(0.002), metric = 'system.network.io', toFloat64(65536), metric = 'system.disk.io', toFloat64(65536), metric = 'spikehunt.memory.slab', toFloat64(1.048576e+06), metric = 'spikehunt.memory.dirty', toFloat64(1.6777216e+07), metric = 'spikehunt.memory.writeback', toFloat64(1.6777216e+07), metric = 'spikehunt.memory.reclaim.scanned', toFloat64(8), metric = 'spikehunt.memory.reclaim.stalls', toFloat64(1), metric = 'spikehunt.memory.compaction.stalls', toFloat64(1), metric = 'spikehunt.tcp.listen_overflows', toFloat64(1), metric = 'spikehunt.tcp.listen_drops', toFloat64(1), metric = 'spikehunt.cgroup.memory.events', toFloat64(1), toFloat64(1)) AS floor_abs, intDiv(cs, 300000) AS slot
                 FROM (
                     SELECT toString(host) AS host, toString(metric) AS metric, cpu,
                         multiIf(device != '' AND attrs['spikehunt.counter'] != '', concat(device, ':', attrs['spikehunt.counter']),
@@ -32,13 +34,31 @@ FROM (
                         toString(mode) AS mode,
                         toUnixTimestamp64Milli(ts_start) AS cs, toInt64(interval_ms) AS len_ms, value AS v,
                         metric = 'system.network.packet.count' AND mode = 'receive'
-                            AND attrs['spikehunt.network.operstate'] NOT IN ('', 'up', 'unknown') AS down_iface
+                            AND attrs['spikehunt.network.operstate'] NOT IN ('', 'up', 'unknown') AS down_iface,
+                        false AS per_op
                     FROM counters
                     WHERE host IN ['o\'neil\\h'] AND ts_start >= fromUnixTimestamp64Milli(toInt64(1773478801234), 'UTC') AND ts_start < fromUnixTimestamp64Milli(toInt64(1773482400000), 'UTC') AND interval_ms > 0 AND NOT (startsWith(metric, 'spikehunt.agent.') OR startsWith(metric, 'spikehunt.capture.') OR startsWith(metric, 'spikehunt.ingest.') OR startsWith(metric, 'spikehunt.detect.') OR metric = 'spikehunt.cgroup.cpu.limit')
-                        AND NOT (metric = 'system.cpu.time' AND mode = 'idle')
+                        AND NOT (metric = 'system.cpu.time' AND mode = 'idle') AND metric != 'system.disk.operation_time'
+                    UNION ALL
+                    -- A disk's operation time over the operations of the same
+                    -- reading: seconds per IO (suspects_disk.go).
+                    SELECT host, 'spikehunt.disk.operation_latency' AS metric, cpu, device, mode, cs, len_ms,
+                        op_time / greatest(ops, 100) AS v, false AS down_iface, true AS per_op
+                    FROM (
+                        SELECT toString(host) AS host, cpu, toString(device) AS device, toString(mode) AS mode,
+                            toUnixTimestamp64Milli(ts_start) AS cs, toInt64(interval_ms) AS len_ms,
+                            sumIf(value, metric = 'system.disk.operation_time') AS op_time,
+                            sumIf(value, metric = 'system.disk.operations') AS ops,
+                            countIf(metric = 'system.disk.operation_time') AS timed
+                        FROM counters
+                        WHERE host IN ['o\'neil\\h'] AND ts_start >= fromUnixTimestamp64Milli(toInt64(1773478801234), 'UTC') AND ts_start < fromUnixTimestamp64Milli(toInt64(1773482400000), 'UTC') AND interval_ms > 0
+                            AND metric IN ('system.disk.operation_time', 'system.disk.operations')
+                        GROUP BY host, cpu, device, mode, cs, len_ms
+                    )
+                    WHERE timed > 0
                     UNION ALL
                     -- Gauges (interval_ms = 0) become growth between consecutive readings.
-                    SELECT host, metric, cpu, device, mode, prev_t AS cs, t - prev_t AS len_ms, value - prev_v AS v, false AS down_iface
+                    SELECT host, metric, cpu, device, mode, prev_t AS cs, t - prev_t AS len_ms, value - prev_v AS v, false AS down_iface, false AS per_op
                     FROM (
                         SELECT toString(host) AS host, toString(metric) AS metric, cpu,
                             toString(device) AS device, toString(mode) AS mode,
