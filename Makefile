@@ -160,7 +160,7 @@ causes: deps
 FUZZTIME ?= 30s
 FUZZ_TARGETS := ./internal/otlpattr:FuzzParseDecimalIsParseInt ./internal/capture/explain:FuzzParse ./internal/capture/explain:FuzzReadBlockIO ./internal/capture/explain:FuzzReadFtrace ./internal/capture/explain:FuzzReadIrqBlocks ./internal/store:FuzzDecodeNative ./pipelines/services/chhttp:FuzzTranscodeNative ./pipelines/services/chhttp:FuzzDecodeBlocks ./pipelines/services/chhttp:FuzzScanSQL \
 	./operator/internal/alertintake:FuzzDecodeDetectorAlert ./operator/internal/alertintake:FuzzDecodeGrafana ./operator/internal/alertintake:FuzzDecodeAlertmanager ./operator/internal/alertintake:FuzzGrafanaSignedRequest ./internal/alertsig:FuzzVerify \
-	./agents/intake:FuzzLineProtocol ./agents/intake:FuzzOTLPHTTP ./agents/intake:FuzzScanTraceRequest ./agents/intake:FuzzSpanDecoderMatchesPdata ./agents/intake:FuzzParseCredentials ./agents/intake:FuzzHeaderGuard ./agents/spool:FuzzRecovery \
+	./agents/intake:FuzzLineProtocol ./agents/intake:FuzzOTLPHTTP ./agents/intake:FuzzScanTraceRequest ./agents/intake:FuzzSpanDecoderMatchesPdata ./agents/intake:FuzzParseCredentials ./agents/intake:FuzzHeaderGuard ./agents/intake:FuzzBearerHeader ./agents/spool:FuzzRecovery \
 	./agents/collect:FuzzParseInterrupts ./agents/collect:FuzzParseNetDev ./agents/collect:FuzzParseSoftirqs \
 	./agents/collect:FuzzParseVmstat ./agents/collect:FuzzParseNetSNMP ./agents/collect:FuzzParseCgroupCPUStat ./agents/collect:FuzzParseCgroupUsage \
 	./agents/collect:FuzzParseCgroupQuota ./agents/collect:FuzzParseCgroupMemoryEvents ./agents/collect:FuzzCgroupDirNames ./agents/podwatch:FuzzReadEvents \

@@ -8,6 +8,7 @@ import (
 	"net/http/httptrace"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -308,4 +309,33 @@ func TestAnUnreadableTokenFileStopsTheIntake(t *testing.T) {
 	if _, err := New(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "auth.token_file") {
 		t.Fatalf("New: %v, want an error naming auth.token_file", err)
 	}
+}
+
+// FuzzBearerHeader: any authorization header and any token file, as a
+// sender and an operator could write them: no panic, and a header is
+// accepted only when it is "Bearer" (any case), spaces, and a listed
+// token exactly.
+func FuzzBearerHeader(f *testing.F) {
+	f.Add("Bearer "+tokenA, tokenA+"\n")
+	f.Add("bearer  "+tokenB, "# old\n"+tokenA+"\n"+tokenB)
+	f.Add("Basic "+tokenA, tokenA)
+	f.Add("Bearer\t"+tokenA, tokenA)
+	f.Add("", "")
+	f.Fuzz(func(t *testing.T, header, file string) {
+		set, err := parseTokens([]byte(file))
+		if err != nil {
+			return
+		}
+		tk := &tokens{log: slog.New(slog.DiscardHandler), now: time.Now}
+		tk.set.Store(&set)
+		tk.checked.Store(time.Now().Add(time.Hour).UnixNano()) // no re-read: there is no file
+		if !tk.accepts(header) {
+			return
+		}
+		scheme, tok, _ := strings.Cut(strings.TrimSpace(header), " ")
+		tok = strings.TrimSpace(tok)
+		if !strings.EqualFold(scheme, "Bearer") || !slices.Contains(strings.Fields(file), tok) {
+			t.Fatalf("accepted %q with tokens %q", header, file)
+		}
+	})
 }
