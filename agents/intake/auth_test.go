@@ -339,3 +339,18 @@ func FuzzBearerHeader(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkBearerCheck is what the token costs each OTLP request.
+func BenchmarkBearerCheck(b *testing.B) {
+	tk, err := loadTokens(writeTokens(b, tokenA+"\n"+tokenB+"\n"), slog.New(slog.DiscardHandler), time.Now)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := "Bearer " + tokenB
+	b.ReportAllocs()
+	for b.Loop() {
+		if !tk.accepts(h) {
+			b.Fatal("refused")
+		}
+	}
+}
