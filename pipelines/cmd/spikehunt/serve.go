@@ -23,7 +23,7 @@ and any ClickHouse client. /metrics and /healthz are served beside it.
 The official clients work at their defaults (clickhouse-connect,
 @clickhouse/client, client-v2, clickhouse-go): query parameters, HTTP
 compression and ClickHouse's compressed blocks; sessions and external
-tables are answered NOT_IMPLEMENTED (README: "ClickHouse clients on
+tables are answered NOT_IMPLEMENTED (docs/reference.md: "ClickHouse clients on
 serve-clickhouse").
 
 Statements cannot reach outside the data directory (file(), url(), remote(),
