@@ -28,13 +28,16 @@ build:
 # make install PREFIX=/usr/local [DESTDIR=…]: the three binaries in
 # PREFIX/bin and the engine in PREFIX/lib/spikehunt/libchdb.so, where a
 # binary looks for it beside itself (internal/store/libchdb.go), so an
-# installed spikehunt runs from any directory without SPIKEHUNT_LIBCHDB.
+# installed spikehunt runs from any directory without SPIKEHUNT_LIBCHDB;
+# the dashboards' JSON in PREFIX/share/spikehunt/dashboards, where
+# serve-clickhouse --grafana-provisioning finds them outside a checkout.
 PREFIX ?= /usr/local
-install: deps-demo build ## install bin/spikehunt, spikehunt-agent, spikehunt-operator and libchdb.so under PREFIX (default /usr/local)
-	install -d "$(DESTDIR)$(PREFIX)/bin" "$(DESTDIR)$(PREFIX)/lib/spikehunt"
+install: deps-demo build ## install bin/spikehunt, spikehunt-agent, spikehunt-operator, libchdb.so and the dashboards under PREFIX (default /usr/local)
+	install -d "$(DESTDIR)$(PREFIX)/bin" "$(DESTDIR)$(PREFIX)/lib/spikehunt" "$(DESTDIR)$(PREFIX)/share/spikehunt/dashboards"
 	install -m 0755 bin/spikehunt bin/spikehunt-agent bin/spikehunt-operator "$(DESTDIR)$(PREFIX)/bin/"
 	install -m 0644 "$(SPIKEHUNT_LIBCHDB)" "$(DESTDIR)$(PREFIX)/lib/spikehunt/libchdb.so"
-	@echo "installed in $(DESTDIR)$(PREFIX): bin/spikehunt, bin/spikehunt-agent, bin/spikehunt-operator, lib/spikehunt/libchdb.so"
+	install -m 0644 dashboards/grafana/*.json "$(DESTDIR)$(PREFIX)/share/spikehunt/dashboards/"
+	@echo "installed in $(DESTDIR)$(PREFIX): bin/spikehunt, bin/spikehunt-agent, bin/spikehunt-operator, lib/spikehunt/libchdb.so, share/spikehunt/dashboards/*.json"
 
 # operator/api's deepcopy code, and the CRDs and the operator's ClusterRole
 # in operator/config, from the Go types and their kubebuilder markers. The

@@ -17,7 +17,7 @@ type Config struct {
 	// SpansPerHostS is what one host sends (spans a second its agent
 	// keeps). The ingest benchmark loads 1,000 spans a host, which the
 	// fleet sends in 1,000/SpansPerHostS seconds: an ingest slower than
-	// that falls behind. Default 1, the simulated host of README's
+	// that falls behind. Default 1, the simulated host of docs/kubernetes.md's
 	// store-mode table (0.95).
 	SpansPerHostS float64
 	// DetectBudgetS is how long one full pass over 24 h may take: the

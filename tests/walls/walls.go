@@ -291,6 +291,8 @@ var Rules = []Rule{
 	{Pkg: "tests/shopapp", Third: []string{"golang.org/x/sys/unix"}, Why: "the end-to-end tests' app: none of spikehunt's code"},
 	{Pkg: "tests/causelab", TestOwn: []string{"internal/capture/control", "internal/schema", "internal/store"},
 		Why: "make causes only: everyday stall causes through the whole platform on this machine's kernel, from _test.go files"},
+	{Pkg: "tests/ownhosts", Third: []string{},
+		Why: "the README's own-hosts commands run for real: it runs the binaries and deploy/kafka.sh as a user does, and imports none of spikehunt's code"},
 	{Pkg: "tests/peers", TestOwn: []string{"internal/telemetry", "internal/otlpwire"}, Why: "benchmarks only: spikehunt's binaries and packages against their peers, from _test.go files"},
 	{Pkg: "tests/e2ecluster/shop", Own: []string{"tests/shopapp"}, Third: []string{"go.opentelemetry.io/collector/pdata/..."},
 		Why: "the cluster e2e's app: an OTel-instrumented service, none of spikehunt's code"},

@@ -2,7 +2,7 @@ package query
 
 // What each command's rows are in time, and what each column of its table
 // means, with its unit: the -h text under the synopsis. docs/detection.md
-// defines the detectors' figures; the README's command docs repeat these.
+// defines the detectors' figures; the command docs (README, docs/reference.md) repeat these.
 
 // rangeRule is the time-range paragraph of every query command's -h.
 func rangeRule(rows string) string {

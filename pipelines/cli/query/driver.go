@@ -43,7 +43,7 @@ var Now = time.Now
 // jsonNote is the -o json paragraph of every query command's -h.
 const jsonNote = `-o json writes {"rows": [...], "summary": {...}}: the table's rows with every
 field (times RFC 3339 UTC, latencies in ms, durations in s), and the summary's
-range, filters, found/shown/limit and the lines under the table (README).`
+range, filters, found/shown/limit and the lines under the table (docs/reference.md).`
 
 // DefaultSince and DefaultLimit are every query command's defaults: the
 // last six hours, and at most 50 rows shown (a screenful; the summary under
@@ -101,7 +101,7 @@ func (a answer) withSummary(f func() (Summary, error)) answer {
 
 // Output is what -o json writes: one object, the same keys for every query
 // command. The keys are part of the CLI's interface: add keys, never
-// rename them (README "JSON output").
+// rename them (docs/reference.md "JSON output").
 type Output struct {
 	Rows    any     `json:"rows"` // the table's rows, never null
 	Summary Summary `json:"summary"`
@@ -336,7 +336,7 @@ func addFlags(fs *flag.FlagSet) *flags {
 	fs.StringVar(&q.service, "service", "", "only this service (empty: every service)")
 	fs.StringVar(&q.host, "host", "", "only this host")
 	q.rng = spikehunt.AddTimeRange(fs, DefaultSince)
-	fs.StringVar(&q.output, "o", "table", `output: table (or text, as captures explain calls it), or json: {"rows": [...], "summary": {...}} (README "JSON output")`)
+	fs.StringVar(&q.output, "o", "table", `output: table (or text, as captures explain calls it), or json: {"rows": [...], "summary": {...}} (docs/reference.md "JSON output")`)
 	fs.IntVar(&q.limit, "limit", DefaultLimit, "show at most this many rows (0: all); the summary counts every row found")
 	return q
 }

@@ -23,7 +23,7 @@ and any ClickHouse client. /metrics and /healthz are served beside it.
 The official clients work at their defaults (clickhouse-connect,
 @clickhouse/client, client-v2, clickhouse-go): query parameters, HTTP
 compression and ClickHouse's compressed blocks; sessions and external
-tables are answered NOT_IMPLEMENTED (README: "ClickHouse clients on
+tables are answered NOT_IMPLEMENTED (docs/reference.md: "ClickHouse clients on
 serve-clickhouse").
 
 Statements cannot reach outside the data directory (file(), url(), remote(),
@@ -51,7 +51,7 @@ Grafana with GF_PATHS_PROVISIONING=DIR and the ClickHouse data source plugin:
 	external := fs.Bool("allow-external-sources", false, "let statements read and write outside the data directory as this process (file, url, remote, s3, ... and their table engines, dictionaries, file-naming settings); only where every client may do that")
 	maxExec := fs.Duration("max-execution-time", chhttp.DefaultConfig().MaxExecutionTime, "longest a statement may run (the engine's max_execution_time; a client's larger value is lowered); responses may take this plus 30s to write")
 	grafanaDir := fs.String("grafana-provisioning", "", "write Grafana provisioning for this server into this folder: datasources/spikehunt.yaml (HTTP, the bound address,\nthe store's database, signing in as --read-only-user, else --user, password from the same variable)\nand dashboards/spikehunt.yaml (on --grafana-dashboards); point GF_PATHS_PROVISIONING at it")
-	grafanaDashboards := fs.String("grafana-dashboards", "", "the dashboards' JSON for --grafana-provisioning (default: dashboards/grafana of the checkout around the working directory)")
+	grafanaDashboards := fs.String("grafana-dashboards", "", "the dashboards' JSON for --grafana-provisioning (default: dashboards/grafana of the checkout around the working directory,\nelse PREFIX/share/spikehunt/dashboards of the installed binary (make install))")
 	maxBlock := fs.Int64("max-compressed-block-bytes", chhttp.DefaultConfig().MaxCompressedBlockBytes, "largest ClickHouse compressed block (decompress=1 request bodies) and zstd window a request may use, compressed or not; most clients write 1 MiB blocks, but clickhouse-go over HTTP\n(the OpenTelemetry Collector's ClickHouse exporter) sends a whole batch as one: raise it to the batches' size (64 KiB to 1 GiB)")
 	limits := chhttp.DefaultServerLimits(chhttp.DefaultConfig().MaxExecutionTime)
 	fs.DurationVar(&limits.Idle, "http-idle-timeout", limits.Idle, "close a keep-alive connection of the HTTP server idle this long")
@@ -171,7 +171,8 @@ func writeGrafana(stdout, stderr io.Writer, dir, addr, database, user, passwordE
 	fmt.Fprintf(stdout, "Grafana provisioning (data source http://%s:%s, database %s, %s): %s\n",
 		p.Host, p.Port, p.Database, signIn, strings.Join(paths, ", "))
 	if dashboards == "" {
-		fmt.Fprintf(stderr, "no dashboards/grafana/*.json around the working directory: pass --grafana-dashboards (the checkout's dashboards/grafana or the chart's files/dashboards) to provision the dashboards too\n")
+		fmt.Fprintf(stderr, "no dashboards/grafana/*.json around the working directory nor in %s: pass --grafana-dashboards (the checkout's dashboards/grafana or the chart's files/dashboards), or install them with make install, to provision the dashboards too\n",
+			strings.Join(chhttp.DashboardsBesideBinary(), " or "))
 	}
 	fmt.Fprintf(stdout, "Start Grafana with: GF_PATHS_PROVISIONING=%s GF_PLUGINS_PREINSTALL=grafana-clickhouse-datasource grafana server\n", abs)
 	return nil

@@ -172,8 +172,12 @@ func (p GrafanaProvisioning) Write(dir string) ([]string, error) {
 }
 
 // FindDashboards is the folder of the dashboards' JSON: dir when given,
-// else dashboards/grafana in the working directory or a folder above it
-// (a checkout), else "".
+// else dashboards/grafana in the working directory or a folder above it (a
+// checkout), else the one beside the running binary (and, for a symbolic
+// link, beside its target): ../share/spikehunt/dashboards, where `make
+// install PREFIX=…` puts them, or ../dashboards/grafana, a checkout's bin/;
+// else "". An installed binary run outside any checkout thus still
+// provisions the dashboards.
 func FindDashboards(dir string) string {
 	if dir != "" {
 		abs, err := filepath.Abs(dir)
@@ -182,17 +186,43 @@ func FindDashboards(dir string) string {
 		}
 		return abs
 	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return ""
+	if wd, err := os.Getwd(); err == nil {
+		for d := wd; ; d = filepath.Dir(d) {
+			if cand := filepath.Join(d, "dashboards", "grafana"); hasDashboards(cand) {
+				return cand
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
 	}
-	for d := wd; ; d = filepath.Dir(d) {
-		cand := filepath.Join(d, "dashboards", "grafana")
-		if m, _ := filepath.Glob(filepath.Join(cand, "*.json")); len(m) > 0 {
+	for _, cand := range DashboardsBesideBinary() {
+		if hasDashboards(cand) {
 			return cand
 		}
-		if filepath.Dir(d) == d {
-			return ""
-		}
 	}
+	return ""
+}
+
+// DashboardsBesideBinary lists the folders beside the running binary that
+// FindDashboards looks in, in order.
+func DashboardsBesideBinary() []string {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	dirs := []string{filepath.Dir(exe)}
+	if real, err := filepath.EvalSymlinks(exe); err == nil && filepath.Dir(real) != dirs[0] {
+		dirs = append(dirs, filepath.Dir(real))
+	}
+	var c []string
+	for _, d := range dirs {
+		c = append(c, filepath.Join(filepath.Dir(d), "share", "spikehunt", "dashboards"), filepath.Join(filepath.Dir(d), "dashboards", "grafana"))
+	}
+	return c
+}
+
+func hasDashboards(dir string) bool {
+	m, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	return len(m) > 0
 }
