@@ -273,8 +273,9 @@ var Rules = []Rule{
 	{Pkg: "operator/internal/alertintake", Own: []string{"internal/alertdoc", "internal/policy", "internal/alertsig", "kafkasec"}, Why: "alerts from Kafka and webhooks, checked with the signature's definition"},
 	{Pkg: "operator/internal/controller", Own: []string{"operator/api/...", "internal/policy", "internal/captures", "internal/store"},
 		TestOwn: []string{"operator/internal/alertintake", "internal/alertdoc", "internal/alertsig", "internal/schema"}, Why: "one controller per concern; the Capture reconciler indexes captures in the store"},
-	{Pkg: "operator/internal/report", Own: []string{"operator/api/...", "internal/capture/artifact/record"}, TestOwn: []string{"internal/capture/artifact"},
-		Why: "the report server reads artifacts through its own interface, which cmd implements over the store"},
+	{Pkg: "operator/internal/report", Own: []string{"operator/api/...", "internal/capture/artifact/record"},
+		TestOwn: []string{"internal/capture/artifact", "internal/capture/reportpage", "internal/capture/explain"},
+		Why:     "the report server reads artifacts through its own interface, which cmd implements over the store"},
 	{Pkg: "operator/cmd/...", Own: []string{"operator/...", "internal/...", "kafkasec"}, Why: "cmd wires the operator's packages together"},
 
 	// tests/: test machinery and test-only packages.
