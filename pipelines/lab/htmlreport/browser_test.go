@@ -55,19 +55,39 @@ func demoPage(t *testing.T) (string, []string) {
 	return (&url.URL{Scheme: "file", Path: path}).String(), said
 }
 
+// tickOverlaps names the tick labels of one plot that overlap another,
+// as the browser lays them out.
+const tickOverlaps = `(() => {
+  const out = [];
+  for (const svg of document.querySelectorAll("figure svg")) {
+    const ticks = [...svg.querySelectorAll("g.tick text, text.tick")].map(t => [t.textContent, t.getBoundingClientRect()]);
+    for (let i = 0; i < ticks.length; i++) for (let j = i + 1; j < ticks.length; j++) {
+      const [a, p] = ticks[i], [b, q] = ticks[j];
+      if (p.left < q.right && q.left < p.right && p.top < q.bottom && q.top < p.bottom) out.push(svg.closest("figure").id + ": " + a + " / " + b);
+    }
+  }
+  return out.join("|");
+})()`
+
 // In headless Chromium at a desktop's and a laptop's width, the demo's
 // report logs no error and fetches nothing; every plot, its axes, its
 // colour scale or legend and the capture's drawings fit the viewport
-// without sideways scrolling; and every step's title and paragraph reads
+// without sideways scrolling; no tick label overlaps another (the
+// capture's drawings in their own page's font); and every step's title and paragraph reads
 // as the demo prints it.
 func TestInABrowserTheDemoReportFitsAtEachWidthAndFetchesNothing(t *testing.T) {
 	u, said := demoPage(t)
 	views := testenv.VisitPage(t, testenv.PageVisit{URL: u, Name: "demo-report",
-		Inside: []string{"figure svg", "svg .axis", "svg .tick", "svg .scale", "svg .legend", "svg .title", "figcaption"}})
+		Inside: []string{"figure svg", "svg .axis", "svg .tick", "svg .scale", "svg .legend", "svg .title", "figcaption"}, Probe: tickOverlaps})
 	for _, v := range views {
 		v.Check(t)
 		if v.Matched == 0 {
 			t.Errorf("at %d px: no plot on the page", v.Width)
+		}
+		if v.Probe != "" {
+			for _, o := range strings.Split(v.Probe, "|") {
+				t.Errorf("at %d px: tick labels overlap: %s", v.Width, o)
+			}
 		}
 		for _, s := range said {
 			if !strings.Contains(v.Text, s) {
