@@ -122,12 +122,16 @@ fmt-check:
 # Not as root, the images are skipped when their Debian parts are not
 # cached (mmdebstrap needs root), and so are their tests. A pinned Debian
 # version the mirror has dropped (a security update) is replaced by the
-# newest, with a warning, rather than stopping the suite.
+# newest, with a warning, rather than stopping the suite. What tests keep
+# for a person to look at (the browser tests' screenshots of each page at
+# each width) is in .cache/test-artifacts/_artifacts, one folder per test,
+# named in its "=== ARTIFACTS" line and its log.
 test: IMAGES_ARGS = --unprivileged skip --missing-pin newest
 test: deps fmt-check vet cross images
 	mkdir -p .cache
+	rm -rf .cache/test-artifacts && mkdir -p .cache/test-artifacts
 	$(GO) build -o .cache/testsummary ./tests/testsummary
-	$(GO) test -count=1 -timeout 55m -json $(TEST_FLAGS) ./... | .cache/testsummary
+	$(GO) test -count=1 -timeout 55m -json -artifacts -outputdir $(CURDIR)/.cache/test-artifacts $(TEST_FLAGS) ./... | .cache/testsummary
 
 # The full loop alone (make test runs it too): detector alert on Kafka →
 # operator on envtest → Capture → real perf on this machine (root) → S3 →

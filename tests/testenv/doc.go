@@ -48,6 +48,9 @@
 //     namespace of the test's own.
 //   - `go test ./...` runs test binaries in parallel; each one that uses
 //     Kafka starts its own broker, so memory adds up.
+//   - VisitPage starts a Chromium of its own (Debian's, from PATH) for one
+//     page, bounded to two minutes, and closes it before it returns; a
+//     machine without one skips through RequirePrivileged.
 //   - The broker's output is kept in memory (Kafka.Log, the newest 4 MiB);
 //     SharedKafka prints its tail when a test fails.
 package testenv

@@ -258,8 +258,9 @@ var Rules = []Rule{
 	{Pkg: "pipelines/lab/eval", Own: []string{"pipelines/services/detect", "internal/schema", "pipelines/lab/sim", "internal/store"}},
 	{Pkg: "pipelines/lab/eval/capturestrategy", Own: []string{"pipelines/services/alerts", "pipelines/services/detect", "pipelines/lab/sim", "internal/policy", "internal/alertdoc"},
 		Why: "the capture strategy measured as the demo runs it, with the detector's classifier, alerting and the operator's policy in process, no store"},
-	{Pkg: "pipelines/lab/htmlreport", Own: []string{"internal/store", "internal/schema"}, Third: []string{}, TestOwn: []string{"pipelines/lab/sim"},
-		Why: "the demo's HTML page, drawn with the standard library"},
+	{Pkg: "pipelines/lab/htmlreport", Own: []string{"internal/store", "internal/schema"}, Third: []string{},
+		TestOwn: []string{"pipelines/lab/sim", "internal/capture/reportpage", "internal/capture/explain", "internal/capture/artifact/record"},
+		Why:     "the demo's HTML page, drawn with the standard library"},
 	{Pkg: "pipelines/lab/demo", Own: []string{"pipelines/cli", "pipelines/cli/query", "pipelines/cli/artifacts", "internal/captures", "pipelines/services/detect", "pipelines/services/ingest",
 		"pipelines/lab/htmlreport", "internal/schema", "pipelines/lab/sim", "internal/store", "internal/telemetry", "internal/otlpwire", "internal/capture/control", "internal/policy"},
 		Why: "the demo drives the agent as a child process through its control API, never through its recorders"},
@@ -272,8 +273,9 @@ var Rules = []Rule{
 	{Pkg: "operator/internal/alertintake", Own: []string{"internal/alertdoc", "internal/policy", "internal/alertsig", "kafkasec"}, Why: "alerts from Kafka and webhooks, checked with the signature's definition"},
 	{Pkg: "operator/internal/controller", Own: []string{"operator/api/...", "internal/policy", "internal/captures", "internal/store"},
 		TestOwn: []string{"operator/internal/alertintake", "internal/alertdoc", "internal/alertsig", "internal/schema"}, Why: "one controller per concern; the Capture reconciler indexes captures in the store"},
-	{Pkg: "operator/internal/report", Own: []string{"operator/api/...", "internal/capture/artifact/record"}, TestOwn: []string{"internal/capture/artifact"},
-		Why: "the report server reads artifacts through its own interface, which cmd implements over the store"},
+	{Pkg: "operator/internal/report", Own: []string{"operator/api/...", "internal/capture/artifact/record"},
+		TestOwn: []string{"internal/capture/artifact", "internal/capture/reportpage", "internal/capture/explain"},
+		Why:     "the report server reads artifacts through its own interface, which cmd implements over the store"},
 	{Pkg: "operator/cmd/...", Own: []string{"operator/...", "internal/...", "kafkasec"}, Why: "cmd wires the operator's packages together"},
 
 	// tests/: test machinery and test-only packages.

@@ -38,13 +38,17 @@ func WriteUnanalysedReport(w io.Writer, md *record.Metadata, why string) error {
 
 // writeHead writes the page's head, title and notes, and returns the
 // lost events' paragraph, which each conclusion they could change repeats.
+// In a window narrower than ReportWidth the drawings shrink whole to the
+// page (max-width and height:auto, from their viewBox) rather than make
+// it scroll sideways.
 func writeHead(bw *bufio.Writer, md *record.Metadata, lostEvents uint64, lostNote string, notes []string) string {
 	esc := html.EscapeString
 	fmt.Fprintf(bw, `<!doctype html><html><head><meta charset="utf-8"><title>capture %s</title><style>
-body{font:14px/1.45 system-ui,sans-serif;max-width:%dpx;margin:2em auto;color:#212529}
+body{font:14px/1.45 system-ui,sans-serif;max-width:%dpx;margin:2em auto;padding:0 10px;color:#212529}
 h1{font-size:20px}h2{font-size:16px;margin-top:2em}code,.mono{font:12px ui-monospace,monospace}
 .note{color:#c92a2a}table{border-collapse:collapse}td,th{padding:2px 10px;text-align:right}th{border-bottom:1px solid #adb5bd}
 td.l,th.l{text-align:left}tr.busiest td{font-weight:600}.idle{color:#495057}svg text{font:11px ui-monospace,monospace}
+svg{max-width:100%%;height:auto}
 </style></head><body>
 `, esc(md.ID), ReportWidth)
 	fmt.Fprintf(bw, "<h1>Capture %s</h1>\n<p>%s on %s, profile %s, window %s–%s UTC; %d events lost.</p>\n", esc(md.ID), esc(md.Backend),

@@ -11,7 +11,10 @@ import (
 	"github.com/spikehunt/spikehunt/internal/capture/explain"
 )
 
-// The report's drawing sizes, in CSS pixels: drawn at the size shown.
+// The report's drawing sizes, in CSS pixels: drawn at the size shown in a
+// window as wide as ReportWidth or wider; a narrower one shrinks each
+// drawing whole to the page (the stylesheet's svg rule, through the
+// viewBox every drawing carries).
 const (
 	// ReportWidth is the width the report draws at.
 	ReportWidth   = 900

@@ -11,6 +11,9 @@ type figure struct {
 	ID      string
 	SVG     template.HTML
 	Caption string
+	// Drawing: made by the caller (a capture's drawing), styled as the
+	// capture page styles it.
+	Drawing bool
 }
 
 // section is a step as the page shows it.
@@ -43,7 +46,7 @@ func Write(w io.Writer, f *Fleet) error {
 			sec.Figures = append(sec.Figures, figs[k])
 		}
 		for _, d := range s.Drawings {
-			sec.Figures = append(sec.Figures, figure{ID: d.ID, SVG: d.SVG, Caption: d.Caption})
+			sec.Figures = append(sec.Figures, figure{ID: d.ID, SVG: d.SVG, Caption: d.Caption, Drawing: true})
 		}
 		sections = append(sections, sec)
 	}
@@ -67,13 +70,20 @@ func Write(w io.Writer, f *Fleet) error {
 	return nil
 }
 
-// The page sets no width on the plots: each SVG is drawn at the size it
-// is shown, and the body is wide enough for it.
+// Each plot is drawn at the size it is shown in a window wide enough for
+// the 900 px column; a narrower window (a laptop's half screen) shrinks
+// the whole plot to the column, keeping its proportions, rather than
+// scrolling sideways with its colour scale cut off. max-width and
+// height:auto scale from the viewBox every plot carries.
+//
+// A capture's drawings (reportpage's timeline and flame graph) place
+// their labels for the capture page's 11 px monospace text, which
+// .drawing gives them here too: in the page's own font they crowd.
 var page = template.Must(template.New("report").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>spikehunt — {{.F.Service}}</title>
 <style>body{font-family:sans-serif;max-width:940px;margin:2em auto;padding:0 10px;color:#222;line-height:1.4}
 h2{margin-top:1.8em;font-size:1.15em;border-bottom:1px solid #ddd;padding-bottom:.2em}
-figure{margin:1.2em 0}svg{display:block;overflow:visible}figcaption{color:#555;font-size:.9em;max-width:900px;margin-top:.4em}
+figure{margin:1.2em 0}svg{display:block;overflow:visible;max-width:100%;height:auto}.drawing svg text{font:11px ui-monospace,monospace}figcaption{color:#555;font-size:.9em;max-width:900px;margin-top:.4em}
 .note{color:#555;font-size:.9em}</style></head><body>
 <h1>spikehunt: {{.F.Service}}</h1>
 <p class="note">{{.Range}} · {{len .F.Hosts}} hosts · {{len .F.Spikes}} spike windows</p>
@@ -81,7 +91,7 @@ figure{margin:1.2em 0}svg{display:block;overflow:visible}figcaption{color:#555;f
 <h2>{{.Title}}</h2>
 {{range .Paragraphs}}<p>{{.Text}}</p>
 {{if .Items}}<ul>{{range .Items}}<li>{{.}}</li>{{end}}</ul>
-{{end}}{{end}}{{range .Figures}}<figure id="{{.ID}}">
+{{end}}{{end}}{{range .Figures}}<figure id="{{.ID}}"{{if .Drawing}} class="drawing"{{end}}>
 {{.SVG}}
 <figcaption>{{.Caption}}</figcaption>
 </figure>

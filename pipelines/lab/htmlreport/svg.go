@@ -14,9 +14,10 @@ import (
 // raster mode, one pixel per cell stretched to the plot's size, and its
 // colour bar is a second plot to lay out by hand. Here the heat map is one
 // path per colour (a stroke per run of same-coloured cells), every plot is
-// drawn at the size it is shown (SVG user units are CSS pixels, and the
-// page never scales it), and the elements carry classes the tests read
-// back: axis, tick, band, scale, swatch, row, cells, spikes.
+// drawn at the size it is shown in a window wide enough for the page's
+// column (SVG user units are CSS pixels; a narrower window shrinks the
+// plot whole, through its viewBox), and the elements carry classes the
+// tests read back: axis, tick, band, scale, swatch, row, cells, spikes.
 
 // Geometry shared by the three plots, in CSS pixels, so their time axes
 // line up on the page.
