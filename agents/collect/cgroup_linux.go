@@ -175,6 +175,9 @@ func (s *cgroupSampler) scan() (*cgroupScan, error) {
 		return nil, readError(h.cpu, err)
 	}
 	sc := &cgroupScan{hier: h, notScanned: notScanned, groups: make([]*cgroupState, 0, len(found))}
+	// The walk reads each cgroup's settings with readOnce into these
+	// (v1's quota and period are parsed together).
+	buf, buf2 := make([]byte, 0, 512), make([]byte, 0, 512)
 	for _, w := range found {
 		g := &cgroupState{w: w, attr: telemetry.Str("spikehunt.cgroup", w.name(s.env.podNamer))}
 		dir := filepath.Join(h.cpu, w.rel)
@@ -182,8 +185,8 @@ func (s *cgroupSampler) scan() (*cgroupScan, error) {
 		if h.v2 {
 			g.pressure = existing(filepath.Join(dir, "cpu.pressure"))
 			g.events = existing(filepath.Join(dir, "memory.events"))
-			if b, err := os.ReadFile(filepath.Join(dir, "cpu.max")); err == nil {
-				if q, p, ok, err := parseCgroupCPUMax(b); err == nil && ok {
+			if buf, err = readOnce(filepath.Join(dir, "cpu.max"), buf); err == nil {
+				if q, p, ok, err := parseCgroupCPUMax(buf); err == nil && ok {
 					g.limitCPUs = float64(q) / float64(p)
 				}
 			}
@@ -196,13 +199,17 @@ func (s *cgroupSampler) scan() (*cgroupScan, error) {
 			// direct reclaim counters (the kernel leaves cgroup reclaim out
 			// of them). Read only where a limit is set: a cgroup without one
 			// never hits it, and the file would cost every pass a read.
-			if h.memory != "" && memoryLimited(filepath.Join(h.memory, w.rel)) {
-				g.failcnt = existing(filepath.Join(h.memory, w.rel, "memory.failcnt"))
+			if h.memory != "" {
+				var limited bool
+				if limited, buf = memoryLimited(filepath.Join(h.memory, w.rel), buf); limited {
+					g.failcnt = existing(filepath.Join(h.memory, w.rel, "memory.failcnt"))
+				}
 			}
-			q, errQ := os.ReadFile(filepath.Join(dir, "cpu.cfs_quota_us"))
-			p, errP := os.ReadFile(filepath.Join(dir, "cpu.cfs_period_us"))
+			var errQ, errP error
+			buf, errQ = readOnce(filepath.Join(dir, "cpu.cfs_quota_us"), buf)
+			buf2, errP = readOnce(filepath.Join(dir, "cpu.cfs_period_us"), buf2)
 			if errQ == nil && errP == nil {
-				if qu, pu, ok, err := parseCgroupV1Quota(q, p); err == nil && ok {
+				if qu, pu, ok, err := parseCgroupV1Quota(buf, buf2); err == nil && ok {
 					g.limitCPUs = float64(qu) / float64(pu)
 				}
 			}
@@ -214,14 +221,15 @@ func (s *cgroupSampler) scan() (*cgroupScan, error) {
 
 // memoryLimited says whether a v1 memory cgroup has a limit: the kernel
 // shows "none" as the largest page-aligned value of a signed 64-bit
-// count (9223372036854771712 on 4 KiB pages).
-func memoryLimited(dir string) bool {
-	b, err := os.ReadFile(filepath.Join(dir, "memory.limit_in_bytes"))
+// count (9223372036854771712 on 4 KiB pages). It reads into buf and
+// returns it for reuse.
+func memoryLimited(dir string, buf []byte) (bool, []byte) {
+	buf, err := readOnce(filepath.Join(dir, "memory.limit_in_bytes"), buf)
 	if err != nil {
-		return false
+		return false, buf
 	}
-	v, err := parseUint(trimBlank(bytes.TrimSuffix(b, []byte("\n"))))
-	return err == nil && v < 1<<62
+	v, err := parseUint(trimBlank(bytes.TrimSuffix(buf, []byte("\n"))))
+	return err == nil && v < 1<<62, buf
 }
 
 func existing(p string) string {

@@ -122,6 +122,25 @@ func preadRecord(fd int, buf []byte) ([]byte, error) {
 	}
 }
 
+// readOnce reads a one-record file that is read too rarely to keep open
+// (a cgroup's quota, read once a walk): open, one pread, close.
+// os.ReadFile makes twice the calls for such a file (it also stats it,
+// offers it to the poller and reads again to see the end), and a walk
+// over hundreds of cgroups pays them for each of their settings. The
+// caller owns the result until its next call with the same buf.
+func readOnce(path string, buf []byte) ([]byte, error) {
+	fd, err := openRead(path)
+	if err != nil {
+		return buf[:0], readError(path, err)
+	}
+	defer unix.Close(fd)
+	out, err := preadRecord(fd, buf)
+	if err != nil {
+		return out, readError(path, err)
+	}
+	return out, nil
+}
+
 func openRead(path string) (int, error) {
 	for {
 		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)

@@ -67,3 +67,35 @@ func TestFileCacheReadRecordReadsWholeFiles(t *testing.T) {
 		}
 	}
 }
+
+// readOnce reads what os.ReadFile reads, whatever the buffer it is given,
+// keeps no descriptor, and reports a missing file as read does.
+func TestReadOnceReadsWholeFilesAndKeepsNoneOpen(t *testing.T) {
+	dir := t.TempDir()
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	before := fds()
+	buf := make([]byte, 0, 16)
+	for _, size := range []int{0, 10, 16, 4096, 10000} {
+		p := filepath.Join(dir, fmt.Sprint(size))
+		want := bytes.Repeat([]byte("y"), size)
+		if err := os.WriteFile(p, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if buf, err = readOnce(p, buf); err != nil || !bytes.Equal(buf, want) {
+			t.Errorf("readOnce of %d bytes = %d bytes, %v", size, len(buf), err)
+		}
+	}
+	if after := fds(); after != before {
+		t.Errorf("%d descriptors open after the reads, %d before", after, before)
+	}
+	if _, err := readOnce(filepath.Join(dir, "cpu.max"), buf); !errors.Is(err, ErrNotSupported) {
+		t.Errorf("readOnce of a missing file = %v, want ErrNotSupported", err)
+	}
+}
