@@ -67,6 +67,16 @@ const (
 	cgFields
 )
 
+// The files of one cgroup, indexes into cgroupState.held.
+const (
+	cgFileStat = iota
+	cgFileUsage
+	cgFilePressure
+	cgFileEvents
+	cgFileFailcnt
+	cgFiles
+)
+
 // cgMemEvents are the memory.events lines read, in field order.
 var cgMemEvents = [...]string{cgMemHigh - cgMemHigh: "high", cgMemMax - cgMemHigh: "max", cgMemOOM - cgMemHigh: "oom", cgMemOOMKill - cgMemHigh: "oom_kill"}
 
@@ -113,11 +123,12 @@ func detectCgroups(root string) (cgroupHierarchy, error) {
 // cgroupState is a workload as the sampler tracks it across passes.
 type cgroupState struct {
 	w                cgroupWorkload
-	attr             telemetry.Attr // spikehunt.cgroup = its name
-	limitCPUs        float64        // the CFS quota in CPUs; 0 when unlimited
-	stat, usage      string         // files read each pass; usage "" when v2 or no cpuacct
-	pressure, events string         // v2 only, "" when absent
-	failcnt          string         // v1 only, for a cgroup with a memory limit: memory.failcnt
+	attr             telemetry.Attr       // spikehunt.cgroup = its name
+	limitCPUs        float64              // the CFS quota in CPUs; 0 when unlimited
+	stat, usage      string               // files read each pass; usage "" when v2 or no cpuacct
+	pressure, events string               // v2 only, "" when absent
+	failcnt          string               // v1 only, for a cgroup with a memory limit: memory.failcnt
+	held             [cgFiles]*cachedFile // the files above as the sampler's cache holds them
 	prev, cur        cgroupCounters
 	havePrev, readOK bool
 	// extrasPrev says prev holds pressure and events read on the previous
@@ -248,7 +259,7 @@ func (s *cgroupSampler) adopt(sc *cgroupScan) {
 	}
 	for _, g := range sc.groups {
 		if o, ok := old[g.w.rel]; ok {
-			g.prev, g.havePrev, g.extrasPrev = o.prev, o.havePrev, o.extrasPrev
+			g.prev, g.havePrev, g.extrasPrev, g.held = o.prev, o.havePrev, o.extrasPrev, o.held
 		}
 	}
 	s.hier, s.groups, s.notScanned, s.scanned = sc.hier, sc.groups, sc.notScanned, true
@@ -408,7 +419,7 @@ func (s *cgroupSampler) readGroup(g *cgroupState) error {
 	if !s.hier.v2 && g.limitCPUs == 0 && g.usage != "" {
 		g.cur = cgroupCounters{}
 	} else {
-		if s.buf, err = s.readRecord(g.stat, s.buf); err != nil {
+		if s.buf, err = s.readRecordHeld(&g.held[cgFileStat], g.stat, s.buf); err != nil {
 			return err
 		}
 		if g.cur, err = parseCgroupCPUStat(s.buf); err != nil {
@@ -416,7 +427,7 @@ func (s *cgroupSampler) readGroup(g *cgroupState) error {
 		}
 	}
 	if g.usage != "" {
-		if s.buf, err = s.readRecord(g.usage, s.buf); err != nil {
+		if s.buf, err = s.readRecordHeld(&g.held[cgFileUsage], g.usage, s.buf); err != nil {
 			return err
 		}
 		if g.cur.v[cgUsageNs], err = parseCgroupUsage(s.buf); err != nil {
@@ -425,7 +436,7 @@ func (s *cgroupSampler) readGroup(g *cgroupState) error {
 		g.cur.has[cgUsageNs] = true
 	}
 	if g.failcnt != "" {
-		if s.buf, err = s.readRecord(g.failcnt, s.buf); err != nil {
+		if s.buf, err = s.readRecordHeld(&g.held[cgFileFailcnt], g.failcnt, s.buf); err != nil {
 			return err
 		}
 		if g.cur.v[cgMemMax], err = parseCgroupFailcnt(s.buf); err != nil {
@@ -441,7 +452,7 @@ func (s *cgroupSampler) readGroup(g *cgroupState) error {
 func (s *cgroupSampler) readExtras(g *cgroupState) error {
 	var err error
 	if g.pressure != "" {
-		if s.buf, err = s.readRecord(g.pressure, s.buf); err != nil {
+		if s.buf, err = s.readRecordHeld(&g.held[cgFilePressure], g.pressure, s.buf); err != nil {
 			return err
 		}
 		p, err := parsePressure(s.buf)
@@ -452,7 +463,7 @@ func (s *cgroupSampler) readExtras(g *cgroupState) error {
 		g.cur.v[cgPSIFullUs], g.cur.has[cgPSIFullUs] = p.fullUs, p.hasFull
 	}
 	if g.events != "" {
-		if s.buf, err = s.readRecord(g.events, s.buf); err != nil {
+		if s.buf, err = s.readRecordHeld(&g.held[cgFileEvents], g.events, s.buf); err != nil {
 			return err
 		}
 		ev, err := parseCgroupMemoryEvents(s.buf)
