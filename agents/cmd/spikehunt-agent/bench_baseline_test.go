@@ -46,8 +46,9 @@ func baselineAgent(b *testing.B) string {
 // measureAlternately runs measure on the baseline binary and on this
 // tree's agent, SPIKEHUNT_BENCH_ROUNDS times each (default 3), swapping
 // which goes first each round so that a drift in the machine's load
-// weighs on both alike, and returns the median figures of each (CPU and
-// RSS medians taken apart). Each run's figures are logged.
+// weighs on both alike, and returns the median figures of each (each
+// figure's median taken apart, the CPU per 10,000 requests/s too). Each
+// run's figures are logged.
 func measureAlternately(b *testing.B, baseline string, measure func(bin, profile string) (agentFigures, error)) (base, cur agentFigures, err error) {
 	rounds := 3
 	if v, err := strconv.Atoi(os.Getenv("SPIKEHUNT_BENCH_ROUNDS")); err == nil && v > 0 {
@@ -96,5 +97,11 @@ func medianFigures(runs []agentFigures) agentFigures {
 		rssMiB:   median(func(r agentFigures) float64 { return r.rssMiB }),
 		rate:     median(func(r agentFigures) float64 { return r.rate }),
 		cgroups:  median(func(r agentFigures) float64 { return r.cgroups }),
+		cpuPer10k: median(func(r agentFigures) float64 {
+			if r.rate == 0 {
+				return 0
+			}
+			return r.cpuPct / r.rate * 10000
+		}),
 	}
 }
