@@ -190,9 +190,11 @@ bench-store: deps-demo
 # cgroups of a busy node (tests/cgroupfixture, v1 then v2), the OTLP decode
 # path alone (direct and pdata in one run), plus one full sampling pass on
 # this machine with that 200-cgroup tree (v1 and v2).
+# SPIKEHUNT_BENCH_BASELINE_REF=<commit> also runs the 200-cgroup agents built
+# from that commit, alternately with this tree's, and prints the ratios.
 bench-agent: deps
 	BENCHTIME=1x tests/bench.sh agent ./agents/cmd/spikehunt-agent -- -bench '^BenchmarkAgentUnderLoad$$'
-	BENCHTIME=1x tests/bench.sh agent-cgroups ./agents/cmd/spikehunt-agent -- -bench '^BenchmarkAgentUnderLoadWith200Cgroups$$'
+	BENCHTIME=1x tests/bench.sh agent-cgroups ./agents/cmd/spikehunt-agent -- -timeout 30m -bench '^BenchmarkAgentUnderLoadWith200Cgroups$$'
 	BENCHTIME=1x tests/bench.sh agent-otlp ./agents/cmd/spikehunt-agent -- -bench '^BenchmarkAgentOTLPUnderLoad$$'
 	BENCHTIME=500x tests/bench.sh agent-otlp-decode ./agents/intake -- -bench '^BenchmarkOTLP(DecodePath|GRPCExport)$$'
 	BENCHTIME=300x tests/bench.sh agent-sample ./agents/collect -- -bench '^BenchmarkSample$$'

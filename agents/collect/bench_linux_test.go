@@ -209,3 +209,32 @@ func BenchmarkSampleSlowLargeHost(b *testing.B) {
 		c.SampleSlow()
 	}
 }
+
+// BenchmarkCgroupWalk times one walk of the 200-cgroup tree
+// (tests/cgroupfixture), v1 and v2: the directory listing and each
+// cgroup's settings, which SampleSlow's rescan does every 10 s. A walk
+// over N ms costs the agent N/10 ms a second.
+func BenchmarkCgroupWalk(b *testing.B) {
+	for _, layout := range []string{"v1", "v2"} {
+		b.Run("cgroup="+layout, func(b *testing.B) {
+			c, err := New(Options{CgroupFS: cgroupfixture.Tree(b, layout == "v2"), Logger: discardLogger(), Disabled: only("cgroup")})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			s := c.fast[0].s.(*cgroupSampler)
+			b.ReportAllocs()
+			durs := make([]time.Duration, 0, b.N)
+			for b.Loop() {
+				began := time.Now()
+				sc, err := s.scan()
+				durs = append(durs, time.Since(began))
+				if err != nil || len(sc.groups) != cgroupfixture.Workloads {
+					b.Fatalf("the walk found %d cgroups (%v), want %d", len(sc.groups), err, cgroupfixture.Workloads)
+				}
+			}
+			slices.Sort(durs)
+			b.ReportMetric(float64(durs[len(durs)/2].Nanoseconds())/1e6, "agent.cgroup_walk_"+layout+"_ms:ms")
+		})
+	}
+}

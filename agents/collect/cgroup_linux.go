@@ -67,6 +67,16 @@ const (
 	cgFields
 )
 
+// The files of one cgroup, indexes into cgroupState.held.
+const (
+	cgFileStat = iota
+	cgFileUsage
+	cgFilePressure
+	cgFileEvents
+	cgFileFailcnt
+	cgFiles
+)
+
 // cgMemEvents are the memory.events lines read, in field order.
 var cgMemEvents = [...]string{cgMemHigh - cgMemHigh: "high", cgMemMax - cgMemHigh: "max", cgMemOOM - cgMemHigh: "oom", cgMemOOMKill - cgMemHigh: "oom_kill"}
 
@@ -113,11 +123,12 @@ func detectCgroups(root string) (cgroupHierarchy, error) {
 // cgroupState is a workload as the sampler tracks it across passes.
 type cgroupState struct {
 	w                cgroupWorkload
-	attr             telemetry.Attr // spikehunt.cgroup = its name
-	limitCPUs        float64        // the CFS quota in CPUs; 0 when unlimited
-	stat, usage      string         // files read each pass; usage "" when v2 or no cpuacct
-	pressure, events string         // v2 only, "" when absent
-	failcnt          string         // v1 only, for a cgroup with a memory limit: memory.failcnt
+	attr             telemetry.Attr       // spikehunt.cgroup = its name
+	limitCPUs        float64              // the CFS quota in CPUs; 0 when unlimited
+	stat, usage      string               // files read each pass; usage "" when v2 or no cpuacct
+	pressure, events string               // v2 only, "" when absent
+	failcnt          string               // v1 only, for a cgroup with a memory limit: memory.failcnt
+	held             [cgFiles]*cachedFile // the files above as the sampler's cache holds them
 	prev, cur        cgroupCounters
 	havePrev, readOK bool
 	// extrasPrev says prev holds pressure and events read on the previous
@@ -175,6 +186,9 @@ func (s *cgroupSampler) scan() (*cgroupScan, error) {
 		return nil, readError(h.cpu, err)
 	}
 	sc := &cgroupScan{hier: h, notScanned: notScanned, groups: make([]*cgroupState, 0, len(found))}
+	// The walk reads each cgroup's settings with readOnce into these
+	// (v1's quota and period are parsed together).
+	buf, buf2 := make([]byte, 0, 512), make([]byte, 0, 512)
 	for _, w := range found {
 		g := &cgroupState{w: w, attr: telemetry.Str("spikehunt.cgroup", w.name(s.env.podNamer))}
 		dir := filepath.Join(h.cpu, w.rel)
@@ -182,8 +196,8 @@ func (s *cgroupSampler) scan() (*cgroupScan, error) {
 		if h.v2 {
 			g.pressure = existing(filepath.Join(dir, "cpu.pressure"))
 			g.events = existing(filepath.Join(dir, "memory.events"))
-			if b, err := os.ReadFile(filepath.Join(dir, "cpu.max")); err == nil {
-				if q, p, ok, err := parseCgroupCPUMax(b); err == nil && ok {
+			if buf, err = readOnce(filepath.Join(dir, "cpu.max"), buf); err == nil {
+				if q, p, ok, err := parseCgroupCPUMax(buf); err == nil && ok {
 					g.limitCPUs = float64(q) / float64(p)
 				}
 			}
@@ -196,13 +210,17 @@ func (s *cgroupSampler) scan() (*cgroupScan, error) {
 			// direct reclaim counters (the kernel leaves cgroup reclaim out
 			// of them). Read only where a limit is set: a cgroup without one
 			// never hits it, and the file would cost every pass a read.
-			if h.memory != "" && memoryLimited(filepath.Join(h.memory, w.rel)) {
-				g.failcnt = existing(filepath.Join(h.memory, w.rel, "memory.failcnt"))
+			if h.memory != "" {
+				var limited bool
+				if limited, buf = memoryLimited(filepath.Join(h.memory, w.rel), buf); limited {
+					g.failcnt = existing(filepath.Join(h.memory, w.rel, "memory.failcnt"))
+				}
 			}
-			q, errQ := os.ReadFile(filepath.Join(dir, "cpu.cfs_quota_us"))
-			p, errP := os.ReadFile(filepath.Join(dir, "cpu.cfs_period_us"))
+			var errQ, errP error
+			buf, errQ = readOnce(filepath.Join(dir, "cpu.cfs_quota_us"), buf)
+			buf2, errP = readOnce(filepath.Join(dir, "cpu.cfs_period_us"), buf2)
 			if errQ == nil && errP == nil {
-				if qu, pu, ok, err := parseCgroupV1Quota(q, p); err == nil && ok {
+				if qu, pu, ok, err := parseCgroupV1Quota(buf, buf2); err == nil && ok {
 					g.limitCPUs = float64(qu) / float64(pu)
 				}
 			}
@@ -214,14 +232,15 @@ func (s *cgroupSampler) scan() (*cgroupScan, error) {
 
 // memoryLimited says whether a v1 memory cgroup has a limit: the kernel
 // shows "none" as the largest page-aligned value of a signed 64-bit
-// count (9223372036854771712 on 4 KiB pages).
-func memoryLimited(dir string) bool {
-	b, err := os.ReadFile(filepath.Join(dir, "memory.limit_in_bytes"))
+// count (9223372036854771712 on 4 KiB pages). It reads into buf and
+// returns it for reuse.
+func memoryLimited(dir string, buf []byte) (bool, []byte) {
+	buf, err := readOnce(filepath.Join(dir, "memory.limit_in_bytes"), buf)
 	if err != nil {
-		return false
+		return false, buf
 	}
-	v, err := parseUint(trimBlank(bytes.TrimSuffix(b, []byte("\n"))))
-	return err == nil && v < 1<<62
+	v, err := parseUint(trimBlank(bytes.TrimSuffix(buf, []byte("\n"))))
+	return err == nil && v < 1<<62, buf
 }
 
 func existing(p string) string {
@@ -240,7 +259,7 @@ func (s *cgroupSampler) adopt(sc *cgroupScan) {
 	}
 	for _, g := range sc.groups {
 		if o, ok := old[g.w.rel]; ok {
-			g.prev, g.havePrev, g.extrasPrev = o.prev, o.havePrev, o.extrasPrev
+			g.prev, g.havePrev, g.extrasPrev, g.held = o.prev, o.havePrev, o.extrasPrev, o.held
 		}
 	}
 	s.hier, s.groups, s.notScanned, s.scanned = sc.hier, sc.groups, sc.notScanned, true
@@ -400,7 +419,7 @@ func (s *cgroupSampler) readGroup(g *cgroupState) error {
 	if !s.hier.v2 && g.limitCPUs == 0 && g.usage != "" {
 		g.cur = cgroupCounters{}
 	} else {
-		if s.buf, err = s.readRecord(g.stat, s.buf); err != nil {
+		if s.buf, err = s.readRecordHeld(&g.held[cgFileStat], g.stat, s.buf); err != nil {
 			return err
 		}
 		if g.cur, err = parseCgroupCPUStat(s.buf); err != nil {
@@ -408,7 +427,7 @@ func (s *cgroupSampler) readGroup(g *cgroupState) error {
 		}
 	}
 	if g.usage != "" {
-		if s.buf, err = s.readRecord(g.usage, s.buf); err != nil {
+		if s.buf, err = s.readRecordHeld(&g.held[cgFileUsage], g.usage, s.buf); err != nil {
 			return err
 		}
 		if g.cur.v[cgUsageNs], err = parseCgroupUsage(s.buf); err != nil {
@@ -417,7 +436,7 @@ func (s *cgroupSampler) readGroup(g *cgroupState) error {
 		g.cur.has[cgUsageNs] = true
 	}
 	if g.failcnt != "" {
-		if s.buf, err = s.readRecord(g.failcnt, s.buf); err != nil {
+		if s.buf, err = s.readRecordHeld(&g.held[cgFileFailcnt], g.failcnt, s.buf); err != nil {
 			return err
 		}
 		if g.cur.v[cgMemMax], err = parseCgroupFailcnt(s.buf); err != nil {
@@ -433,7 +452,7 @@ func (s *cgroupSampler) readGroup(g *cgroupState) error {
 func (s *cgroupSampler) readExtras(g *cgroupState) error {
 	var err error
 	if g.pressure != "" {
-		if s.buf, err = s.readRecord(g.pressure, s.buf); err != nil {
+		if s.buf, err = s.readRecordHeld(&g.held[cgFilePressure], g.pressure, s.buf); err != nil {
 			return err
 		}
 		p, err := parsePressure(s.buf)
@@ -444,7 +463,7 @@ func (s *cgroupSampler) readExtras(g *cgroupState) error {
 		g.cur.v[cgPSIFullUs], g.cur.has[cgPSIFullUs] = p.fullUs, p.hasFull
 	}
 	if g.events != "" {
-		if s.buf, err = s.readRecord(g.events, s.buf); err != nil {
+		if s.buf, err = s.readRecordHeld(&g.held[cgFileEvents], g.events, s.buf); err != nil {
 			return err
 		}
 		ev, err := parseCgroupMemoryEvents(s.buf)

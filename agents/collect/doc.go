@@ -13,9 +13,14 @@
 //
 // Between passes the samplers keep their files open and re-read them from
 // offset 0, which procfs and sysfs regenerate (opening a sysfs path costs
-// ten times reading it). Close releases those descriptors, the ethtool
-// socket (Linux) and the PDH query (Windows); a Collector that is dropped
-// without Close leaks them.
+// ten times reading it). The cgroup sampler holds each cgroup's open files
+// itself, so that a pass over hundreds of cgroups does not look their long
+// paths up; the cache marks a file it closed, and the next read opens the
+// path again. What is read once a walk (a cgroup's quota, v1's memory
+// limit) is opened, read with one pread and closed: held open, it would
+// cost a descriptor and a kernel buffer per cgroup for a read every 10 s.
+// Close releases those descriptors, the ethtool socket (Linux) and the PDH
+// query (Windows); a Collector that is dropped without Close leaks them.
 //
 // Sample and SampleSlow may be called concurrently with each other; calls
 // of the same one are serialized. The returned slice belongs to the caller.
@@ -105,6 +110,16 @@
 // CgroupScanLimit workloads and reads directories in batches, so a
 // runaway tree costs bounded memory; what it left is counted as
 // not_scanned.
+//
+// A reported cgroup's series are emitted every interval, a zero delta
+// included, never only when they changed: the pipeline takes medians and
+// rates over intervals (the throttling baseline of pipelines/cli/query is
+// a median of each interval's throttled share), and a left-out interval
+// would be no data there rather than a zero. Nor does a pass read the
+// usage first and the throttling only of the busiest: a cgroup throttled
+// in one 100 ms period may have used no more than that period's quota in
+// the whole second, far from the busiest, and every throttled cgroup must
+// be reported.
 //
 // Why one package: the samplers are many small rooms already, one file
 // per kernel source, registering themselves in one table that the agent's

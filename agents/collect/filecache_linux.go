@@ -19,8 +19,15 @@ type fileCache struct {
 }
 
 type cachedFile struct {
-	fd   int
+	fd   int    // -1 once the cache has closed it
 	used uint64 // pass of the last read
+}
+
+// close closes the descriptor and marks the file closed for the readers
+// that hold it (readRecordHeld): its number may be reused by the next open.
+func (f *cachedFile) close() {
+	unix.Close(f.fd)
+	f.fd = -1
 }
 
 // read fills buf with the file's current content and returns it; the
@@ -38,6 +45,23 @@ func (c *fileCache) readRecord(path string, buf []byte) ([]byte, error) {
 	return c.readWith(path, buf, preadRecord)
 }
 
+// readRecordHeld is readRecord through *h, the caller's hold on the
+// path's cached file, which saves hashing the path on each read: a cgroup
+// pass reads hundreds of long paths. *h starts nil and is refreshed
+// whenever the cache had to (re)open the file: after a sweep or a failed
+// read closed it.
+func (c *fileCache) readRecordHeld(h **cachedFile, path string, buf []byte) ([]byte, error) {
+	if f := *h; f != nil && f.fd >= 0 {
+		if out, err := preadRecord(f.fd, buf); err == nil {
+			f.used = c.pass
+			return out, nil
+		}
+	}
+	out, err := c.readRecord(path, buf)
+	*h = c.files[path] // nil after a failure
+	return out, err
+}
+
 func (c *fileCache) readWith(path string, buf []byte, preadAll func(int, []byte) ([]byte, error)) ([]byte, error) {
 	if c.files == nil {
 		c.files = map[string]*cachedFile{}
@@ -49,7 +73,7 @@ func (c *fileCache) readWith(path string, buf []byte, preadAll func(int, []byte)
 			f.used = c.pass
 			return out, nil
 		}
-		unix.Close(f.fd)
+		f.close()
 		delete(c.files, path)
 	}
 	fd, err := openRead(path)
@@ -69,7 +93,7 @@ func (c *fileCache) readWith(path string, buf []byte, preadAll func(int, []byte)
 func (c *fileCache) sweep() {
 	for path, f := range c.files {
 		if f.used != c.pass {
-			unix.Close(f.fd)
+			f.close()
 			delete(c.files, path)
 		}
 	}
@@ -79,7 +103,7 @@ func (c *fileCache) sweep() {
 // Close closes every cached file.
 func (c *fileCache) Close() error {
 	for path, f := range c.files {
-		unix.Close(f.fd)
+		f.close()
 		delete(c.files, path)
 	}
 	return nil
@@ -120,6 +144,25 @@ func preadRecord(fd int, buf []byte) ([]byte, error) {
 		}
 		return preadAll(fd, buf)
 	}
+}
+
+// readOnce reads a one-record file that is read too rarely to keep open
+// (a cgroup's quota, read once a walk): open, one pread, close.
+// os.ReadFile makes twice the calls for such a file (it also stats it,
+// offers it to the poller and reads again to see the end), and a walk
+// over hundreds of cgroups pays them for each of their settings. The
+// caller owns the result until its next call with the same buf.
+func readOnce(path string, buf []byte) ([]byte, error) {
+	fd, err := openRead(path)
+	if err != nil {
+		return buf[:0], readError(path, err)
+	}
+	defer unix.Close(fd)
+	out, err := preadRecord(fd, buf)
+	if err != nil {
+		return out, readError(path, err)
+	}
+	return out, nil
 }
 
 func openRead(path string) (int, error) {

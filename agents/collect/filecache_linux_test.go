@@ -67,3 +67,81 @@ func TestFileCacheReadRecordReadsWholeFiles(t *testing.T) {
 		}
 	}
 }
+
+// readOnce reads what os.ReadFile reads, whatever the buffer it is given,
+// keeps no descriptor, and reports a missing file as read does.
+func TestReadOnceReadsWholeFilesAndKeepsNoneOpen(t *testing.T) {
+	dir := t.TempDir()
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	before := fds()
+	buf := make([]byte, 0, 16)
+	for _, size := range []int{0, 10, 16, 4096, 10000} {
+		p := filepath.Join(dir, fmt.Sprint(size))
+		want := bytes.Repeat([]byte("y"), size)
+		if err := os.WriteFile(p, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if buf, err = readOnce(p, buf); err != nil || !bytes.Equal(buf, want) {
+			t.Errorf("readOnce of %d bytes = %d bytes, %v", size, len(buf), err)
+		}
+	}
+	if after := fds(); after != before {
+		t.Errorf("%d descriptors open after the reads, %d before", after, before)
+	}
+	if _, err := readOnce(filepath.Join(dir, "cpu.max"), buf); !errors.Is(err, ErrNotSupported) {
+		t.Errorf("readOnce of a missing file = %v, want ErrNotSupported", err)
+	}
+}
+
+// A reader's hold on a cached file reads it without the path until the
+// cache closes the file; then the hold is renewed from the path, and never
+// reads the descriptor number the kernel has since given another file.
+func TestFileCacheHeldReadsFollowTheCache(t *testing.T) {
+	dir := t.TempDir()
+	p, other := filepath.Join(dir, "cpu.stat"), filepath.Join(dir, "other")
+	for _, f := range []string{p, other} {
+		if err := os.WriteFile(f, []byte(filepath.Base(f)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var c fileCache
+	defer c.Close()
+	var held *cachedFile
+	read := func(step string) {
+		t.Helper()
+		got, err := c.readRecordHeld(&held, p, nil)
+		if err != nil || string(got) != "cpu.stat\n" {
+			t.Errorf("%s: read = %q, %v; want the file's content", step, got, err)
+		}
+		if held == nil || held != c.files[p] {
+			t.Errorf("%s: the hold is not the cache's file", step)
+		}
+	}
+	read("the first read opens the file")
+	first := held
+	c.sweep()
+	read("a read through the hold")
+	if held != first {
+		t.Errorf("a read through an open hold reopened the file")
+	}
+	c.sweep()
+	c.sweep() // not read in a pass: closed
+	if first.fd != -1 {
+		t.Fatalf("the swept file's descriptor is %d, want -1", first.fd)
+	}
+	var o *cachedFile
+	if _, err := c.readRecordHeld(&o, other, nil); err != nil { // likely takes the freed descriptor number
+		t.Fatal(err)
+	}
+	read("a read after the cache closed the file")
+	if held == first {
+		t.Errorf("the hold was not renewed after the file was closed")
+	}
+}

@@ -66,6 +66,13 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // Flags in extra override the defaults above them (the last one wins).
 func startAgent(t testing.TB, brokers []string, spoolDir string, extra ...string) *agentProc {
 	t.Helper()
+	return startAgentBinary(t, agentBin, brokers, spoolDir, extra...)
+}
+
+// startAgentBinary is startAgent with the agent binary bin (a baseline
+// build for a benchmark's comparison) instead of this tree's.
+func startAgentBinary(t testing.TB, bin string, brokers []string, spoolDir string, extra ...string) *agentProc {
+	t.Helper()
 	tmp := t.TempDir()
 	sock := filepath.Join(tmp, "agent.sock")
 	args := append([]string{
@@ -84,7 +91,7 @@ func startAgent(t testing.TB, brokers []string, spoolDir string, extra ...string
 			p.capSock = extra[i+1]
 		}
 	}
-	p.cmd = execAgent(args, p.out)
+	p.cmd = execAgentBinary(bin, args, p.out)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +122,11 @@ func tail(s string, n int) string {
 }
 
 func execAgent(args []string, out *syncBuffer) *exec.Cmd {
-	cmd := exec.Command(agentBin, args...)
+	return execAgentBinary(agentBin, args, out)
+}
+
+func execAgentBinary(bin string, args []string, out *syncBuffer) *exec.Cmd {
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	return cmd
 }

@@ -51,7 +51,14 @@ var agentBench struct {
 // agent's budget, 1% of a core and 40 MiB at 20,000 requests/s, holds with
 // every sampler on such a node. It measures each layout once, whatever b.N
 // is; SPIKEHUNT_BENCH_CPUPROFILE=file saves file.v1 and file.v2.
+//
+// SPIKEHUNT_BENCH_BASELINE_REF=<git ref> also measures the agent built from
+// that commit, alternately with this tree's (SPIKEHUNT_BENCH_ROUNDS each,
+// default 3, the first of each round swapping), and reports both medians
+// and their ratio: on a shared machine only figures taken side by side in
+// one run compare the code rather than the load (CONTRIBUTING.md).
 func BenchmarkAgentUnderLoadWith200Cgroups(b *testing.B) {
+	baseline := baselineAgent(b)
 	for _, layout := range []string{"v1", "v2"} {
 		b.Run("cgroup="+layout, func(b *testing.B) {
 			run := agentCgroupBench[layout]
@@ -61,12 +68,20 @@ func BenchmarkAgentUnderLoadWith200Cgroups(b *testing.B) {
 				if profile != "" {
 					profile += "." + layout
 				}
-				run.r, run.err = measureAgentUnder(b, []string{"--path.cgroupfs", tree}, profile, agentUDP, func(ctx context.Context, addr string) int {
-					return udpLoad(ctx, addr, 20000)
-				})
-				if run.err == nil && run.r.cgroups != cgroupfixture.Workloads {
-					run.err = fmt.Errorf("the agent's cgroup sampler saw %v cgroups, want %d", run.r.cgroups, cgroupfixture.Workloads)
+				measure := func(bin, profile string) (agentFigures, error) {
+					r, err := measureBinaryUnder(b, bin, []string{"--path.cgroupfs", tree}, profile, agentUDP, func(ctx context.Context, addr string) int {
+						return udpLoad(ctx, addr, 20000)
+					})
+					if err == nil && r.cgroups != cgroupfixture.Workloads {
+						err = fmt.Errorf("the agent's cgroup sampler saw %v cgroups, want %d", r.cgroups, cgroupfixture.Workloads)
+					}
+					return r, err
 				}
+				if baseline == "" {
+					run.r, run.err = measure(agentBin, profile)
+					return
+				}
+				run.base, run.r, run.err = measureAlternately(b, baseline, measure)
 			})
 			if run.err != nil {
 				b.Fatal(run.err)
@@ -77,14 +92,21 @@ func BenchmarkAgentUnderLoadWith200Cgroups(b *testing.B) {
 			b.ReportMetric(r.rssMiB, "agent.rss_mib_200_cgroups_"+layout+":MiB")
 			b.ReportMetric(r.rssMiB/40, "agent.rss_budget_ratio_200_cgroups_"+layout+":x")
 			b.ReportMetric(r.rate, "agent.load_requests_per_s_200_cgroups_"+layout+":req/s")
+			if baseline != "" {
+				b.ReportMetric(run.base.cpuPct, "agent.baseline_cpu_pct_of_core_200_cgroups_"+layout+":%")
+				b.ReportMetric(run.base.rssMiB, "agent.baseline_rss_mib_200_cgroups_"+layout+":MiB")
+				b.ReportMetric(r.cpuPct/run.base.cpuPct, "agent.cpu_ratio_to_baseline_200_cgroups_"+layout+":x")
+				b.ReportMetric(r.cpuPer10k/run.base.cpuPer10k, "agent.cpu_per_load_ratio_to_baseline_200_cgroups_"+layout+":x")
+				b.ReportMetric(r.rssMiB/run.base.rssMiB, "agent.rss_ratio_to_baseline_200_cgroups_"+layout+":x")
+			}
 		})
 	}
 }
 
 var agentCgroupBench = map[string]*struct {
 	sync.Once
-	r   agentFigures
-	err error
+	r, base agentFigures // base: the baseline build's, with SPIKEHUNT_BENCH_BASELINE_REF
+	err     error
 }{"v1": {}, "v2": {}}
 
 // agentFigures are what one run measured: CPU (user+system, and system
@@ -94,6 +116,10 @@ var agentCgroupBench = map[string]*struct {
 // aggregated).
 type agentFigures struct {
 	cpuPct, sysPct, switches, rssMiB, rate, cgroups float64
+	// cpuPer10k is the CPU share per 10,000 requests/s: on a loaded
+	// machine the generator falls short of its rate by different amounts
+	// in runs compared side by side (medianFigures sets it).
+	cpuPer10k float64
 }
 
 func measureAgent(b *testing.B) (agentFigures, error) {
@@ -108,6 +134,11 @@ func measureAgent(b *testing.B) (agentFigures, error) {
 // empty, is where the agent's CPU profile over that time goes. load
 // returns how many requests (or spans) it sent.
 func measureAgentUnder(b *testing.B, extra []string, profile string, addrOf func(*agentProc) (string, error), load func(ctx context.Context, addr string) int) (agentFigures, error) {
+	return measureBinaryUnder(b, agentBin, extra, profile, addrOf, load)
+}
+
+// measureBinaryUnder is measureAgentUnder with the agent binary bin.
+func measureBinaryUnder(b *testing.B, bin string, extra []string, profile string, addrOf func(*agentProc) (string, error), load func(ctx context.Context, addr string) int) (agentFigures, error) {
 	secs := 30
 	if v, err := strconv.Atoi(os.Getenv("SPIKEHUNT_BENCH_SECONDS")); err == nil && v > 0 {
 		secs = v
@@ -117,7 +148,7 @@ func measureAgentUnder(b *testing.B, extra []string, profile string, addrOf func
 	if profile != "" {
 		extra = append(extra, "--debug.pprof")
 	}
-	p := startAgent(b, k.Brokers(), b.TempDir(), extra...)
+	p := startAgentBinary(b, bin, k.Brokers(), b.TempDir(), extra...)
 	addr, err := addrOf(p)
 	if err != nil {
 		return agentFigures{}, err
@@ -145,6 +176,10 @@ func measureAgentUnder(b *testing.B, extra []string, profile string, addrOf func
 	}
 	cancel()
 	sent := <-sentCh
+	// Stopped now rather than at the benchmark's end: an agent left running
+	// beside the next one measured would load the machine under it.
+	p.cmd.Process.Kill()
+	p.cmd.Wait()
 	return agentFigures{
 		cpuPct:   100 * (user1 + sys1 - user0 - sys0) / wall,
 		sysPct:   100 * (sys1 - sys0) / wall,
