@@ -66,8 +66,8 @@ func describePattern(p Pattern) string {
 	}
 	b.WriteString(endpointClause(p))
 	if skewed {
-		if class, ratio := topSkew(p.HWClassSkew); class != "" {
-			fmt.Fprintf(&b, "; %s× as often on hw class %s", strconv.FormatFloat(ratio, 'f', 1, 64), class)
+		if clause := HWSkew(p.HWClassSkew).Clause(); clause != "" {
+			b.WriteString("; " + clause)
 		}
 	}
 	if len(p.Suspects) > 0 {
