@@ -410,7 +410,7 @@ func localArming(d policy.Decision, host string) (policy.Arming, error) {
 // capture that fails says why and does not fail the demo.
 func localCaptureSection(ctx context.Context, st store.Store, service string, h localHost, notLocal string, d policy.Decision,
 	trigger time.Duration, dir, dsn string, step func(string, ...any)) section {
-	const title = "5. A real capture on this machine"
+	const title = "A real capture on this machine"
 	if notLocal != "" {
 		return section{title: title, summary: "skipped, " + notLocal + "."}
 	}
