@@ -200,8 +200,9 @@ func loadCaptures(ctx context.Context, st store.Store, cond Where, limit string)
 }
 
 // printCaptures prints the table, then each capture's verdict. The table
-// fits a terminal of tableWidth columns with ids as long as the
-// operator's (policy.ArmingName): the spike ids are counted, not listed
+// fits a terminal of tableWidth columns with ids of up to ~45 characters
+// (policy.ArmingName's on a short node name; its longest, 63, run past
+// it, as the id is never cut): the spike ids are counted, not listed
 // (-o json has them, and --spike says which one was asked about); where
 // the trace is stored is in -o json and spikehunt captures get, not here,
 // since a store's absolute URI is long and stops naming it once the store
