@@ -149,7 +149,8 @@ func checkReportFollowsTheConsole(t *testing.T, console, page string) {
 	walk(doc)
 	finding, _, _ := strings.Cut(console, "\nReport with plots:")
 	lines := strings.Split(finding, "\n")
-	step := regexp.MustCompile(`^\d\. `)
+	// The four numbered steps, and the local capture's heading after them.
+	step := regexp.MustCompile(`^(\d\. |A real capture on this machine)`)
 	t.Run("each step of the console's finding is a heading of the report", func(t *testing.T) {
 		var steps []string
 		for _, l := range lines {
