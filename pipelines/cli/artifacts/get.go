@@ -20,8 +20,8 @@ import (
 const getSynopsis = `Arguments: CAPTURE, before or after the flags.
 
 Downloads a capture's files (perf.data, trace files, requests.jsonl, ...) from
-the artifact store its captures row names (the URI column of spikehunt
-captures: a folder on the node, or an S3 bucket), checks each against the
+the artifact store its captures row names (the uri of spikehunt captures
+-o json: a folder on the node, or an S3 bucket), checks each against the
 sha256 the agent sealed it with, and writes them with the capture's record
 (metadata.json) into --out. CAPTURE is a capture id or a unique prefix of one.
 
@@ -50,7 +50,13 @@ func Get(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("capture %s from %s: %w", c.ID, c.URI, err)
 	}
-	_, err = fmt.Fprintf(stdout, "capture %s: %d files, %s, sha256 verified, in %s\n", c.ID, res.files, byteSize(res.bytes), dir)
+	// The table of spikehunt captures does not show where a trace is:
+	// this line does, as read.
+	from := c.URI
+	if src.cfg.Local != nil && *loc.storeDir != "" {
+		from = src.cfg.Local.Dir
+	}
+	_, err = fmt.Fprintf(stdout, "capture %s: %d files, %s, sha256 verified, from %s, in %s\n", c.ID, res.files, byteSize(res.bytes), from, dir)
 	return err
 }
 

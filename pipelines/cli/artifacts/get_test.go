@@ -121,7 +121,7 @@ func TestCapturesGetDownloadsAndVerifiesACaptureFromAFolderStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameFiles(t, out, x.md)
-	if !strings.Contains(stdout, "capture cap-20261126-node-1-a1: 3 files") || !strings.Contains(stdout, "sha256 verified") {
+	if !strings.Contains(stdout, "capture cap-20261126-node-1-a1: 3 files") || !strings.Contains(stdout, "sha256 verified, from file://") {
 		t.Errorf("stdout %q", stdout)
 	}
 	if strings.Count(progress, " ok\n") != 3 {
@@ -142,10 +142,14 @@ func TestCapturesGetDownloadsAndVerifiesACaptureFromAFolderStore(t *testing.T) {
 			t.Fatal(err)
 		}
 		out := filepath.Join(t.TempDir(), "copy")
-		if _, _, err := get(t, "--dsn", x.dsn, "--out", out, "--store-dir", cp, "cap-20261126-node-1-a1"); err != nil {
+		stdout, _, err := get(t, "--dsn", x.dsn, "--out", out, "--store-dir", cp, "cap-20261126-node-1-a1")
+		if err != nil {
 			t.Fatal(err)
 		}
 		sameFiles(t, out, x.md)
+		if !strings.Contains(stdout, "sha256 verified, from "+cp+", in ") {
+			t.Errorf("stdout %q, want it to say it read %s", stdout, cp)
+		}
 	})
 
 	t.Run("a stored file that changed is not kept, and the error names it", func(t *testing.T) {

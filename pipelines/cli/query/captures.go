@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spikehunt/spikehunt/internal/captures"
 	"github.com/spikehunt/spikehunt/internal/store"
@@ -118,11 +119,6 @@ var capturesCommand = command{
 				a := answerOf(list, "no captures of "+spike, func(w io.Writer) error {
 					printCaptures(w, list)
 					printReports(w, list)
-					for _, c := range list {
-						if c.Verdict != "" {
-							fmt.Fprintf(w, "\n%s: %s", c.CaptureID, c.Verdict)
-						}
-					}
 					_, err := fmt.Fprintf(w, "\n%s\n", line)
 					return err
 				}).withSummary(func() (Summary, error) { return s.summary(len(list), len(list), line), nil })
@@ -203,34 +199,68 @@ func loadCaptures(ctx context.Context, st store.Store, cond Where, limit string)
 	})
 }
 
-// printCaptures prints the table. The spike ids are counted, not listed:
-// -o json has them, and --spike says which one was asked about.
-func printCaptures(w io.Writer, captures []captureView) {
+// printCaptures prints the table, then each capture's verdict. The table
+// fits a terminal of tableWidth columns with ids of up to ~45 characters
+// (policy.ArmingName's on a short node name; its longest, 63, run past
+// it, as the id is never cut): the spike ids are counted, not listed
+// (-o json has them, and --spike says which one was asked about); where
+// the trace is stored is in -o json and spikehunt captures get, not here,
+// since a store's absolute URI is long and stops naming it once the store
+// is moved; a status other than indexed is said under the table, the
+// verdicts below it, wrapped.
+func printCaptures(w io.Writer, list []captureView) {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "CAPTURE\tHOST\tBACKEND\tWINDOW_START (UTC)\tWINDOW\tSPIKES\tSIZE\tLOST\tSTATUS\tURI\tVERDICT")
-	for _, c := range captures {
+	fmt.Fprintln(tw, "CAPTURE\tHOST\tBACKEND\tWINDOW_START (UTC)\tWINDOW\tSPIKES\tSIZE\tLOST")
+	for _, c := range list {
 		backend := c.Backend
 		if c.Profile != "" {
 			backend += "/" + c.Profile
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", c.CaptureID, c.Host, orDash(backend), utcTime(c.WindowStart),
-			windowDuration(c.WindowEnd.Sub(c.WindowStart)), len(c.SpikeIDs), byteSize(c.Bytes), c.LostEvents,
-			orDash(c.Status), orDash(c.URI), orDash(shorten(c.Verdict, verdictWidth)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\n", c.CaptureID, c.Host, orDash(backend), utcTime(c.WindowStart),
+			windowDuration(c.WindowEnd.Sub(c.WindowStart)), len(c.SpikeIDs), byteSize(c.Bytes), c.LostEvents)
 	}
 	tw.Flush()
+	for _, c := range list {
+		if c.Status != captures.StatusIndexed {
+			fmt.Fprintf(w, "%s: status %s, not indexed\n", c.CaptureID, orDash(c.Status))
+		}
+	}
+	first := true
+	for _, c := range list {
+		if c.Verdict == "" {
+			continue
+		}
+		if first {
+			fmt.Fprintln(w, "\nVerdicts of the node's analysis (spikehunt captures explain CAPTURE gives all of it):")
+			first = false
+		}
+		for _, l := range wrapWords(c.CaptureID+": "+c.Verdict, tableWidth, "  ", "      ") {
+			fmt.Fprintln(w, l)
+		}
+	}
 }
 
-// verdictWidth is how much of a verdict the table shows; -o json and
-// spikehunt captures explain have all of it.
-const verdictWidth = 72
+// tableWidth is the terminal width the captures command fits.
+const tableWidth = 120
 
-// shorten cuts s to n runes, marking the cut.
-func shorten(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
+// wrapWords breaks s at spaces into lines of at most width runes, the
+// first led by first, the others by rest; a word longer than a line stays
+// whole.
+func wrapWords(s string, width int, first, rest string) []string {
+	var lines []string
+	line, lead := first, first
+	for _, word := range strings.Fields(s) {
+		switch {
+		case line == lead:
+			line += word
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) > width:
+			lines = append(lines, line)
+			line, lead = rest+word, rest
+		default:
+			line += " " + word
+		}
 	}
-	return string(r[:n-1]) + "…"
+	return append(lines, line)
 }
 
 // describeSpike names a spike window for the --spike lines: "spike ID

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -76,8 +77,8 @@ func TestCapturesCommand(t *testing.T) {
 		}
 		got := tableRows(out, "c[0-9]")
 		want := [][]string{
-			{"c5", "h03", "ftrace/sched", utcTime(f.t0.Add(17*time.Minute - 5*time.Second)), "10s", "1", "2 KiB", "0", "indexed", "s3://captures/c5", "-"},
-			{"c1", "h03", "perf/cpu", utcTime(f.t0.Add(17*time.Minute - 10*time.Second)), "20s", "1", "1 B", "0", "indexed", "file:///c1", "-"},
+			{"c5", "h03", "ftrace/sched", utcTime(f.t0.Add(17*time.Minute - 5*time.Second)), "10s", "1", "2 KiB", "0"},
+			{"c1", "h03", "perf/cpu", utcTime(f.t0.Add(17*time.Minute - 10*time.Second)), "20s", "1", "1 B", "0"},
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("rows (-want +got):\n%s\n%s", diff, out)
@@ -87,13 +88,15 @@ func TestCapturesCommand(t *testing.T) {
 		}
 	})
 
-	t.Run("captures --spike shows the analysis's verdict whole under the table, and cut in it", func(t *testing.T) {
+	t.Run("captures --spike shows the analysis's verdict whole under the table, wrapped", func(t *testing.T) {
 		out, _ := cli(t, 0, args(dsn, "--spike", "s-h04-1")...)
-		if !strings.Contains(out, "\nc2: "+c2Verdict+"\n") {
-			t.Errorf("no whole verdict line:\n%s", out)
+		i := strings.Index(out, "\n  c2: ")
+		if i < 0 {
+			t.Fatalf("no verdict under the table:\n%s", out)
 		}
-		if row := tableRows(out, "c2"); len(row) != 1 || row[0][len(row[0])-1] != "woken" && !strings.HasSuffix(strings.Join(row[0][10:], " "), "…") {
-			t.Errorf("the VERDICT column is not the verdict cut at %d characters: %q", verdictWidth, row)
+		end := strings.Index(out[i+1:], "\n\n")
+		if got := strings.Join(strings.Fields(out[i:i+1+end]), " "); got != "c2: "+strings.Join(strings.Fields(c2Verdict), " ") {
+			t.Errorf("verdict %q, want c2's whole:\n%s", got, out)
 		}
 	})
 
@@ -316,5 +319,42 @@ func TestCapturesPrintTheirReportURLWithAReportBase(t *testing.T) {
 	t.Setenv("SPIKEHUNT_REPORT_BASE", "")
 	if out, _ := cli(t, 0, "captures", "--dsn", f.dsn, "--spike", "s-h03-1"); strings.Contains(out, "Reports") {
 		t.Errorf("reports listed without a report base:\n%s", out)
+	}
+}
+
+// A capture with an id as long as the operator names them, its trace in a
+// store's folder and a long verdict: the table fits a terminal, names no
+// location (-o json and captures get do), and the verdict is whole under
+// it, with the command that explains it.
+func TestTheCapturesTableFitsATerminal(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 10, 19, 30, 0, time.UTC)
+	list := []captureView{{
+		CaptureID: "shop-latency-node-0042-bait-3f2a9c1e7b5d4a60", Host: "node-0042", Backend: "perf", Profile: "offcpu",
+		WindowStart: t0, WindowEnd: t0.Add(time.Minute), SpikeIDs: []string{"s1"}, Bytes: 7 << 19, LostEvents: 12,
+		URI:    "file:///var/lib/spikehunt/demo-store/artifacts/captures/shop-latency-node-0042-bait-3f2a9c1e7b5d4a60.json",
+		Status: "indexed", Verdict: c2Verdict + "; " + c2Verdict,
+	}, {
+		CaptureID: "perf-1795384361120", Host: "h01", Backend: "perf", Profile: "cpu", WindowStart: t0, WindowEnd: t0.Add(20 * time.Second),
+		URI: "s3://captures/perf-1795384361120", Status: "uploaded",
+	}}
+	var b strings.Builder
+	printCaptures(&b, list)
+	out := b.String()
+	for _, l := range strings.Split(out, "\n") {
+		if n := utf8.RuneCountInString(l); n > 120 {
+			t.Errorf("a line of %d columns, over 120:\n%s", n, out)
+		}
+	}
+	if strings.Contains(out, "file://") || strings.Contains(out, "s3://") {
+		t.Errorf("the table names the traces' locations:\n%s", out)
+	}
+	if !strings.Contains(out, "spikehunt captures explain CAPTURE") {
+		t.Errorf("no pointer to spikehunt captures explain:\n%s", out)
+	}
+	if !strings.Contains(strings.Join(strings.Fields(out), " "), "shop-latency-node-0042-bait-3f2a9c1e7b5d4a60: "+strings.Join(strings.Fields(list[0].Verdict), " ")) {
+		t.Errorf("the verdict is not whole:\n%s", out)
+	}
+	if !strings.Contains(out, "perf-1795384361120: status uploaded, not indexed\n") {
+		t.Errorf("the capture not yet indexed is not said:\n%s", out)
 	}
 }

@@ -53,12 +53,13 @@ var throttleMetrics = map[string]bool{"spikehunt.cgroup.cpu.throttled_time": tru
 // causeWords is the sentence for a family of an everyday cause: the
 // opening, which leaves a parenthesis open for the caller to add to and
 // close; the tail that follows it ("" or ": …"); and, when the figure the
-// sentence gives is not the family's rate, that figure as read over a
-// counter step (what a coarse step's note quotes), else "".
+// sentence gives is the stall's excess put back into the stall (a share of
+// periods, which has a ceiling), that figure as read over a counter step
+// (what a coarse step's note quotes), else "".
 type causeWords struct{ open, tail, read string }
 
-// causeSentence words a family of an everyday cause. during is already
-// undiluted; undilute puts the stall's excess of another rate of the same
+// causeSentence words a family of an everyday cause. during is the figure
+// to give (as read, but for a share); undilute puts the stall's excess of another rate of the same
 // counters back into the stall in the same way. ok is false for other
 // families.
 func causeSentence(x PatternSuspect, during float64, undilute func(during, baseline float64) float64) (causeWords, bool) {
@@ -99,7 +100,7 @@ func causeSentence(x PatternSuspect, during float64, undilute func(during, basel
 		// carry: the figure is the one read.
 		perIO := ioLatency(x.During)
 		return causeWords{open: fmt.Sprintf("%s IOs on %s took ~%s each during the stalls (baseline %s",
-			orDash(x.Mode), orDash(x.Device), perIO, ioLatency(x.Baseline)), read: perIO + " per IO"}, true
+			orDash(x.Mode), orDash(x.Device), perIO, ioLatency(x.Baseline))}, true
 	case "spikehunt.tcp.listen_overflows":
 		return causeWords{open: fmt.Sprintf("the TCP listen queue overflowed %s×/s (baseline %s",
 			grouped(during), grouped(x.Baseline)), tail: ": clients retry their SYN after 1 s"}, true

@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -180,13 +181,41 @@ func TestTheEverydayCausesSentencesReadTheirFiguresFromTheStore(t *testing.T) {
 				}
 				return []causeCounter{{metric: "spikehunt.tcp.listen_overflows", value: v}}
 			}},
-		want: "; the TCP listen queue overflowed 40×/s (baseline 0; counters every 30 s, coarser than the ~1.0 s stall: " +
-			"over a step it reads 1.33/s, diluted): clients retry their SYN after 1 s.",
+		want: "; the TCP listen queue overflowed 1.33×/s (baseline 0; counters every 30 s, coarser than the ~1.0 s stall: " +
+			"read over a step, diluted; up to 40/s within the stall, if all of the step's excess fell in it): clients retry their SYN after 1 s.",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := patternSentence(t, seedCause(t, tc.f)); !strings.HasSuffix(got, tc.want) {
 				t.Errorf("sentence:\n got %q\nwant it to end %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// A NIC's packets read by counters every 30 s around ~1 s stalls: the
+// pattern's sentence (which the demo's report prints) gives the rate
+// during the stalls that spikehunt suspects shows for the same store, the
+// figure read, not that figure put back into the stall as if measured.
+func TestThePatternSentenceGivesTheRateSpikehuntSuspectsShows(t *testing.T) {
+	args := seedCause(t, causeFleet{service: "edge", step: 30 * time.Second, metric: "system.network.packets", mode: "receive",
+		family: "eth0", devices: []string{"eth0", "eth0"},
+		counters: func(_ string, stall bool) []causeCounter {
+			v := 1800.0 // 60/s
+			if stall {
+				v = 424200 // 14140/s
+			}
+			return []causeCounter{{metric: "system.network.packets", mode: "receive", value: v}}
+		}})
+	sentence := patternSentence(t, args)
+	out, _ := cli(t, 0, append([]string{"suspects"}, args[1:]...)...)
+	lines := strings.Split(out, "\n")
+	header := strings.Fields(lines[0])
+	col := slices.Index(header, "DURING")
+	if col < 0 || len(lines) < 2 {
+		t.Fatalf("no DURING column in spikehunt suspects:\n%s", out)
+	}
+	during := strings.Fields(lines[1])[col]
+	if want := "~" + during + " during the stalls"; !strings.Contains(sentence, want) {
+		t.Errorf("spikehunt suspects says DURING %s; the sentence:\n got %q\nwant it to contain %q", during, sentence, want)
 	}
 }

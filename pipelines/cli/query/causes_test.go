@@ -41,11 +41,12 @@ func TestTheEverydayCausesAreSaidInTheTermsAnSREActsOn(t *testing.T) {
 		// A latency over a coarse step is diluted by the step's other IOs:
 		// it is not put back into the stall.
 		{PatternSuspect{Metric: "spikehunt.disk.operation_latency", Mode: "write", Device: "sda", During: 0.0281, Baseline: 0.00082, CounterStepS: 30},
-			"write IOs on sda took ~28 ms each during the stalls (baseline 0.82 ms; counters every 30 s, coarser than the ~1.0 s stall: over a step it reads 28 ms per IO, diluted)"},
-		// Counters every 30 s over a 1 s stall: the figure read is put back
-		// into the stall, and the sentence says so.
+			"write IOs on sda took ~28 ms each during the stalls (baseline 0.82 ms; counters every 30 s, coarser than the ~1.0 s stall: read over a step, diluted)"},
+		// Counters every 30 s over a 1 s stall: the sentence gives the rate
+		// read, as spikehunt suspects does, and the excess put back into the
+		// stall as the bound it is.
 		{PatternSuspect{Metric: "spikehunt.tcp.listen_overflows", During: 13.3, CounterStepS: 30},
-			"the TCP listen queue overflowed 399×/s (baseline 0; counters every 30 s, coarser than the ~1.0 s stall: over a step it reads 13.3/s, diluted): clients retry their SYN after 1 s"},
+			"the TCP listen queue overflowed 13.3×/s (baseline 0; counters every 30 s, coarser than the ~1.0 s stall: read over a step, diluted; up to 399/s within the stall, if all of the step's excess fell in it): clients retry their SYN after 1 s"},
 		{PatternSuspect{Metric: "spikehunt.cgroup.cpu.throttled_time", Device: "shop/checkout-7d9c8b6f5", During: 0.08, CounterStepS: 30,
 			CFS: &CFSPeriods{During: 10, ThrottledDuring: 0.3, Baseline: 10, LimitCPUs: 0.5}},
 			"pod shop/checkout-7d9c8b6f5 was CPU-throttled in 9 of 10 periods during the stalls (limit 0.5 CPU; baseline 0; counters every 30 s, coarser than the ~1.0 s stall: over a step it reads 0.3 of 10 periods, diluted)"},

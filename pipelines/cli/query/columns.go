@@ -96,7 +96,7 @@ const capturesColumns = `Columns:
   SPIKES       how many spike windows of its host it overlaps (-o json: their ids)
   SIZE         the trace's size, binary units (KiB, MiB)
   LOST         events the recorder dropped or overwrote: a trace with holes
-  STATUS, URI  the index's status and where the trace is
-  VERDICT      the agent's analysis of the slowest request in the window, made on
-               its node from the trace (cut at 72 characters; --spike, -o json and
-               spikehunt captures explain have all of it)`
+Under the table: a capture the index has not yet indexed, with its status, and
+each capture's verdict, the agent's analysis of the slowest request in its window,
+made on its node from the trace (spikehunt captures explain gives all of the
+analysis). Where a trace is stored (uri) is in -o json and spikehunt captures get.`

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -133,8 +132,8 @@ func printPatterns(w io.Writer, patterns []Pattern, withService bool) error {
 			mods = strings.Join(p.Modifiers, ",")
 		}
 		skew := "-"
-		if class, ratio := topSkew(p.HWClassSkew); class != "" && (ratio >= 1.2 || slices.Contains(p.Modifiers, vocab.ModifierHWClassSkewed)) {
-			skew = fmt.Sprintf("%s %.1f×", class, ratio)
+		if s := HWSkew(p.HWClassSkew); s.Ratio >= 1.2 || slices.Contains(p.Modifiers, vocab.ModifierHWClassSkewed) {
+			skew = s.Cell()
 		}
 		var sus []string
 		for i, x := range p.Suspects {
@@ -166,25 +165,6 @@ func printPatterns(w io.Writer, patterns []Pattern, withService bool) error {
 		fmt.Fprintln(w, p.Description)
 	}
 	return nil
-}
-
-// topSkew is the hardware class whose spike rate is highest, and how many
-// times the calmest class's rate it is: "2.1× as often on gen5" compares
-// gen5 with gen4, as an SRE reads it, not with the fleet that gen5 is half
-// of. The skew map holds rates relative to the fleet; "" when it has fewer
-// than two classes or the calmest never spiked.
-func topSkew(skew map[string]float64) (class string, ratio float64) {
-	lowest := math.Inf(1)
-	for c, r := range skew {
-		if r > ratio || (r == ratio && c < class) {
-			class, ratio = c, r
-		}
-		lowest = math.Min(lowest, r)
-	}
-	if len(skew) < 2 || lowest <= 0 {
-		return "", 0
-	}
-	return class, ratio / lowest
 }
 
 // StallLength is how long a stall lasts: the slowest request of all the

@@ -66,8 +66,8 @@ func describePattern(p Pattern) string {
 	}
 	b.WriteString(endpointClause(p))
 	if skewed {
-		if class, ratio := topSkew(p.HWClassSkew); class != "" {
-			fmt.Fprintf(&b, "; %s× as often on hw class %s", strconv.FormatFloat(ratio, 'f', 1, 64), class)
+		if clause := HWSkew(p.HWClassSkew).Clause(); clause != "" {
+			b.WriteString("; " + clause)
 		}
 	}
 	if len(p.Suspects) > 0 {
@@ -144,9 +144,11 @@ func sortedClasses(m map[string]float64) []string {
 // (0, 2, 4 and 6) at ~97% during the stalls (baseline 0.9%)"), other
 // counters per second.
 // Where the counters' step is longer than the stall, the rate read over a
-// step spreads the stall's excess over the whole step: the figure during
-// the stall is that excess put back into the stall (at most 100% for a
-// share), and the sentence says so, with the figure as read.
+// step spreads the stall's excess over the whole step, and the sentence
+// says so. A share is that excess put back into the stall (at most 100%),
+// with the figure as read; a count per second is the figure read, the one
+// spikehunt suspects shows, with the excess put back into the stall as
+// what it is, a bound that holds if all of it fell in the stall.
 func SuspectSentence(x PatternSuspect, stall time.Duration) string {
 	stallS := stall.Seconds()
 	phrase := suspectPhrase(x.Metric, x.Mode, x.Device)
@@ -164,8 +166,15 @@ func SuspectSentence(x PatternSuspect, stall time.Duration) string {
 		}
 		return during
 	}
-	during := undilute(x.During, x.Baseline)
+	// A share has a ceiling that checks the stall's excess put back into
+	// the stall (at most 100% of a CPU, every period throttled); a count
+	// per second has none, so it is given as read, the figure the store
+	// holds and spikehunt suspects shows.
 	cpuTime := x.Metric == "system.cpu.time"
+	during := x.During
+	if cpuTime {
+		during = undilute(x.During, x.Baseline)
+	}
 	words, everyday := causeSentence(x, during, undilute)
 	s := words.open
 	switch {
@@ -187,15 +196,19 @@ func SuspectSentence(x PatternSuspect, stall time.Duration) string {
 		}
 	}
 	if coarse {
-		read := rate(x.During) + "/s"
+		s += fmt.Sprintf("; counters every %s, coarser than the ~%s stall: ",
+			SpokenDuration(time.Duration(x.CounterStepS*float64(time.Second))), spokenLatency(float64(stall)/float64(time.Millisecond)))
 		switch {
 		case cpuTime:
-			read = finePct(x.During)
+			s += "over a step it reads " + finePct(x.During) + ", diluted"
 		case words.read != "":
-			read = words.read
+			s += "over a step it reads " + words.read + ", diluted"
+		case x.Metric == diskLatencyMetric:
+			s += "read over a step, diluted"
+		default:
+			s += fmt.Sprintf("read over a step, diluted; up to %s within the stall, if all of the step's excess fell in it",
+				counterRate(x.Metric, undilute(x.During, x.Baseline)))
 		}
-		s += fmt.Sprintf("; counters every %s, coarser than the ~%s stall: over a step it reads %s, diluted",
-			SpokenDuration(time.Duration(x.CounterStepS*float64(time.Second))), spokenLatency(float64(stall)/float64(time.Millisecond)), read)
 	}
 	return s + ")" + words.tail
 }

@@ -19,7 +19,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -253,12 +252,8 @@ func demoFinding(ctx context.Context, st store.Store, cfg sim.Config, scope quer
 	}
 	for _, p := range patterns {
 		say(&perHost, "%s", p.Description)
-		if len(p.HWClassSkew) > 0 {
-			var parts []string
-			for _, c := range sortedKeys(p.HWClassSkew) {
-				parts = append(parts, fmt.Sprintf("%s %.1f×", c, p.HWClassSkew[c]))
-			}
-			say(&perHost, "Spike rate by hardware class, against the fleet: %s.", strings.Join(parts, ", "))
+		if line := classSkewLine(p); line != "" {
+			say(&perHost, "%s", line)
 		}
 		if p.IllusionShare > 0 {
 			say(&perHost, "These spike windows explain %.0f%% of the fleet-averaged p99.", 100*p.IllusionShare)
@@ -300,6 +295,19 @@ func demoFinding(ctx context.Context, st store.Store, cfg sim.Config, scope quer
 		trigger = demoLatencyTrigger(patterns[0].TypicalPeakMS)
 	}
 	return []section{averagedStep, perHost, suspectsStep, next}, d, trigger, nil
+}
+
+// classSkewLine is the hardware classes' skew of p when its sentence does
+// not give it: the same figure as the CLI's (query.HWSkew, the busier
+// side's rate over the calmer side's), never the rates against the fleet,
+// which read as a second, smaller skew. "" when the sentence gives it or
+// the classes do not part.
+func classSkewLine(p query.Pattern) string {
+	clause := query.HWSkew(p.HWClassSkew).Clause()
+	if clause == "" || strings.Contains(p.Description, clause) {
+		return ""
+	}
+	return "Spikes by hardware class: " + clause + " (the detector did not judge it apart from chance)."
 }
 
 // averaged is the fleet's averaged latency over the range, and the mean
@@ -359,15 +367,6 @@ func writeReport(ctx context.Context, st store.Store, cfg sim.Config, sections [
 		return err
 	}
 	return out.Close()
-}
-
-func sortedKeys(m map[string]float64) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // count prints 12345678 as 12.3M.

@@ -13,7 +13,7 @@ import (
 type section struct {
 	title string
 	// summary, when set, is the whole step, printed on the title's line
-	// ("5. A real capture on this machine: skipped, not root.").
+	// ("A real capture on this machine: skipped, not root.").
 	summary string
 	paras   []paragraph
 	figures []htmlreport.Figure

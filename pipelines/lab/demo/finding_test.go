@@ -1,12 +1,15 @@
 package demo
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/spikehunt/spikehunt/internal/policy"
+	"github.com/spikehunt/spikehunt/pipelines/cli/query"
 	"github.com/spikehunt/spikehunt/pipelines/lab/htmlreport"
 )
 
@@ -22,7 +25,7 @@ func TestSectionsPrintWrappedOnTheConsoleAndWholeInTheReport(t *testing.T) {
 			para("  gen5: 1 of 30 (node-0031)"),
 			para("Budgets (20 at once in the fleet):", "all 6 admitted."),
 		}},
-		{title: "5. A real capture on this machine", summary: "skipped, not root (perf captures need root)."},
+		{title: "A real capture on this machine", summary: "skipped, not root (perf captures need root)."},
 	}
 	wantConsole := `4. What to capture next
    Arm perf flight recorders, fired by the
@@ -32,7 +35,7 @@ func TestSectionsPrintWrappedOnTheConsoleAndWholeInTheReport(t *testing.T) {
    Budgets (20 at once in the fleet):
    all 6 admitted.
 
-5. A real capture on this machine: skipped, not root (perf captures need root).`
+A real capture on this machine: skipped, not root (perf captures need root).`
 	if diff := cmp.Diff(wantConsole, strings.Join(consoleLines(sections), "\n")); diff != "" {
 		t.Errorf("console (-want +got):\n%s", diff)
 	}
@@ -42,7 +45,7 @@ func TestSectionsPrintWrappedOnTheConsoleAndWholeInTheReport(t *testing.T) {
 				Items: []string{"gen4: 2 of 30 (node-0026, node-0054)", "gen5: 1 of 30 (node-0031)"}},
 			{Text: "Budgets (20 at once in the fleet): all 6 admitted."},
 		}},
-		{Title: "5. A real capture on this machine", Paragraphs: []htmlreport.Paragraph{{Text: "Skipped, not root (perf captures need root)."}}},
+		{Title: "A real capture on this machine", Paragraphs: []htmlreport.Paragraph{{Text: "Skipped, not root (perf captures need root)."}}},
 	}
 	if diff := cmp.Diff(wantReport, reportSteps(sections)); diff != "" {
 		t.Errorf("report steps (-want +got):\n%s", diff)
@@ -60,5 +63,29 @@ func TestTheExploreRangeHoldsACaptureAfterTheSimulatedHours(t *testing.T) {
 		if got := exploreEnd(end, tc.now); !got.Equal(tc.want) {
 			t.Errorf("exploreEnd(%v, %v) = %v, want %v", end, tc.now, got, tc.want)
 		}
+	}
+}
+
+// The finding is four numbered steps, as the README says; the local
+// capture comes after them, under a heading of its own, numbered or not
+// whether it ran.
+func TestTheLocalCaptureIsNotAFifthStep(t *testing.T) {
+	s := localCaptureSection(context.Background(), nil, "svc", localHost{}, "not root", policy.Decision{}, 0, "", "", func(string, ...any) {})
+	if s.title == "" || strings.ContainsAny(s.title[:1], "0123456789") {
+		t.Errorf("local capture's heading %q: want one that is not numbered as a step", s.title)
+	}
+}
+
+// The report says the hardware classes' skew with the CLI's figure (the
+// busier class's rate over the calmer one's), never each class's rate
+// against the fleet, and not twice when the pattern's sentence gives it.
+func TestTheReportGivesTheCLIsSkew(t *testing.T) {
+	skew := map[string]float64{"gen4": 0.67, "gen5": 1.33}
+	want := "Spikes by hardware class: 2.0× as often on hw class gen5 (the detector did not judge it apart from chance)."
+	if got := classSkewLine(query.Pattern{HWClassSkew: skew, Description: "Every host stalls at its own phase."}); got != want {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+	if got := classSkewLine(query.Pattern{HWClassSkew: skew, Description: "Every host stalls; 2.0× as often on hw class gen5."}); got != "" {
+		t.Errorf("the sentence gives the skew, yet the report says it again: %q", got)
 	}
 }

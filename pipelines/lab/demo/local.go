@@ -125,6 +125,14 @@ type localCapture struct {
 	Verdict string
 }
 
+// localCaptureID is the local capture's id: the Capture's name is the
+// arming's (name); one run of the demo is one arming, and the demo keeps
+// no policy state between runs, so the run's start keeps two runs in the
+// same hour apart.
+func localCaptureID(name string, start time.Time) string {
+	return fmt.Sprintf("%s.%d", name, start.Unix())
+}
+
 // runLocalCapture arms perf on this host for arming a, runs the workload,
 // and indexes the capture in st. dir keeps the artifacts. step reports
 // progress.
@@ -144,10 +152,7 @@ func runLocalCapture(ctx context.Context, st store.Store, service string, h loca
 	defer ag.stop()
 	step("local capture: spikehunt-agent %d is up on %s; arming perf", ag.cmd.Process.Pid, h.name)
 
-	// The Capture's name is the arming's; one run of the demo is one
-	// arming, and the demo keeps no policy state between runs, so the run's
-	// start keeps two runs in the same hour apart.
-	id := fmt.Sprintf("%s.%d", a.Name, time.Now().Unix())
+	id := localCaptureID(a.Name, time.Now())
 	arm := control.ArmRequest{ID: id, Backend: "perf", Pre: localPre.String(), Post: localPost.String(),
 		Service: service, Latency: trigger.String()}
 	var st0 control.Status
@@ -410,7 +415,7 @@ func localArming(d policy.Decision, host string) (policy.Arming, error) {
 // capture that fails says why and does not fail the demo.
 func localCaptureSection(ctx context.Context, st store.Store, service string, h localHost, notLocal string, d policy.Decision,
 	trigger time.Duration, dir, dsn string, step func(string, ...any)) section {
-	const title = "5. A real capture on this machine"
+	const title = "A real capture on this machine"
 	if notLocal != "" {
 		return section{title: title, summary: "skipped, " + notLocal + "."}
 	}
