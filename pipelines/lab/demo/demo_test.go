@@ -344,8 +344,8 @@ func TestDemoCapturesOnThisHostAndIndexesItAgainstItsSpike(t *testing.T) {
 		t.Fatal(err)
 	}
 	local := string(html)[max(strings.Index(string(html), "<h2>A real capture"), 0):]
-	if !strings.Contains(local, `<figure id="capture-timeline">`) || !strings.Contains(local, `<rect class="seg blocked"`) ||
-		!strings.Contains(local, `<figure id="capture-flame">`) || !strings.Contains(local, `<title>all: `) {
+	if !strings.Contains(local, `<figure id="capture-timeline"`) || !strings.Contains(local, `<rect class="seg blocked"`) ||
+		!strings.Contains(local, `<figure id="capture-flame"`) || !strings.Contains(local, `<title>all: `) {
 		t.Errorf("the report's local capture lacks the capture's timeline or flame graph:\n%.2000s", local)
 	}
 	t.Logf("\n%s", out[strings.Index(out, "4. What"):])
