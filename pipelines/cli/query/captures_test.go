@@ -327,7 +327,7 @@ func TestCapturesPrintTheirReportURLWithAReportBase(t *testing.T) {
 // location (-o json and captures get do), and the verdict is whole under
 // it, with the command that explains it.
 func TestTheCapturesTableFitsATerminal(t *testing.T) {
-	t0 := time.Date(2026, 11, 26, 10, 19, 30, 0, time.UTC)
+	t0 := time.Date(2026, 11, 26, 10, 19, 30, 0, time.UTC) // fixed date: printed only, never stored
 	list := []captureView{{
 		CaptureID: "shop-latency-node-0042-bait-3f2a9c1e7b5d4a60", Host: "node-0042", Backend: "perf", Profile: "offcpu",
 		WindowStart: t0, WindowEnd: t0.Add(time.Minute), SpikeIDs: []string{"s1"}, Bytes: 7 << 19, LostEvents: 12,
