@@ -14,6 +14,13 @@
 //   - a line protocol over UDP and a unix datagram socket (line.go), for
 //     apps without an OTel SDK; package agents/client writes it.
 //
+// Who may send at all (auth.go): OTLP senders show a bearer token from
+// Config.Auth.TokenFile, checked before a body is read; a receiver bound
+// beyond loopback that cannot authenticate its senders (OTLP without a
+// token file, UDP always) refuses to start unless
+// Config.Auth.AllowUnauthenticated. The unix socket's file mode and the
+// kernel's credentials guard it instead.
+//
 // Each datagram's sender is known (the kernel's credentials of the process
 // behind a unix datagram, a UDP datagram's source address, an OTLP
 // request's peer address) and judged against Config.Trigger (trust.go);
