@@ -73,7 +73,7 @@ func facesNetwork(addr string) bool {
 	return true
 }
 
-// validate checks which receivers of c may start under its auth.
+// validateAuth checks which receivers of c may start under its auth.
 func (c *Config) validateAuth() []error {
 	var errs []error
 	otlp := func(key, addr string) {

@@ -313,33 +313,22 @@ var (
 // writeHTML writes the capture's report as the agent renders report.html,
 // from the artifact's analysis.
 // writeHTML writes the report to path, which must not exist unless
-// replace; a replaced file is swapped in whole, so a failed write leaves
-// the old one.
+// replace. It is written beside path first and put in place whole, so a
+// failed write leaves nothing, or the old file, at path: linked when path
+// must be new (the link fails if it exists), renamed over it otherwise.
 func writeHTML(path string, x explanation, replace bool) error {
-	if !replace {
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-		if err != nil {
-			return err
-		}
-		if err := errors.Join(reportpage.WriteReport(f, x.Metadata, &x.Analysis, x.Folded), f.Close()); err != nil {
-			os.Remove(path)
-			return err
-		}
-		return nil
-	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
 	}
+	defer os.Remove(f.Name())
 	if err := errors.Join(reportpage.WriteReport(f, x.Metadata, &x.Analysis, x.Folded), f.Chmod(0o644), f.Close()); err != nil {
-		os.Remove(f.Name())
 		return err
 	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		os.Remove(f.Name())
-		return err
+	if replace {
+		return os.Rename(f.Name(), path)
 	}
-	return nil
+	return os.Link(f.Name(), path)
 }
 
 // ReadAnalysis reads the analysis (explain.json) and the window's folded
