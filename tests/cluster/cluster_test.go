@@ -21,6 +21,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -165,6 +166,52 @@ func runningAndReady(p *corev1.Pod) bool {
 	return false
 }
 
+// waitReadyEndpoint waits until the Service's EndpointSlices hold a ready
+// endpoint: kube-proxy writes a Service's rules from them, not from the
+// pod.
+func waitReadyEndpoint(t *testing.T, cs kubernetes.Interface, ns, service string) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for {
+		slices, err := cs.DiscoveryV1().EndpointSlices(ns).List(context.Background(), metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
+		if err == nil {
+			for _, s := range slices.Items {
+				for _, e := range s.Endpoints {
+					if e.Conditions.Ready != nil && *e.Conditions.Ready {
+						return
+					}
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("service %s has no ready endpoint after %s (last error %v)", service, waitLimit, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// logServiceRules logs the NAT rules that name the Service's address and
+// the end of kube-proxy's log, for a test that could not reach it.
+func logServiceRules(t *testing.T, c *cluster.Cluster, clusterIP string) {
+	out, err := exec.Command("iptables-save", "-t", "nat").Output()
+	if err != nil {
+		t.Logf("iptables-save: %v", err)
+	}
+	var rules []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, clusterIP) || strings.HasPrefix(l, "-A KUBE-SEP-") {
+			rules = append(rules, l)
+		}
+	}
+	t.Logf("nat rules of %s and every service endpoint:\n%s", clusterIP, strings.Join(rules, "\n"))
+	if b, err := os.ReadFile(filepath.Join(c.LogDir(), "kube-proxy.log")); err == nil {
+		if len(b) > 4000 {
+			b = b[len(b)-4000:]
+		}
+		t.Logf("kube-proxy log, its end:\n%s", b)
+	}
+}
+
 func succeeded(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded }
 
 func create(t *testing.T, cs kubernetes.Interface, p *corev1.Pod) {
@@ -233,7 +280,7 @@ func TestAPodOfALocallyBuiltImagePassesItsHTTPReadinessProbe(t *testing.T) {
 }
 
 func TestAClusterIPServiceReachesItsPodFromAnotherPodAndFromTheHost(t *testing.T) {
-	_, cs, ns := node(t)
+	c, cs, ns := node(t)
 	create(t, cs, serverPod(ns, "web"))
 	svc, err := cs.CoreV1().Services(ns).Create(context.Background(), &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
@@ -246,7 +293,13 @@ func TestAClusterIPServiceReachesItsPodFromAnotherPodAndFromTheHost(t *testing.T
 		t.Fatal(err)
 	}
 	waitPod(t, cs, ns, "web", "Running and Ready", runningAndReady)
+	waitReadyEndpoint(t, cs, ns, "web")
 	url := "http://" + net.JoinHostPort(svc.Spec.ClusterIP, "80") + "/"
+	t.Cleanup(func() {
+		if t.Failed() {
+			logServiceRules(t, c, svc.Spec.ClusterIP)
+		}
+	})
 
 	// The service's pod answers with its hostname, the pod's name.
 	create(t, cs, clientPod(ns, "client", "get", url, "podapp web"))

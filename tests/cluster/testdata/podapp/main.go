@@ -56,8 +56,11 @@ func main() {
 	fmt.Println("podapp: ok")
 }
 
+// retry tries f each second for up to 150 s, under the test's own wait of
+// 3 minutes: on a loaded 2-core machine a new Service's rules can take
+// tens of seconds to reach iptables.
 func retry(f func() error) error {
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(150 * time.Second)
 	for {
 		err := f()
 		if err == nil || time.Now().After(deadline) {
