@@ -11,7 +11,7 @@ import (
 // DetectorVersion is written into every row the detectors produce
 // (spikes, spike_suspects, patterns). Bump it when a change to the rules
 // or the defaults makes old rows incomparable with new ones.
-const DetectorVersion = "detect/5"
+const DetectorVersion = "detect/6"
 
 // Config is one detection pass: which service, which time range, and the
 // knobs of the three stages. The zero value of every knob means its
@@ -132,7 +132,8 @@ type SuspectConfig struct {
 	Baseline, Guard time.Duration
 	// MinBaselineIntervals: a series with fewer baseline intervals (an
 	// agent that just started, a NIC that just appeared) is not judged,
-	// but for a workload cgroup's, judged against zero (suspects_leaves.go).
+	// but for a workload cgroup's, judged against what it reported, or
+	// zero (suspects_leaves.go).
 	// Default 5.
 	MinBaselineIntervals int
 	// MinDeviation is the significance bar: a series whose robust deviation

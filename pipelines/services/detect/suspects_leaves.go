@@ -9,11 +9,15 @@ import "strings"
 // on.
 //
 // Fresh cgroups. A cgroup the agent did not report in enough of the
-// baseline has no baseline of its own: it did not exist (a cron job's or a
-// backup's transient unit, a pod scheduled minutes ago), or it was below
-// the kept set. Either way it used less CPU than any cgroup kept then, and
-// it is judged against zero, with the metric's absolute floor as the
-// scale. On a node with more busy cgroups than the agent keeps, a cgroup
+// baseline has too little of a baseline of its own: it did not exist (a
+// cron job's or a backup's transient unit, a pod scheduled minutes ago),
+// or it was below the kept set. A cgroup never reported before the window
+// used less CPU than any cgroup kept then, and it is judged against zero,
+// with the metric's absolute floor as the scale. A cgroup reported in a
+// few intervals of the baseline is judged against those: a service
+// started a minute before the stall, serving its requests since, did not
+// use nothing, and judging its work against zero would make any rise of
+// its load a suspect. On a node with more busy cgroups than the agent keeps, a cgroup
 // that enters the kept set with the stall is thereby overstated by at most
 // the smallest kept cgroup's CPU; skipping it instead would hide the
 // neighbour that appears with the stall, the commonest one.

@@ -10,10 +10,11 @@ FROM (
             maxIf(reading, is_during) AS during,
             groupArrayIf(reading, is_base) AS rates,
             -- A workload cgroup the agent did not report in enough of the
-            -- baseline (fresh) is judged against zero: see freshCgroups.
+            -- baseline (fresh) is judged against what it did report, and
+            -- against zero when that is nothing (suspects_leaves.go).
             length(rates) < 5 AND startsWith(metric, 'spikehunt.cgroup.') AS fresh,
-            if(fresh, 0, arrayReduce('quantileExactInclusive(0.5)', rates)) AS base,
-            if(fresh, 0, arrayReduce('quantileExactInclusive(0.5)', arrayMap(r -> abs(r - base), rates))) AS mad,
+            if(empty(rates), 0, arrayReduce('quantileExactInclusive(0.5)', rates)) AS base,
+            if(empty(rates), 0, arrayReduce('quantileExactInclusive(0.5)', arrayMap(r -> abs(r - base), rates))) AS mad,
             maxIf(down_iface, is_during) AS down
         FROM (
             SELECT w.spike_id AS spike_id, w.host AS host, w.ws AS ws, c.metric AS metric, c.cpu AS cpu, c.device AS device, c.mode AS mode,
