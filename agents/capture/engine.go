@@ -323,18 +323,29 @@ func (e *Engine) logRefusalLocked(reason, id string, q *telemetry.Request, from 
 
 // ObservePoints takes one sampling pass: it updates the CPU heat the
 // governor pins by, and aborts every running capture when tasks stalled
-// on memory for more than MemoryStallAbort of the interval.
+// on memory for more than MemoryStallAbort of the interval while the host
+// is short of memory (EngineConfig.MemoryShortBelow).
 func (e *Engine) ObservePoints(pts []telemetry.Point) {
 	e.heat.Observe(pts)
 	stall, _ := e.heat.MemoryStall()
 	if stall <= e.cfg.MemoryStallAbort {
 		return
 	}
+	avail, err := e.cfg.MemAvailable()
+	if err == nil && avail >= e.cfg.MemoryShortBelow {
+		return
+	}
+	why := fmt.Sprintf("%.0f%% of memory available", 100*avail)
+	if err != nil {
+		// Unreadable: fail safe, as the stall alone used to.
+		why = "available memory unknown: " + err.Error()
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, c := range e.caps {
 		if !c.status.State.Terminal() && c.cancel != nil {
-			c.cancel(fmt.Errorf("%w: memory pressure: tasks stalled %.0f%% of the last interval (limit %.0f%%)", errAbort, 100*stall, 100*e.cfg.MemoryStallAbort))
+			c.cancel(fmt.Errorf("%w: memory pressure: tasks stalled %.0f%% of the last interval (limit %.0f%%), %s (limit %.0f%%)",
+				errAbort, 100*stall, 100*e.cfg.MemoryStallAbort, why, 100*e.cfg.MemoryShortBelow))
 		}
 	}
 }

@@ -29,8 +29,18 @@ type EngineConfig struct {
 	MaxRingKB int
 	// MemoryStallAbort aborts every running capture when tasks stalled
 	// on memory (PSI some) for more than this share of a sampling
-	// interval. 1 turns it off.
+	// interval while the host is short of memory (MemoryShortBelow). 1
+	// turns it off.
 	MemoryStallAbort float64
+	// MemoryShortBelow: the host is short of memory when MemAvailable is
+	// below this share of MemTotal. A workload at its own cgroup's limit
+	// stalls on memory (the kernel's PSI counts it) on a host with plenty
+	// left, and is what a capture is for: only a host short of memory
+	// aborts. Default 0.1.
+	MemoryShortBelow float64
+	// MemAvailable reads the host's available share of memory; nil reads
+	// /proc/meminfo.
+	MemAvailable func() (float64, error)
 	// RequestRing is how many recent requests are kept, while a capture
 	// is armed, to write the window's requests beside the trace.
 	RequestRing int
@@ -78,6 +88,10 @@ func (c EngineConfig) withDefaults() EngineConfig {
 	defaults.Fill(&c.MaxConcurrent, 2)
 	defaults.Fill(&c.MaxRingKB, 64<<10)
 	defaults.Fill(&c.MemoryStallAbort, 0.2)
+	defaults.Fill(&c.MemoryShortBelow, 0.1)
+	if c.MemAvailable == nil {
+		c.MemAvailable = procMemAvailable
+	}
 	defaults.Fill(&c.RequestRing, 1<<16)
 	defaults.Fill(&c.FireEvery, DefaultFireEvery)
 	defaults.Fill(&c.FireBurst, DefaultFireBurst)
@@ -103,6 +117,9 @@ func (c EngineConfig) Validate() error {
 	}
 	if c.MaxRingKB < MinRingKB || c.MaxRingKB > MaxRingKB {
 		return fmt.Errorf("%w: ring cap %d KiB is outside [%d, %d]", ErrInvalid, c.MaxRingKB, MinRingKB, MaxRingKB)
+	}
+	if c.MemoryShortBelow <= 0 || c.MemoryShortBelow > 1 {
+		return fmt.Errorf("%w: memory short below %v is outside (0, 1]", ErrInvalid, c.MemoryShortBelow)
 	}
 	if c.MemoryStallAbort <= 0 || c.MemoryStallAbort > 1 {
 		return fmt.Errorf("%w: memory stall abort %v is outside (0, 1]", ErrInvalid, c.MemoryStallAbort)

@@ -219,7 +219,11 @@ func TestEngineKeepsToItsBudgetsAndRefusesBadSpecs(t *testing.T) {
 
 func TestEngineAbortsUnderMemoryPressure(t *testing.T) {
 	b := &fileBackend{}
-	e := newTestEngine(t, b, func(c *EngineConfig) { c.MemoryStallAbort = 0.2 })
+	avail := 0.5
+	e := newTestEngine(t, b, func(c *EngineConfig) {
+		c.MemoryStallAbort = 0.2
+		c.MemAvailable = func() (float64, error) { return avail, nil }
+	})
 	if _, err := e.Arm(context.Background(), Spec{ID: "p", Backend: Perf}); err != nil {
 		t.Fatal(err)
 	}
@@ -232,6 +236,13 @@ func TestEngineAbortsUnderMemoryPressure(t *testing.T) {
 	if st, _ := e.Get("p"); st.State != control.Armed {
 		t.Fatalf("aborted at 10%% stall: %s", st.State)
 	}
+	// A cgroup at its own limit: its tasks stall, the host has half its
+	// memory free. The capture is what explains that stall.
+	e.ObservePoints(stall(0.5))
+	if st, _ := e.Get("p"); st.State != control.Armed {
+		t.Fatalf("aborted at 50%% stall with half the memory available: %s (%s)", st.State, st.Error)
+	}
+	avail = 0.05
 	e.ObservePoints(stall(0.5))
 	st, _ := e.Wait(context.Background(), "p")
 	if st.State != control.Aborted || !strings.Contains(st.Error, "memory pressure") {
@@ -440,4 +451,20 @@ func FuzzDecodeArmRequest(f *testing.F) {
 			t.Fatalf("accepted an invalid spec %+v", s)
 		}
 	})
+}
+
+func TestMemAvailableShare(t *testing.T) {
+	got, err := memAvailableShare([]byte("MemTotal:       24000000 kB\nMemFree:         1000 kB\nMemAvailable:    6000000 kB\n"))
+	if err != nil || got != 0.25 {
+		t.Errorf("share %v, %v; want 0.25", got, err)
+	}
+	for _, bad := range []string{"", "MemTotal: 10 kB\n", "MemTotal: x kB\nMemAvailable: 1 kB\n", "MemTotal: 0 kB\nMemAvailable: 0 kB\n"} {
+		if _, err := memAvailableShare([]byte(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+	// This host's own file.
+	if share, err := procMemAvailable(); err != nil || share <= 0 || share > 1 {
+		t.Errorf("/proc/meminfo: share %v, %v", share, err)
+	}
 }

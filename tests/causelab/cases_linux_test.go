@@ -221,16 +221,17 @@ func appIn(cpus string, controllers ...string) func(*caseRun) error {
 
 // The stalls' sizes.
 const (
-	burnFor     = 1500 * time.Millisecond
-	cfsPeriod   = 1_000_000 // µs: one throttle is up to 750 ms, a stall the load sees
-	cfsQuota    = 250_000
-	allocMB     = 8 // MiB each request maps and touches during a reclaim burst
-	memHeadroom = 96 << 20
-	fillMB      = 320
-	connBurst   = 400
-	floodFrom   = 0     // the CPU the flood's sender runs on; the app runs on CPU 1
-	rxRules     = 10000 // (e): the firewall rules each packet into the namespace walks
-	diskIOPS    = 50    // (f): the writes per second the app's cgroup may issue to the device under its disk
+	burnFor      = 1500 * time.Millisecond
+	cfsPeriod    = 1_000_000 // µs: one throttle is up to 750 ms, a stall the load sees
+	cfsQuota     = 250_000
+	allocMB      = 8 // MiB each request maps and touches during a reclaim burst
+	memHeadroom  = 96 << 20
+	fillMB       = 88       // (c): the dirty page cache the writer leaves, under the headroom
+	writebackBPS = 32 << 20 // (c): the bytes a second the flusher may write back to the writer's file system
+	connBurst    = 400
+	floodFrom    = 0     // the CPU the flood's sender runs on; the app runs on CPU 1
+	rxRules      = 10000 // (e): the firewall rules each packet into the namespace walks
+	diskIOPS     = 50    // (f): the writes per second the app's cgroup may issue to the device under its disk
 )
 
 // The network namespace and veth pair of (e): the app listens at nsAddr
@@ -363,6 +364,64 @@ func (c *caseRun) stackedLoop(blkcg string, iops int) (string, error) {
 	return upper, nil
 }
 
+// slowFS makes an ext4 file system on a loop device whose writes the
+// root blkio cgroup lets through at bps bytes a second, and mounts it: a
+// writer's page cache there is written back slowly, by the flusher, whose
+// IO cgroup v1 charges to the root. blk-throttle holds the writes before
+// the device counts them, so the device's own latency per IO stays that
+// of its backing file. Unmounted, unthrottled and detached when the case
+// ends.
+func (c *caseRun) slowFS(bps int64) (string, error) {
+	backing := filepath.Join(c.lab.out, "fs-"+c.name)
+	if err := os.WriteFile(backing, nil, 0o600); err != nil {
+		return "", err
+	}
+	if err := os.Truncate(backing, 512<<20); err != nil {
+		return "", err
+	}
+	c.t.Cleanup(func() { os.Remove(backing) })
+	out, err := exec.Command("losetup", "-f", "--show", backing).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("losetup %s: %v: %s", backing, err, out)
+	}
+	dev := strings.TrimSpace(string(out))
+	c.t.Cleanup(func() {
+		if err := run("losetup", "-d", dev); err != nil {
+			c.t.Error(err)
+		}
+	})
+	if err := run("mkfs.ext4", "-q", "-F", dev); err != nil {
+		return "", fmt.Errorf("%w (install e2fsprogs)", err)
+	}
+	dir := filepath.Join(c.lab.tmp, "fs-"+c.name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	if err := run("mount", dev, dir); err != nil {
+		return "", err
+	}
+	c.t.Cleanup(func() {
+		if err := run("umount", dir); err != nil {
+			c.t.Error(err)
+		}
+	})
+	var st unix.Stat_t
+	if err := unix.Stat(dev, &st); err != nil {
+		return "", err
+	}
+	id := fmt.Sprintf("%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev))
+	const rootRule = "/sys/fs/cgroup/blkio"
+	if err := c.set(rootRule, "blkio.throttle.write_bps_device", fmt.Sprintf("%s %d", id, bps)); err != nil {
+		return "", err
+	}
+	c.t.Cleanup(func() {
+		if err := c.set(rootRule, "blkio.throttle.write_bps_device", id+" 0"); err != nil {
+			c.t.Error(err)
+		}
+	})
+	return dir, nil
+}
+
 func cases() []labCase {
 	return []labCase{
 		{
@@ -427,11 +486,23 @@ func cases() []labCase {
 		},
 		{
 			name: "reclaim", letter: "c",
-			// The app's memory cgroup has 96 MiB over what the app holds;
-			// a writer in it fills that with page cache, and meanwhile
-			// each request maps and touches 8 MiB: its faults reclaim in
-			// the cgroup.
-			setup: appIn("", "cpu", "cpuacct", "memory"),
+			// The app's memory cgroup has 96 MiB over what the app holds.
+			// A writer in it fills 88 MiB of that with dirty page cache
+			// on a file system written back at 32 MiB/s, and exits; then
+			// each request maps and touches 8 MiB. Their faults reach the
+			// limit and reclaim in the cgroup, where cgroup v1, which has
+			// no dirty throttling, waits for the writeback of the pages it
+			// would take. With the writer running alongside, it is the
+			// writer that waits and the requests find the pages it
+			// cleaned: measured on this kernel, no request then stalled.
+			setup: func(c *caseRun) error {
+				if err := appIn("", "cpu", "cpuacct", "memory")(c); err != nil {
+					return err
+				}
+				var err error
+				c.scratch, err = c.slowFS(writebackBPS)
+				return err
+			},
 			afterStart: func(c *caseRun) error {
 				time.Sleep(2 * time.Second)
 				mem := c.appCgroups[2]
@@ -440,43 +511,34 @@ func cases() []labCase {
 					return err
 				}
 				used, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-				// The writer's file is on the disk, not the lab's tmpfs:
-				// page cache is what reclaim takes back; tmpfs pages
-				// charged to the cgroup are not, without swap.
-				c.scratch = filepath.Join(c.lab.tmp, "reclaim")
-				if err := os.MkdirAll(c.scratch, 0o755); err != nil {
-					return err
-				}
 				return c.set(mem, "memory.limit_in_bytes", strconv.FormatInt(used+memHeadroom, 10))
 			},
 			induce: func(c *caseRun) error {
-				var wg sync.WaitGroup
-				var fillErr error
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					file := filepath.Join(c.scratch, "fill")
-					var join strings.Builder
-					for _, d := range c.appCgroups {
-						fmt.Fprintf(&join, "echo $$ > %s/cgroup.procs && ", d)
-					}
-					out, err := exec.Command("sh", "-c", join.String()+fmt.Sprintf("dd if=/dev/zero of=%s bs=1M count=%d 2>&1 && rm -f %s", file, fillMB, file)).CombinedOutput()
-					if err != nil {
-						fillErr = fmt.Errorf("fill: %v: %s", err, out)
-					}
-				}()
+				file := filepath.Join(c.scratch, "fill")
+				var join strings.Builder
+				for _, d := range c.appCgroups {
+					fmt.Fprintf(&join, "echo $$ > %s/cgroup.procs && ", d)
+				}
+				if out, err := exec.Command("sh", "-c", join.String()+fmt.Sprintf("exec dd if=/dev/zero of=%s bs=1M count=%d 2>&1", file, fillMB)).CombinedOutput(); err != nil {
+					return fmt.Errorf("fill: %v: %s", err, out)
+				}
 				resp, err := http.Get(fmt.Sprintf("%s/lab/alloc?mb=%d&ms=%d", c.app.url, allocMB, burnFor.Milliseconds()))
 				if err == nil {
 					resp.Body.Close()
 				}
 				time.Sleep(burnFor)
-				wg.Wait()
-				return errors.Join(err, fillErr)
+				// Removing the file drops its dirty pages: the next burst
+				// starts from a cgroup with its headroom free.
+				return errors.Join(err, os.Remove(file))
 			},
 			judgeSuspects: topIs(func(c *caseRun, x suspectRow) bool {
 				switch x.Metric {
 				case "spikehunt.cgroup.memory.events":
 					return x.Device == c.unit
+				case "spikehunt.pressure.stall_time":
+					// Tasks stalled in reclaim (or refaults): the
+					// kernel's own account of memory pressure.
+					return x.Device == "memory"
 				case "spikehunt.memory.reclaim.scanned", "spikehunt.memory.reclaim.stalls", "spikehunt.memory.compaction.stalls":
 					return true
 				}

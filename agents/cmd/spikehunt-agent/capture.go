@@ -66,6 +66,7 @@ type CaptureConfig struct {
 	MaxConcurrent    int               `yaml:"max_concurrent"`
 	MaxRingKB        int               `yaml:"max_ring_kb"`
 	MemoryStallAbort float64           `yaml:"memory_stall_abort"`
+	MemoryShortBelow float64           `yaml:"memory_short_below"`
 	RequestRing      int               `yaml:"request_ring"`
 	// CPUs pins recorders; empty picks the coolest half of the CPUs.
 	CPUs    []int  `yaml:"cpus"`
@@ -137,7 +138,7 @@ func startCapture(ctx context.Context, cfg CaptureConfig, tracefs string, res te
 		Store: store,
 		Dir:   cfg.Dir, Resource: capture.HostIdentity{Host: res.HostName, Node: res.NodeName, HWClass: res.HWClass},
 		Backends: backends, MaxConcurrent: cfg.MaxConcurrent, MaxRingKB: cfg.MaxRingKB,
-		MemoryStallAbort: cfg.MemoryStallAbort, RequestRing: cfg.RequestRing, FireEvery: cfg.FireEvery, FireBurst: cfg.FireBurst,
+		MemoryStallAbort: cfg.MemoryStallAbort, MemoryShortBelow: cfg.MemoryShortBelow, RequestRing: cfg.RequestRing, FireEvery: cfg.FireEvery, FireBurst: cfg.FireBurst,
 		AnalyzeTimeout: cfg.AnalyzeTimeout, StoreRetryFor: cfg.StoreRetryFor,
 		Govern: capture.GovernConfig{CPUs: cfg.CPUs, Nice: cfg.Nice, IOClass: cfg.IOClass}, Log: log,
 	})

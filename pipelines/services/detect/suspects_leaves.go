@@ -41,8 +41,9 @@ const leafShare = 0.5
 func fetchPerWindow(max int) int { return max * 2 }
 
 // preferLeaves drops, in each window's rows (ordered by window, then
-// rank), the parent cgroups a descendant stands in for, renumbers the
-// ranks and keeps max rows per window.
+// rank), the parent cgroups a descendant stands in for, puts memory
+// pressure before the IO pressure it accounts for (memoryBeforeIO),
+// renumbers the ranks and keeps max rows per window.
 func preferLeaves(rows []suspectRow, max int) []suspectRow {
 	out := rows[:0]
 	for start := 0; start < len(rows); {
@@ -51,6 +52,7 @@ func preferLeaves(rows []suspectRow, max int) []suspectRow {
 			end++
 		}
 		window := rows[start:end]
+		memoryBeforeIO(window)
 		rank := 0
 		for i, r := range window {
 			if rank == max || standsIn(window, i) {
@@ -79,4 +81,34 @@ func standsIn(window []suspectRow, i int) bool {
 		}
 	}
 	return false
+}
+
+// Memory pressure before IO pressure. A task in direct reclaim that waits
+// for the writeback of the pages it would free is stalled on memory and
+// on IO at once: the kernel's PSI counts the wait in both. When the two
+// rise together, the IO stall is the reclaim's, and the memory one is the
+// cause to name (the cause lab's (c), docs/causes.md); a disk stall alone
+// leaves memory pressure flat.
+const pressureMetric = "spikehunt.pressure.stall_time"
+
+// memoryBeforeIO moves, in one window's rows, each IO pressure row to
+// just after the memory pressure row of the same kind (some, full) whose
+// rise is at least leafShare of its own, when that row ranks below it.
+func memoryBeforeIO(window []suspectRow) {
+	for i := 0; i < len(window); i++ {
+		io := window[i]
+		if io.Metric != pressureMetric || io.Device != "io" {
+			continue
+		}
+		for j := i + 1; j < len(window); j++ {
+			m := window[j]
+			if m.Metric == pressureMetric && m.Device == "memory" && m.Mode == io.Mode &&
+				m.During-m.Baseline >= leafShare*(io.During-io.Baseline) {
+				copy(window[i:j], window[i+1:j+1])
+				window[j] = io
+				i-- // window[i] is a new row now
+				break
+			}
+		}
+	}
 }

@@ -340,3 +340,29 @@ func TestPreferLeaves(t *testing.T) {
 		t.Errorf("preferLeaves (-want +got):\n%s", diff)
 	}
 }
+
+func TestMemoryPressureGoesBeforeTheIOPressureOfItsReclaim(t *testing.T) {
+	row := func(id, device, mode string, during float64) suspectRow {
+		return suspectRow{spikeID: id, Suspect: Suspect{Metric: pressureMetric, Device: device, Mode: mode, During: during}}
+	}
+	// The cause lab's (c): reclaim waiting on writeback, 47 % some io
+	// and 41 % some memory; full io 36 %, full memory 33 %.
+	reclaim := []suspectRow{
+		row("w1", "io", "some", 0.46), row("w1", "memory", "some", 0.41),
+		row("w1", "io", "full", 0.36), row("w1", "memory", "full", 0.33),
+		{spikeID: "w1", Suspect: Suspect{Metric: "system.cpu.time", Mode: "iowait", During: 0.39}},
+		// A disk stall: memory pressure rose, but by far less than IO's.
+		row("w2", "io", "some", 0.8), row("w2", "memory", "some", 0.1),
+	}
+	var got []string
+	for _, r := range preferLeaves(slices.Clone(reclaim), 10) {
+		got = append(got, fmt.Sprintf("%s %d %s %s", r.spikeID, r.Rank, r.Device, r.Mode))
+	}
+	want := []string{
+		"w1 1 memory some", "w1 2 io some", "w1 3 memory full", "w1 4 io full", "w1 5  iowait",
+		"w2 1 io some", "w2 2 memory some",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ranks (-want +got):\n%s", diff)
+	}
+}
