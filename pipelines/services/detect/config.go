@@ -139,6 +139,15 @@ type SuspectConfig struct {
 	// MinDeviation is the significance bar: a series whose robust deviation
 	// (during − median) / scale is below it is not a suspect. Default 6.
 	MinDeviation float64
+	// MinShareRise: a series in seconds per second (CPU time, run delay,
+	// PSI stall time, a cgroup's CPU, throttled and stall time) is a
+	// suspect only if it rose by at least this share of a CPU, or of the
+	// time, over its baseline: a rise of a tenth of a CPU does not stall a
+	// request for a second, however quiet the series was. When the
+	// counter's interval (L) is longer than the window (W), the bar is
+	// scaled by W/L, as far as the interval dilutes what happened in the
+	// window. Default 0.25.
+	MinShareRise float64
 	// RelativeFloor: the scale is at least this share of the series' own
 	// median, so that a series that never varies does not turn a 1% move
 	// into a suspect. Default 0.05.
@@ -388,6 +397,7 @@ func (c SuspectConfig) withDefaults() SuspectConfig {
 	defaults.Fill(&c.MinBaselineIntervals, 5)
 	defaults.Fill(&c.MinDeviation, DefaultMinDeviation)
 	defaults.Fill(&c.RelativeFloor, 0.05)
+	defaults.Fill(&c.MinShareRise, 0.25)
 	defaults.Fill(&c.TimeWeight, 100)
 	defaults.Fill(&c.DownInterfaceWeight, 10_000)
 	defaults.Fill(&c.Max, DefaultMaxSuspects)
@@ -408,6 +418,8 @@ func (c SuspectConfig) validate() error {
 		return configErr("suspects: MinBaselineIntervals = %d, want at least 1", c.MinBaselineIntervals)
 	case c.MinDeviation <= 0:
 		return configErr("suspects: MinDeviation = %g, want more than 0", c.MinDeviation)
+	case c.MinShareRise < 0 || c.MinShareRise > 1:
+		return configErr("suspects: MinShareRise = %g, want 0–1", c.MinShareRise)
 	case c.RelativeFloor < 0 || c.RelativeFloor > 1:
 		return configErr("suspects: RelativeFloor = %g, want 0–1", c.RelativeFloor)
 	case c.TimeWeight < 1 || c.DownInterfaceWeight < 1:

@@ -122,7 +122,13 @@ type counterSeries struct {
 // from dataStart, in one INSERT … SELECT.
 func insertCounters(t *testing.T, st store.Store, hostName string, seconds int, series []counterSeries) {
 	t.Helper()
-	const interval = 10
+	insertCountersEvery(t, st, hostName, seconds, 10, series)
+}
+
+// insertCountersEvery is insertCounters with intervals of interval
+// seconds: the agent's own cadence is 1 s.
+func insertCountersEvery(t *testing.T, st store.Store, hostName string, seconds, interval int, series []counterSeries) {
+	t.Helper()
 	var tuples []string
 	for _, s := range series {
 		every, length := s.extraEvery, s.extraLen

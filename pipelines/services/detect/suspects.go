@@ -161,6 +161,19 @@ func timeMetrics() []string {
 	return out
 }
 
+// shareMetrics are the metrics in seconds per second, a share of a CPU
+// or of the time: those MinShareRise applies to. A disk's latency per IO
+// is in seconds, not a share, and keeps its floor alone.
+func shareMetrics() []string {
+	var out []string
+	for _, f := range absoluteFloors {
+		if f.seconds && f.metric != diskLatencyMetric {
+			out = append(out, f.metric)
+		}
+	}
+	return out
+}
+
 func floorExpr() string {
 	var b strings.Builder
 	b.WriteString("multiIf(")
@@ -206,6 +219,8 @@ func suspectsSQL(service string, ch suspectChunk, c SuspectConfig) string {
 		DiskLatencyMetric:    diskLatencyMetric,
 		DiskLatencyMinOps:    diskLatencyMinOps,
 		TimeMetrics:          timeMetrics(),
+		ShareMetrics:         shareMetrics(),
+		MinShareRise:         c.MinShareRise,
 		FloorSQL:             floorExpr(),
 		NotDownSQL:           notDownOperstates,
 		NotSelfTelemetrySQL:  notSelfTelemetry(),
@@ -242,6 +257,9 @@ type suspectsParams struct {
 	DiskLatencyMinOps int
 	// TimeMetrics weigh TimeWeight.
 	TimeMetrics []string
+	// ShareMetrics must rise by MinShareRise, diluted by their interval.
+	ShareMetrics []string
+	MinShareRise float64
 	// FloorSQL is a counter row's absolute floor (floorExpr), NotDownSQL
 	// the operstates that are not down (notDownOperstates),
 	// NotSelfTelemetrySQL the condition that keeps spikehunt's own
@@ -254,10 +272,18 @@ SELECT spike_id, host, ws, metric, cpu, device, mode, base, during, deviation
 FROM (
     SELECT spike_id, host, ws, metric, cpu, device, mode, base, during,
         (during - base) / greatest(mad * 1.4826, {{float .RelativeFloor}} * abs(base), floor_abs) AS raw,
+        -- A share of a CPU or of the time must rise by MinShareRise to
+        -- explain a stall, less as far as its interval dilutes the window.
+        metric NOT IN {{strs .ShareMetrics}}
+            OR during - base >= {{float .MinShareRise}} * least(1, window_len / greatest(during_len, 1)) AS rose_enough,
         raw * multiIf(down, {{float .DownInterfaceWeight}}, metric IN {{strs .TimeMetrics}}, {{float .TimeWeight}}, 1) AS deviation
     FROM (
         SELECT spike_id, host, ws, metric, cpu, device, mode, any(floor_abs) AS floor_abs,
             maxIf(reading, is_during) AS during,
+            -- The interval of the during rate, and the window's length:
+            -- a stall of W seconds inside an interval of L shows at W/L.
+            argMaxIf(ce - cs, reading, is_during) AS during_len,
+            any(we) - ws AS window_len,
             groupArrayIf(reading, is_base) AS rates,
             -- A workload cgroup the agent did not report in enough of the
             -- baseline (fresh) is judged against what it did report, and
@@ -268,7 +294,7 @@ FROM (
             maxIf(down_iface, is_during) AS down
         FROM (
             SELECT w.spike_id AS spike_id, w.host AS host, w.ws AS ws, c.metric AS metric, c.cpu AS cpu, c.device AS device, c.mode AS mode,
-                c.reading AS reading, c.down_iface AS down_iface, c.floor_abs AS floor_abs,
+                c.reading AS reading, c.down_iface AS down_iface, c.floor_abs AS floor_abs, c.cs AS cs, c.ce AS ce, w.we AS we,
                 c.cs < w.we + {{.MarginMS}} AND c.ce > w.ws - {{.MarginMS}} AS is_during,
                 c.cs >= w.ws - {{.BaselineMS}} AND c.ce <= w.ws - {{.GuardMS}}
                     AND NOT arrayExists(o -> c.cs < o.2 + {{.MarginMS}} AND c.ce > o.1 - {{.MarginMS}}, w.others) AS is_base
@@ -345,7 +371,7 @@ FROM (
         HAVING (length(rates) >= {{.MinBaselineIntervals}} OR fresh) AND countIf(is_during) > 0
     )
 )
-WHERE raw >= {{float .MinDeviation}}
+WHERE raw >= {{float .MinDeviation}} AND rose_enough
 ORDER BY spike_id, deviation DESC, metric, mode, device, cpu
 LIMIT {{.Fetch}} BY spike_id`)
 

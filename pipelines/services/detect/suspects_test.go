@@ -43,6 +43,7 @@ func TestDetectSuspects(t *testing.T) {
 		want  []string
 		exact bool
 		tie   int
+		every int // the counters' interval in seconds; 0 is 10
 	}{
 		{
 			name: "NET_RX softirq at 100% on CPUs 0, 2, 4, 6 puts those series on top",
@@ -250,6 +251,32 @@ func TestDetectSuspects(t *testing.T) {
 			exact: true,
 		},
 		{
+			// Case (g) of the cause lab, at the agent's 1 s cadence: while
+			// the app's lock is held, the hypervisor steals 15 % of CPU 1
+			// (flat at zero before) and softirq time there rises by as
+			// much (2 % before). Far outside their noise, and neither can
+			// stall a request for a second.
+			name: "time shares that rose by less than a quarter are no suspects",
+			series: during(during(quietHost(), func(c counterSeries) bool {
+				return c.metric == "system.cpu.time" && c.mode == "steal" && c.cpu == 1
+			}, 0.15), func(c counterSeries) bool {
+				return c.metric == "system.cpu.time" && c.mode == "softirq" && c.cpu == 1
+			}, 0.15),
+			every: 1,
+			want:  nil,
+			exact: true,
+		},
+		{
+			// The same cadence, and softirq time taking 60 % of CPU 1.
+			name: "a time share that rose by more than a quarter is a suspect",
+			series: during(quietHost(), func(c counterSeries) bool {
+				return c.metric == "system.cpu.time" && c.mode == "softirq" && c.cpu == 1
+			}, 0.6),
+			every: 1,
+			want:  []string{"system.cpu.time cpu=1 device= mode=softirq"},
+			exact: true,
+		},
+		{
 			name:   "a spike where no counter moved has no suspects",
 			series: quietHost(),
 			want:   nil,
@@ -261,7 +288,11 @@ func TestDetectSuspects(t *testing.T) {
 	// One fleet, one host per case; the rest of the fleet is quiet.
 	fleetLoad{hosts: 20, seconds: 2400, stall: fmt.Sprintf("h < %d AND s = %d", len(tests), stallAt)}.insert(t, st)
 	for i, tt := range tests {
-		insertCounters(t, st, host(i), 2400, tt.series)
+		every := tt.every
+		if every == 0 {
+			every = 10
+		}
+		insertCountersEvery(t, st, host(i), 2400, every, tt.series)
 	}
 	res, err := Pass(ctx, st, Config{Service: "billy", From: dataStart, To: sec(2400)})
 	if err != nil {

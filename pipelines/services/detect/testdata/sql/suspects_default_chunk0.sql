@@ -4,10 +4,18 @@ SELECT spike_id, host, ws, metric, cpu, device, mode, base, during, deviation
 FROM (
     SELECT spike_id, host, ws, metric, cpu, device, mode, base, during,
         (during - base) / greatest(mad * 1.4826, toFloat64(0.05) * abs(base), floor_abs) AS raw,
+        -- A share of a CPU or of the time must rise by MinShareRise to
+        -- explain a stall, less as far as its interval dilutes the window.
+        metric NOT IN ['system.cpu.time', 'spikehunt.cpu.run_delay', 'spikehunt.pressure.stall_time', 'spikehunt.cgroup.cpu.usage', 'spikehunt.cgroup.cpu.throttled_time', 'spikehunt.cgroup.pressure.stall_time']
+            OR during - base >= toFloat64(0) * least(1, window_len / greatest(during_len, 1)) AS rose_enough,
         raw * multiIf(down, toFloat64(10000), metric IN ['system.cpu.time', 'spikehunt.cpu.run_delay', 'spikehunt.pressure.stall_time', 'spikehunt.disk.operation_latency', 'spikehunt.cgroup.cpu.usage', 'spikehunt.cgroup.cpu.throttled_time', 'spikehunt.cgroup.pressure.stall_time', 'spikehunt.memory.reclaim.scanned', 'spikehunt.memory.reclaim.stalls', 'spikehunt.memory.compaction.stalls', 'spikehunt.tcp.listen_overflows', 'spikehunt.tcp.listen_drops', 'spikehunt.cgroup.memory.events'], toFloat64(100), 1) AS deviation
     FROM (
         SELECT spike_id, host, ws, metric, cpu, device, mode, any(floor_abs) AS floor_abs,
             maxIf(reading, is_during) AS during,
+            -- The interval of the during rate, and the window's length:
+            -- a stall of W seconds inside an interval of L shows at W/L.
+            argMaxIf(ce - cs, reading, is_during) AS during_len,
+            any(we) - ws AS window_len,
             groupArrayIf(reading, is_base) AS rates,
             -- A workload cgroup the agent did not report in enough of the
             -- baseline (fresh) is judged against what it did report, and
@@ -18,7 +26,7 @@ FROM (
             maxIf(down_iface, is_during) AS down
         FROM (
             SELECT w.spike_id AS spike_id, w.host AS host, w.ws AS ws, c.metric AS metric, c.cpu AS cpu, c.device AS device, c.mode AS mode,
-                c.reading AS reading, c.down_iface AS down_iface, c.floor_abs AS floor_abs,
+                c.reading AS reading, c.down_iface AS down_iface, c.floor_abs AS floor_abs, c.cs AS cs, c.ce AS ce, w.we AS we,
                 c.cs < w.we + 1000 AND c.ce > w.ws - 1000 AS is_during,
                 c.cs >= w.ws - 1800000 AND c.ce <= w.ws - 30000
                     AND NOT arrayExists(o -> c.cs < o.2 + 1000 AND c.ce > o.1 - 1000, w.others) AS is_base
@@ -95,6 +103,6 @@ FROM (
         HAVING (length(rates) >= 5 OR fresh) AND countIf(is_during) > 0
     )
 )
-WHERE raw >= toFloat64(6)
+WHERE raw >= toFloat64(6) AND rose_enough
 ORDER BY spike_id, deviation DESC, metric, mode, device, cpu
 LIMIT 20 BY spike_id
