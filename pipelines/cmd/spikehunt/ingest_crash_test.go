@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,7 +40,12 @@ func TestIngestExactlyOnceAcrossKill9(t *testing.T) {
 		{"control-without-dedup", false, 200_000, 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			count, unique := crashRun(t, tc.dedup, tc.requests, tc.kills)
+			count, unique, procs := crashRun(t, tc.dedup, tc.requests, tc.kills)
+			t.Cleanup(func() {
+				if t.Failed() {
+					logIngestRuns(t, procs)
+				}
+			})
 			t.Logf("%d requests sent, %d rows, %d unique (trace_id, span_id), %d kills", tc.requests, count, unique, tc.kills)
 			if unique != tc.requests {
 				t.Fatalf("%d unique requests in ClickHouse, want %d: requests were lost", unique, tc.requests)
@@ -56,7 +62,7 @@ func TestIngestExactlyOnceAcrossKill9(t *testing.T) {
 
 var crashSeq int
 
-func crashRun(t *testing.T, dedup bool, requests, kills int) (count, unique int) {
+func crashRun(t *testing.T, dedup bool, requests, kills int) (count, unique int, procs []*ingestProc) {
 	k := testenv.SharedKafka(t)
 	ctx := context.Background()
 	crashSeq++
@@ -86,6 +92,7 @@ func crashRun(t *testing.T, dedup bool, requests, kills int) (count, unique int)
 		// consumed everything (the control run has 10 batches), and then no
 		// kill would land between an insert and its commit.
 		p := startIngest(t, args, i%2 == 0, 1+rng.IntN(3))
+		procs = append(procs, p)
 		if i%2 == 1 { // a random moment
 			time.Sleep(time.Duration(300+rng.IntN(2200)) * time.Millisecond)
 			p.cmd.Process.Kill()
@@ -93,6 +100,7 @@ func crashRun(t *testing.T, dedup bool, requests, kills int) (count, unique int)
 		p.wait(t, 10*time.Second) // a self-kill comes after its inserts; one with nothing left to insert is killed
 	}
 	p := startIngest(t, args, false, 0)
+	procs = append(procs, p)
 	waitLagZero(t, k, group, topic)
 	p.cmd.Process.Signal(os.Interrupt)
 	p.wait(t, 30*time.Second)
@@ -107,7 +115,46 @@ func crashRun(t *testing.T, dedup bool, requests, kills int) (count, unique int)
 	}
 	count, _ = strconv.Atoi(tab.Rows[0][0])
 	unique, _ = strconv.Atoi(tab.Rows[0][1])
-	return count, unique
+	if unique != requests {
+		// Where the missing rows went: the dead-letter topic, or rows that
+		// never arrived.
+		t.Logf("dead letters on %s-dlq: %d", topic, countMessages(t, k, topic+"-dlq"))
+	}
+	return count, unique, procs
+}
+
+// countMessages counts the messages of topic.
+func countMessages(t testing.TB, k *testenv.Kafka, topic string) int64 {
+	cl, err := k.Client()
+	if err != nil {
+		t.Log(err)
+		return -1
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(context.Background(), topic)
+	if err != nil {
+		t.Log(err)
+		return -1
+	}
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
+	return n
+}
+
+// logIngestRuns logs what each ingest run said beyond its info lines.
+func logIngestRuns(t *testing.T, procs []*ingestProc) {
+	for i, p := range procs {
+		var keep []string
+		for _, l := range strings.Split(p.out.String(), "\n") {
+			if !strings.Contains(l, "level=INFO") && !strings.Contains(l, `"level":"INFO"`) && strings.TrimSpace(l) != "" {
+				keep = append(keep, l)
+			}
+		}
+		if len(keep) > 40 {
+			keep = append(keep[:20], append([]string{"…"}, keep[len(keep)-20:]...)...)
+		}
+		t.Logf("ingest run %d (%s):\n%s", i, p.cmd.ProcessState, strings.Join(keep, "\n"))
+	}
 }
 
 // produceRequests sends n requests from 300 hosts as agent export

@@ -372,7 +372,7 @@ func TestPreferLeaves(t *testing.T) {
 	}
 }
 
-func TestMemoryPressureGoesBeforeTheIOPressureOfItsReclaim(t *testing.T) {
+func TestMemoryPressureAndSlowDisksGoBeforeIOPressure(t *testing.T) {
 	row := func(id, device, mode string, during float64) suspectRow {
 		return suspectRow{spikeID: id, Suspect: Suspect{Metric: pressureMetric, Device: device, Mode: mode, During: during}}
 	}
@@ -384,6 +384,11 @@ func TestMemoryPressureGoesBeforeTheIOPressureOfItsReclaim(t *testing.T) {
 		{spikeID: "w1", Suspect: Suspect{Metric: "system.cpu.time", Mode: "iowait", During: 0.39}},
 		// A disk stall: memory pressure rose, but by far less than IO's.
 		row("w2", "io", "some", 0.8), row("w2", "memory", "some", 0.1),
+		// The cause lab's (f): writes to loop1 took 0.96 s each, and PSI
+		// io read 100 %.
+		row("w3", "io", "some", 1.0),
+		{spikeID: "w3", Suspect: Suspect{Metric: diskLatencyMetric, Device: "loop1", Mode: "write", During: 0.96}},
+		row("w3", "io", "full", 0.77),
 	}
 	var got []string
 	for _, r := range preferLeaves(slices.Clone(reclaim), 10) {
@@ -392,6 +397,7 @@ func TestMemoryPressureGoesBeforeTheIOPressureOfItsReclaim(t *testing.T) {
 	want := []string{
 		"w1 1 memory some", "w1 2 io some", "w1 3 memory full", "w1 4 io full", "w1 5  iowait",
 		"w2 1 io some", "w2 2 memory some",
+		"w3 1 loop1 write", "w3 2 io some", "w3 3 io full",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ranks (-want +got):\n%s", diff)
