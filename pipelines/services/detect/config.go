@@ -148,6 +148,15 @@ type SuspectConfig struct {
 	// scaled by W/L, as far as the interval dilutes what happened in the
 	// window. Default 0.25.
 	MinShareRise float64
+	// MinCountRatio: a count (packets, interrupts, softirqs raised,
+	// operations: the load or its echo, weighing 1) with a baseline above
+	// zero is a suspect only if it reached this many times its baseline:
+	// after a stall, the requests that waited arrive at once, and their
+	// packets' 40 % rise is far outside a quiet series' noise without
+	// being a cause. Scaled by W/L as MinShareRise is. The direct evidence
+	// of a cause (reclaim, listen drops) and traffic on a down interface
+	// are exempt. Default 2.
+	MinCountRatio float64
 	// RelativeFloor: the scale is at least this share of the series' own
 	// median, so that a series that never varies does not turn a 1% move
 	// into a suspect. Default 0.05.
@@ -398,6 +407,7 @@ func (c SuspectConfig) withDefaults() SuspectConfig {
 	defaults.Fill(&c.MinDeviation, DefaultMinDeviation)
 	defaults.Fill(&c.RelativeFloor, 0.05)
 	defaults.Fill(&c.MinShareRise, 0.25)
+	defaults.Fill(&c.MinCountRatio, 2)
 	defaults.Fill(&c.TimeWeight, 100)
 	defaults.Fill(&c.DownInterfaceWeight, 10_000)
 	defaults.Fill(&c.Max, DefaultMaxSuspects)
@@ -418,6 +428,8 @@ func (c SuspectConfig) validate() error {
 		return configErr("suspects: MinBaselineIntervals = %d, want at least 1", c.MinBaselineIntervals)
 	case c.MinDeviation <= 0:
 		return configErr("suspects: MinDeviation = %g, want more than 0", c.MinDeviation)
+	case c.MinCountRatio < 1:
+		return configErr("suspects: MinCountRatio = %g, want at least 1", c.MinCountRatio)
 	case c.MinShareRise < 0 || c.MinShareRise > 1:
 		return configErr("suspects: MinShareRise = %g, want 0–1", c.MinShareRise)
 	case c.RelativeFloor < 0 || c.RelativeFloor > 1:

@@ -221,6 +221,7 @@ func suspectsSQL(service string, ch suspectChunk, c SuspectConfig) string {
 		TimeMetrics:          timeMetrics(),
 		ShareMetrics:         shareMetrics(),
 		MinShareRise:         c.MinShareRise,
+		MinCountRatio:        c.MinCountRatio,
 		FloorSQL:             floorExpr(),
 		NotDownSQL:           notDownOperstates,
 		NotSelfTelemetrySQL:  notSelfTelemetry(),
@@ -260,6 +261,8 @@ type suspectsParams struct {
 	// ShareMetrics must rise by MinShareRise, diluted by their interval.
 	ShareMetrics []string
 	MinShareRise float64
+	// MinCountRatio is how far a count must rise over its baseline.
+	MinCountRatio float64
 	// FloorSQL is a counter row's absolute floor (floorExpr), NotDownSQL
 	// the operstates that are not down (notDownOperstates),
 	// NotSelfTelemetrySQL the condition that keeps spikehunt's own
@@ -275,7 +278,12 @@ FROM (
         -- A share of a CPU or of the time must rise by MinShareRise to
         -- explain a stall, less as far as its interval dilutes the window.
         metric NOT IN {{strs .ShareMetrics}}
-            OR during - base >= {{float .MinShareRise}} * least(1, window_len / greatest(during_len, 1)) AS rose_enough,
+            OR during - base >= {{float .MinShareRise}} * least(1, window_len / greatest(during_len, 1)) AS share_rose,
+        -- A count (the load or its echo) must reach MinCountRatio times its
+        -- baseline, less as far as its interval dilutes the window.
+        metric IN {{strs .TimeMetrics}} OR down OR base <= 0
+            OR during >= base * (1 + ({{float .MinCountRatio}} - 1) * least(1, window_len / greatest(during_len, 1))) AS count_rose,
+        share_rose AND count_rose AS rose_enough,
         raw * multiIf(down, {{float .DownInterfaceWeight}}, metric IN {{strs .TimeMetrics}}, {{float .TimeWeight}}, 1) AS deviation
     FROM (
         SELECT spike_id, host, ws, metric, cpu, device, mode, any(floor_abs) AS floor_abs,

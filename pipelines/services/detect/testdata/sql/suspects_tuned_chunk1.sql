@@ -7,7 +7,12 @@ FROM (
         -- A share of a CPU or of the time must rise by MinShareRise to
         -- explain a stall, less as far as its interval dilutes the window.
         metric NOT IN ['system.cpu.time', 'spikehunt.cpu.run_delay', 'spikehunt.pressure.stall_time', 'spikehunt.cgroup.cpu.usage', 'spikehunt.cgroup.cpu.throttled_time', 'spikehunt.cgroup.pressure.stall_time']
-            OR during - base >= toFloat64(0) * least(1, window_len / greatest(during_len, 1)) AS rose_enough,
+            OR during - base >= toFloat64(0) * least(1, window_len / greatest(during_len, 1)) AS share_rose,
+        -- A count (the load or its echo) must reach MinCountRatio times its
+        -- baseline, less as far as its interval dilutes the window.
+        metric IN ['system.cpu.time', 'spikehunt.cpu.run_delay', 'spikehunt.pressure.stall_time', 'spikehunt.disk.operation_latency', 'spikehunt.cgroup.cpu.usage', 'spikehunt.cgroup.cpu.throttled_time', 'spikehunt.cgroup.pressure.stall_time', 'spikehunt.memory.reclaim.scanned', 'spikehunt.memory.reclaim.stalls', 'spikehunt.memory.compaction.stalls', 'spikehunt.tcp.listen_overflows', 'spikehunt.tcp.listen_drops', 'spikehunt.cgroup.memory.events'] OR down OR base <= 0
+            OR during >= base * (1 + (toFloat64(0) - 1) * least(1, window_len / greatest(during_len, 1))) AS count_rose,
+        share_rose AND count_rose AS rose_enough,
         raw * multiIf(down, toFloat64(3e+07), metric IN ['system.cpu.time', 'spikehunt.cpu.run_delay', 'spikehunt.pressure.stall_time', 'spikehunt.disk.operation_latency', 'spikehunt.cgroup.cpu.usage', 'spikehunt.cgroup.cpu.throttled_time', 'spikehunt.cgroup.pressure.stall_time', 'spikehunt.memory.reclaim.scanned', 'spikehunt.memory.reclaim.stalls', 'spikehunt.memory.compaction.stalls', 'spikehunt.tcp.listen_overflows', 'spikehunt.tcp.listen_drops', 'spikehunt.cgroup.memory.events'], toFloat64(1), 1) AS deviation
     FROM (
         SELECT spike_id, host, ws, metric, cpu, device, mode, any(floor_abs) AS floor_abs,
