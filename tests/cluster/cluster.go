@@ -196,7 +196,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 	}
 	cgroup := "/spikehunt-" + strconv.Itoa(os.Getpid())
-	if c.host, err = recordHostState(c.dir, cgroup, bridgeName, opts.PodCIDR, opts.ServiceCIDR); err != nil {
+	if c.host, err = recordHostState(c.dir, cgroup, bridgeName, opts.PodCIDR); err != nil {
 		return fail(fmt.Errorf("cluster: record the host's state: %w", err))
 	}
 	if err := makeCgroupRoot(cgroup); err != nil {
@@ -204,12 +204,6 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	if err := writeSysctl("net/ipv4/ip_forward", "1"); err != nil {
 		return fail(fmt.Errorf("cluster: enable IPv4 forwarding for pod traffic: %w", err))
-	}
-	// kube-proxy translates a ClusterIP before routing; one it has not
-	// translated must not leave by the default route (a test's traffic
-	// stays on this host).
-	if out, err := exec.Command("ip", serviceRouteArgs("replace", opts.ServiceCIDR)...).CombinedOutput(); err != nil {
-		return fail(fmt.Errorf("cluster: route the Service range %s as unreachable: %w: %s", opts.ServiceCIDR, err, out))
 	}
 	logf("state in %s, logs in %s, node IP %s", c.dir, c.logDir, c.nodeIP)
 
@@ -361,9 +355,6 @@ func (c *Cluster) RESTConfig() (*rest.Config, error) {
 // (host services for pods must listen on it or on 0.0.0.0, not on
 // 127.0.0.1), and it is status.hostIP of every pod.
 func (c *Cluster) NodeIP() string { return c.nodeIP }
-
-// ServiceCIDR is the node's ClusterIP range.
-func (c *Cluster) ServiceCIDR() string { return c.opts.ServiceCIDR }
 
 // NodeName is the Node object's name.
 func (c *Cluster) NodeName() string { return c.opts.NodeName }

@@ -22,18 +22,14 @@ import (
 // change so that teardown can put the host back, also after a test binary
 // that died without Stop (the next Start reads Dir/host-state.json).
 type hostState struct {
-	Dir     string `json:"dir"`
-	Cgroup  string `json:"cgroup"` // "/spikehunt-<pid>", in every cgroup v1 hierarchy
-	Bridge  string `json:"bridge"`
-	PodCIDR string `json:"podCIDR"`
-	// ServiceCIDR is routed as unreachable while the node runs: a
-	// ClusterIP that kube-proxy has not (yet) translated fails at once
-	// instead of leaving the host by its default route.
-	ServiceCIDR string              `json:"serviceCIDR"`
-	Sysctls     map[string]string   `json:"sysctls"`  // /proc/sys path -> value before
-	IPTables    map[string]string   `json:"iptables"` // "iptables"/"ip6tables" -> iptables-save before
-	Absent      []string            `json:"absent"`   // host paths the runtime may create that did not exist
-	Entries     map[string][]string `json:"entries"`  // host folders the runtime adds to -> their entries before
+	Dir      string              `json:"dir"`
+	Cgroup   string              `json:"cgroup"` // "/spikehunt-<pid>", in every cgroup v1 hierarchy
+	Bridge   string              `json:"bridge"`
+	PodCIDR  string              `json:"podCIDR"`
+	Sysctls  map[string]string   `json:"sysctls"`  // /proc/sys path -> value before
+	IPTables map[string]string   `json:"iptables"` // "iptables"/"ip6tables" -> iptables-save before
+	Absent   []string            `json:"absent"`   // host paths the runtime may create that did not exist
+	Entries  map[string][]string `json:"entries"`  // host folders the runtime adds to -> their entries before
 }
 
 // sysctlsTouched are the kernel settings the node changes: ip_forward for
@@ -58,8 +54,8 @@ var sysctlsTouched = []string{
 // namespaces, shim sockets, libcni's cache and the kubelet's log symlinks.
 var hostPathsTouched = []string{"/run/netns", "/run/containerd", "/run/containerd/s", "/var/lib/cni", "/var/log/containers", "/var/log/pods"}
 
-func recordHostState(dir, cgroup, bridge, podCIDR, serviceCIDR string) (*hostState, error) {
-	h := &hostState{Dir: dir, Cgroup: cgroup, Bridge: bridge, PodCIDR: podCIDR, ServiceCIDR: serviceCIDR,
+func recordHostState(dir, cgroup, bridge, podCIDR string) (*hostState, error) {
+	h := &hostState{Dir: dir, Cgroup: cgroup, Bridge: bridge, PodCIDR: podCIDR,
 		Sysctls: map[string]string{}, IPTables: map[string]string{}, Entries: map[string][]string{}}
 	for _, s := range sysctlsTouched {
 		if b, err := os.ReadFile("/proc/sys/" + s); err == nil {
@@ -511,16 +507,4 @@ func bridgePorts(bridge string) []string {
 		names = append(names, e.Name())
 	}
 	return names
-}
-
-// serviceRouteArgs are the ip arguments of the ServiceCIDR's route.
-func serviceRouteArgs(verb, cidr string) []string {
-	return []string{"route", verb, "unreachable", cidr}
-}
-
-// hasServiceRoute reports whether the ServiceCIDR's unreachable route is
-// in the main table.
-func hasServiceRoute(cidr string) bool {
-	out, err := exec.Command("ip", "route", "show", "type", "unreachable", cidr).Output()
-	return err == nil && strings.TrimSpace(string(out)) != ""
 }

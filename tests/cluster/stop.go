@@ -81,11 +81,6 @@ func teardownHost(h *hostState, keepLogs bool) error {
 		}
 	}
 	add(restoreIPTables(h))
-	if h.ServiceCIDR != "" && hasServiceRoute(h.ServiceCIDR) {
-		if out, err := exec.Command("ip", serviceRouteArgs("del", h.ServiceCIDR)...).CombinedOutput(); err != nil {
-			add(fmt.Errorf("ip route del unreachable %s: %w: %s", h.ServiceCIDR, err, out))
-		}
-	}
 	add(removeCgroup(h.Cgroup))
 	for name, v := range h.Sysctls {
 		if now, err := os.ReadFile("/proc/sys/" + name); err == nil && strings.TrimSpace(string(now)) != v {
@@ -128,9 +123,6 @@ func checkHost(h *hostState) error {
 	}
 	if l := bridgePorts(h.Bridge); len(l) > 0 {
 		errs = append(errs, fmt.Errorf("interfaces left on bridge %s: %v", h.Bridge, l))
-	}
-	if h.ServiceCIDR != "" && hasServiceRoute(h.ServiceCIDR) {
-		errs = append(errs, fmt.Errorf("route unreachable %s left", h.ServiceCIDR))
 	}
 	hs, _ := cgroupHierarchies()
 	for _, hier := range hs {
