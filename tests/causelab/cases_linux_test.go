@@ -323,45 +323,64 @@ func (c *caseRun) rxNamespace(rpsMask string) error {
 // flight on it (its diskstats' time and busy time) for as long. It
 // returns the upper device's path.
 func (c *caseRun) stackedLoop(blkcg string, iops int) (string, error) {
-	backing := filepath.Join(c.lab.out, "disk-"+c.name)
-	if err := os.WriteFile(backing, nil, 0o600); err != nil {
-		return "", err
-	}
-	if err := os.Truncate(backing, 64<<20); err != nil {
-		return "", err
-	}
-	c.t.Cleanup(func() { os.Remove(backing) })
-	attach := func(args ...string) (string, error) {
-		out, err := exec.Command("losetup", append([]string{"-f", "--show"}, args...)...).CombinedOutput()
-		if err != nil {
-			return "", fmt.Errorf("losetup %v: %v: %s", args, err, out)
-		}
-		dev := strings.TrimSpace(string(out))
-		c.t.Cleanup(func() {
-			if err := run("losetup", "-d", dev); err != nil {
-				c.t.Error(err)
-			}
-		})
-		return dev, nil
-	}
-	lower, err := attach(backing)
+	backing, err := c.backingFile("disk-"+c.name, 64<<20)
 	if err != nil {
 		return "", err
 	}
-	upper, err := attach("--direct-io=on", lower)
+	lower, err := c.attachLoop(backing)
 	if err != nil {
 		return "", err
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(lower, &st); err != nil {
+	upper, err := c.attachLoop("--direct-io=on", lower)
+	if err != nil {
 		return "", err
 	}
 	if blkcg != "" {
-		if err := c.set(blkcg, "blkio.throttle.write_iops_device", fmt.Sprintf("%d:%d %d", unix.Major(st.Rdev), unix.Minor(st.Rdev), iops)); err != nil {
+		id, err := deviceID(lower)
+		if err != nil {
+			return "", err
+		}
+		if err := c.set(blkcg, "blkio.throttle.write_iops_device", fmt.Sprintf("%s %d", id, iops)); err != nil {
 			return "", err
 		}
 	}
 	return upper, nil
+}
+
+// backingFile makes a sparse file of size bytes on the lab's tmpfs,
+// removed when the case ends.
+func (c *caseRun) backingFile(name string, size int64) (string, error) {
+	f := filepath.Join(c.lab.out, name)
+	if err := os.WriteFile(f, nil, 0o600); err != nil {
+		return "", err
+	}
+	c.t.Cleanup(func() { os.Remove(f) })
+	return f, os.Truncate(f, size)
+}
+
+// attachLoop attaches a loop device (losetup -f --show args...), detached
+// when the case ends, and returns its path.
+func (c *caseRun) attachLoop(args ...string) (string, error) {
+	out, err := exec.Command("losetup", append([]string{"-f", "--show"}, args...)...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("losetup %v: %v: %s", args, err, out)
+	}
+	dev := strings.TrimSpace(string(out))
+	c.t.Cleanup(func() {
+		if err := run("losetup", "-d", dev); err != nil {
+			c.t.Error(err)
+		}
+	})
+	return dev, nil
+}
+
+// deviceID is a block device's "major:minor", as blkio's files take it.
+func deviceID(dev string) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(dev, &st); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev)), nil
 }
 
 // slowFS makes an ext4 file system on a loop device whose writes the
@@ -372,24 +391,14 @@ func (c *caseRun) stackedLoop(blkcg string, iops int) (string, error) {
 // of its backing file. Unmounted, unthrottled and detached when the case
 // ends.
 func (c *caseRun) slowFS(bps int64) (string, error) {
-	backing := filepath.Join(c.lab.out, "fs-"+c.name)
-	if err := os.WriteFile(backing, nil, 0o600); err != nil {
-		return "", err
-	}
-	if err := os.Truncate(backing, 512<<20); err != nil {
-		return "", err
-	}
-	c.t.Cleanup(func() { os.Remove(backing) })
-	out, err := exec.Command("losetup", "-f", "--show", backing).CombinedOutput()
+	backing, err := c.backingFile("fs-"+c.name, 512<<20)
 	if err != nil {
-		return "", fmt.Errorf("losetup %s: %v: %s", backing, err, out)
+		return "", err
 	}
-	dev := strings.TrimSpace(string(out))
-	c.t.Cleanup(func() {
-		if err := run("losetup", "-d", dev); err != nil {
-			c.t.Error(err)
-		}
-	})
+	dev, err := c.attachLoop(backing)
+	if err != nil {
+		return "", err
+	}
 	if err := run("mkfs.ext4", "-q", "-F", dev); err != nil {
 		return "", fmt.Errorf("%w (install e2fsprogs)", err)
 	}
@@ -405,11 +414,10 @@ func (c *caseRun) slowFS(bps int64) (string, error) {
 			c.t.Error(err)
 		}
 	})
-	var st unix.Stat_t
-	if err := unix.Stat(dev, &st); err != nil {
+	id, err := deviceID(dev)
+	if err != nil {
 		return "", err
 	}
-	id := fmt.Sprintf("%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev))
 	const rootRule = "/sys/fs/cgroup/blkio"
 	if err := c.set(rootRule, "blkio.throttle.write_bps_device", fmt.Sprintf("%s %d", id, bps)); err != nil {
 		return "", err
