@@ -297,6 +297,10 @@ func (e *env) reached(t *testing.T, key client.ObjectKey, want v1alpha1.CaptureP
 	}
 }
 
+// stoppedAt is the wait the test failed on, said again after the dump
+// (whose pod logs would bury it: CI shows a failure's last lines).
+var stoppedAt string
+
 // eventually retries f every second until it returns nil, failing t with
 // its last error after limit.
 func eventually(t *testing.T, limit time.Duration, what string, f func() error) {
@@ -308,7 +312,8 @@ func eventually(t *testing.T, limit time.Duration, what string, f func() error) 
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v: %v", what, limit, err)
+			stoppedAt = fmt.Sprintf("%s: not within %v: %v", what, limit, err)
+			t.Fatal(stoppedAt)
 		}
 		time.Sleep(time.Second)
 	}

@@ -291,4 +291,7 @@ func (e *env) dump(t *testing.T) {
 			}
 		}
 	}
+	if stoppedAt != "" {
+		t.Logf("the test failed waiting for %s", stoppedAt)
+	}
 }

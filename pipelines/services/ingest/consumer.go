@@ -59,6 +59,9 @@ type partBatch struct {
 	dead        []DeadLetter // to write to the dead-letter topic before the batch is committed
 	started     time.Time
 	cutAt       int64 // ≥ 0: re-forming an intent, close exactly at this offset
+	reformed    bool  // re-formed from an intent: its insert may be a repeat (landed.go)
+	tries       int   // inserts tried with the batch's token
+	split       bool  // ClickHouse refused its rows and it was split (flush.go)
 	behind      bool  // more of the partition followed the last message when it was fetched
 
 	step     step          // stepOpen while filling
@@ -261,7 +264,7 @@ func (in *Ingester) add(ctx context.Context, r *Message) error {
 		if it, ok := in.pending[tp]; ok {
 			delete(in.pending, tp)
 			if it.first == r.Offset {
-				b.cutAt = it.last
+				b.cutAt, b.reformed = it.last, true
 			}
 		}
 	}

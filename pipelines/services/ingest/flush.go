@@ -59,7 +59,11 @@ func (in *Ingester) flush(ctx context.Context, tp topicPartition, b *partBatch) 
 				rows, input = b.counters.Rows(), b.counters.Input()
 			}
 			if rows > 0 {
-				err = in.insertOrSplit(ctx, tp, b, it, b.kept, input, rows, token(in.cfg.Group, tp.topic, tp.partition, it.first, it.last))
+				tok := token(in.cfg.Group, tp.topic, tp.partition, it.first, it.last)
+				err = in.insertOrSplit(ctx, tp, b, it, b.kept, input, rows, tok)
+				if err == nil && (b.reformed || b.tries > 1) && !b.split && !in.cfg.NoDedup {
+					err = in.ensureLanded(ctx, tp, b, it, tok) // landed.go
+				}
 			}
 			if err == nil {
 				b.step = stepDeadLetters
@@ -159,6 +163,7 @@ func (in *Ingester) insertOrSplit(ctx context.Context, tp topicPartition, b *par
 		}
 		opts = append(opts, store.WithSetting("insert_deduplication_token", t))
 		start = time.Now()
+		b.tries++
 		return in.st.Insert(ctx, table, input, opts...)
 	})
 	if err == nil {
@@ -177,6 +182,7 @@ func (in *Ingester) insertOrSplit(ctx context.Context, tp topicPartition, b *par
 		return nil
 	}
 	in.m.splits.WithLabelValues(table).Inc()
+	b.split = true
 	mid := len(msgs) / 2
 	for _, half := range [][]Message{msgs[:mid], msgs[mid:]} {
 		input, rows := in.decodeAgain(tp, b, half)
@@ -195,10 +201,15 @@ func (in *Ingester) insertOrSplit(ctx context.Context, tp topicPartition, b *par
 // decoded once already, so they decode again. The block is valid until
 // the next call.
 func (in *Ingester) decodeAgain(tp topicPartition, b *partBatch, msgs []Message) (proto.Input, int) {
+	return in.decodeWithin(tp, b.window, msgs)
+}
+
+// decodeWithin builds msgs' rows within w in a scratch batch.
+func (in *Ingester) decodeWithin(tp topicPartition, w timeWindow, msgs []Message) (proto.Input, int) {
 	if tp.topic == in.cfg.MetricsTopic {
 		c := in.scratchCounters
 		c.Reset()
-		c.SetWindow(b.window)
+		c.SetWindow(w)
 		for _, m := range msgs {
 			c.AppendMetrics(m.Value)
 		}
@@ -206,7 +217,7 @@ func (in *Ingester) decodeAgain(tp topicPartition, b *partBatch, msgs []Message)
 	}
 	r := in.scratchSpans
 	r.Reset()
-	r.SetWindow(b.window)
+	r.SetWindow(w)
 	for _, m := range msgs {
 		r.AppendTraces(m.Value)
 	}
@@ -236,6 +247,7 @@ func (in *Ingester) reset(b *partBatch) {
 	clear(b.dead)
 	b.kept, b.dead = b.kept[:0], b.dead[:0]
 	b.msgs, b.bytes, b.cutAt, b.inserted = 0, 0, -1, 0
+	b.reformed, b.tries, b.split = false, 0, false
 	b.step, b.retryAt, b.wait = stepOpen, time.Time{}, 0
 }
 

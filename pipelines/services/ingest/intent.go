@@ -28,6 +28,9 @@ import (
 // polls; flush.go) or whose lease ran out (fenced). Its next owner
 // re-forms the batch from the intent, as after a crash.
 //
+// A token ClickHouse has seen does not prove its rows landed: a batch
+// that may be a repeat is checked after its insert (landed.go).
+//
 // A batch ClickHouse refuses for its rows is split (flush.go): each half
 // is inserted with token(first, last) + "/split/" + the half's offsets.
 // The halves depend only on the batch's messages, so a re-formed batch

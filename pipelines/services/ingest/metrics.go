@@ -20,6 +20,7 @@ type metrics struct {
 	splits      *prometheus.CounterVec // {table}
 	held        prometheus.Gauge
 	fenced      prometheus.Counter
+	relanded    *prometheus.CounterVec // {table}
 	capped      *prometheus.CounterVec // {table, reason}
 	missing     *prometheus.GaugeVec   // {topic}
 }
@@ -66,6 +67,10 @@ func newMetrics() *metrics {
 		fenced: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "spikehunt_ingest_fenced_batches_total", Help: "Batches abandoned uninserted because the member's lease on the partition ran out or Kafka refused its commit as stale; the partition's owner re-forms them.",
 		}),
+		relanded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spikehunt_ingest_rows_reinserted_days_total",
+			Help: "Days of a batch inserted again because ClickHouse had dropped the batch as a repeat of an insert whose part never landed (a crash between its deduplication log and its part; see landed.go).",
+		}, []string{"table"}),
 		capped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spikehunt_ingest_attributes_capped_total",
 			Help: "Attributes cut from rows that were inserted anyway, by table and reason: too_many (a point's attributes beyond 128, dropped), key_too_long (key over 256 bytes, dropped), value_too_long (a value over 1024 bytes, cut to it). See docs/hardening.md.",
@@ -78,7 +83,7 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.rows, m.batchRows, m.insertSecs, m.retries, m.deadLetters, m.skipped, m.fallbacks, m.lag, m.refused, m.splits, m.held, m.fenced, m.capped, m.missing} {
+	for _, c := range []prometheus.Collector{m.rows, m.batchRows, m.insertSecs, m.retries, m.deadLetters, m.skipped, m.fallbacks, m.lag, m.refused, m.splits, m.held, m.fenced, m.relanded, m.capped, m.missing} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
