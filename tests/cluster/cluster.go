@@ -205,6 +205,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := writeSysctl("net/ipv4/ip_forward", "1"); err != nil {
 		return fail(fmt.Errorf("cluster: enable IPv4 forwarding for pod traffic: %w", err))
 	}
+	// A ClusterIP kube-proxy has not (yet) translated must not leave the
+	// host by its default route: a test's traffic stays on this host.
+	if err := rejectUntranslatedServices(opts.ServiceCIDR); err != nil {
+		return fail(fmt.Errorf("cluster: %w", err))
+	}
 	logf("state in %s, logs in %s, node IP %s", c.dir, c.logDir, c.nodeIP)
 
 	began := time.Now()
@@ -355,6 +360,9 @@ func (c *Cluster) RESTConfig() (*rest.Config, error) {
 // (host services for pods must listen on it or on 0.0.0.0, not on
 // 127.0.0.1), and it is status.hostIP of every pod.
 func (c *Cluster) NodeIP() string { return c.nodeIP }
+
+// ServiceCIDR is the node's ClusterIP range.
+func (c *Cluster) ServiceCIDR() string { return c.opts.ServiceCIDR }
 
 // NodeName is the Node object's name.
 func (c *Cluster) NodeName() string { return c.opts.NodeName }

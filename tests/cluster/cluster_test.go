@@ -6,6 +6,7 @@ import (
 	"archive/tar"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -152,6 +154,36 @@ func waitPod(t *testing.T, cs kubernetes.Interface, ns, name, what string, done 
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// unusedServiceIP is an address of the node's Service range that no
+// Service has, from the top of the range down.
+func unusedServiceIP(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface) string {
+	t.Helper()
+	svcs, err := cs.CoreV1().Services("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]bool{}
+	for _, s := range svcs.Items {
+		used[s.Spec.ClusterIP] = true
+	}
+	_, n, err := net.ParseCIDR(c.ServiceCIDR())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip := n.IP.To4()
+	last := make(net.IP, 4)
+	for i := range ip {
+		last[i] = ip[i] | ^n.Mask[i]
+	}
+	for last[3]--; last[3] > ip[3]+1; last[3]-- { // below the broadcast address
+		if !used[last.String()] {
+			return last.String()
+		}
+	}
+	t.Fatalf("every address of %s has a Service", c.ServiceCIDR())
+	return ""
 }
 
 func runningAndReady(p *corev1.Pod) bool {
@@ -304,6 +336,16 @@ func TestAClusterIPServiceReachesItsPodFromAnotherPodAndFromTheHost(t *testing.T
 	// The service's pod answers with its hostname, the pod's name.
 	create(t, cs, clientPod(ns, "client", "get", url, "podapp web"))
 	waitPod(t, cs, ns, "client", "Succeeded (GET "+url+" from a pod)", succeeded)
+
+	// An address of the Service range that no Service has is refused at
+	// once, on this host, rather than leaving by the default route.
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort(unusedServiceIP(t, c, cs), "80"), 5*time.Second)
+	if err == nil {
+		conn.Close()
+		t.Error("a ClusterIP no Service has answered")
+	} else if !errors.Is(err, syscall.EHOSTUNREACH) {
+		t.Errorf("dial a ClusterIP no Service has: %v, want no route to host (the node's reject of untranslated Service traffic)", err)
+	}
 
 	deadline := time.Now().Add(waitLimit)
 	hc := &http.Client{Timeout: 5 * time.Second}

@@ -411,6 +411,29 @@ func jumpsTo(rule, chain string) bool {
 // oursFunc recognizes the node's rules in chains it shares with the host:
 // they name a KUBE- chain, the CNI network "spikehunt" (the bridge and
 // portmap plugins' comments), the pod network or the bridge.
+// serviceRangeMark names the rules of rejectUntranslatedServices, so that
+// Stop knows them for the node's.
+const serviceRangeMark = "spikehunt-cluster: untranslated ClusterIP"
+
+// rejectUntranslatedServices rejects, in the filter table's OUTPUT and
+// FORWARD chains, packets to the Service range. kube-proxy's DNAT (nat
+// OUTPUT and PREROUTING) comes before them, so a packet to a ClusterIP it
+// translated is by then addressed to a pod and passes; only one it has
+// not translated (no rules yet, or no such Service) still carries a
+// Service address, and is refused here ("no route to host") instead of
+// leaving by the default route. A route could not do this: the host's own
+// packets are routed before the DNAT.
+func rejectUntranslatedServices(cidr string) error {
+	for _, chain := range []string{"OUTPUT", "FORWARD"} {
+		args := []string{"-w", "5", "-I", chain, "1", "-d", cidr, "-m", "comment", "--comment", serviceRangeMark,
+			"-j", "REJECT", "--reject-with", "icmp-host-unreachable"}
+		if out, err := exec.Command("iptables", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("iptables %s: %w: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	return nil
+}
+
 func oursFunc(podCIDR, bridge string) func(string) bool {
 	_, n, _ := net.ParseCIDR(podCIDR)
 	cidr := ""
@@ -418,7 +441,7 @@ func oursFunc(podCIDR, bridge string) func(string) bool {
 		cidr = n.String()
 	}
 	return func(r string) bool {
-		if strings.Contains(r, "KUBE-") || strings.Contains(r, `name: \"spikehunt\"`) || strings.Contains(r, " "+bridge+" ") {
+		if strings.Contains(r, "KUBE-") || strings.Contains(r, `name: \"spikehunt\"`) || strings.Contains(r, " "+bridge+" ") || strings.Contains(r, serviceRangeMark) {
 			return true
 		}
 		if cidr != "" && strings.Contains(r, cidr) {
