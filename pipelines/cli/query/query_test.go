@@ -393,6 +393,17 @@ func TestQueryCommands(t *testing.T) {
 			t.Errorf("family header:\n%s", out)
 		}
 
+		if strings.Contains(out, "No kernel counter moved") {
+			t.Errorf("softirq is first in 3 of h03's 3 windows, yet:\n%s", out)
+		}
+		// Two windows, each with another top suspect: no counter moved
+		// with most of them.
+		out, _ = cli(t, 0, "suspects", "--dsn", f.dsn, "--service", "billy", "--from", f.t0.Add(39*time.Minute).Format(time.RFC3339),
+			"--to", f.t0.Add(46*time.Minute).Format(time.RFC3339))
+		if !strings.Contains(out, "No kernel counter moved with most of these stalls: none is the top suspect in more than half of the 2 windows") {
+			t.Errorf("two windows, two top suspects:\n%s", out)
+		}
+
 		out, _ = cli(t, 0, "suspects", "--dsn", f.dsn, "--spike", "s-h04-1", "-o", "json")
 		var got []suspectView
 		if err := unmarshalRows([]byte(out), &got); err != nil {

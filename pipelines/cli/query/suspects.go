@@ -146,8 +146,32 @@ func loadFamiliesAnswer(ctx context.Context, st store.Store, s Scope, spikes Whe
 				f.Metric, orDash(f.Mode), orDash(f.Device), f.Rank1Spikes, pct(share(int64(f.Rank1Spikes), int64(f.TotalSpikes))),
 				f.Spikes, f.Hosts)
 		}
-		return tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if line := noMajorityLine(families); line != "" {
+			_, err := fmt.Fprintln(w, line)
+			return err
+		}
+		return nil
 	}), nil
+}
+
+// noMajorityLine says so when no counter family is the top suspect of
+// more than half of the windows: a cause of recurring stalls moves with
+// most of them, while counters that moved once each (another process's
+// burst, a write to disk) are the host's noise. "" when one family is.
+// families are in TOP_SUSPECT_IN order, the most frequent first.
+func noMajorityLine(families []suspectFamilyView) string {
+	if len(families) == 0 || families[0].TotalSpikes < 2 {
+		return ""
+	}
+	f := families[0]
+	if 2*f.Rank1Spikes > f.TotalSpikes {
+		return ""
+	}
+	return fmt.Sprintf("No kernel counter moved with most of these stalls: none is the top suspect in more than half of the %d windows (the most frequent, %s, in %d).",
+		f.TotalSpikes, SuspectLabel(f.Metric, f.Mode, f.Device, f.CPUs), f.Rank1Spikes)
 }
 
 // loadSpikeSuspects reads the suspects of the newest spike windows matching
