@@ -220,3 +220,46 @@ func FuzzScanTraceRequest(f *testing.F) {
 		}
 	})
 }
+
+// The word-at-a-time splitter cuts every line where a byte-wise split at
+// spaces, tabs and '\r' does: separators at every offset of a word, runs
+// across words, other control bytes, a line ending in a field or in
+// separators; and isASCII says so exactly when no byte is ≥ 0x80.
+func FuzzSplitFieldsMatchesAByteWiseSplit(f *testing.F) {
+	for _, s := range []string{
+		"billy /search 5210 200 4bf92f3577b34da6a3ce929d0e0e4736 21560",
+		"  a\tb\r\rc  ", "\x01\x1f \x00 x\x19y", "abcdefgh ijklmnop", "abcdefg\thijklmn\rop", "        ", "",
+		"a b c d e f g", "é ü 1 200", "\x80\x80\x80\x80\x80\x80\x80\x80 x",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		var got [maxLineFields + 1][]byte
+		n, ok := splitFields(line, &got)
+		ascii := isASCII(line)
+		want := bytes.FieldsFunc(line, func(r rune) bool { return r == ' ' || r == '\t' || r == '\r' })
+		if len(want) > len(got) {
+			if ok {
+				t.Fatalf("%q: %d fields, more than %d, yet ok", line, len(want), len(got))
+			}
+			return
+		}
+		if !ok || n != len(want) {
+			t.Fatalf("%q: %d fields (ok %v), want %q", line, n, ok, want)
+		}
+		for i := range want {
+			if !bytes.Equal(got[i], want[i]) {
+				t.Fatalf("%q: field %d %q, want %q", line, i, got[i], want[i])
+			}
+		}
+		wantASCII := true
+		for _, c := range line {
+			if c >= 0x80 {
+				wantASCII = false
+			}
+		}
+		if ascii != wantASCII {
+			t.Fatalf("%q: ascii %v, want %v", line, ascii, wantASCII)
+		}
+	})
+}
