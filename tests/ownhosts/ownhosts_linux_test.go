@@ -3,7 +3,9 @@ package ownhosts
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -128,9 +130,15 @@ func TestTheREADMEsOwnHostsCommandsFindAStallOnTwoHosts(t *testing.T) {
 	runBlock(t, ctx, "store", root, storeEnv, store, filepath.Join(tmp, "store-block.log"))
 	t.Cleanup(func() { dumpLogs(t, data) })
 
+	kafkaAddr := lookup(storeEnv, "KAFKA")
+	checkKafkaRefusesPlaintext(t, kafkaAddr)
+
 	hosts := []string{"host-a", "host-b"}
 	udp := map[string]string{}
 	for _, h := range hosts {
+		// The README's copy of the store host's client files (ca.pem and
+		// the password) to the same folder on every host.
+		copyClientFiles(t, filepath.Join(data, "kafka", "client"), filepath.Join(tmp, h, "kafka", "client"))
 		udp[h] = freeUDPAddr(t)
 		agent := rewrite(blocks["agent"], "spikehunt-agent", fmt.Sprintf(
 			`--host-name %s --listen 127.0.0.1:0 --intake.line-udp %s --intake.line-unix "" --intake.otlp-grpc "" --intake.otlp-http "" --capture.socket ""`,
@@ -357,5 +365,62 @@ func dumpLogs(t *testing.T, dir string) {
 			lines = lines[len(lines)-30:]
 		}
 		t.Logf("%s:\n%s", l, bytes.Join(lines, []byte("\n")))
+	}
+}
+
+// copyClientFiles copies what deploy/kafka.sh keeps for clients, as the
+// README has a person do with scp -p.
+func copyClientFiles(t *testing.T, from, to string) {
+	t.Helper()
+	if err := os.MkdirAll(to, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"ca.pem", "password"} {
+		b, err := os.ReadFile(filepath.Join(from, name))
+		if err != nil {
+			t.Fatalf("deploy/kafka.sh's client files: %v", err)
+		}
+		if err := os.WriteFile(filepath.Join(to, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(from, "password")); err != nil || fi.Mode().Perm()&0o077 != 0 {
+		t.Errorf("deploy/kafka.sh's password file: %v, mode %v; want readable by its owner only", err, fi.Mode().Perm())
+	}
+}
+
+// checkKafkaRefusesPlaintext: a client that speaks Kafka without TLS
+// gets no answer from the README's Kafka. It sends an ApiVersions
+// request, the first thing every client sends, in plaintext; a plaintext
+// listener would answer it with the same correlation id.
+func checkKafkaRefusesPlaintext(t *testing.T, addr string) {
+	t.Helper()
+	// The store block starts Kafka in the background and does not wait
+	// for it.
+	var c net.Conn
+	var err error
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(time.Second) {
+		if c, err = net.DialTimeout("tcp", addr, 5*time.Second); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Kafka at %s: %v", addr, err)
+		}
+	}
+	defer c.Close()
+	const clientID = "ownhosts-test"
+	req := binary.BigEndian.AppendUint32(nil, uint32(2+2+4+2+len(clientID)))
+	req = binary.BigEndian.AppendUint16(req, 18) // ApiVersions
+	req = binary.BigEndian.AppendUint16(req, 0)  // version 0
+	req = binary.BigEndian.AppendUint32(req, 4242)
+	req = binary.BigEndian.AppendUint16(req, uint16(len(clientID)))
+	req = append(req, clientID...)
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write(req); err != nil {
+		return // refused outright
+	}
+	var head [8]byte
+	if _, err := io.ReadFull(c, head[:]); err == nil && binary.BigEndian.Uint32(head[4:]) == 4242 {
+		t.Errorf("Kafka at %s answered a plaintext ApiVersions request: its listener takes clients without TLS", addr)
 	}
 }
