@@ -403,11 +403,12 @@ func (e *Embedded) querySyncParams(c *chdbConn, query, format string, params []Q
 	return nil
 }
 
-// background runs fn with c on its own goroutine and returns fn's error, or
-// ctx.Err() as soon as ctx ends; in that case fn still runs to its end and
-// returns c to the pool itself.
-func (e *Embedded) background(ctx context.Context, c *chdbConn, fn func() error) error {
-	done := make(chan error, 1)
+// begin counts a statement that runs on a goroutine of its own, for Close
+// to wait for, or refuses it (and returns c to the pool) once Close has
+// begun. Every such goroutine starts through begin: an Add that races
+// Close's Wait panics ("WaitGroup is reused before previous Wait has
+// returned"), as a streaming read once did when it skipped this check.
+func (e *Embedded) begin(c *chdbConn) error {
 	e.bgMu.Lock()
 	if e.closed {
 		e.bgMu.Unlock()
@@ -416,6 +417,17 @@ func (e *Embedded) background(ctx context.Context, c *chdbConn, fn func() error)
 	}
 	e.wg.Add(1)
 	e.bgMu.Unlock()
+	return nil
+}
+
+// background runs fn with c on its own goroutine and returns fn's error, or
+// ctx.Err() as soon as ctx ends; in that case fn still runs to its end and
+// returns c to the pool itself.
+func (e *Embedded) background(ctx context.Context, c *chdbConn, fn func() error) error {
+	done := make(chan error, 1)
+	if err := e.begin(c); err != nil {
+		return err
+	}
 	go func() {
 		defer e.wg.Done()
 		err := fn()

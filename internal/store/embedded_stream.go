@@ -23,7 +23,9 @@ func (e *Embedded) stream(ctx context.Context, st RawStatement, format string) (
 		return nil, err
 	}
 	r := &chunkReader{ctx: ctx, chunks: make(chan []byte, 4), stop: make(chan struct{}), started: make(chan error, 1)}
-	e.wg.Add(1)
+	if err := e.begin(c); err != nil {
+		return nil, err
+	}
 	go e.produce(c, query, format, st.Params, r)
 	select {
 	case err := <-r.started:

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -192,4 +193,39 @@ func TestEmbeddedInsertDeduplicatesByToken(t *testing.T) {
 	if got := scalar(t, st, "SELECT count() FROM d"); got != "3" {
 		t.Fatalf("count after three inserts with one token = %s, want 3", got)
 	}
+}
+
+// Close waits for the statements running on goroutines of their own, and
+// a streaming read that starts once Close has begun is refused, as every
+// other statement is: it once skipped the check, and its WaitGroup Add
+// raced Close's Wait (a panic in CI: "WaitGroup is reused before previous
+// Wait has returned").
+func TestAStreamStartedWhileTheStoreClosesIsRefused(t *testing.T) {
+	shared := embedded(t)
+	st, err := store.OpenEmbedded(context.Background(), store.EmbeddedConfig{Dir: testenv.ClickHouseDir(), Database: shared.Database(), Connections: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A read that runs for a second holds Close.
+	running := make(chan error, 1)
+	go func() {
+		running <- st.Query(context.Background(), "SELECT sleepEachRow(0.1) FROM numbers(10) SETTINGS max_block_size = 1", func(store.Block) error { return nil })
+	}()
+	time.Sleep(300 * time.Millisecond)
+	closed := make(chan struct{})
+	go func() { st.Close(); close(closed) }()
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a read ran")
+	default:
+	}
+	var out bytes.Buffer
+	if err := st.QueryRaw(context.Background(), store.RawStatement{Query: "SELECT 1"}, "TSV", &out); err == nil {
+		t.Errorf("a stream started after Close began ran: %q", out.String())
+	}
+	if err := <-running; err != nil {
+		t.Errorf("the read Close waited for: %v", err)
+	}
+	<-closed
 }
