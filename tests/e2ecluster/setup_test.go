@@ -291,6 +291,25 @@ func (e *env) dump(t *testing.T) {
 			}
 		}
 	}
+	// The operator's alert counters (received, dropped by reason): an
+	// alert it took and matched to no policy leaves no log line.
+	for _, p := range pods.Items {
+		if !strings.Contains(p.Name, "-operator-") {
+			continue
+		}
+		b, err := e.clientset.CoreV1().Pods(p.Namespace).ProxyGet("http", p.Name, "8080", "metrics", nil).DoRaw(ctx)
+		if err != nil {
+			t.Logf("operator %s metrics: %v", p.Name, err)
+			continue
+		}
+		var keep []string
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "alert") && !strings.HasPrefix(line, "#") {
+				keep = append(keep, line)
+			}
+		}
+		t.Logf("operator %s alert metrics:\n%s", p.Name, strings.Join(keep, "\n"))
+	}
 	if stoppedAt != "" {
 		t.Logf("the test failed waiting for %s", stoppedAt)
 	}
