@@ -55,26 +55,28 @@ func dayOf(ts proto.DateTime64) int64 {
 
 // probes returns the first row of each day of the batch.
 func (r *RequestRows) probes() []probe {
-	var ps []probe
-	for i, ts := range r.ts.Data {
-		if d := dayOf(ts); !hasDay(ps, d) {
-			ps = append(ps, probe{day: d, where: fmt.Sprintf(
-				"service = %s AND host = %s AND ts = fromUnixTimestamp64Micro(%d, 'UTC') AND trace_id = unhex('%x') AND span_id = unhex('%x')",
-				store.QuoteString(r.service.Row(i)), store.QuoteString(r.host.Row(i)), int64(ts), r.traceID.Row(i), r.spanID.Row(i))})
-		}
-	}
-	return ps
+	return firstOfEachDay(r.ts.Data, func(i int) string {
+		return fmt.Sprintf("service = %s AND host = %s AND ts = fromUnixTimestamp64Micro(%d, 'UTC') AND trace_id = unhex('%x') AND span_id = unhex('%x')",
+			store.QuoteString(r.service.Row(i)), store.QuoteString(r.host.Row(i)), int64(r.ts.Data[i]), r.traceID.Row(i), r.spanID.Row(i))
+	})
 }
 
 // probes returns the first row of each day of the batch.
 func (c *CounterRows) probes() []probe {
+	return firstOfEachDay(c.tsStart.Data, func(i int) string {
+		return fmt.Sprintf("host = %s AND metric = %s AND mode = %s AND device = %s AND cpu = %d AND ts_start = fromUnixTimestamp64Micro(%d, 'UTC') AND interval_ms = %d",
+			store.QuoteString(c.host.Row(i)), store.QuoteString(c.metric.Row(i)), store.QuoteString(c.mode.Row(i)),
+			store.QuoteString(c.device.Row(i)), c.cpu[i], int64(c.tsStart.Data[i]), c.interval[i])
+	})
+}
+
+// firstOfEachDay is a probe for the first row of each day in ts, the
+// row's lookup written by where.
+func firstOfEachDay(ts []proto.DateTime64, where func(i int) string) []probe {
 	var ps []probe
-	for i, ts := range c.tsStart.Data {
-		if d := dayOf(ts); !hasDay(ps, d) {
-			ps = append(ps, probe{day: d, where: fmt.Sprintf(
-				"host = %s AND metric = %s AND mode = %s AND device = %s AND cpu = %d AND ts_start = fromUnixTimestamp64Micro(%d, 'UTC') AND interval_ms = %d",
-				store.QuoteString(c.host.Row(i)), store.QuoteString(c.metric.Row(i)), store.QuoteString(c.mode.Row(i)),
-				store.QuoteString(c.device.Row(i)), c.cpu[i], int64(ts), c.interval[i])})
+	for i, t := range ts {
+		if d := dayOf(t); !hasDay(ps, d) {
+			ps = append(ps, probe{day: d, where: where(i)})
 		}
 	}
 	return ps
