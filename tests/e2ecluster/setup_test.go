@@ -158,6 +158,11 @@ clickhouse:
 agent:
   trigger:
     cidrs: [%q]
+operator:
+  # Debug (4 shows the intake's slog debug lines too): an alert that arms
+  # nothing says why only at this level, and
+  # a failed run dumps the operator's log.
+  extraArgs: ["--zap-log-level=4"]
 otelGateway:
   replicas: 1
   image:

@@ -146,6 +146,9 @@ func (c *KafkaConsumer) Run(ctx context.Context) error {
 				alerts = append(alerts, a)
 			}
 		})
+		if polled > 0 {
+			c.log.Debug("intake: kafka: polled", "records", polled, "alerts", len(alerts))
+		}
 		if len(alerts) > 0 {
 			if err := c.emit(ctx, alerts); err != nil {
 				return nil // ctx ended; nothing of this poll is committed

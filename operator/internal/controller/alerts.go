@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/spikehunt/spikehunt/internal/policy"
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
@@ -115,6 +116,8 @@ func (b *AlertInbox) Offer(ctx context.Context, alerts ...policy.Alert) error {
 		}
 		if !matched {
 			alertsDropped.WithLabelValues("no_policy").Inc()
+			logf.FromContext(ctx).V(1).Info("an alert matched no CapturePolicy; dropped", "alert", a.ID,
+				"service", a.Service, "hosts", len(a.Hosts), "policies", len(list.Items))
 		}
 	}
 	b.mu.Unlock()

@@ -198,6 +198,15 @@ func (r *CapturePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			budgetRefusals.WithLabelValues(string(ref.Reason)).Inc()
 		}
 	}
+	for _, a := range in.Alerts {
+		// An alert that arms nothing says why only here and in the
+		// policy's status: at debug level, as it is weighed again at
+		// every wake until it arms or expires.
+		if trigger.Matches(a) && armed[a.ID] < max(trigger.ExtraNodes, d.Wants[a.ID]) {
+			log.V(1).Info("a pending alert is not fully armed", "alert", a.ID, "hosts", a.Hosts, "hw_classes", a.HWClasses,
+				"armed", armed[a.ID], "wants", max(trigger.ExtraNodes, d.Wants[a.ID]), "nodes", len(nodes), "refused", refusalsOf(d.Refused, a.ID))
+		}
+	}
 	if len(created) > 0 || len(d.Expire) > 0 {
 		log.V(1).Info("applied decision", "epoch", d.Selection.Epoch, "created", len(created),
 			"expired", len(d.Expire), "refused", len(d.Refused), "nodes", len(nodes), "fleet", len(state),
@@ -578,4 +587,16 @@ func nodeLabelsChanged() predicate.Predicate {
 				e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
 		},
 	}
+}
+
+// refusalsOf are the budget refusals of an alert's armings, as
+// "node: reason", for a log line.
+func refusalsOf(refused []policy.Refusal, alertID string) []string {
+	var out []string
+	for _, r := range refused {
+		if r.Request.AlertKey == alertID {
+			out = append(out, r.Request.Node+": "+string(r.Reason))
+		}
+	}
+	return out
 }
