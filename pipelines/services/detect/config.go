@@ -11,7 +11,7 @@ import (
 // DetectorVersion is written into every row the detectors produce
 // (spikes, spike_suspects, patterns). Bump it when a change to the rules
 // or the defaults makes old rows incomparable with new ones.
-const DetectorVersion = "detect/6"
+const DetectorVersion = "detect/7"
 
 // Config is one detection pass: which service, which time range, and the
 // knobs of the three stages. The zero value of every knob means its

@@ -41,9 +41,9 @@ const leafShare = 0.5
 func fetchPerWindow(max int) int { return max * 2 }
 
 // preferLeaves drops, in each window's rows (ordered by window, then
-// rank), the parent cgroups a descendant stands in for, puts memory
-// pressure before the IO pressure it accounts for (memoryBeforeIO),
-// renumbers the ranks and keeps max rows per window.
+// rank), the parent cgroups a descendant stands in for, puts each cause
+// before the echoes of it that outranked it (causesBeforeEchoes,
+// suspects_echoes.go), renumbers the ranks and keeps max rows per window.
 func preferLeaves(rows []suspectRow, max int) []suspectRow {
 	out := rows[:0]
 	for start := 0; start < len(rows); {
@@ -52,7 +52,7 @@ func preferLeaves(rows []suspectRow, max int) []suspectRow {
 			end++
 		}
 		window := rows[start:end]
-		memoryBeforeIO(window)
+		causesBeforeEchoes(window)
 		rank := 0
 		for i, r := range window {
 			if rank == max || standsIn(window, i) {
@@ -81,40 +81,4 @@ func standsIn(window []suspectRow, i int) bool {
 		}
 	}
 	return false
-}
-
-// Memory pressure and slow disks before IO pressure. The kernel's PSI io
-// says tasks waited on IO, not why. A task in direct reclaim that waits
-// for the writeback of the pages it would free is stalled on memory and
-// on IO at once: PSI counts the wait in both. When the two rise together,
-// the IO stall is the reclaim's, and memory is the cause to name (the
-// cause lab's (c), docs/causes.md); a disk stall alone leaves memory
-// pressure flat. And a disk whose IOs got slow in the same window names
-// the device the tasks waited on (the lab's (f)); an IO stall above the
-// disks, in a filter layer, leaves every disk's latency flat and PSI io
-// stands alone.
-const pressureMetric = "spikehunt.pressure.stall_time"
-
-// memoryBeforeIO moves, in one window's rows, each IO pressure row to
-// just after the row that accounts for it when that row ranks below it:
-// the memory pressure row of the same kind (some, full) whose rise is at
-// least leafShare of its own, or a disk's latency per IO.
-func memoryBeforeIO(window []suspectRow) {
-	for i := 0; i < len(window); i++ {
-		io := window[i]
-		if io.Metric != pressureMetric || io.Device != "io" {
-			continue
-		}
-		for j := i + 1; j < len(window); j++ {
-			m := window[j]
-			memory := m.Metric == pressureMetric && m.Device == "memory" && m.Mode == io.Mode &&
-				m.During-m.Baseline >= leafShare*(io.During-io.Baseline)
-			if memory || m.Metric == diskLatencyMetric {
-				copy(window[i:j], window[i+1:j+1])
-				window[j] = io
-				i-- // window[i] is a new row now
-				break
-			}
-		}
-	}
 }
