@@ -8,8 +8,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// The cause lab's windows of 2026-11-30 04:07 (docs/causes.md), as ranked
-// by deviation, and what the echo rules make of them.
+// The cause lab's windows of its detect/6 run that missed (c) and (e)
+// (docs/causes.md, "detect/7"), as ranked by deviation, and what the echo
+// rules make of them.
 func TestCausesGoBeforeTheirEchoes(t *testing.T) {
 	const (
 		unit  = "spikehunt-causelab.slice/shop-reclaim.service"
