@@ -160,8 +160,8 @@ agent:
     cidrs: [%q]
 operator:
   # Debug (4 shows the intake's slog debug lines too): an alert that arms
-  # nothing says why only at this level, and
-  # a failed run dumps the operator's log.
+  # nothing says why only at this level, and a failed run dumps the
+  # operator's log.
   extraArgs: ["--zap-log-level=4"]
 otelGateway:
   replicas: 1
@@ -296,8 +296,8 @@ func (e *env) dump(t *testing.T) {
 			}
 		}
 	}
-	// The operator's alert counters (received, dropped by reason): an
-	// alert it took and matched to no policy leaves no log line.
+	// The operator's alert counters (received, dropped by reason), beside
+	// its debug lines on each alert.
 	for _, p := range pods.Items {
 		if !strings.Contains(p.Name, "-operator-") {
 			continue

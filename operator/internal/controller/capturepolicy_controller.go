@@ -190,9 +190,10 @@ func (r *CapturePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			armed[a.AlertKey]++
 		}
 	}
-	r.Alerts.Settle(req.NamespacedName, func(a policy.Alert) bool {
-		return !trigger.Matches(a) || armed[a.ID] >= max(trigger.ExtraNodes, d.Wants[a.ID])
-	})
+	// short says whether a matching alert still wants armings it lacks.
+	wants := func(a policy.Alert) int { return max(trigger.ExtraNodes, d.Wants[a.ID]) }
+	short := func(a policy.Alert) bool { return trigger.Matches(a) && armed[a.ID] < wants(a) }
+	r.Alerts.Settle(req.NamespacedName, func(a policy.Alert) bool { return !short(a) })
 	for _, ref := range d.Refused {
 		if ref.Reason != policy.RefusedDuplicate {
 			budgetRefusals.WithLabelValues(string(ref.Reason)).Inc()
@@ -202,9 +203,9 @@ func (r *CapturePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		// An alert that arms nothing says why only here and in the
 		// policy's status: at debug level, as it is weighed again at
 		// every wake until it arms or expires.
-		if trigger.Matches(a) && armed[a.ID] < max(trigger.ExtraNodes, d.Wants[a.ID]) {
+		if short(a) {
 			log.V(1).Info("a pending alert is not fully armed", "alert", a.ID, "hosts", a.Hosts, "hw_classes", a.HWClasses,
-				"armed", armed[a.ID], "wants", max(trigger.ExtraNodes, d.Wants[a.ID]), "nodes", len(nodes), "refused", refusalsOf(d.Refused, a.ID))
+				"armed", armed[a.ID], "wants", wants(a), "nodes", len(nodes), "refused", refusalsOf(d.Refused, a.ID))
 		}
 	}
 	if len(created) > 0 || len(d.Expire) > 0 {
