@@ -1,6 +1,9 @@
 package detect
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Causes before their echoes. Some counters rise with a stall because
 // another counter's cause makes them rise: they are true, and they deviate
@@ -92,12 +95,7 @@ func accountsFor(window []suspectRow, c, e suspectRow) bool {
 			}
 			return rise(c) >= leafShare*rise(e)
 		}
-		for _, m := range reclaimEvidence {
-			if c.Metric == m {
-				return true
-			}
-		}
-		return false
+		return slices.Contains(reclaimEvidence, c.Metric)
 	}
 	// A cgroup's CPU.
 	switch {
