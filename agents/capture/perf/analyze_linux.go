@@ -32,6 +32,9 @@ const (
 // the page that shows them (report.html).
 func (r *perfRecorder) Analyze(ctx context.Context, in capture.AnalysisInput) (capture.AnalysisOutput, error) {
 	tr := explain.NewTrace(explain.DefaultLimits)
+	// perf record's own CPU is the capture's overhead: the verdicts
+	// report it apart, never as who a request waited behind.
+	tr.SetRecorder(r.pid)
 	for _, f := range r.files {
 		if err := r.script(ctx, filepath.Join(r.dir, f), tr); err != nil {
 			return capture.AnalysisOutput{}, fmt.Errorf("perf script %s: %w", f, err)

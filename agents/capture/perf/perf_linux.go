@@ -130,6 +130,7 @@ type perfRecorder struct {
 	args   []string
 
 	cmd    *exec.Cmd
+	pid    int32 // perf record's, kept for the analysis after it exits
 	exited chan struct{}
 	dumps  chan string // file names perf reports, in order
 	mu     sync.Mutex
@@ -163,6 +164,7 @@ func (r *perfRecorder) Arm(ctx context.Context) error {
 		return fmt.Errorf("%w: start perf: %v", capture.ErrNotSupported, err)
 	}
 	r.cmd = cmd
+	r.pid = int32(cmd.Process.Pid)
 	r.exited = make(chan struct{})
 	r.dumps = make(chan string, 16)
 	go r.readStderr(errPipe)

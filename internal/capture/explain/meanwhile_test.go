@@ -287,3 +287,53 @@ func TestAVerdictNamesTheListenQueueOverflow(t *testing.T) {
 		t.Errorf("no overflow during it: %s", v.Verdict)
 	}
 }
+
+// A thread runnable behind the capture's own recorder (perf record, more
+// of the CPU than the neighbour) is named behind the neighbour; the
+// recorder's time is reported apart, with its share of the wait.
+func TestTheRecorderIsNeverWhoTheThreadWaitedBehind(t *testing.T) {
+	perf := proc{"perf", 900, 900}
+	var s synth
+	s.header(app, 1, 10*time.Second, "sched:sched_switch", "prev_comm=shop prev_pid=101 prev_prio=120 prev_state=R+ ==> next_comm=batch next_pid=201 next_prio=120")
+	s.b.WriteString("\n")
+	s.samples(1, 10*time.Second, 10500*time.Millisecond, func(i int) (proc, []string) {
+		if i%5 < 3 {
+			return perf, []string{"record__mmap_read_all", "cmd_record"}
+		}
+		return other, []string{"spin"}
+	})
+	s.header(other, 1, 10500*time.Millisecond, "sched:sched_switch", "prev_comm=batch prev_pid=201 prev_prio=120 prev_state=R ==> next_comm=shop next_pid=101 next_prio=120")
+	s.b.WriteString("\n")
+	q := request(101, 10*time.Second, 10510*time.Millisecond)
+
+	// Without knowing its recorder, the analysis names perf: the fault
+	// this guards against.
+	if v := s.trace(t).ExplainRequest(q, record.Clock{}); !strings.HasPrefix(v.Verdict, "runnable 500 ms behind perf[900] on CPU 1") {
+		t.Fatalf("without the recorder named: %s", v.Verdict)
+	}
+	tr := s.trace(t)
+	tr.SetRecorder(900)
+	v := tr.ExplainRequest(q, record.Clock{})
+	want := "runnable 500 ms behind batch[201] on CPU 1; meanwhile the capture's own recorder perf[900] held CPU 1 for 300 ms of the runnable time; 510 ms of the request"
+	if !strings.HasPrefix(v.Verdict, want) {
+		t.Errorf("verdict\n  %s\nwant\n  %s…", v.Verdict, want)
+	}
+	if len(v.RunnableBehind) != 1 || v.RunnableBehind[0].Who != "batch[201]" || v.Recorder == nil || v.Recorder.Who != "perf[900]" || v.Recorder.NS != 300*time.Millisecond {
+		t.Errorf("behind %+v, recorder %+v", v.RunnableBehind, v.Recorder)
+	}
+	// A recorder that took little of the wait is not worth a clause.
+	s = synth{}
+	s.header(app, 1, 10*time.Second, "sched:sched_switch", "prev_comm=shop prev_pid=101 prev_prio=120 prev_state=R+ ==> next_comm=batch next_pid=201 next_prio=120")
+	s.b.WriteString("\n")
+	s.samples(1, 10*time.Second, 10500*time.Millisecond, func(i int) (proc, []string) {
+		if i%25 == 0 {
+			return perf, []string{"record__mmap_read_all", "cmd_record"}
+		}
+		return other, []string{"spin"}
+	})
+	tr = s.trace(t)
+	tr.SetRecorder(900)
+	if v := tr.ExplainRequest(q, record.Clock{}); strings.Contains(v.Verdict, "recorder") || v.Recorder == nil {
+		t.Errorf("a small share: %s (%+v)", v.Verdict, v.Recorder)
+	}
+}

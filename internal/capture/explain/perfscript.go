@@ -71,6 +71,8 @@ type Trace struct {
 	procs map[int32]int32
 	// period is the timer samples' spacing, read from them (0: not yet).
 	period int64
+	// recorder is the capture's own recording processes (SetRecorder).
+	recorder map[int32]bool
 }
 
 // Limits bound what Parse keeps of a text: it comes from a file on the
@@ -108,6 +110,34 @@ func NewTrace(lim Limits) *Trace {
 		lim.MaxLine = DefaultLimits.MaxLine
 	}
 	return &Trace{stackIDs: map[string]int32{}, lim: lim, procs: map[int32]int32{}}
+}
+
+// SetRecorder names the processes that recorded the trace (perf record):
+// the CPU they took is the capture's overhead, which a verdict reports
+// apart and never names as who a thread waited behind.
+func (tr *Trace) SetRecorder(pids ...int32) {
+	for _, p := range pids {
+		if p <= 0 {
+			continue
+		}
+		if tr.recorder == nil {
+			tr.recorder = map[int32]bool{}
+		}
+		tr.recorder[p] = true
+	}
+}
+
+// isRecorder: t is a thread of the recorder's (a thread the headers never
+// placed in a process counts as its own process).
+func (tr *Trace) isRecorder(t Task) bool {
+	if len(tr.recorder) == 0 || t.TID <= 0 {
+		return false
+	}
+	p, ok := tr.procs[t.TID]
+	if !ok {
+		p = t.TID
+	}
+	return tr.recorder[p]
 }
 
 // Read adds the events of one perf script text (ScriptFields): the dumps

@@ -30,6 +30,10 @@ type RequestVerdict struct {
 	// longest first, and RunnableCPU that CPU.
 	RunnableBehind []ShareView `json:"runnable_behind,omitempty"`
 	RunnableCPU    int32       `json:"runnable_cpu"`
+	// Recorder is the capture's own recorder's time on that CPU (its
+	// busiest thread, with the sum of them all), left out of
+	// RunnableBehind: overhead the capture added, not a cause.
+	Recorder *ShareView `json:"runnable_behind_recorder,omitempty"`
 	// Segments is the thread's timeline during the request.
 	Segments []SegmentView `json:"segments"`
 	// IO holds the blocked time against the block devices' requests
@@ -167,15 +171,25 @@ func (tr *Trace) explainRequest(q record.RequestRecord, clock record.Clock, io *
 		// every runnable stretch on it: a stretch the trace holds little
 		// of (a ring that wrapped) is made up by the others.
 		v.RunnableCPU = longestRunnable.CPU
-		by := map[Task]int64{}
+		by, own := map[Task]int64{}, map[Task]int64{}
 		for _, seg := range segs {
 			if seg.State != StateRunnable || seg.CPU != v.RunnableCPU {
 				continue
 			}
 			for _, s := range tr.Occupants(seg.CPU, seg.Start, seg.End) {
-				if s.Task.TID != tid {
+				switch {
+				case s.Task.TID == tid:
+				case tr.isRecorder(s.Task):
+					own[s.Task] += s.NS
+				default:
 					by[s.Task] += s.NS
 				}
+			}
+		}
+		if shares := sortShares(own); len(shares) > 0 {
+			v.Recorder = &ShareView{Who: shares[0].Task.String()}
+			for _, s := range shares {
+				v.Recorder.NS += time.Duration(s.NS)
 			}
 		}
 		for _, s := range sortShares(by) {
@@ -286,6 +300,9 @@ func (v *RequestVerdict) sentence() string {
 		around = append(around, v.Softirq.clause())
 	}
 	around = append(around, v.Process.clauses(total)...)
+	if c := v.recorderClause(); c != "" {
+		around = append(around, c)
+	}
 	if len(around) > 0 {
 		fmt.Fprintf(&b, "; meanwhile %s", strings.Join(around, ", and "))
 	}
@@ -296,6 +313,16 @@ func (v *RequestVerdict) sentence() string {
 	}
 	fmt.Fprintf(&b, "; %s of the request on %s: on CPU %s, runnable %s, blocked %s", ms(total), v.Thread, ms(v.OnCPU), ms(v.Runnable), ms(v.Blocked))
 	return b.String()
+}
+
+// recorderClause says how long the capture's own recorder held the CPU
+// the thread waited for, when that was a tenth of its runnable time or
+// more: the reader weighs the capture's overhead against the cause.
+func (v *RequestVerdict) recorderClause() string {
+	if v.Recorder == nil || v.Runnable <= 0 || 10*v.Recorder.NS < v.Runnable {
+		return ""
+	}
+	return fmt.Sprintf("the capture's own recorder %s held CPU %d for %s of the runnable time", v.Recorder.Who, v.RunnableCPU, ms(v.Recorder.NS))
 }
 
 // mostlyRunnable: the verdict's state is runnable (sentence's order:
