@@ -35,7 +35,8 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	cli.DurationVar(fs, lookback, "lookback", detect.DefaultLookback, false, "span of spike windows the pattern classifier looks at: a duration, 6h or 1d")
 	k := fs.Float64("k", detect.DefaultK, "a second is slow past k × the typical latency (the larger of the fleet's and the host's bucket median)")
 	floor := fs.Duration("floor", detect.DefaultFloor, "… and past this absolute floor")
-	cli.Group(fs, "k", "floor")
+	falsePerHostHour := fs.Float64("false-per-host-hour", detect.DefaultFalsePerHostHour, "… with company: the bars a stall's requests must pass come from each host's own latency tail, set so that its body alone gives at most this many windows per host-hour")
+	cli.Group(fs, "k", "floor", "false-per-host-hour")
 	gap := fs.Duration("gap", detect.DefaultMergeGap, "slow seconds at most this far apart are one window")
 	bucket := fs.Duration("bucket", detect.DefaultBucket, "time slice the medians are taken over")
 	pad := fs.Duration("pad", detect.DefaultPad, "read this much before a pass so windows straddling its start are seen whole")
@@ -84,7 +85,7 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	}
 	cfg := detect.Config{
 		Service:   *service,
-		Spikes:    detect.SpikeConfig{K: *k, Floor: *floor, MergeGap: *gap, Bucket: *bucket, Pad: *pad},
+		Spikes:    detect.SpikeConfig{K: *k, Floor: *floor, FalsePerHostHour: *falsePerHostHour, MergeGap: *gap, Bucket: *bucket, Pad: *pad},
 		Endpoints: detect.EndpointConfig{Off: !*perEndpoint, MaxEndpoints: *maxEndpoints},
 		Suspects:  detect.SuspectConfig{MinDeviation: *minDeviation, Max: *maxSuspects},
 		Patterns:  detect.PatternConfig{Lookback: *lookback},

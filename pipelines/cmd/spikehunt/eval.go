@@ -38,6 +38,9 @@ size.`, stderr)
 	cli.Deprecate(fs, "start", "from")
 	timesOfDay := fs.String("time-of-day", "", "comma-separated times of day to start every scenario at, each a run of its own: night (02:00 UTC, the simulated load's low) and day (12:00 UTC); default one run ending at the last midnight UTC")
 	variants := fs.Bool("variants", false, "run the off-default variants (their own sizes; --hosts and --duration do not apply); --scenarios filters them by scenario")
+	sweep := fs.Bool("sweep", false, "run the spike rule's sweep instead: every latency body (--sigmas) at every rate (--rates), each a healthy and a stalling fleet of --hosts × --duration, and a body with two modes; prints false windows per host-hour, precision and recall of what could be seen")
+	sigmas := fs.String("sigmas", floatList(eval.SweepSigmas), "with --sweep: the lognormal bodies' σ, comma-separated")
+	rates := fs.String("rates", floatList(eval.SweepRates), "with --sweep: requests per second per host, comma-separated")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -84,6 +87,22 @@ size.`, stderr)
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return err
+	}
+	if *sweep {
+		ss, err := parseFloats(*sigmas)
+		if err != nil {
+			fmt.Fprintf(stderr, "--sigmas %q: %v\n", *sigmas, err)
+			return cli.ErrUsage
+		}
+		rs, err := parseFloats(*rates)
+		if err != nil {
+			fmt.Fprintf(stderr, "--rates %q: %v\n", *rates, err)
+			return cli.ErrUsage
+		}
+		if from.IsZero() {
+			from = eval.Start(*duration)
+		}
+		return runSweep(ctx, dir, eval.SweepCells(ss, rs), *hosts, *duration, from, *seed, stdout, stderr)
 	}
 	var runs []eval.Variant
 	if *variants {

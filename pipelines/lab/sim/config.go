@@ -18,12 +18,16 @@ type Config struct {
 	Start     time.Time     // first simulated second (default: Duration before the current hour)
 	Duration  time.Duration // simulated time (default 6 h)
 
-	RPS         float64       // mean requests per second per host before the diurnal swing (default 30)
-	MedianUS    float64       // median latency of the lognormal body (default 4 ms)
-	Sigma       float64       // lognormal shape (default 0.5)
-	SampleEvery int           // the agent keeps 1 in SampleEvery of the fast requests (weight = SampleEvery); slow ones always (default 30)
-	CPUs        int           // logical CPUs per host (default 8; the NIC storm needs ≥ 7)
-	CounterStep time.Duration // kernel counter interval (default 10 s)
+	RPS         float64 // mean requests per second per host before the diurnal swing (default 30)
+	MedianUS    float64 // median latency of the lognormal body (default 4 ms)
+	Sigma       float64 // lognormal shape (default 0.5)
+	SampleEvery int     // the agent keeps 1 in SampleEvery of the fast requests (weight = SampleEvery); slow ones always (default 30)
+	// A body with two modes (a cache): MissShare of the requests miss,
+	// and their lognormal's median is MissFactor × the hits' (default
+	// none: one mode).
+	MissShare, MissFactor float64
+	CPUs                  int           // logical CPUs per host (default 8; the NIC storm needs ≥ 7)
+	CounterStep           time.Duration // kernel counter interval (default 10 s)
 
 	// Spike timing. Not every scenario uses every field.
 	PeriodMin, PeriodMax time.Duration // per-host recurrence period is drawn from [PeriodMin, PeriodMax]
@@ -213,6 +217,8 @@ func (c Config) Validate() error {
 		return errors.New("sim: the latency body needs a median ≥ 10 µs and 0 < sigma ≤ 3")
 	case c.SampleEvery < 1:
 		return fmt.Errorf("sim: sample every %d, want ≥ 1", c.SampleEvery)
+	case c.MissShare < 0 || c.MissShare >= 1 || c.MissShare > 0 && (c.MissFactor < 1 || c.MissFactor > 1e4):
+		return fmt.Errorf("sim: miss share %g × %g, want a share in [0, 1) and a factor of 1–10000", c.MissShare, c.MissFactor)
 	case c.CPUs < 1 || c.CPUs > 1024:
 		return fmt.Errorf("sim: %d CPUs, want 1–1024", c.CPUs)
 	case c.Cause == CauseNICSoftirq && c.CPUs < 7:

@@ -124,6 +124,24 @@ func (g *requestGen) second(sec time.Time, out []telemetry.Request) []telemetry.
 				weight, decided = 1, true
 			}
 		}
+		if !decided && g.cfg.MissShare > 0 && g.rng.Float64() < g.cfg.MissShare {
+			// A cache miss: the second mode. The agent's rolling p99 lies
+			// in this mode (its p90 with a tenth missing); above it a
+			// miss is kept with weight 1, below it sampled as the hits.
+			us = g.cfg.MissFactor * med * math.Exp(g.cfg.Sigma*g.rng.NormFloat64())
+			switch {
+			case us > g.cfg.MissFactor*med*math.Exp(g.cfg.Sigma*missP99Z(g.cfg.MissShare)):
+				weight = 1
+			case g.rng.Float64() < 1/float64(g.cfg.SampleEvery):
+				weight = uint32(g.cfg.SampleEvery)
+			default:
+				continue
+			}
+			decided = true
+			ep = pickEndpoint(g.eps, g.rng.Float64())
+			at = sec.Add(time.Duration(g.rng.Float64() * float64(time.Second)))
+			us *= ep.median
+		}
 		if !decided {
 			switch {
 			case u < 0.01: // the tail above the rolling p99: always kept
@@ -196,6 +214,16 @@ func stallWait(s *Stall, at time.Time, ep *endpoint, rng *rand.Rand) (time.Durat
 		return time.Duration((0.25 + 0.5*rng.Float64()) * float64(left)), true
 	}
 	return left, true
+}
+
+// missP99Z is the standard normal quantile, within the misses' mode, of
+// the whole body's p99: the misses' 1 − 0.01 / share quantile (share ≥
+// 0.01; with fewer misses, their median).
+func missP99Z(share float64) float64 {
+	if share <= 0.01 {
+		return 0
+	}
+	return math.Sqrt2 * math.Erfinv(1-2*0.01/share)
 }
 
 // bodyNormal draws a standard normal below the p99 (rejection: 99% accept).

@@ -11,7 +11,7 @@ import (
 // DetectorVersion is written into every row the detectors produce
 // (spikes, spike_suspects, patterns). Bump it when a change to the rules
 // or the defaults makes old rows incomparable with new ones.
-const DetectorVersion = "detect/7"
+const DetectorVersion = "detect/8"
 
 // Config is one detection pass: which service, which time range, and the
 // knobs of the three stages. The zero value of every knob means its
@@ -74,6 +74,10 @@ type SpikeConfig struct {
 	// MergeGap: slow seconds separated by at most this many fast seconds
 	// are one window. Default 5 s; up to 10 min.
 	MergeGap time.Duration
+	// FalsePerHostHour is how many false windows per host-hour a host's
+	// own latency body may give, the only setting of the company and share
+	// bars taken from its tail (spikeWindowsSQL). Default 0.01; 1e-6–1.
+	FalsePerHostHour float64
 	// Pad is read before From so that a window straddling From is seen
 	// whole. Windows that start in the pad are rewritten, not duplicated;
 	// windows starting in its first MergeGap + 1 s are left alone, since the
@@ -276,6 +280,8 @@ const (
 	DefaultMergeGap = 5 * time.Second
 	DefaultPad      = 15 * time.Minute
 
+	DefaultFalsePerHostHour = 0.01
+
 	DefaultMaxEndpoints = 100
 
 	DefaultMinDeviation = 6.0
@@ -350,6 +356,7 @@ func (c SpikeConfig) withDefaults() SpikeConfig {
 	defaults.Fill(&c.Bucket, DefaultBucket)
 	defaults.Fill(&c.MergeGap, DefaultMergeGap)
 	defaults.Fill(&c.Pad, DefaultPad)
+	defaults.Fill(&c.FalsePerHostHour, DefaultFalsePerHostHour)
 	return c
 }
 
@@ -366,6 +373,8 @@ func (c SpikeConfig) validate() error {
 		return configErr("spikes: Bucket = %v, want 1m–2h in whole seconds", c.Bucket)
 	case c.MergeGap < 0 || c.MergeGap > 10*time.Minute || c.MergeGap%time.Second != 0:
 		return configErr("spikes: MergeGap = %v, want 0–10m in whole seconds", c.MergeGap)
+	case c.FalsePerHostHour < 1e-6 || c.FalsePerHostHour > 1:
+		return configErr("spikes: FalsePerHostHour = %g, want 1e-6–1", c.FalsePerHostHour)
 	case c.Pad%time.Second != 0 || c.Pad <= c.MergeGap+time.Second || c.Pad > 24*time.Hour:
 		return configErr("spikes: Pad = %v, want more than MergeGap + 1s (%v), at most 24h, in whole seconds", c.Pad, c.MergeGap+time.Second)
 	}

@@ -55,6 +55,9 @@ type fleetLoad struct {
 	stall   string
 	stallUS int
 	seed    int
+	// rps is each host's requests a second, evenly spaced, every one
+	// kept with weight 1; default 1 (at the second's middle).
+	rps int
 }
 
 func host(i int) string { return fmt.Sprintf("host-%03d", i) }
@@ -82,16 +85,19 @@ func (l fleetLoad) insert(t *testing.T, st store.Store) {
 	if l.stallUS == 0 {
 		l.stallUS = 1_000_000
 	}
+	if l.rps == 0 {
+		l.rps = 1
+	}
 	q := fmt.Sprintf(`INSERT INTO requests (ts, service, host, hw_class, endpoint, latency_us, status, trace_id, span_id, thread_id, weight)
-SELECT fromUnixTimestamp64Micro(toInt64((%[1]d + s) * 1000000 + 500000), 'UTC'), %[2]s,
+SELECT fromUnixTimestamp64Micro(toInt64((%[1]d + s) * 1000000 + (intDiv(n, %[10]d) %% %[12]d) * intDiv(1000000, %[12]d) + intDiv(500000, %[12]d)), 'UTC'), %[2]s,
     concat('host-', leftPad(toString(h), 3, '0')), %[3]s[h %% %[4]d + 1], '/get',
     toUInt32(if(%[5]s, %[6]d,
         (%[7]s) * exp(%[8]g * sqrt(-2 * log((cityHash64(n, %[9]d, 1) %% 1000000 + 1) / 1000001))
             * cos(2 * pi() * (cityHash64(n, %[9]d, 2) %% 1000000) / 1000000)))),
     'OK', '', '', 1000 + h, 1
-FROM (SELECT number AS n, intDiv(number, %[10]d) AS s, number %% %[10]d AS h FROM numbers(%[11]d))`,
+FROM (SELECT number AS n, intDiv(number, %[10]d * %[12]d) AS s, number %% %[10]d AS h FROM numbers(%[11]d))`,
 		l.start.Unix(), store.QuoteString(l.service), strList(l.classes), len(l.classes),
-		l.stall, l.stallUS, l.median, l.sigma, l.seed, l.hosts, l.hosts*l.seconds)
+		l.stall, l.stallUS, l.median, l.sigma, l.seed, l.hosts, l.hosts*l.seconds*l.rps, l.rps)
 	if err := st.Exec(context.Background(), q); err != nil {
 		t.Fatalf("load fleet: %v", err)
 	}

@@ -123,26 +123,45 @@ func newSpikeRange(cfg *Config) spikeRange {
 // report its own body as spikes. Stalls barely move the spread: a 1 s
 // stall at 100× in a 10-minute bucket adds 0.03 to its variance.
 //
-// Lone requests. A host serving a few requests a second keeps one or two
-// rows a second and fewer than two minutes of them a bucket, so it has no
-// spread, and a second holding one tail request has that request for its
-// mean: on a lognormal body with σ = 0.9 at 3 requests a second, 9 windows
-// per host-hour. What tells a stall from the body's tail is company: a
-// stall delays every request in flight, and they finish together at its
-// end, so the second and its neighbours hold two slow requests or more.
-// A second slow by its mean on fewer than thinKept kept requests (thin) is
-// a stall when the second and the ones either side hold two requests or
-// more over bar_pair, or one over bar_lone: latencies the host's body
-// yields two at a time, or at all, about once in hundreds of host-hours,
-// taken from its base and the lognormal tail of the fleet's spread (the
-// tail: the spread over buckets of minTailSeconds rows or more, which the
-// few-requests hosts have). A lone request under bar_lone is the body's;
-// a stall that catches one request only, and holds it less than bar_lone,
-// is lost with it (about one 1 s stall in ten at 3 requests a second).
-// Company is counted in latency_hist, read in the histograms' scan for the
-// thin seconds and their neighbours (few: a stall at tens of requests a
-// second keeps dozens); a thin second whose own max passes bar_lone needs
-// no read.
+// Company, from each host's own tail. A stall delays every request in
+// flight, and they finish together at its end; a body's tail request has
+// no company. So a second slow by its mean is a stall only when it and the
+// seconds either side hold two requests or more over bar_pair, or one over
+// bar_lone. A mean alone is not enough: a host that keeps every request
+// (an agent at a few requests a second, or a fleet that sends every span)
+// has one tail request in its second's mean, and on a lognormal body with
+// σ = 0.9 at 5 requests a second that passes 8 × its base some 1.6 times
+// per host-hour.
+//
+// The bars come from the host's own latency over the six hours before To
+// (tails: latency_1m's digests, merged): its p99, the slope of its tail
+// (log latency per standard normal quantile, between p90 and p99, which
+// is σ on a lognormal body and the misses' σ on a body of cache hits and
+// misses) and its rate r. bar_lone is the latency its body exceeds once in
+// 3 / FalsePerHostHour host-hours: a tail share S = F / 3600 / r, F =
+// FalsePerHostHour / 3, at the normal quantile z(S), p99 × e^(slope ×
+// (z(S) − z(0.99))). bar_pair is where two requests within two seconds of
+// one another come as rarely: tail events at rate λ = r S pair up 2λ²
+// times a second, so S = √(F / 7200) / r. Both stay at or over thr. p90
+// and p99 stand clear of the host's own stalls, which hold far fewer than
+// one request in a hundred (a 1 s stall every 15 minutes: one in 900).
+// A host with fewer than minTailRequests requests in those hours (one
+// just come up) has the fleet's bars instead: bar_pair = max(thr,
+// e^(pairZ × tail) × base), bar_lone = max(loneOverPair × bar_pair,
+// e^(loneZ × tail) × base), tail being the fleet's spread of log
+// per-second means over buckets of minTailSeconds rows or more.
+//
+// The share rule counts over the share bar: thr, or on a host with a tail
+// of its own the latency of which its body puts k = max(3, a tenth of n)
+// of a second's n requests over it once in 1 / F host-hours (Poisson:
+// (n S)^k / k! per second), if that is higher: at σ = 1.2 and 100 requests
+// a second a tenth of them pass 8 × the base, by the body alone, a few
+// times an hour.
+//
+// Company is counted in latency_hist, read in the histograms' scan for
+// the slow seconds and their neighbours (few); a second whose own max
+// passes bar_lone needs no read, which is most stalls at tens of requests
+// a second.
 func spikeWindowsSQL(service string, r spikeRange, c SpikeConfig, materialized bool) string {
 	return render(spikeWindowsTmpl, spikeWindowsParams{
 		Service:          service,
@@ -157,7 +176,11 @@ func spikeWindowsSQL(service string, r spikeRange, c SpikeConfig, materialized b
 		PairZ:            pairZ,
 		LoneZ:            loneZ,
 		LoneOverPair:     loneOverPair,
-		ThinKept:         thinKept,
+		TailFrom:         r.to.Add(-tailLookback),
+		MinTailRequests:  minTailRequests,
+		FalseThird:       c.FalsePerHostHour / 3,
+		Z99:              z99,
+		Z99MinusZ90:      z99 - z90,
 		BaseFrom:         r.baseFrom,
 		ReadFrom:         r.readFrom,
 		WriteFromMS:      r.writeFrom.UnixMilli(),
@@ -181,11 +204,19 @@ type spikeWindowsParams struct {
 	SplitGapS        int64
 	MinSpreadSeconds int64
 	NoSpread         float64
-	// The lone-request rule's constants (see spikeWindowsSQL).
+	// The fleet's bars, for a host without a tail of its own (see
+	// spikeWindowsSQL).
 	MinTailSeconds int64
 	PairZ, LoneZ   float64
 	LoneOverPair   float64
-	ThinKept       int64
+	// The host's own tail: latency_1m from TailFrom, from MinTailRequests
+	// requests on; each of the three rules may give FalseThird false
+	// windows per host-hour.
+	TailFrom        time.Time
+	MinTailRequests int64
+	FalseThird      float64
+	// The standard normal's quantiles at 0.99 and 0.90.
+	Z99, Z99MinusZ90 float64
 	// The seconds of spikeRange: the scan reads [BaseFrom, To), candidate
 	// slow seconds from ReadFrom on, and keeps windows starting at or
 	// after WriteFromMS (ms).
@@ -200,8 +231,24 @@ type spikeWindowsParams struct {
 }
 
 var spikeWindowsTmpl = sqlTemplate("spike windows", `
-WITH buckets AS {{if .Materialized}}MATERIALIZED {{end}}(
-    SELECT host, hw, b, first, typical, thr, base, bar_pair, bar_lone,
+WITH tails AS (
+    -- Each host's own latency: its rate, and the slope of its tail in
+    -- log latency per standard normal quantile, from p90 to p99, over the
+    -- hours before To (latency_1m's merged digests). p99 and p90 stand
+    -- clear of the host's own stalls, which hold under one request in
+    -- a hundred.
+    SELECT host,
+        sum(weighted_count) AS tail_n,
+        tail_n / greatest(60, max(toUInt32(ts)) - min(toUInt32(ts)) + 60) AS t_rate,
+        quantilesTDigestWeightedMerge(0.5, 0.9, 0.99, 0.999)(quantiles_us) AS t_q,
+        tail_n >= {{.MinTailRequests}} AND t_q[3] > t_q[2] AND t_q[2] > 0 AS t_own,
+        least(toFloat64(3), greatest(toFloat64(0.05), log(t_q[3] / t_q[2]) / {{float .Z99MinusZ90}})) AS t_slope
+    FROM latency_1m
+    WHERE service = {{str .Service}} AND ts >= {{sec .TailFrom}} AND ts < {{sec .To}}
+    GROUP BY host
+),
+buckets AS {{if .Materialized}}MATERIALIZED {{end}}(
+    SELECT host, hw, b, first, typical, thr, base, bar_pair, bar_lone, own, p99, slope, rate,
         -- Rows of one second merged (in if(), evaluated only where there
         -- can be two: most buckets have no candidate or one).
         if(length(cand) < 2, cand, arrayZip(
@@ -220,8 +267,17 @@ WITH buckets AS {{if .Materialized}}MATERIALIZED {{end}}(
             greatest(host_base, quantileExactWeighted(0.5)(host_base, n) OVER (PARTITION BY b)) AS base,
             greatest({{.FloorUS}}, greatest({{float .K}}, exp({{float .Z}} * ifNotFinite(quantileExactWeightedIf(0.5)(spread, n, spread < {{float .NoSpread}}) OVER (PARTITION BY b), 0))) * base) AS thr,
             ifNotFinite(quantileExactWeightedIf(0.5)(tail, n, tail < {{float .NoSpread}}) OVER (PARTITION BY b), 0) AS fleet_tail,
-            greatest(thr, exp({{float .PairZ}} * fleet_tail) * base) AS bar_pair,
-            greatest({{float .LoneOverPair}} * bar_pair, exp({{float .LoneZ}} * fleet_tail) * base) AS bar_lone
+            -- The company bars: from the host's own tail where it has one
+            -- (the latencies its body reaches twice within three seconds,
+            -- or at all, once in 1 / FalseThird host-hours), else from the
+            -- fleet's spread.
+            t_own AS own, t_q[3] AS p99, t_slope AS slope, t_rate AS rate,
+            greatest(thr, if(own,
+                p99 * exp(slope * ({{z (printf "least(0.01, sqrt(%s / 7200) / rate)" (float .FalseThird))}} - {{float .Z99}})),
+                exp({{float .PairZ}} * fleet_tail) * base)) AS bar_pair,
+            if(own,
+                greatest(bar_pair, p99 * exp(slope * ({{z (printf "least(0.01, %s / 3600 / rate)" (float .FalseThird))}} - {{float .Z99}}))),
+                greatest({{float .LoneOverPair}} * bar_pair, exp({{float .LoneZ}} * fleet_tail) * base)) AS bar_lone
         FROM (
             SELECT host, hw, b, first, n, secs, cand,
                 if(lagInFrame(b) OVER w = b - 1 AND n * 2 < lagInFrame(n) OVER w,
@@ -256,7 +312,8 @@ WITH buckets AS {{if .Materialized}}MATERIALIZED {{end}}(
                 GROUP BY host, hw_class, b
             )
             WINDOW w AS (PARTITION BY host ORDER BY b ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
-        )
+        ) AS hb
+        LEFT JOIN tails USING (host)
     )
 )
 SELECT toString(host) AS host, toString(hw) AS hw_class, toInt64(first) AS first_s,
@@ -276,35 +333,39 @@ FROM (
         arraySplit((x, gap) -> gap > {{.SplitGapS}}, secs, arrayDifference(arrayMap(x -> toInt64(x.1), secs))) AS wins
     FROM (
         -- (second, max, threshold, base) of the slow seconds: by mean
-        -- (thin ones with company), or by share.
+        -- with company, or by share.
         SELECT host, hw, b, first,
             arrayMap(x -> (x.1, x.2, thr, base),
-                arrayFilter(x -> (has(by_mean, x.1) AND (NOT has(thin, x.1) OR has(accompanied, x.1))) OR has(by_share, x.1), merged)) AS slow
+                arrayFilter(x -> has(accompanied, x.1) OR has(by_share, x.1), merged)) AS slow
         FROM (
         -- Each step its own SELECT, and no lambda inside a lambda: the
         -- statement's analysis, a fixed cost of every pass (as much as the
         -- scan of a small fleet), grows with each.
-        SELECT host, hw, b, first, thr, base, merged, by_mean, thin, by_share,
-            -- Of the thin seconds, those with company: in the second and
-            -- the ones either side, two requests or more over bar_pair, or
-            -- one over bar_lone.
+        SELECT host, hw, b, first, thr, base, merged, by_share,
+            -- Of the seconds slow by their mean, those with company: in
+            -- the second and the ones either side, two requests or more
+            -- over bar_pair, or one over bar_lone.
             arrayFilter(t -> has(lone_far, t)
                 OR over.2[indexOf(over.1, t - 1)] + over.2[indexOf(over.1, t)] + over.2[indexOf(over.1, t + 1)] >= 2
                 OR over.3[indexOf(over.1, t - 1)] + over.3[indexOf(over.1, t)] + over.3[indexOf(over.1, t + 1)] >= 1,
-                thin) AS accompanied
+                by_mean) AS accompanied
         FROM (
         SELECT host, hw, b, first, thr, base, merged, by_mean,
-            -- Slow by their mean on the strength of a request or two
-            -- (thin): they need company, or a request beyond the host's
-            -- tail (lone_far).
-            arrayMap(x -> x.1, arrayFilter(x -> x.5 < {{.ThinKept}} AND has(by_mean, x.1), merged)) AS thin,
-            arrayMap(x -> x.1, arrayFilter(x -> x.5 < {{.ThinKept}} AND has(by_mean, x.1) AND x.2 >= bar_lone, merged)) AS lone_far,
+            -- Slow by their mean with a request beyond bar_lone: company
+            -- enough, no histogram read.
+            arrayMap(x -> x.1, arrayFilter(x -> has(by_mean, x.1) AND x.2 >= bar_lone, merged)) AS lone_far,
             -- Of the seconds that may be, those of which a tenth or more of
-            -- the requests, and three or more, took longer than thr: those
-            -- over it by latency_hist's bins wholly above it, out of the
-            -- second's requests (at least the bucket's mean per second).
+            -- the requests, and three or more (k), took longer than the
+            -- share bar: those over it by latency_hist's bins wholly above
+            -- it, out of the second's requests (n, at least the bucket's
+            -- mean per second). The share bar is thr, or on a host with a
+            -- tail of its own the latency of which its body puts k of n
+            -- requests over it in a second once in 1 / FalseThird
+            -- host-hours, if higher (Poisson: (n S)^k / k! per second).
             arrayMap(y -> y.1, arrayFilter(y -> has(maybe, y.1) AND
-                arraySum((k, v) -> if(k >= ceil(8 * log2(thr)), v, 0), y.3.1, y.3.2) >= greatest(3, 0.1 * greatest(toFloat64(y.2), 2 * typical)),
+                arraySum((k, v) -> if(k >= ceil(8 * log2(if(own, greatest(thr,
+                    p99 * exp(slope * ({{z (printf "least(0.01, exp((log(%s / 3600) + lgamma(greatest(3, ceil(0.1 * greatest(toFloat64(y.2), 2 * typical))) + 1)) / greatest(3, ceil(0.1 * greatest(toFloat64(y.2), 2 * typical)))) / greatest(toFloat64(y.2), 2 * typical))" (float .FalseThird))}} - {{float .Z99}}))), thr))), v, 0), y.3.1, y.3.2)
+                    >= greatest(3, ceil(0.1 * greatest(toFloat64(y.2), 2 * typical))),
                 hists)) AS by_share,
             -- The seconds read, and of each its requests over bar_pair and
             -- over bar_lone (bins wholly above them): arrays a thin second
@@ -328,7 +389,7 @@ FROM (
                 WHERE service = {{str .Service}} AND ts >= {{sec .ReadFrom}} AND ts < {{sec .To}}
                     AND (host, hw_class, ts) GLOBAL IN (SELECT host, hw, toDateTime(arrayJoin(arrayConcat(maybe,
                         arrayFlatten(arrayMap(x -> [toUInt32(x.1 - 1), x.1, toUInt32(x.1 + 1)],
-                            arrayFilter(x -> x.5 < {{.ThinKept}} AND has(by_mean, x.1) AND x.2 < bar_lone, merged))))), 'UTC') FROM buckets)
+                            arrayFilter(x -> has(by_mean, x.1) AND x.2 < bar_lone, merged))))), 'UTC') FROM buckets)
                 GROUP BY host, ts
             )
             -- A thin second's neighbour may lie in the next or the
@@ -350,19 +411,28 @@ const (
 	noSpread         = 1e9
 )
 
-// The lone-request rule (spikeWindowsSQL). A second slow by its mean whose
-// kept requests are fewer than thinKept is a stall only with company or a
-// request beyond the host's tail: two requests or more over bar_pair =
-// max(thr, e^(pairZ × tail) × base) in it and the seconds either side, or
-// one over bar_lone = max(loneOverPair × bar_pair, e^(loneZ × tail) × base),
-// where tail is the fleet's median spread of log per-second mean latency
-// over buckets of minTailSeconds rows or more.
+// The fleet's company bars (spikeWindowsSQL), for a host without a tail
+// of its own: bar_pair = max(thr, e^(pairZ × tail) × base), bar_lone =
+// max(loneOverPair × bar_pair, e^(loneZ × tail) × base), where tail is the
+// fleet's median spread of log per-second mean latency over buckets of
+// minTailSeconds rows or more.
 const (
 	minTailSeconds = 30
-	thinKept       = 3
 	pairZ          = 2.3
 	loneZ          = 3.3
 	loneOverPair   = 3
+)
+
+// A host's own tail (spikeWindowsSQL): latency_1m over tailLookback before
+// the pass's end, from minTailRequests requests on (a host serving one
+// request a second has it after half an hour; with fewer, the t-digest's
+// p99 rests on a handful of requests). z90 and z99 are the standard
+// normal's quantiles the slope is read between.
+const (
+	tailLookback    = 6 * time.Hour
+	minTailRequests = 2000
+	z90             = 1.2815515655446004
+	z99             = 2.3263478740408408
 )
 
 // lookbackFleet is the fleet of a pattern look-back: the hardware class of

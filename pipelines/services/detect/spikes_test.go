@@ -387,3 +387,23 @@ func TestALoneTailRequestIsNoStallOnAHeavyTailedHost(t *testing.T) {
 		})
 	}
 }
+
+// TestTheSpikeRuleComesFromEachHostsOwnTail: a fleet that sends every
+// request (weight 1) at 5 a second, on a heavy-tailed body (lognormal σ =
+// 0.9): a second holding one tail request among its five has a mean far
+// over the bar, which the rule before detect/8 took for a stall (kept
+// requests enough not to be thin). Judged by each host's own tail, the
+// quiet hour gives no window, while a 1 s stall that holds a second's five
+// requests is one.
+func TestTheSpikeRuleComesFromEachHostsOwnTail(t *testing.T) {
+	ctx := context.Background()
+	st := migrated(t)
+	fleetLoad{hosts: 30, seconds: 3600, rps: 5, sigma: 0.9, stall: "h = 5 AND s = 2400", stallUS: 800_000, seed: 9}.insert(t, st)
+	if _, err := Pass(ctx, st, Config{Service: "billy", From: dataStart, To: sec(3600)}); err != nil {
+		t.Fatal(err)
+	}
+	want := []window{{host(5), 2400, 2401}}
+	if diff := cmp.Diff(want, windowsOf(readSpikes(t, st, "billy"))); diff != "" {
+		t.Errorf("30 host-hours of a heavy-tailed body with one stall: windows (-want +got):\n%s", diff)
+	}
+}

@@ -47,6 +47,7 @@ func strList(ss []string) string {
 //	{{sec .T}}    a DateTime('UTC') literal
 //	{{float .F}}  a Float64 literal
 //	{{float (finite .F)}}  the same, NaN as 0 and ±Inf as ±MaxFloat64
+//	{{z "expr"}}  the standard normal quantile whose upper tail is expr
 //
 // Integers render as they are; fields named …SQL hold SQL text built by
 // the caller (a condition, a subquery). A template is fixed text, so a
@@ -61,7 +62,17 @@ func sqlTemplate(name, text string) *template.Template {
 		"sec":    secLit,
 		"float":  floatLit,
 		"finite": finite,
+		"z":      normalQuantileSQL,
 	}).Parse(text))
+}
+
+// normalQuantileSQL renders z such that P(Z > z) = s for the SQL
+// expression s, 0 < s ≤ 0.5: Abramowitz and Stegun's 26.2.23, within
+// 4.5e-4 (ClickHouse has no inverse normal). t = sqrt(−2 ln s) is written
+// out each time it is used: inside a lambda an alias would not do.
+func normalQuantileSQL(s string) string {
+	t := "sqrt(-2 * log(" + s + "))"
+	return fmt.Sprintf("(%[1]s - (2.515517 + %[1]s * (0.802853 + 0.010328 * %[1]s)) / (1 + %[1]s * (1.432788 + %[1]s * (0.189269 + 0.001308 * %[1]s))))", t)
 }
 
 // render executes t with params.

@@ -67,8 +67,8 @@ func sqlCases() []sqlCase {
 		name string
 		c    SpikeConfig
 	}{
-		{"default", SpikeConfig{K: DefaultK, Z: DefaultZ, Floor: DefaultFloor, Bucket: DefaultBucket, MergeGap: DefaultMergeGap, Pad: DefaultPad}},
-		{"tuned", SpikeConfig{K: 3.25, Z: 0, Floor: 1500 * time.Microsecond, Bucket: 90 * time.Second, MergeGap: 0, Pad: 2 * time.Minute}},
+		{"default", SpikeConfig{K: DefaultK, Z: DefaultZ, Floor: DefaultFloor, Bucket: DefaultBucket, MergeGap: DefaultMergeGap, Pad: DefaultPad, FalsePerHostHour: DefaultFalsePerHostHour}},
+		{"tuned", SpikeConfig{K: 3.25, Z: 0, Floor: 1500 * time.Microsecond, Bucket: 90 * time.Second, MergeGap: 0, Pad: 2 * time.Minute, FalsePerHostHour: 0.5}},
 	}
 	suspectConfigs := []struct {
 		name string

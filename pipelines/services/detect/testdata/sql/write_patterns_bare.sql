@@ -7,4 +7,4 @@ SELECT 'p1', 'billy', 'isolated-host', [],
     map(),
     toFloat64(0),
     [],
-    'detect/7', fromUnixTimestamp64Milli(toInt64(1773500401234), 'UTC'), 0
+    'detect/8', fromUnixTimestamp64Milli(toInt64(1773500401234), 'UTC'), 0

@@ -7,7 +7,7 @@ SELECT 'p1', 'billy', 'isolated-host', [],
     map(),
     toFloat64(0),
     [],
-    'detect/7', fromUnixTimestamp64Milli(toInt64(1773500401234), 'UTC'), 0
+    'detect/8', fromUnixTimestamp64Milli(toInt64(1773500401234), 'UTC'), 0
 UNION ALL
 SELECT 'p2', 'o\'neil\\svc', 'fleet-recurrent', ['hw-class-skewed'],
     fromUnixTimestamp64Milli(toInt64(1773478800000), 'UTC'), fromUnixTimestamp64Milli(toInt64(1773500400000), 'UTC'), 120, 300,
@@ -15,4 +15,4 @@ SELECT 'p2', 'o\'neil\\svc', 'fleet-recurrent', ['hw-class-skewed'],
     map('gen4', toFloat64(0.25), 'gen5', toFloat64(1.7976931348623157e+308)),
     toFloat64(0.5),
     [('system.cpu.time', 'softirq', '', toUInt32(118), toFloat64(41.5)), ('system.network.packet.count', 'receive', 'eth\'0', toUInt32(100), toFloat64(-1.7976931348623157e+308))],
-    'detect/7', fromUnixTimestamp64Milli(toInt64(1773500401234), 'UTC'), 0
+    'detect/8', fromUnixTimestamp64Milli(toInt64(1773500401234), 'UTC'), 0
