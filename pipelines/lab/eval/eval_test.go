@@ -177,3 +177,29 @@ func checkMedianDelay(t *testing.T, delays []float64) {
 		}
 	}
 }
+
+// TestTheSweepScoresABodySentWhole is one cell of the sweep (make
+// eval-sweep runs them all) at a small size: a fleet that sends every
+// request, 5 a second per host on a lognormal body with σ = 0.9. Its
+// healthy fleet gives no window (the rule before detect/8 gave about 1.6
+// per host-hour on it), and its stalling one finds the stalls a request
+// saw at precision 0.99 or better.
+func TestTheSweepScoresABodySentWhole(t *testing.T) {
+	c := SweepCell{Sigma: 0.9, RPS: 5}
+	r, err := RunSweepCell(context.Background(), testenv.ClickHouse(t), testenv.ClickHouse(t), c, 20, 2*time.Hour, StartAt(2*time.Hour, DayStart), 1,
+		Options{MinEvery: testMinEvery})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %d false windows in %.0f host-hours; %d stalls, %d visible, %d found, precision %.3f",
+		c, r.Healthy.Detected, r.HostHours, r.Stalling.Truth, r.Visible, r.FoundVisible, r.Stalling.Precision())
+	if r.Healthy.Detected > 0 {
+		t.Errorf("the healthy fleet gave %d windows in %.0f host-hours, want none", r.Healthy.Detected, r.HostHours)
+	}
+	if r.Stalling.Truth < 100 || r.Visible > r.Stalling.Truth || r.Visible < r.Stalling.Truth*9/10 {
+		t.Errorf("%d stalls, %d of them visible: want a hundred or more, nearly all seen by a request at 5 a second", r.Stalling.Truth, r.Visible)
+	}
+	if r.RecallOfCeiling() < 0.95 || r.Stalling.Precision() < 0.99 {
+		t.Errorf("recall of the visible %.3f, precision %.3f: want ≥ 0.95 and ≥ 0.99", r.RecallOfCeiling(), r.Stalling.Precision())
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -405,5 +406,25 @@ func TestTheSpikeRuleComesFromEachHostsOwnTail(t *testing.T) {
 	want := []window{{host(5), 2400, 2401}}
 	if diff := cmp.Diff(want, windowsOf(readSpikes(t, st, "billy"))); diff != "" {
 		t.Errorf("30 host-hours of a heavy-tailed body with one stall: windows (-want +got):\n%s", diff)
+	}
+}
+
+// The inverse normal the bars are computed with, rendered as SQL and run
+// on the engine, against Go's, from the p99 to a tail of 10⁻¹⁰.
+func TestNormalQuantileSQLIsWithinItsStatedError(t *testing.T) {
+	st := migrated(t)
+	for _, s := range []float64{0.5, 0.1, 0.01, 1e-4, 2.8e-7, 1e-10} {
+		tab, err := store.Select(context.Background(), st, "SELECT "+normalQuantileSQL(floatLit(s)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := strconv.ParseFloat(tab.Rows[0][0], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := math.Sqrt2 * math.Erfinv(1-2*s)
+		if math.Abs(got-want) > 4.5e-4 {
+			t.Errorf("z(%g) = %.6f, want %.6f", s, got, want)
+		}
 	}
 }
