@@ -40,7 +40,11 @@ buckets AS MATERIALIZED (
             -- (the latencies its body reaches twice within three seconds,
             -- or at all, once in 1 / FalseThird host-hours), else from the
             -- fleet's spread.
-            t_own AS own, t_q[3] AS p99, t_slope AS slope, t_rate AS rate,
+            -- The slope, at least the fleet's (the median of the hosts'
+            -- with a tail): a host's p90 and p99 rest on a few thousand
+            -- requests, and a slope read short lowers both bars.
+            t_own AS own, t_q[3] AS p99, t_rate AS rate,
+            greatest(t_slope, ifNotFinite(quantileExactIf(0.5)(t_slope, t_own) OVER (PARTITION BY b), 0)) AS slope,
             greatest(thr, if(own,
                 p99 * exp(slope * ((sqrt(-2 * log(least(0.01, sqrt(toFloat64(0.16666666666666666) / 7200) / rate))) - (2.515517 + sqrt(-2 * log(least(0.01, sqrt(toFloat64(0.16666666666666666) / 7200) / rate))) * (0.802853 + 0.010328 * sqrt(-2 * log(least(0.01, sqrt(toFloat64(0.16666666666666666) / 7200) / rate))))) / (1 + sqrt(-2 * log(least(0.01, sqrt(toFloat64(0.16666666666666666) / 7200) / rate))) * (1.432788 + sqrt(-2 * log(least(0.01, sqrt(toFloat64(0.16666666666666666) / 7200) / rate))) * (0.189269 + 0.001308 * sqrt(-2 * log(least(0.01, sqrt(toFloat64(0.16666666666666666) / 7200) / rate))))))) - toFloat64(2.3263478740408408))),
                 exp(toFloat64(2.3) * fleet_tail) * base)) AS bar_pair,
