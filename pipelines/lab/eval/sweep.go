@@ -154,12 +154,13 @@ func visibleStalls(ctx context.Context, st store.Store, service string, ws []sim
 			tuples = append(tuples, fmt.Sprintf("(%d, %s, %d, %d)", i, store.QuoteString(w.Host),
 				w.Start.Add(-10*time.Millisecond).UnixMicro(), w.End.UnixMicro()))
 		}
+		from, to := extent(ws[lo:hi])
 		q := fmt.Sprintf(`SELECT DISTINCT w.1 FROM (SELECT arrayJoin([%s]) AS w) AS ws
 INNER JOIN (SELECT toString(host) AS host, toUnixTimestamp64Micro(ts) AS us FROM requests
 	WHERE service = %s AND weight = 1 AND ts >= fromUnixTimestamp64Micro(toInt64(%d), 'UTC') AND ts < fromUnixTimestamp64Micro(toInt64(%d), 'UTC')) AS r
 	ON r.host = ws.w.2
 WHERE r.us >= ws.w.3 AND r.us < ws.w.4`, strings.Join(tuples, ", "), store.QuoteString(service),
-			minStart(ws[lo:hi]).Add(-10*time.Millisecond).UnixMicro(), maxEnd(ws[lo:hi]).UnixMicro())
+			from.Add(-10*time.Millisecond).UnixMicro(), to.UnixMicro())
 		tab, err := store.Select(ctx, st, q)
 		if err != nil {
 			return nil, fmt.Errorf("sweep: visible stalls: %w", err)
@@ -175,22 +176,16 @@ WHERE r.us >= ws.w.3 AND r.us < ws.w.4`, strings.Join(tuples, ", "), store.Quote
 	return out, nil
 }
 
-func minStart(ws []sim.Window) time.Time {
-	t := ws[0].Start
+// extent is the time from the first window's start to the last one's end.
+func extent(ws []sim.Window) (from, to time.Time) {
+	from, to = ws[0].Start, ws[0].End
 	for _, w := range ws {
-		if w.Start.Before(t) {
-			t = w.Start
+		if w.Start.Before(from) {
+			from = w.Start
+		}
+		if w.End.After(to) {
+			to = w.End
 		}
 	}
-	return t
-}
-
-func maxEnd(ws []sim.Window) time.Time {
-	t := ws[0].End
-	for _, w := range ws {
-		if w.End.After(t) {
-			t = w.End
-		}
-	}
-	return t
+	return from, to
 }
