@@ -19,6 +19,9 @@ type Result struct {
 	Scenario string
 	Truth    sim.Truth
 	Windows  WindowScore
+	// Spikes are the spike windows stored at the end, which Windows
+	// scores.
+	Spikes []detect.SpikeWindow
 	// Classes are the patterns of the last pass; ClassRight whether they
 	// name the truth's class (or none). WrongPasses counts passes, at any
 	// time, that reported a pattern the truth does not have.
@@ -126,6 +129,7 @@ func RunScenario(ctx context.Context, st store.Store, cfg sim.Config, opt Option
 	if err != nil {
 		return res, err
 	}
+	res.Spikes = got
 	res.Windows = ScoreWindows(truth.Windows, got)
 	res.Top1 = ScoreTop1(truth, got)
 	say("%s: recall %.3f precision %.3f class %v delay %.2f periods top-1 %.2f", cfg.Scenario,

@@ -125,10 +125,6 @@ func RunSweepCell(ctx context.Context, healthySt, stallingSt store.Store, c Swee
 	if err != nil {
 		return res, err
 	}
-	got, err := storedSpikes(ctx, stallingSt, sc.Defaults().Service)
-	if err != nil {
-		return res, err
-	}
 	var seen []sim.Window
 	for i, w := range s.Truth.Windows {
 		if visible[i] {
@@ -136,7 +132,7 @@ func RunSweepCell(ctx context.Context, healthySt, stallingSt store.Store, c Swee
 		}
 	}
 	res.Visible = len(seen)
-	res.FoundVisible = ScoreWindows(seen, got).Found
+	res.FoundVisible = ScoreWindows(seen, s.Spikes).Found
 	return res, nil
 }
 

@@ -106,6 +106,7 @@ func (g *requestGen) second(sec time.Time, out []telemetry.Request) []telemetry.
 	}
 	med := g.median(sec)
 	slowUS := med * math.Exp(g.cfg.Sigma*p99Z)
+	missSlowUS := g.cfg.MissFactor * med * math.Exp(g.cfg.Sigma*missP99Z(g.cfg.MissShare))
 	keepBelow := 0.99 / float64(g.cfg.SampleEvery)
 	for i := 0; i < n; i++ {
 		u := g.rng.Float64()
@@ -130,7 +131,7 @@ func (g *requestGen) second(sec time.Time, out []telemetry.Request) []telemetry.
 			// miss is kept with weight 1, below it sampled as the hits.
 			us = g.cfg.MissFactor * med * math.Exp(g.cfg.Sigma*g.rng.NormFloat64())
 			switch {
-			case us > g.cfg.MissFactor*med*math.Exp(g.cfg.Sigma*missP99Z(g.cfg.MissShare)):
+			case us > missSlowUS:
 				weight = 1
 			case g.rng.Float64() < 1/float64(g.cfg.SampleEvery):
 				weight = uint32(g.cfg.SampleEvery)

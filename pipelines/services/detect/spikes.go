@@ -366,13 +366,14 @@ FROM (
             -- tail of its own the latency of which its body puts k of n
             -- requests over it in a second once in 1 / FalseThird
             -- host-hours, if higher (Poisson: (n S)^k / k! per second).
+            {{- $n := "greatest(toFloat64(y.2), 2 * typical)"}}{{$k := printf "greatest(3, ceil(0.1 * %s))" $n}}
             arrayMap(y -> y.1, arrayFilter(y -> has(maybe, y.1) AND
                 arraySum((k, v) -> if(k >= ceil(8 * log2(if(own, greatest(thr,
-                    p99 * exp(slope * ({{z (printf "least(0.01, exp((log(%s / 3600) + lgamma(greatest(3, ceil(0.1 * greatest(toFloat64(y.2), 2 * typical))) + 1)) / greatest(3, ceil(0.1 * greatest(toFloat64(y.2), 2 * typical)))) / greatest(toFloat64(y.2), 2 * typical))" (float .FalseThird))}} - {{float .Z99}}))), thr))), v, 0), y.3.1, y.3.2)
-                    >= greatest(3, ceil(0.1 * greatest(toFloat64(y.2), 2 * typical))),
+                    p99 * exp(slope * ({{z (printf "least(0.01, exp((log(%s / 3600) + lgamma(%s + 1)) / %s) / %s)" (float .FalseThird) $k $k $n)}} - {{float .Z99}}))), thr))), v, 0), y.3.1, y.3.2)
+                    >= {{$k}},
                 hists)) AS by_share,
             -- The seconds read, and of each its requests over bar_pair and
-            -- over bar_lone (bins wholly above them): arrays a thin second
+            -- over bar_lone (bins wholly above them): arrays a slow second
             -- looks its neighbours up in by indexOf (0, an element's
             -- default, where one was not read).
             (arrayMap(y -> y.1, hists),
@@ -396,7 +397,7 @@ FROM (
                             arrayFilter(x -> has(by_mean, x.1) AND x.2 < bar_lone, merged))))), 'UTC') FROM buckets)
                 GROUP BY host, ts
             )
-            -- A thin second's neighbour may lie in the next or the
+            -- A slow second's neighbour may lie in the next or the
             -- previous bucket: its histogram goes to both.
             ARRAY JOIN arrayDistinct([intDiv(toUInt32(s - 1), {{.BucketS}}), intDiv(s, {{.BucketS}}), intDiv(toUInt32(s + 1), {{.BucketS}})]) AS b
             GROUP BY host, b

@@ -141,7 +141,7 @@ FROM (
                     >= greatest(3, ceil(0.1 * greatest(toFloat64(y.2), 2 * typical))),
                 hists)) AS by_share,
             -- The seconds read, and of each its requests over bar_pair and
-            -- over bar_lone (bins wholly above them): arrays a thin second
+            -- over bar_lone (bins wholly above them): arrays a slow second
             -- looks its neighbours up in by indexOf (0, an element's
             -- default, where one was not read).
             (arrayMap(y -> y.1, hists),
@@ -165,7 +165,7 @@ FROM (
                             arrayFilter(x -> has(by_mean, x.1) AND x.2 < bar_lone, merged))))), 'UTC') FROM buckets)
                 GROUP BY host, ts
             )
-            -- A thin second's neighbour may lie in the next or the
+            -- A slow second's neighbour may lie in the next or the
             -- previous bucket: its histogram goes to both.
             ARRAY JOIN arrayDistinct([intDiv(toUInt32(s - 1), 90), intDiv(s, 90), intDiv(toUInt32(s + 1), 90)]) AS b
             GROUP BY host, b
