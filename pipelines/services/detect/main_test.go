@@ -54,7 +54,10 @@ type fleetLoad struct {
 	// stallUS (default 1 s).
 	stall   string
 	stallUS int
-	seed    int
+	// stallJitterUS spreads a stall's requests over [stallUS, stallUS +
+	// stallJitterUS], as a real stall's are (default 0: all equal).
+	stallJitterUS int
+	seed          int
 	// rps is each host's requests a second, evenly spaced, every one
 	// kept with weight 1; default 1 (at the second's middle).
 	rps int
@@ -91,13 +94,13 @@ func (l fleetLoad) insert(t *testing.T, st store.Store) {
 	q := fmt.Sprintf(`INSERT INTO requests (ts, service, host, hw_class, endpoint, latency_us, status, trace_id, span_id, thread_id, weight)
 SELECT fromUnixTimestamp64Micro(toInt64((%[1]d + s) * 1000000 + (intDiv(n, %[10]d) %% %[12]d) * intDiv(1000000, %[12]d) + intDiv(500000, %[12]d)), 'UTC'), %[2]s,
     concat('host-', leftPad(toString(h), 3, '0')), %[3]s[h %% %[4]d + 1], '/get',
-    toUInt32(if(%[5]s, %[6]d,
+    toUInt32(if(%[5]s, %[6]d + cityHash64(n, %[9]d, 3) %% %[13]d,
         (%[7]s) * exp(%[8]g * sqrt(-2 * log((cityHash64(n, %[9]d, 1) %% 1000000 + 1) / 1000001))
             * cos(2 * pi() * (cityHash64(n, %[9]d, 2) %% 1000000) / 1000000)))),
     'OK', '', '', 1000 + h, 1
 FROM (SELECT number AS n, intDiv(number, %[10]d * %[12]d) AS s, number %% %[10]d AS h FROM numbers(%[11]d))`,
 		l.start.Unix(), store.QuoteString(l.service), strList(l.classes), len(l.classes),
-		l.stall, l.stallUS, l.median, l.sigma, l.seed, l.hosts, l.hosts*l.seconds*l.rps, l.rps)
+		l.stall, l.stallUS, l.median, l.sigma, l.seed, l.hosts, l.hosts*l.seconds*l.rps, l.rps, l.stallJitterUS+1)
 	if err := st.Exec(context.Background(), q); err != nil {
 		t.Fatalf("load fleet: %v", err)
 	}

@@ -145,8 +145,9 @@ func newSpikeRange(cfg *Config) spikeRange {
 // times a second, so S = √(F / 7200) / r. Both stay at or over thr. p90
 // and p99 stand clear of the host's own stalls, which hold far fewer than
 // one request in a hundred (a 1 s stall every 15 minutes: one in 900).
-// A host with fewer than minTailRequests requests in those hours (one
-// just come up) has the fleet's bars instead: bar_pair = max(thr,
+// A host with fewer than minTailRequests requests or minTailMinutes
+// minutes of data in those hours (one just come up) has the fleet's bars
+// instead: bar_pair = max(thr,
 // e^(pairZ × tail) × base), bar_lone = max(loneOverPair × bar_pair,
 // e^(loneZ × tail) × base), tail being the fleet's spread of log
 // per-second means over buckets of minTailSeconds rows or more.
@@ -178,6 +179,7 @@ func spikeWindowsSQL(service string, r spikeRange, c SpikeConfig, materialized b
 		LoneOverPair:     loneOverPair,
 		TailFrom:         r.to.Add(-tailLookback),
 		MinTailRequests:  minTailRequests,
+		MinTailMinutes:   minTailMinutes,
 		FalseThird:       c.FalsePerHostHour / 3,
 		Z99:              z99,
 		Z99MinusZ90:      z99 - z90,
@@ -210,10 +212,11 @@ type spikeWindowsParams struct {
 	PairZ, LoneZ   float64
 	LoneOverPair   float64
 	// The host's own tail: latency_1m from TailFrom, from MinTailRequests
-	// requests on; each of the three rules may give FalseThird false
-	// windows per host-hour.
+	// requests in MinTailMinutes minutes on; each of the three rules may
+	// give FalseThird false windows per host-hour.
 	TailFrom        time.Time
 	MinTailRequests int64
+	MinTailMinutes  int64
 	FalseThird      float64
 	// The standard normal's quantiles at 0.99 and 0.90.
 	Z99, Z99MinusZ90 float64
@@ -241,7 +244,10 @@ WITH tails AS (
         sum(weighted_count) AS tail_n,
         tail_n / greatest(60, max(toUInt32(ts)) - min(toUInt32(ts)) + 60) AS t_rate,
         quantilesTDigestWeightedMerge(0.5, 0.9, 0.99, 0.999)(quantiles_us) AS t_q,
-        tail_n >= {{.MinTailRequests}} AND t_q[3] > t_q[2] AND t_q[2] > 0 AS t_own,
+        -- Minutes enough too: in a host's first minutes its own stall is
+        -- more than one request in a hundred, and would be its p99.
+        tail_n >= {{.MinTailRequests}} AND uniqExact(ts) >= {{.MinTailMinutes}}
+            AND t_q[3] > t_q[2] AND t_q[2] > 0 AS t_own,
         least(toFloat64(3), greatest(toFloat64(0.05), log(t_q[3] / t_q[2]) / {{float .Z99MinusZ90}})) AS t_slope
     FROM latency_1m
     WHERE service = {{str .Service}} AND ts >= {{sec .TailFrom}} AND ts < {{sec .To}}
@@ -430,7 +436,12 @@ const (
 
 // A host's own tail (spikeWindowsSQL): latency_1m over tailLookback before
 // the pass's end, from minTailRequests requests on (a host serving one
-// request a second has it after about half an hour). So few requests put
+// request a second has it after about half an hour) in minTailMinutes
+// minutes with data or more. Requests alone are not enough: at 100 a
+// second a host has 2,000 in 20 s, and a 1 s stall in its first minute is
+// 2 in a hundred of them, its p99, which put both company bars over the
+// stall itself (the README's own-hosts test, on a host 50 s old). Over 15
+// minutes a 1 s stall is about 1 in 900 and a 5 s one 1 in 180. So few requests put
 // a host's p99 on about twenty: its slope is taken at least at the fleet's
 // median, without which a σ = 0.9 body at 3 requests a second gave 8 false
 // windows in the first hour of 100 hosts, 0.03 per host-hour over three
@@ -439,6 +450,7 @@ const (
 const (
 	tailLookback    = 6 * time.Hour
 	minTailRequests = 2000
+	minTailMinutes  = 15
 	z90             = 1.2815515655446004
 	z99             = 2.3263478740408408
 )

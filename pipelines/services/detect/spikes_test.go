@@ -409,6 +409,34 @@ func TestTheSpikeRuleComesFromEachHostsOwnTail(t *testing.T) {
 	}
 }
 
+// A host a minute old at 100 requests a second has its 2,000 requests,
+// but its one stall is 2 in 100 of them: its p99. Judged by that tail
+// the stall would have no company over its own bars; it has the fleet's.
+// The host rule alone: the endpoint stage finds this fixture's stall too,
+// but not the README's own-hosts test's, whose requests are released over
+// 1.2 s.
+func TestAHostsFirstStallIsNotItsOwnTail(t *testing.T) {
+	ctx := context.Background()
+	st := migrated(t)
+	fleetLoad{hosts: 2, seconds: 50, rps: 100, stall: "s = 40", stallUS: 700_000, stallJitterUS: 200_000, seed: 3}.insert(t, st)
+	cfg := Config{Service: "billy", From: dataStart, To: sec(50)}.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := findSpikeWindows(ctx, st, "billy", newSpikeRange(&cfg), cfg.Spikes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ws []window
+	for _, w := range got {
+		ws = append(ws, window{w.Host, int(w.Start.Sub(dataStart).Seconds()), int(w.End.Sub(dataStart).Seconds())})
+	}
+	want := []window{{host(0), 40, 41}, {host(1), 40, 41}}
+	if diff := cmp.Diff(want, ws); diff != "" {
+		t.Errorf("two hosts 50 s old, both stalled at 40 s: the host rule's windows (-want +got):\n%s", diff)
+	}
+}
+
 // The inverse normal the bars are computed with, rendered as SQL and run
 // on the engine, against Go's, from the p99 to a tail of 10⁻¹⁰.
 func TestNormalQuantileSQLIsWithinItsStatedError(t *testing.T) {
