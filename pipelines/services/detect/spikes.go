@@ -440,9 +440,12 @@ const (
 // minutes with data or more. Requests alone are not enough: at 100 a
 // second a host has 2,000 in 20 s, and a 1 s stall in its first minute is
 // 2 in a hundred of them, its p99, which put both company bars over the
-// stall itself (the README's own-hosts test, on a host 50 s old). Over 15
-// minutes a 1 s stall is about 1 in 900 and a 5 s one 1 in 180. So few requests put
-// a host's p99 on about twenty: its slope is taken at least at the fleet's
+// stall itself (the README's own-hosts test, on a host 50 s old). Over 5
+// minutes a 1 s stall is 1 in 300, under the p99's 1 in 100, as is any
+// stall under 3 s; a host at 5 requests a second or fewer reaches its
+// 2,000 requests later than that, so only faster hosts wait longer for
+// their own tail than before. 2,000 requests put a host's p99 on about
+// twenty: its slope is taken at least at the fleet's
 // median, without which a σ = 0.9 body at 3 requests a second gave 8 false
 // windows in the first hour of 100 hosts, 0.03 per host-hour over three
 // hours (with it, 1 window in the 300 host-hours). z90 and z99 are the
@@ -450,7 +453,7 @@ const (
 const (
 	tailLookback    = 6 * time.Hour
 	minTailRequests = 2000
-	minTailMinutes  = 15
+	minTailMinutes  = 5
 	z90             = 1.2815515655446004
 	z99             = 2.3263478740408408
 )

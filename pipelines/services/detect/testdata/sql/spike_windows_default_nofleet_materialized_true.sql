@@ -12,7 +12,7 @@ WITH tails AS (
         quantilesTDigestWeightedMerge(0.5, 0.9, 0.99, 0.999)(quantiles_us) AS t_q,
         -- Minutes enough too: in a host's first minutes its own stall is
         -- more than one request in a hundred, and would be its p99.
-        tail_n >= 2000 AND uniqExact(ts) >= 15
+        tail_n >= 2000 AND uniqExact(ts) >= 5
             AND t_q[3] > t_q[2] AND t_q[2] > 0 AS t_own,
         least(toFloat64(3), greatest(toFloat64(0.05), log(t_q[3] / t_q[2]) / toFloat64(1.0447963084962404))) AS t_slope
     FROM latency_1m
