@@ -330,3 +330,24 @@ ALTER TABLE spikehunt.captures_local ON CLUSTER 'fleet'
 ALTER TABLE spikehunt.captures ON CLUSTER 'fleet'
     ADD COLUMN IF NOT EXISTS capture_namespace LowCardinality(String) DEFAULT '',
     ADD COLUMN IF NOT EXISTS capture_name String DEFAULT '';
+
+-- migration 11 host_tails, checksum ded8fb20fd3d
+CREATE TABLE IF NOT EXISTS spikehunt.host_tails_local ON CLUSTER 'fleet'
+(
+    service       LowCardinality(String),
+    host          LowCardinality(String),
+    computed_to   DateTime('UTC') COMMENT 'the tail covers the 6 h before this',
+    tail_n        UInt64 COMMENT 'requests (weighted) in those hours',
+    minutes       UInt32 COMMENT 'minutes with data',
+    rate          Float64 COMMENT 'requests per second',
+    p90_us        Float64 COMMENT 'the body''s p90',
+    p99_us        Float64 COMMENT 'the body''s p99',
+    merged_p99_us Float64 COMMENT 'the p99 of all the requests; over 3x the median minute''s p99 means the host''s own stalls were its p99, and p99_us is the median minute''s',
+    refreshed_at  DateTime('UTC') DEFAULT now()
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/{database}/host_tails', '{replica}', refreshed_at)
+ORDER BY (service, computed_to, host)
+TTL refreshed_at + INTERVAL 7 DAY;
+
+CREATE TABLE IF NOT EXISTS spikehunt.host_tails ON CLUSTER 'fleet' AS spikehunt.host_tails_local
+ENGINE = Distributed('fleet', spikehunt, host_tails_local, cityHash64(host));

@@ -287,3 +287,21 @@ ALTER TABLE spikehunt.captures
 ALTER TABLE spikehunt.captures
     ADD COLUMN IF NOT EXISTS capture_namespace LowCardinality(String) DEFAULT '' COMMENT 'the Capture object namespace; empty when no operator indexed it',
     ADD COLUMN IF NOT EXISTS capture_name String DEFAULT '' COMMENT 'the Capture object name';
+
+-- migration 11 host_tails, checksum ded8fb20fd3d
+CREATE TABLE IF NOT EXISTS spikehunt.host_tails
+(
+    service       LowCardinality(String),
+    host          LowCardinality(String),
+    computed_to   DateTime('UTC') COMMENT 'the tail covers the 6 h before this',
+    tail_n        UInt64 COMMENT 'requests (weighted) in those hours',
+    minutes       UInt32 COMMENT 'minutes with data',
+    rate          Float64 COMMENT 'requests per second',
+    p90_us        Float64 COMMENT 'the body''s p90',
+    p99_us        Float64 COMMENT 'the body''s p99',
+    merged_p99_us Float64 COMMENT 'the p99 of all the requests; over 3x the median minute''s p99 means the host''s own stalls were its p99, and p99_us is the median minute''s',
+    refreshed_at  DateTime('UTC') DEFAULT now()
+)
+ENGINE = ReplacingMergeTree(refreshed_at)
+ORDER BY (service, computed_to, host)
+TTL refreshed_at + INTERVAL 7 DAY;

@@ -29,6 +29,9 @@ type spikeRange struct {
 	// [fleetFrom, to) and from when, sparing the patterns a second scan
 	// (fleetOf). A live pass reads a few minutes and leaves it zero.
 	fleetFrom time.Time
+	// tailsAt is the host_tails row set the company bars come from
+	// (tailsAt, set by findSpikeWindows).
+	tailsAt time.Time
 }
 
 func newSpikeRange(cfg *Config) spikeRange {
@@ -177,7 +180,7 @@ func spikeWindowsSQL(service string, r spikeRange, c SpikeConfig, materialized b
 		PairZ:            pairZ,
 		LoneZ:            loneZ,
 		LoneOverPair:     loneOverPair,
-		TailFrom:         r.to.Add(-tailLookback),
+		TailsAt:          r.tailsAt,
 		MinTailRequests:  minTailRequests,
 		MinTailMinutes:   minTailMinutes,
 		FalseThird:       c.FalsePerHostHour / 3,
@@ -211,10 +214,10 @@ type spikeWindowsParams struct {
 	MinTailSeconds int64
 	PairZ, LoneZ   float64
 	LoneOverPair   float64
-	// The host's own tail: latency_1m from TailFrom, from MinTailRequests
+	// The host's own tail: host_tails at TailsAt, from MinTailRequests
 	// requests in MinTailMinutes minutes on; each of the three rules may
 	// give FalseThird false windows per host-hour.
-	TailFrom        time.Time
+	TailsAt         time.Time
 	MinTailRequests int64
 	MinTailMinutes  int64
 	FalseThird      float64
@@ -235,23 +238,18 @@ type spikeWindowsParams struct {
 
 var spikeWindowsTmpl = sqlTemplate("spike windows", `
 WITH tails AS (
-    -- Each host's own latency: its rate, and the slope of its tail in
-    -- log latency per standard normal quantile, from p90 to p99, over the
-    -- hours before To (latency_1m's merged digests). p99 and p90 stand
-    -- clear of the host's own stalls, which hold under one request in
-    -- a hundred.
-    SELECT host,
-        sum(weighted_count) AS tail_n,
-        tail_n / greatest(60, max(toUInt32(ts)) - min(toUInt32(ts)) + 60) AS t_rate,
-        quantilesTDigestWeightedMerge(0.5, 0.9, 0.99, 0.999)(quantiles_us) AS t_q,
+    -- Each host's own latency (tails.go): its rate, and the slope of its
+    -- tail in log latency per standard normal quantile, from p90 to p99.
+    -- p99 and p90 stand clear of the host's own stalls, which hold under
+    -- one request in a hundred, or are the median minute's.
+    SELECT host, tail_n, rate AS t_rate, p99_us AS t_p99,
         -- Minutes enough too: in a host's first minutes its own stall is
         -- more than one request in a hundred, and would be its p99.
-        tail_n >= {{.MinTailRequests}} AND uniqExact(ts) >= {{.MinTailMinutes}}
-            AND t_q[3] > t_q[2] AND t_q[2] > 0 AS t_own,
-        least(toFloat64(3), greatest(toFloat64(0.05), log(t_q[3] / t_q[2]) / {{float .Z99MinusZ90}})) AS t_slope
-    FROM latency_1m
-    WHERE service = {{str .Service}} AND ts >= {{sec .TailFrom}} AND ts < {{sec .To}}
-    GROUP BY host
+        tail_n >= {{.MinTailRequests}} AND minutes >= {{.MinTailMinutes}}
+            AND p99_us > p90_us AND p90_us > 0 AS t_own,
+        least(toFloat64(3), greatest(toFloat64(0.05), log(p99_us / p90_us) / {{float .Z99MinusZ90}})) AS t_slope
+    FROM host_tails FINAL
+    WHERE service = {{str .Service}} AND computed_to = {{sec .TailsAt}}
 ),
 buckets AS {{if .Materialized}}MATERIALIZED {{end}}(
     SELECT host, hw, b, first, typical, thr, base, bar_pair, bar_lone, own, p99, slope, rate,
@@ -280,7 +278,7 @@ buckets AS {{if .Materialized}}MATERIALIZED {{end}}(
             -- The slope, at least the fleet's (the median of the hosts'
             -- with a tail): a host's p90 and p99 rest on a few thousand
             -- requests, and a slope read short lowers both bars.
-            t_own AS own, t_q[3] AS p99, t_rate AS rate,
+            t_own AS own, t_p99 AS p99, t_rate AS rate,
             greatest(t_slope, ifNotFinite(quantileExactIf(0.5)(t_slope, t_own) OVER (PARTITION BY b), 0)) AS slope,
             greatest(thr, if(own,
                 p99 * exp(slope * ({{z (printf "least(0.01, sqrt(%s / 7200) / rate)" (float .FalseThird))}} - {{float .Z99}})),
@@ -471,6 +469,11 @@ type lookbackFleet struct {
 // ClickHouse than the embedded 26.7) gets the query with the CTE inlined:
 // the same windows, its main scan run twice.
 func findSpikeWindows(ctx context.Context, st store.Store, service string, r spikeRange, c SpikeConfig) ([]SpikeWindow, *lookbackFleet, error) {
+	at, err := tailsAt(ctx, st, service, r.to)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.tailsAt = at
 	out, fleet, err := scanSpikeWindows(ctx, st, service, r, c, true)
 	if err != nil && (store.IsCode(err, store.CodeUnknownSetting) || store.IsCode(err, store.CodeSyntaxError)) {
 		out, fleet, err = scanSpikeWindows(ctx, st, service, r, c, false)

@@ -1,0 +1,91 @@
+package detect
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spikehunt/spikehunt/internal/store"
+)
+
+// A host that stalls 3 s every 3 minutes has one request in sixty in its
+// stalls: its merged p99 is the stall, and bars from it would lie past
+// every stall. Its median minute's p99 stands for its body, and the host
+// rule alone finds each stall.
+func TestAHostWhoseStallsAreItsP99IsJudgedByItsBody(t *testing.T) {
+	ctx := context.Background()
+	st := migrated(t)
+	fleetLoad{hosts: 4, seconds: 1800, rps: 20, stall: "h = 0 AND s % 180 BETWEEN 30 AND 32", stallUS: 700_000, stallJitterUS: 200_000, seed: 5}.insert(t, st)
+	cfg := Config{Service: "billy", From: dataStart, To: sec(1800)}.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := findSpikeWindows(ctx, st, "billy", newSpikeRange(&cfg), cfg.Spikes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ws []window
+	for _, w := range got {
+		ws = append(ws, window{w.Host, int(w.Start.Sub(dataStart).Seconds()), int(w.End.Sub(dataStart).Seconds())})
+	}
+	var want []window
+	for s := 30; s < 1800; s += 180 {
+		want = append(want, window{host(0), s, s + 3})
+	}
+	if diff := cmp.Diff(want, ws); diff != "" {
+		t.Errorf("a host stalling 3 s in every 3 minutes: the host rule's windows (-want +got):\n%s", diff)
+	}
+	tab, err := store.Select(ctx, st, `SELECT host, round(p99_us), round(merged_p99_us) FROM host_tails FINAL ORDER BY host`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tab.Rows) != 4 {
+		t.Fatalf("host_tails: %v, want a row per host", tab.Rows)
+	}
+	for _, r := range tab.Rows {
+		p99, merged := atof(t, r[1]), atof(t, r[2])
+		if p99 > 20_000 {
+			t.Errorf("%s: p99 %g µs, want the body's (a 4 ms median, σ 0.25: ~7 ms)", r[0], p99)
+		}
+		if stalled := r[0] == host(0); stalled != (merged > 500_000) {
+			t.Errorf("%s: merged p99 %g µs; want the stall's only on the stalling host", r[0], merged)
+		}
+	}
+}
+
+// The tails are computed once in tailRefresh of data time: passes 5
+// minutes apart share them, one 11 minutes on computes them anew.
+func TestHostTailsAreComputedOnceInTenMinutes(t *testing.T) {
+	ctx := context.Background()
+	st := migrated(t)
+	fleetLoad{hosts: 2, seconds: 3600, rps: 2, seed: 6}.insert(t, st)
+	var ats []time.Time
+	for _, to := range []int{1200, 1500, 1860} {
+		at, err := tailsAt(ctx, st, "billy", sec(to))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ats = append(ats, at)
+	}
+	if want := []time.Time{sec(1200), sec(1200), sec(1860)}; !cmp.Equal(want, ats) {
+		t.Errorf("tails computed at %v, want %v", ats, want)
+	}
+	tab, err := store.Select(ctx, st, `SELECT count() FROM host_tails`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tab.Rows[0][0] != "4" {
+		t.Errorf("host_tails holds %s rows, want 4 (2 hosts, twice)", tab.Rows[0][0])
+	}
+}
+
+func atof(t *testing.T, s string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
