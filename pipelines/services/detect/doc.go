@@ -6,9 +6,10 @@
 //     the larger of the host's and the fleet's typical latency in the
 //     second's 10-minute bucket, or the share of the second's requests
 //     over that bar (a tenth, three or more, counted in latency_hist);
-//     a second slow by its mean on one or two requests needs company (two
-//     over a higher bar in it and the seconds either side) or one request
-//     beyond the host's tail; slow seconds merge across short gaps. Per
+//     a second slow by its mean needs company (two requests over a pair
+//     bar in it and the seconds either side) or one request beyond a lone
+//     bar, both from the host's own tail (tails.go, kept in host_tails);
+//     slow seconds merge across short gaps. Per
 //     endpoint too (endpoints.go), from requests: slow requests of one
 //     endpoint that finished together (or a lone one far past the body's
 //     tail) are a window of their host unless a host window holds them.

@@ -137,7 +137,7 @@ func newSpikeRange(cfg *Config) spikeRange {
 // per host-hour.
 //
 // The bars come from the host's own latency over the six hours before To
-// (tails: latency_1m's digests, merged): its p99, the slope of its tail
+// (host_tails, computed at most every tailRefresh: tails.go): its p99, the slope of its tail
 // (log latency per standard normal quantile, between p90 and p99, which
 // is σ on a lognormal body and the misses' σ on a body of cache hits and
 // misses) and its rate r. bar_lone is the latency its body exceeds once in
@@ -147,13 +147,13 @@ func newSpikeRange(cfg *Config) spikeRange {
 // one another come as rarely: tail events at rate λ = r S pair up 2λ²
 // times a second, so S = √(F / 7200) / r. Both stay at or over thr. p90
 // and p99 stand clear of the host's own stalls, which hold far fewer than
-// one request in a hundred (a 1 s stall every 15 minutes: one in 900).
-// A host with fewer than minTailRequests requests or minTailMinutes
-// minutes of data in those hours (one just come up) has the fleet's bars
-// instead: bar_pair = max(thr,
-// e^(pairZ × tail) × base), bar_lone = max(loneOverPair × bar_pair,
-// e^(loneZ × tail) × base), tail being the fleet's spread of log
-// per-second means over buckets of minTailSeconds rows or more.
+// one request in a hundred (a 1 s stall every 15 minutes: one in 900), or
+// else are its median minute's (tails.go). A host with fewer than
+// minTailRequests requests or minTailMinutes minutes of data in those
+// hours (one just come up) has the fleet's bars instead: bar_pair =
+// max(thr, e^(pairZ × tail) × base), bar_lone = max(loneOverPair ×
+// bar_pair, e^(loneZ × tail) × base), tail being the fleet's spread of
+// log per-second means over buckets of minTailSeconds rows or more.
 //
 // The share rule counts over the share bar: thr, or on a host with a tail
 // of its own the latency of which its body puts k = max(3, a tenth of n)
