@@ -416,14 +416,23 @@ func TestTheSpikeRuleComesFromEachHostsOwnTail(t *testing.T) {
 // but not the README's own-hosts test's, whose requests are released over
 // 1.2 s.
 func TestAHostsFirstStallIsNotItsOwnTail(t *testing.T) {
-	ctx := context.Background()
 	st := migrated(t)
 	fleetLoad{hosts: 2, seconds: 50, rps: 100, stall: "s = 40", stallUS: 700_000, stallJitterUS: 200_000, seed: 3}.insert(t, st)
-	cfg := Config{Service: "billy", From: dataStart, To: sec(50)}.WithDefaults()
+	want := []window{{host(0), 40, 41}, {host(1), 40, 41}}
+	if diff := cmp.Diff(want, hostRuleWindows(t, st, 50)); diff != "" {
+		t.Errorf("two hosts 50 s old, both stalled at 40 s: the host rule's windows (-want +got):\n%s", diff)
+	}
+}
+
+// hostRuleWindows is what the host rule alone (no endpoint stage) finds
+// in billy's first seconds of data, one pass.
+func hostRuleWindows(t *testing.T, st store.Store, seconds int) []window {
+	t.Helper()
+	cfg := Config{Service: "billy", From: dataStart, To: sec(seconds)}.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	got, _, err := findSpikeWindows(ctx, st, "billy", newSpikeRange(&cfg), cfg.Spikes)
+	got, _, err := findSpikeWindows(context.Background(), st, "billy", newSpikeRange(&cfg), cfg.Spikes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,10 +440,7 @@ func TestAHostsFirstStallIsNotItsOwnTail(t *testing.T) {
 	for _, w := range got {
 		ws = append(ws, window{w.Host, int(w.Start.Sub(dataStart).Seconds()), int(w.End.Sub(dataStart).Seconds())})
 	}
-	want := []window{{host(0), 40, 41}, {host(1), 40, 41}}
-	if diff := cmp.Diff(want, ws); diff != "" {
-		t.Errorf("two hosts 50 s old, both stalled at 40 s: the host rule's windows (-want +got):\n%s", diff)
-	}
+	return ws
 }
 
 // The inverse normal the bars are computed with, rendered as SQL and run
