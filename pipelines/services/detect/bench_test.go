@@ -238,7 +238,7 @@ func benchStore(b *testing.B, hosts, hours int) (st store.Store, start time.Time
 			}
 		}
 	}
-	for _, t := range []string{"spikes", "spike_suspects", "patterns"} {
+	for _, t := range []string{"spikes", "spike_suspects", "patterns", "host_tails"} {
 		if err := e.Exec(ctx, "TRUNCATE TABLE "+t); err != nil {
 			b.Fatal(err)
 		}
