@@ -137,10 +137,10 @@ func newSpikeRange(cfg *Config) spikeRange {
 // per host-hour.
 //
 // The bars come from the host's own latency over the six hours before To
-// (host_tails, computed at most every tailRefresh: tails.go): its p99, the slope of its tail
-// (log latency per standard normal quantile, between p90 and p99, which
-// is σ on a lognormal body and the misses' σ on a body of cache hits and
-// misses) and its rate r. bar_lone is the latency its body exceeds once in
+// (host_tails, computed at most every tailRefresh: tails.go): its p99,
+// the slope of its tail (log latency per standard normal quantile,
+// between p90 and p99, which is σ on a lognormal body and the misses' σ
+// on a body of cache hits and misses) and its rate r. bar_lone is the latency its body exceeds once in
 // 3 / FalsePerHostHour host-hours: a tail share S = F / 3600 / r, F =
 // FalsePerHostHour / 3, at the normal quantile z(S), p99 × e^(slope ×
 // (z(S) − z(0.99))). bar_pair is where two requests within two seconds of
@@ -432,8 +432,8 @@ const (
 	loneOverPair   = 3
 )
 
-// A host's own tail (spikeWindowsSQL): latency_1m over tailLookback before
-// the pass's end, from minTailRequests requests on (a host serving one
+// A host's own tail (spikeWindowsSQL, tails.go): latency_1m over
+// tailLookback before the pass's end, from minTailRequests requests on (a host serving one
 // request a second has it after about half an hour) in minTailMinutes
 // minutes with data or more. Requests alone are not enough: at 100 a
 // second a host has 2,000 in 20 s, and a 1 s stall in its first minute is
@@ -441,10 +441,9 @@ const (
 // stall itself (the README's own-hosts test, on a host 50 s old). Over 5
 // minutes a 1 s stall is 1 in 300, under the p99's 1 in 100, as is any
 // stall under 3 s; a host at 5 requests a second or fewer reaches its
-// 2,000 requests later than that, so only faster hosts wait longer for
-// their own tail than before. 2,000 requests put a host's p99 on about
-// twenty: its slope is taken at least at the fleet's
-// median, without which a σ = 0.9 body at 3 requests a second gave 8 false
+// 2,000 requests later than that, so the minutes hold back only faster
+// hosts. 2,000 requests put a host's p99 on about twenty: its slope is
+// taken at least at the fleet's median, without which a σ = 0.9 body at 3 requests a second gave 8 false
 // windows in the first hour of 100 hosts, 0.03 per host-hour over three
 // hours (with it, 1 window in the 300 host-hours). z90 and z99 are the
 // standard normal's quantiles the slope is read between.
