@@ -2,6 +2,7 @@ package detect
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -57,6 +58,7 @@ func strList(ss []string) string {
 func sqlTemplate(name, text string) *template.Template {
 	return template.Must(template.New(name).Funcs(template.FuncMap{
 		"str":    store.QuoteString,
+		"hex":    hexLit,
 		"strs":   strList,
 		"ms":     msLit,
 		"sec":    secLit,
@@ -65,6 +67,12 @@ func sqlTemplate(name, text string) *template.Template {
 		"z":      normalQuantileSQL,
 	}).Parse(text))
 }
+
+// hexLit renders s as unhex('…'): a string literal whose text holds no
+// quote or ';', for statements the store's HTTP front reads as text (an
+// INSERT … SELECT with a ';' in it is refused there, and a service name
+// is the apps' to choose).
+func hexLit(s string) string { return "unhex('" + hex.EncodeToString([]byte(s)) + "')" }
 
 // normalQuantileSQL renders z such that P(Z > z) = s for the SQL
 // expression s, 0 < s ≤ 0.5: Abramowitz and Stegun's 26.2.23, within

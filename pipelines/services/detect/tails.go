@@ -67,7 +67,7 @@ WHERE service = {{str .Service}} AND computed_to > {{sec .Since}} AND computed_t
 
 var tailsRefreshTmpl = sqlTemplate("host tails", `
 INSERT INTO host_tails (service, host, computed_to, tail_n, minutes, rate, p90_us, p99_us, merged_p99_us)
-SELECT {{str .Service}}, host, {{sec .To}}, tail_n, minutes, rate,
+SELECT {{hex .Service}}, host, {{sec .To}}, tail_n, minutes, rate,
     if(usable >= {{.MinMinutes}} AND q[2] > {{float .PollutedOver}} * m90, m90, q[2]),
     if(usable >= {{.MinMinutes}} AND q[3] > {{float .PollutedOver}} * m99, m99, q[3]),
     q[3]
@@ -77,12 +77,12 @@ FROM (
         toUInt32(uniqExact(ts)) AS minutes,
         tail_n / greatest(60, max(toUInt32(ts)) - min(toUInt32(ts)) + 60) AS rate,
         quantilesTDigestWeightedMerge(0.5, 0.9, 0.99, 0.999)(quantiles_us) AS q,
-        -- The median minute's (of the minutes with requests enough; a
+        -- The median minute's, of the minutes with requests enough (a
         -- minute not merged yet is in several rows, each a part of it).
         countIf(weighted_count >= {{float .MinMinuteRequests}}) AS usable,
         quantileExactIf(0.5)(finalizeAggregation(quantiles_us)[2], weighted_count >= {{float .MinMinuteRequests}}) AS m90,
         quantileExactIf(0.5)(finalizeAggregation(quantiles_us)[3], weighted_count >= {{float .MinMinuteRequests}}) AS m99
     FROM latency_1m
-    WHERE service = {{str .Service}} AND ts >= {{sec .From}} AND ts < {{sec .To}}
+    WHERE service = {{hex .Service}} AND ts >= {{sec .From}} AND ts < {{sec .To}}
     GROUP BY host
 )`)
