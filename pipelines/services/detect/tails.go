@@ -47,11 +47,17 @@ func tailsAt(ctx context.Context, st store.Store, service string, to time.Time) 
 		return time.Unix(s, 0).UTC(), nil
 	}
 	at := to.Truncate(time.Second)
-	if err := st.Exec(ctx, render(tailsRefreshTmpl, tailsParams{Service: service, To: at, From: at.Add(-tailLookback),
-		PollutedOver: pollutedOver, MinMinuteRequests: minMinuteRequests, MinMinutes: minMinutes})); err != nil {
+	if err := st.Exec(ctx, tailsRefreshSQL(service, at)); err != nil {
 		return time.Time{}, fmt.Errorf("detect: host tails of %s: %w", service, err)
 	}
 	return at, nil
+}
+
+// tailsRefreshSQL computes service's host tails over the tailLookback
+// before at into host_tails, stamped at.
+func tailsRefreshSQL(service string, at time.Time) string {
+	return render(tailsRefreshTmpl, tailsParams{Service: service, To: at, From: at.Add(-tailLookback),
+		PollutedOver: pollutedOver, MinMinuteRequests: minMinuteRequests, MinMinutes: minMinutes})
 }
 
 type tailsParams struct {

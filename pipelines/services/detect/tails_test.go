@@ -84,8 +84,7 @@ func atof(t *testing.T, s string) float64 {
 // in a comment made every detector behind it fail its passes, and one in
 // a service's name would fail that service's.
 func TestTheTailsRefreshHoldsNoSemicolon(t *testing.T) {
-	q := render(tailsRefreshTmpl, tailsParams{Service: "a;b", To: sec(3600), From: sec(0),
-		PollutedOver: pollutedOver, MinMinuteRequests: minMinuteRequests, MinMinutes: minMinutes})
+	q := tailsRefreshSQL("a;b", sec(3600))
 	if strings.Contains(q, ";") {
 		t.Errorf("the tails refresh holds a ';':\n%s", q)
 	}
