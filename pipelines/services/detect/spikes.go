@@ -150,10 +150,17 @@ func newSpikeRange(cfg *Config) spikeRange {
 // one request in a hundred (a 1 s stall every 15 minutes: one in 900), or
 // else are its median minute's (tails.go). A host with fewer than
 // minTailRequests requests or minTailMinutes minutes of data in those
-// hours (one just come up) has the fleet's bars instead: bar_pair =
+// hours (one just come up) has the fleet's pooled p99 and slope instead,
+// at its own rate (tails.go's fleet row). Only a fleet in its first
+// minutes (fewer than minTailRequests pooled requests, or fewer than
+// fleetTailMinutes minutes) has the fleet's spread bars: bar_pair =
 // max(thr, e^(pairZ × tail) × base), bar_lone = max(loneOverPair ×
 // bar_pair, e^(loneZ × tail) × base), tail being the fleet's spread of
-// log per-second means over buckets of minTailSeconds rows or more.
+// log per-second means over buckets of minTailSeconds rows or more. Those
+// know the spread of a second's mean, not how far one request reaches: on
+// σ = 1.2 at one request a second they put bar_lone near 50 × the median,
+// a fifth of the body's own, and gave 4 false windows in the first 10
+// minutes of 50 hosts, more than the three hours after them allowed.
 //
 // The share rule counts over the share bar: thr, or on a host with a tail
 // of its own the latency of which its body puts k = max(3, a tenth of n)
@@ -183,6 +190,8 @@ func spikeWindowsSQL(service string, r spikeRange, c SpikeConfig, materialized b
 		TailsAt:          r.tailsAt,
 		MinTailRequests:  minTailRequests,
 		MinTailMinutes:   minTailMinutes,
+		FleetHost:        fleetTailHost,
+		FleetTailMinutes: fleetTailMinutes,
 		FalseThird:       c.FalsePerHostHour / 3,
 		Z99:              z99,
 		Z99MinusZ90:      z99 - z90,
@@ -220,6 +229,11 @@ type spikeWindowsParams struct {
 	TailsAt         time.Time
 	MinTailRequests int64
 	MinTailMinutes  int64
+	// The fleet's row of host_tails (FleetHost) stands for a host without
+	// a tail of its own from MinTailRequests requests in
+	// FleetTailMinutes minutes on.
+	FleetHost        string
+	FleetTailMinutes int64
 	FalseThird      float64
 	// The standard normal's quantiles at 0.99 and 0.90.
 	Z99, Z99MinusZ90 float64
@@ -237,7 +251,18 @@ type spikeWindowsParams struct {
 }
 
 var spikeWindowsTmpl = sqlTemplate("spike windows", `
-WITH tails AS (
+WITH (
+    -- The fleet's tail (tails.go): p99, slope, and whether it stands for
+    -- a host without its own (2,000 pooled requests or more, over
+    -- FleetTailMinutes minutes or more). One row, zeros when there is
+    -- none: aggregates of no row.
+    SELECT (toFloat64(any(p99_us)),
+        least(toFloat64(3), greatest(toFloat64(0.05), ifNotFinite(log(any(p99_us) / any(p90_us)) / {{float .Z99MinusZ90}}, 0))),
+        any(tail_n) >= {{.MinTailRequests}} AND any(minutes) >= {{.FleetTailMinutes}} AND any(p99_us) > any(p90_us) AND any(p90_us) > 0)
+    FROM host_tails FINAL
+    WHERE service = {{str .Service}} AND computed_to = {{sec .TailsAt}} AND host = {{str .FleetHost}}
+) AS fleet_own,
+tails AS (
     -- Each host's own latency (tails.go): its rate, and the slope of its
     -- tail in log latency per standard normal quantile, from p90 to p99.
     -- p99 and p90 stand clear of the host's own stalls, which hold under
@@ -249,10 +274,10 @@ WITH tails AS (
             AND p99_us > p90_us AND p90_us > 0 AS t_own,
         least(toFloat64(3), greatest(toFloat64(0.05), log(p99_us / p90_us) / {{float .Z99MinusZ90}})) AS t_slope
     FROM host_tails FINAL
-    WHERE service = {{str .Service}} AND computed_to = {{sec .TailsAt}}
+    WHERE service = {{str .Service}} AND computed_to = {{sec .TailsAt}} AND host != {{str .FleetHost}}
 ),
 buckets AS {{if .Materialized}}MATERIALIZED {{end}}(
-    SELECT host, hw, b, first, typical, thr, base, bar_pair, bar_lone, own, p99, slope, rate,
+    SELECT host, hw, b, first, typical, thr, base, bar_pair, bar_lone, tailed, p99, slope, rate,
         -- Rows of one second merged (in if(), evaluated only where there
         -- can be two: most buckets have no candidate or one).
         if(length(cand) < 2, cand, arrayZip(
@@ -271,19 +296,23 @@ buckets AS {{if .Materialized}}MATERIALIZED {{end}}(
             greatest(host_base, quantileExactWeighted(0.5)(host_base, n) OVER (PARTITION BY b)) AS base,
             greatest({{.FloorUS}}, greatest({{float .K}}, exp({{float .Z}} * ifNotFinite(quantileExactWeightedIf(0.5)(spread, n, spread < {{float .NoSpread}}) OVER (PARTITION BY b), 0))) * base) AS thr,
             ifNotFinite(quantileExactWeightedIf(0.5)(tail, n, tail < {{float .NoSpread}}) OVER (PARTITION BY b), 0) AS fleet_tail,
-            -- The company bars: from the host's own tail where it has one
-            -- (the latencies its body reaches twice within three seconds,
-            -- or at all, once in 1 / FalseThird host-hours), else from the
-            -- fleet's spread.
+            -- The company bars: from the host's own tail where it has one,
+            -- else from the fleet's pooled tail where that has requests
+            -- enough (the latencies the body reaches twice within three
+            -- seconds, or at all, once in 1 / FalseThird host-hours, at
+            -- the host's own rate: a young host's from the bucket), else
+            -- from the fleet's spread (a fleet in its first minutes).
             -- The slope, at least the fleet's (the median of the hosts'
             -- with a tail): a host's p90 and p99 rest on a few thousand
             -- requests, and a slope read short lowers both bars.
-            t_own AS own, t_p99 AS p99, t_rate AS rate,
-            greatest(t_slope, ifNotFinite(quantileExactIf(0.5)(t_slope, t_own) OVER (PARTITION BY b), 0)) AS slope,
-            greatest(thr, if(own,
+            t_own OR fleet_own.3 AS tailed,
+            if(t_own, t_p99, fleet_own.1) AS p99,
+            if(t_own, t_rate, greatest(t_rate, n / secs)) AS rate,
+            greatest(if(t_own, t_slope, fleet_own.2), ifNotFinite(quantileExactIf(0.5)(t_slope, t_own) OVER (PARTITION BY b), 0)) AS slope,
+            greatest(thr, if(tailed,
                 p99 * exp(slope * ({{z (printf "least(0.01, sqrt(%s / 7200) / rate)" (float .FalseThird))}} - {{float .Z99}})),
                 exp({{float .PairZ}} * fleet_tail) * base)) AS bar_pair,
-            if(own,
+            if(tailed,
                 greatest(bar_pair, p99 * exp(slope * ({{z (printf "least(0.01, %s / 3600 / rate)" (float .FalseThird))}} - {{float .Z99}}))),
                 greatest({{float .LoneOverPair}} * bar_pair, exp({{float .LoneZ}} * fleet_tail) * base)) AS bar_lone
         FROM (
@@ -372,7 +401,7 @@ FROM (
             -- host-hours, if higher (Poisson: (n S)^k / k! per second).
             {{- $n := "greatest(toFloat64(y.2), 2 * typical)"}}{{$k := printf "greatest(3, ceil(0.1 * %s))" $n}}
             arrayMap(y -> y.1, arrayFilter(y -> has(maybe, y.1) AND
-                arraySum((k, v) -> if(k >= ceil(8 * log2(if(own, greatest(thr,
+                arraySum((k, v) -> if(k >= ceil(8 * log2(if(tailed, greatest(thr,
                     p99 * exp(slope * ({{z (printf "least(0.01, exp((log(%s / 3600) + lgamma(%s + 1)) / %s) / %s)" (float .FalseThird) $k $k $n)}} - {{float .Z99}}))), thr))), v, 0), y.3.1, y.3.2)
                     >= {{$k}},
                 hists)) AS by_share,

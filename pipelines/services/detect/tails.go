@@ -25,26 +25,49 @@ import (
 // minMinuteRequests requests or more (at fewer it is nearer the minute's
 // max than its p99, and the median of those stands lower than the
 // body's p99), in hosts with minMinutes of them.
+//
+// Beside the hosts' rows, each refresh writes the fleet's: host
+// fleetTailHost (no host is named so: the ingest refuses an empty
+// host.name), over every host's requests, its p90 and p99 those of the
+// service's pooled body (its rate is the fleet's, which the spike rule
+// does not read). A host without a tail of its own, one just come up, has
+// its bars from there (spikeWindowsSQL): a young host's first requests
+// say nothing of how far its body reaches, but the fleet's, in 2,000
+// pooled requests and fleetTailMinutes minutes, do.
 const (
 	tailRefresh       = 10 * time.Minute
+	youngTailsServe   = 10 * time.Second
+	fleetTailHost     = ""
+	fleetTailMinutes  = 2
 	pollutedOver      = 3
 	minMinuteRequests = 100
 	minMinutes        = 5
 )
 
 // tailsAt is when the host tails a pass at to reads were computed: the
-// latest within tailRefresh before to, or to itself, computed now.
+// latest within tailRefresh before to, or to itself, computed now. Tails
+// over m minutes of the fleet's data serve for a sixth of that, m × 10 s,
+// at most tailRefresh: a fleet just come up has its tails computed anew
+// on every pass for its first minutes, which read little, and the fleet
+// row (fleetTailHost) stands for its young hosts from its second minute,
+// not from its tenth.
 func tailsAt(ctx context.Context, st store.Store, service string, to time.Time) (time.Time, error) {
-	tab, err := store.Select(ctx, st, render(tailsAtTmpl, tailsParams{Service: service, To: to, Since: to.Add(-tailRefresh)}))
+	tab, err := store.Select(ctx, st, render(tailsAtTmpl, tailsParams{Service: service, To: to, Since: to.Add(-tailRefresh), FleetHost: fleetTailHost}))
 	if err != nil {
 		return time.Time{}, fmt.Errorf("detect: host tails of %s: %w", service, err)
 	}
 	if len(tab.Rows) == 1 && tab.Rows[0][0] != "0" {
-		var s int64
+		var s, minutes int64
 		if _, err := fmt.Sscan(tab.Rows[0][0], &s); err != nil {
 			return time.Time{}, fmt.Errorf("detect: host tails of %s: %q", service, tab.Rows[0][0])
 		}
-		return time.Unix(s, 0).UTC(), nil
+		if _, err := fmt.Sscan(tab.Rows[0][1], &minutes); err != nil {
+			return time.Time{}, fmt.Errorf("detect: host tails of %s: %q", service, tab.Rows[0][1])
+		}
+		at := time.Unix(s, 0).UTC()
+		if to.Sub(at) < min(tailRefresh, time.Duration(minutes)*youngTailsServe) {
+			return at, nil
+		}
 	}
 	at := to.Truncate(time.Second)
 	if err := st.Exec(ctx, tailsRefreshSQL(service, at)); err != nil {
@@ -61,14 +84,17 @@ func tailsRefreshSQL(service string, at time.Time) string {
 }
 
 type tailsParams struct {
-	Service                         string
+	Service, FleetHost              string
 	From, To, Since                 time.Time
 	MinMinutes                      int64
 	PollutedOver, MinMinuteRequests float64
 }
 
+// The latest tails within tailRefresh, and the minutes of data the fleet's
+// row of them spans.
 var tailsAtTmpl = sqlTemplate("host tails at", `
-SELECT toInt64(max(computed_to)) AS at FROM host_tails
+SELECT toInt64(max(computed_to)) AS at, toInt64(argMaxIf(minutes, computed_to, host = {{str .FleetHost}})) AS minutes
+FROM host_tails FINAL
 WHERE service = {{str .Service}} AND computed_to > {{sec .Since}} AND computed_to <= {{sec .To}}`)
 
 var tailsRefreshTmpl = sqlTemplate("host tails", `
@@ -90,5 +116,6 @@ FROM (
         quantileExactIf(0.5)(finalizeAggregation(quantiles_us)[3], weighted_count >= {{float .MinMinuteRequests}}) AS m99
     FROM latency_1m
     WHERE service = {{hex .Service}} AND ts >= {{sec .From}} AND ts < {{sec .To}}
-    GROUP BY host
+    -- The fleet's row too: host '' (fleetTailHost), over every host's.
+    GROUP BY host WITH ROLLUP
 )`)

@@ -26,7 +26,7 @@ func TestAHostWhoseStallsAreItsP99IsJudgedByItsBody(t *testing.T) {
 	if diff := cmp.Diff(want, hostRuleWindows(t, st, 1800)); diff != "" {
 		t.Errorf("a host stalling 3 s in every 3 minutes: the host rule's windows (-want +got):\n%s", diff)
 	}
-	tab, err := store.Select(ctx, st, `SELECT host, round(p99_us), round(merged_p99_us) FROM host_tails FINAL ORDER BY host`)
+	tab, err := store.Select(ctx, st, `SELECT host, round(p99_us), round(merged_p99_us) FROM host_tails FINAL WHERE host != '' ORDER BY host`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,28 +45,44 @@ func TestAHostWhoseStallsAreItsP99IsJudgedByItsBody(t *testing.T) {
 }
 
 // The tails are computed once in tailRefresh of data time: passes 5
-// minutes apart share them, one 11 minutes on computes them anew.
+// minutes apart share them, one 10 minutes on computes them anew. Young
+// tails serve a sixth of the minutes they span: over 5 minutes, 50 s.
 func TestHostTailsAreComputedOnceInTenMinutes(t *testing.T) {
 	ctx := context.Background()
 	st := migrated(t)
 	fleetLoad{hosts: 2, seconds: 3600, rps: 2, seed: 6}.insert(t, st)
 	var ats []time.Time
-	for _, to := range []int{1200, 1500, 1860} {
+	for _, to := range []int{300, 330, 360, 3000, 3300, 3600} {
 		at, err := tailsAt(ctx, st, "billy", sec(to))
 		if err != nil {
 			t.Fatal(err)
 		}
 		ats = append(ats, at)
 	}
-	if want := []time.Time{sec(1200), sec(1200), sec(1860)}; !cmp.Equal(want, ats) {
+	if want := []time.Time{sec(300), sec(300), sec(360), sec(3000), sec(3000), sec(3600)}; !cmp.Equal(want, ats) {
 		t.Errorf("tails computed at %v, want %v", ats, want)
 	}
-	tab, err := store.Select(ctx, st, `SELECT count() FROM host_tails`)
+	tab, err := store.Select(ctx, st, `SELECT countIf(host != ''), countIf(host = '') FROM host_tails`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tab.Rows[0][0] != "4" {
-		t.Errorf("host_tails holds %s rows, want 4 (2 hosts, twice)", tab.Rows[0][0])
+	if got := strings.Join(tab.Rows[0], " "); got != "8 4" {
+		t.Errorf("host_tails holds %s host and fleet rows, want 8 4 (2 hosts and the fleet, 4 times)", got)
+	}
+}
+
+// A fleet in its first minutes: no host has a tail of its own, but the
+// fleet's pooled requests say how far the body reaches. On σ = 1.2 at one
+// request a second a lone request of 600 ms is the body's (at its rate,
+// once in some 20 host-hours; the fleet's spread bars put the lone bar
+// near 200 ms), while two of 900 ms in two seconds are a stall.
+func TestAYoungHostHasTheFleetsTail(t *testing.T) {
+	st := migrated(t)
+	fleetLoad{hosts: 20, seconds: 180, sigma: 1.2, seed: 7,
+		stall: "(h = 3 AND s = 150) OR (h = 5 AND s IN (160, 161))", stallUS: 600_000, stallJitterUS: 300_000}.insert(t, st)
+	want := []window{{host(5), 160, 162}}
+	if diff := cmp.Diff(want, hostRuleWindows(t, st, 180)); diff != "" {
+		t.Errorf("a fleet 3 minutes old, σ 1.2 at one request a second: the host rule's windows (-want +got):\n%s", diff)
 	}
 }
 
