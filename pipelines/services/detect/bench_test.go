@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -76,6 +77,54 @@ func BenchmarkScaleDetect(b *testing.B) {
 	b.ReportMetric(f.diskGiB, fmt.Sprintf("scale.detect_disk_gib_%d:GiB", hosts))
 }
 
+// BenchmarkDetectSteadyPass is what a live detector spends on the fleet
+// of BenchmarkDetectFullPass (loaded as it loads it, SPIKEHUNT_BENCH_HOSTS
+// × SPIKEHUNT_BENCH_HOURS): the passes of its last 10 minutes, each over
+// the 30 s since the one before (detect --every 30s), with the detector's
+// tables emptied first, so the first pass computes the host tails and the
+// other 19 read them, as one pass in twenty does live. It reports the mean
+// CPU and wall time of a pass, the refreshing one's and the median of the
+// others'.
+func BenchmarkDetectSteadyPass(b *testing.B) {
+	hosts, hours := envInt("SPIKEHUNT_BENCH_HOSTS", 100), envInt("SPIKEHUNT_BENCH_HOURS", 6)
+	ctx := context.Background()
+	f := loadBenchFleet(b, hosts, hours)
+	const passes = 20
+	end := f.start.Add(time.Duration(hours) * time.Hour)
+	var cpus, walls []float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, t := range []string{"spikes", "spike_suspects", "patterns", "host_tails"} {
+			if err := f.st.Exec(ctx, "TRUNCATE TABLE "+t); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for p := 0; p < passes; p++ {
+			from := end.Add(-10 * time.Minute).Add(time.Duration(p) * 30 * time.Second)
+			cfg := Config{Service: "billy", From: from, To: from.Add(30 * time.Second)}
+			cpu0, began := processCPU(), time.Now()
+			if _, err := Pass(ctx, f.st, cfg); err != nil {
+				b.Fatal(err)
+			}
+			cpus, walls = append(cpus, processCPU()-cpu0), append(walls, time.Since(began).Seconds())
+		}
+	}
+	b.StopTimer()
+	mean := func(xs []float64) float64 {
+		sum := 0.0
+		for _, x := range xs {
+			sum += x
+		}
+		return sum / float64(len(xs))
+	}
+	others := append([]float64(nil), cpus[1:passes]...)
+	slices.Sort(others)
+	b.ReportMetric(mean(cpus), fmt.Sprintf("detect.steady_pass_cpu_%d_hosts_s:s", hosts))
+	b.ReportMetric(mean(walls), fmt.Sprintf("detect.steady_pass_%d_hosts_s:s", hosts))
+	b.ReportMetric(cpus[0], "refreshing-pass-cpu-s")
+	b.ReportMetric(others[len(others)/2], "other-pass-cpu-s")
+}
+
 // passFigures are a full pass's, per pass (seconds, MiB): the time of its
 // stages, its windows, the process's CPU time and peak RSS over the
 // passes, its RSS before them, how long loading the fleet took and what
@@ -86,9 +135,18 @@ type passFigures struct {
 	peakMiB, rssBeforeMiB, loadS, diskGiB  float64
 }
 
-// measureFullPass loads (or finds) hosts × hours of the fleet and times
-// b.N full passes over it.
-func measureFullPass(b *testing.B, hosts, hours int) passFigures {
+// benchFleet is BenchmarkDetectFullPass's loaded fleet: the store (traced
+// with SPIKEHUNT_BENCH_TRACE), the start of its data, how long loading it
+// took and what it takes on disk.
+type benchFleet struct {
+	st             store.Store
+	start          time.Time
+	loadS, diskGiB float64
+}
+
+// loadBenchFleet loads (or finds) hosts × hours of the fleet and waits for
+// its merges to settle.
+func loadBenchFleet(b *testing.B, hosts, hours int) benchFleet {
 	ctx := context.Background()
 	loadStart := time.Now()
 	st, start, loaded := benchStore(b, hosts, hours)
@@ -130,6 +188,15 @@ FROM (
 		}
 		st = tracedStore{st}
 	}
+	return benchFleet{st: st, start: start, loadS: loadS, diskGiB: diskBytes / (1 << 30)}
+}
+
+// measureFullPass loads (or finds) hosts × hours of the fleet and times
+// b.N full passes over it.
+func measureFullPass(b *testing.B, hosts, hours int) passFigures {
+	ctx := context.Background()
+	f := loadBenchFleet(b, hosts, hours)
+	st, start := f.st, f.start
 	cfg := Config{Service: "billy", From: start, To: start.Add(time.Duration(hours) * time.Hour)}
 	cfg.Endpoints.Off = os.Getenv("SPIKEHUNT_BENCH_ENDPOINTS") == "off"
 	var spikes, suspects, patterns, total time.Duration
@@ -169,7 +236,7 @@ FROM (
 	n := float64(b.N)
 	return passFigures{
 		total: total.Seconds() / n, spikes: spikes.Seconds() / n, suspects: suspects.Seconds() / n, patterns: patterns.Seconds() / n,
-		cpu: cpu / n, windows: windows, peakMiB: peak, rssBeforeMiB: rssBefore, loadS: loadS, diskGiB: diskBytes / (1 << 30),
+		cpu: cpu / n, windows: windows, peakMiB: peak, rssBeforeMiB: rssBefore, loadS: f.loadS, diskGiB: f.diskGiB,
 	}
 }
 

@@ -234,7 +234,7 @@ type spikeWindowsParams struct {
 	// FleetTailMinutes minutes on.
 	FleetHost        string
 	FleetTailMinutes int64
-	FalseThird      float64
+	FalseThird       float64
 	// The standard normal's quantiles at 0.99 and 0.90.
 	Z99, Z99MinusZ90 float64
 	// The seconds of spikeRange: the scan reads [BaseFrom, To), candidate
