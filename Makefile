@@ -292,6 +292,7 @@ bench-peers-agent: ## spikehunt-agent vs the Collector node agent, and a samplin
 # takes minutes), and the median detection delay over the eval scenarios.
 bench-detect: deps-demo
 	SPIKEHUNT_BENCH_HOSTS=1000 SPIKEHUNT_BENCH_HOURS=24 BENCHTIME=1x tests/bench.sh detect ./pipelines/services/detect -- -bench '^BenchmarkDetectFullPass$$' -timeout 60m
+	SPIKEHUNT_BENCH_HOSTS=1000 SPIKEHUNT_BENCH_HOURS=24 BENCHTIME=1x tests/bench.sh detect-steady ./pipelines/services/detect -- -bench '^BenchmarkDetectSteadyPass$$' -timeout 60m
 	BENCHTIME=1x tests/bench.sh detect-delay ./pipelines/lab/eval -- -bench '^BenchmarkDetectionDelay$$' -timeout 60m
 
 # Detection against the rules users write today (docs/benchmarks.md): every
