@@ -216,7 +216,8 @@ install_envtest() {
 }
 
 # The node half of tests/cluster's one-node Kubernetes: kubelet,
-# kube-controller-manager, kube-scheduler and kube-proxy from the same module as
+# kube-controller-manager, kube-scheduler and kube-proxy (and kubectl, which
+# tests/e2ecluster runs the README's install block with) from the same module as
 # kube-apiserver, built by ONE go build (each shared package compiles once, and
 # the Go cache already holds what kube-apiserver compiled), plus the pause
 # container compiled statically from the module's build/pause/linux/pause.c
@@ -224,14 +225,14 @@ install_envtest() {
 # runs on the host as the cluster's DNS. The container runtime and CNI
 # plugins are Debian packages (install_node_debian).
 install_kube_node() {
-	local want="kube-node $KUBERNETES_VERSION (versioned) pause $PAUSE_VERSION coredns $COREDNS_VERSION"
+	local want="kube-node $KUBERNETES_VERSION (versioned, kubectl) pause $PAUSE_VERSION coredns $COREDNS_VERSION"
 	install_node_debian
 	stamped "$kube_node_dir" "$want" || {
 		need go "Go 1.24+ (https://go.dev/dl)"
 		need gcc "a C compiler with static libc (Debian: apt-get install gcc libc6-dev)"
 		local m=$cache/build/kube-node-$KUBERNETES_VERSION t0
 		kubernetes_module "$m" kubenode
-		say "building kubelet, kube-controller-manager, kube-scheduler, kube-proxy $KUBERNETES_VERSION (~6 min on 2 busy cores even with kube-apiserver's packages cached, ~15 s when the Go cache is warm)"
+		say "building kubelet, kube-controller-manager, kube-scheduler, kube-proxy, kubectl $KUBERNETES_VERSION (~6 min on 2 busy cores even with kube-apiserver's packages cached, ~15 s when the Go cache is warm)"
 		t0=$(date +%s)
 		mkdir -p "$kube_node_dir"
 		(
@@ -239,7 +240,7 @@ install_kube_node() {
 			export GOFLAGS=-mod=mod
 			go get "k8s.io/kubernetes@v$KUBERNETES_VERSION" >build.log 2>&1 || { tail -n 5 build.log >&2; exit 1; }
 			go build -trimpath -ldflags="$(kube_ldflags)" -o "$kube_node_dir/" k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager \
-				k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy >>build.log 2>&1 || { tail -n 20 build.log >&2; exit 1; }
+				k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubectl >>build.log 2>&1 || { tail -n 20 build.log >&2; exit 1; }
 		) || die "building the Kubernetes node binaries failed (log: $m/build.log)"
 		say "node binaries built in $(($(date +%s) - t0)) s"
 		local src
@@ -258,7 +259,7 @@ install_kube_node() {
 		fi
 		ln -sf "coredns-$COREDNS_VERSION" "$kube_node_dir/coredns"
 		stamp "$kube_node_dir" "$want"
-		say "kubelet, kube-controller-manager, kube-scheduler, kube-proxy, pause, coredns -> $kube_node_dir"
+		say "kubelet, kube-controller-manager, kube-scheduler, kube-proxy, kubectl, pause, coredns -> $kube_node_dir"
 	}
 }
 

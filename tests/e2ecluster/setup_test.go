@@ -116,9 +116,8 @@ func setUp(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	e.helm(t, "install", release, "helm/spikehunt", "--namespace", namespace, "--create-namespace",
-		"--values", values, "--wait", "--timeout", "6m")
-	t.Logf("helm install --wait: every workload Ready after %v", time.Since(began).Round(time.Second))
+	e.runREADMEInstall(t, values)
+	t.Logf("the README's install block, helm install --wait: every workload Ready after %v", time.Since(began).Round(time.Second))
 	e.checkEveryWorkloadReady(t)
 
 	// The store, as the chart's clients reach it: its Service, with the
