@@ -77,36 +77,9 @@ func TestTheREADMEsOwnHostsCommandsFindAStallOnTwoHosts(t *testing.T) {
 		}
 	}
 
-	paths, err := testenv.Paths()
-	if err != nil {
-		t.Fatal(err)
-	}
-	libchdb, err := paths.LibCHDBFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kafkaLibs, err := paths.KafkaLibsDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := exec.LookPath("java"); err != nil {
-		t.Fatal("java not found: the README's prerequisites name Java")
-	}
-
-	// What `make install` lays out: the binaries on PATH, libchdb.so and
-	// the dashboards beside them.
 	tmp := t.TempDir()
 	prefix := filepath.Join(tmp, "prefix")
-	for _, b := range []struct{ name, pkg string }{{"spikehunt", "./pipelines/cmd/spikehunt"}, {"spikehunt-agent", "./agents/cmd/spikehunt-agent"}} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(prefix, "bin", b.name), b.pkg)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", b.pkg, err, out)
-		}
-	}
-	installFiles(t, []string{libchdb}, filepath.Join(prefix, "lib", "spikehunt"))
-	boards, _ := filepath.Glob(filepath.Join(root, "dashboards", "grafana", "*.json"))
-	installFiles(t, boards, filepath.Join(prefix, "share", "spikehunt", "dashboards"))
+	kafkaLibs := installPrefix(t, root, prefix)
 
 	kafkaPort := freePortPair(t)
 	data := filepath.Join(tmp, "store-host")
@@ -247,6 +220,12 @@ func sendRequests(t *testing.T, ctx context.Context, udp map[string]string, host
 		defer c.Close()
 		conns[i] = c
 	}
+	return sendOn(t, ctx, conns, before, stall, after)
+}
+
+// sendOn is sendRequests over connections already dialled.
+func sendOn(t *testing.T, ctx context.Context, conns []net.Conn, before, stall, after time.Duration) time.Time {
+	t.Helper()
 	start := time.Now()
 	stallFrom, stallTo, end := start.Add(before), start.Add(before+stall), start.Add(before+stall+after)
 	for now := time.Now(); now.Before(end); now = time.Now() {
@@ -283,6 +262,39 @@ func spikeOn(table, host string, at time.Time) bool {
 		}
 	}
 	return false
+}
+
+// installPrefix lays out under prefix what `make install` does (the
+// binaries in bin, libchdb.so and the dashboards beside them) and returns
+// the pinned Kafka's jars, which deploy/kafka.sh takes from
+// SPIKEHUNT_KAFKA_LIBS instead of fetching them.
+func installPrefix(t *testing.T, root, prefix string) (kafkaLibs string) {
+	t.Helper()
+	paths, err := testenv.Paths()
+	if err != nil {
+		t.Fatal(err)
+	}
+	libchdb, err := paths.LibCHDBFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kafkaLibs, err = paths.KafkaLibsDir(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := exec.LookPath("java"); err != nil {
+		t.Fatal("java not found: the README's prerequisites name Java")
+	}
+	for _, b := range []struct{ name, pkg string }{{"spikehunt", "./pipelines/cmd/spikehunt"}, {"spikehunt-agent", "./agents/cmd/spikehunt-agent"}} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(prefix, "bin", b.name), b.pkg)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", b.pkg, err, out)
+		}
+	}
+	installFiles(t, []string{libchdb}, filepath.Join(prefix, "lib", "spikehunt"))
+	boards, _ := filepath.Glob(filepath.Join(root, "dashboards", "grafana", "*.json"))
+	installFiles(t, boards, filepath.Join(prefix, "share", "spikehunt", "dashboards"))
+	return kafkaLibs
 }
 
 func installFiles(t *testing.T, files []string, dir string) {
