@@ -71,18 +71,32 @@ func TestHostTailsAreComputedOnceInTenMinutes(t *testing.T) {
 	}
 }
 
-// A fleet in its first minutes: no host has a tail of its own, but the
-// fleet's pooled requests say how far the body reaches. On σ = 1.2 at one
-// request a second a lone request of 600 ms is the body's (at its rate,
-// once in some 20 host-hours; the fleet's spread bars put the lone bar
-// near 200 ms), while two of 900 ms in two seconds are a stall.
+// A fleet in its first minutes: no host has a tail of its own (2,000
+// requests), but the fleet's pooled requests say how far the body
+// reaches. On σ = 1.2 at one request a second a lone request of 600 ms is
+// the body's (at its rate, once in some 20 host-hours; the fleet's spread
+// bars put the lone bar near 200 ms), while two of 900 ms in two seconds
+// are a stall.
 func TestAYoungHostHasTheFleetsTail(t *testing.T) {
 	st := migrated(t)
-	fleetLoad{hosts: 20, seconds: 180, sigma: 1.2, seed: 7,
-		stall: "(h = 3 AND s = 150) OR (h = 5 AND s IN (160, 161))", stallUS: 600_000, stallJitterUS: 300_000}.insert(t, st)
-	want := []window{{host(5), 160, 162}}
+	fleetLoad{hosts: 20, seconds: 360, sigma: 1.2, seed: 7,
+		stall: "(h = 3 AND s = 330) OR (h = 5 AND s IN (340, 341))", stallUS: 600_000, stallJitterUS: 300_000}.insert(t, st)
+	want := []window{{host(5), 340, 342}}
+	if diff := cmp.Diff(want, hostRuleWindows(t, st, 360)); diff != "" {
+		t.Errorf("a fleet 6 minutes old, σ 1.2 at one request a second: the host rule's windows (-want +got):\n%s", diff)
+	}
+}
+
+// A fleet of one host in its third minute: its pooled tail is its own,
+// whose stalls can be its p99 then, so the fleet's row does not stand for
+// it before 5 minutes, as its own tail does not. Its stall is found.
+func TestAFleetOfOneHostsFirstStallIsFound(t *testing.T) {
+	st := migrated(t)
+	fleetLoad{hosts: 1, seconds: 180, rps: 20, seed: 8,
+		stall: "s IN (60, 61, 120, 121, 150, 151)", stallUS: 700_000, stallJitterUS: 200_000}.insert(t, st)
+	want := []window{{host(0), 60, 62}, {host(0), 120, 122}, {host(0), 150, 152}}
 	if diff := cmp.Diff(want, hostRuleWindows(t, st, 180)); diff != "" {
-		t.Errorf("a fleet 3 minutes old, σ 1.2 at one request a second: the host rule's windows (-want +got):\n%s", diff)
+		t.Errorf("one host 3 minutes old at 20 requests a second, stalling three times: the host rule's windows (-want +got):\n%s", diff)
 	}
 }
 

@@ -7,7 +7,7 @@ WITH (
     -- none: aggregates of no row.
     SELECT (toFloat64(any(p99_us)),
         least(toFloat64(3), greatest(toFloat64(0.05), ifNotFinite(log(any(p99_us) / any(p90_us)) / toFloat64(1.0447963084962404), 0))),
-        any(tail_n) >= 2000 AND any(minutes) >= 2 AND any(p99_us) > any(p90_us) AND any(p90_us) > 0)
+        any(tail_n) >= 2000 AND any(minutes) >= 5 AND any(p99_us) > any(p90_us) AND any(p90_us) > 0)
     FROM host_tails FINAL
     WHERE service = 'billy' AND computed_to = toDateTime(-62135596800, 'UTC') AND host = ''
 ) AS fleet_own,
