@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -314,7 +315,53 @@ func (e *env) dump(t *testing.T) {
 		}
 		t.Logf("operator %s alert metrics:\n%s", p.Name, strings.Join(keep, "\n"))
 	}
+	e.dumpAlertsGroup(t)
 	if stoppedAt != "" {
 		t.Logf("the test failed waiting for %s", stoppedAt)
+	}
+}
+
+// dumpAlertsGroup logs the alerts topic and the operator's consumer group
+// as the broker sees them: the topic's end offset, the group's members and
+// what each owns, and the offset it committed. An alert the operator never
+// consumed shows here as an end offset past the committed one.
+func (e *env) dumpAlertsGroup(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	cl, err := e.kafka.Client()
+	if err != nil {
+		t.Logf("alerts group: %v", err)
+		return
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	const topic, group = "spikehunt.alerts", "spikehunt-operator-alerts"
+	if ends, err := adm.ListEndOffsets(ctx, topic); err != nil {
+		t.Logf("alerts topic end offsets: %v", err)
+	} else {
+		ends.Each(func(o kadm.ListedOffset) {
+			t.Logf("alerts topic %s[%d]: end offset %d (err %v)", o.Topic, o.Partition, o.Offset, o.Err)
+		})
+	}
+	if gs, err := adm.DescribeGroups(ctx, group); err != nil {
+		t.Logf("alerts group: %v", err)
+	} else {
+		for _, g := range gs {
+			t.Logf("alerts group %s: state %s, %d members, err %v", g.Group, g.State, len(g.Members), g.Err)
+			for _, m := range g.Members {
+				owns := "nothing"
+				if a, ok := m.Assigned.AsConsumer(); ok && len(a.Topics) > 0 {
+					owns = fmt.Sprint(a.Topics)
+				}
+				t.Logf("  member %s (%s@%s) owns %s", m.MemberID, m.ClientID, m.ClientHost, owns)
+			}
+		}
+	}
+	if offs, err := adm.FetchOffsets(ctx, group); err != nil {
+		t.Logf("alerts group committed offsets: %v", err)
+	} else {
+		offs.Each(func(o kadm.OffsetResponse) {
+			t.Logf("alerts group committed %s[%d] = %d (err %v)", o.Topic, o.Partition, o.At, o.Err)
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -38,6 +39,7 @@ type KafkaConsumer struct {
 	verify *alertsig.Verifier
 	// missing: the alerts topic did not exist when last looked for.
 	missing atomic.Bool
+	group   *groupWatch
 }
 
 // NewKafkaConsumer creates the group member; it connects lazily and
@@ -87,6 +89,10 @@ func NewKafkaConsumer(cfg KafkaConfig, sink Sink, log *slog.Logger) (*KafkaConsu
 		// delivered, not before it (which would deliver it twice).
 		kgo.BlockRebalanceOnPoll(),
 	}
+	metrics := newKafkaMetrics()
+	group := newGroupWatch(log, cfg.Topic, cfg.Group, metrics.owned.Set, time.Now())
+	opts = append(opts, group.options()...)
+	opts = append(opts, kgo.WithLogger(newKgoLogger(log)))
 	if cfg.SessionTimeout > 0 {
 		opts = append(opts, kgo.SessionTimeout(cfg.SessionTimeout), kgo.HeartbeatInterval(cfg.SessionTimeout/10))
 	}
@@ -98,7 +104,7 @@ func NewKafkaConsumer(cfg KafkaConfig, sink Sink, log *slog.Logger) (*KafkaConsu
 	if err != nil {
 		return nil, fmt.Errorf("intake: kafka: %w", err)
 	}
-	return &KafkaConsumer{cfg: cfg, sink: sink, log: log, cl: cl, metrics: newKafkaMetrics(), verify: verify}, nil
+	return &KafkaConsumer{cfg: cfg, sink: sink, log: log, cl: cl, metrics: metrics, verify: verify, group: group}, nil
 }
 
 // Register adds the consumer's metrics to reg.
@@ -118,12 +124,14 @@ func (c *KafkaConsumer) Run(ctx context.Context) error {
 	if err := c.checkSecurity(ctx); err != nil {
 		return err
 	}
+	c.log.Info("intake: kafka: consuming the detector's alerts", "brokers", strings.Join(c.cfg.Brokers, ","), "topic", c.cfg.Topic,
+		"group", c.cfg.Group, "start_at", c.cfg.StartAt)
 	wctx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})
 	defer func() { stopWatch(); <-watched }() // before the client closes
 	go func() {
 		defer close(watched)
-		c.waitForTopic(wctx)
+		c.watch(wctx)
 	}()
 	for {
 		fetches := c.cl.PollRecords(ctx, c.cfg.MaxPollRecords)
@@ -169,14 +177,15 @@ func (c *KafkaConsumer) Run(ctx context.Context) error {
 	}
 }
 
-// waitForTopic looks for the alerts topic every TopicWatchEvery until it
-// exists or ctx ends. While it is missing the group has nothing to join:
-// the gauge says so and a warning names the topic, once. Once it exists
-// a metadata refresh lets the group's leader assign it at once rather
-// than at the next periodic refresh.
-func (c *KafkaConsumer) waitForTopic(ctx context.Context) {
+// watch looks for the alerts topic every TopicWatchEvery until ctx ends.
+// While it is missing the group has nothing to join: the gauge says so and
+// a warning names the topic, once. Once it exists a metadata refresh lets
+// the group's leader assign it at once rather than at the next periodic
+// refresh. From then on it checks that this member owns a partition of
+// it (groupWatch.check).
+func (c *KafkaConsumer) watch(ctx context.Context) {
 	adm := kadm.NewClient(c.cl)
-	warned := false
+	warnedMissing, warnedUnowned, refreshed := false, false, false
 	for ctx.Err() == nil {
 		lctx, cancel := context.WithTimeout(ctx, c.cfg.TopicWatchEvery+5*time.Second)
 		td, err := adm.ListTopics(lctx, c.cfg.Topic)
@@ -189,16 +198,23 @@ func (c *KafkaConsumer) waitForTopic(ctx context.Context) {
 		case listed && d.Err == nil && len(d.Partitions) > 0:
 			c.metrics.missing.Set(0)
 			c.missing.Store(false)
-			if warned {
+			if warnedMissing {
+				warnedMissing = false
 				c.log.Info("intake: kafka: the alerts topic exists now; consuming it", "topic", c.cfg.Topic)
+			}
+			if !refreshed {
+				// The client's own metadata may predate the topic (it
+				// refreshes every few minutes): look now.
+				refreshed = true
 				c.cl.ForceMetadataRefresh()
 			}
-			return
+			warnedUnowned = c.group.check(ctx, adm, true, time.Now(), warnedUnowned)
 		default:
 			c.metrics.missing.Set(1)
 			c.missing.Store(true)
-			if !warned {
-				warned = true
+			refreshed = false
+			if !warnedMissing {
+				warnedMissing = true
 				c.log.Warn("intake: kafka: the alerts topic does not exist yet; waiting for it (the detector creates it when it first publishes, "+
 					"or create it with kafka-topics.sh); the webhooks are not affected", "topic", c.cfg.Topic, "every", c.cfg.TopicWatchEvery)
 			}

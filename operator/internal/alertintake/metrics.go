@@ -55,6 +55,7 @@ type kafkaMetrics struct {
 	emitErrors   prometheus.Counter
 	commitErrors prometheus.Counter
 	missing      prometheus.Gauge
+	owned        prometheus.Gauge
 }
 
 func newKafkaMetrics() *kafkaMetrics {
@@ -93,11 +94,15 @@ func newKafkaMetrics() *kafkaMetrics {
 			Name: "spikehunt_alertintake_kafka_topic_missing",
 			Help: "1 while the alerts topic does not exist (no detector has published yet, or it is misnamed): the consumer waits for it and consumes it once it exists; the webhooks are not affected.",
 		}),
+		owned: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "spikehunt_alertintake_kafka_partitions_owned",
+			Help: "Partitions of the alerts topic the group assigned to this operator. 0 on the leader for more than a minute while the topic exists: another consumer in the same group takes the alerts, or the group cannot form (the log names the group's members).",
+		}),
 	}
 }
 
 func (m *kafkaMetrics) register(reg prometheus.Registerer) error {
-	return registerAll(reg, m.accepted, m.unsigned, m.rejected, m.emitted, m.skipped, m.emitErrors, m.commitErrors, m.missing)
+	return registerAll(reg, m.accepted, m.unsigned, m.rejected, m.emitted, m.skipped, m.emitErrors, m.commitErrors, m.missing, m.owned)
 }
 
 func registerAll(reg prometheus.Registerer, cs ...prometheus.Collector) error {

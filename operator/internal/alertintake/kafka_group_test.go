@@ -1,0 +1,104 @@
+package alertintake
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/spikehunt/spikehunt/internal/alertsig"
+	"github.com/spikehunt/spikehunt/tests/testenv"
+)
+
+// lockedBuffer is a log destination two goroutines may write to.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Two operators consuming with the same group split the alerts topic: the
+// one left without a partition never sees an alert. It says so in its log,
+// naming the member that holds the partition, and its gauge reads 0; the
+// other logs its assignment and its gauge reads 1.
+func TestAConsumerWithoutAPartitionNamesTheMemberThatHoldsIt(t *testing.T) {
+	k := testenv.SharedKafka(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	topic, group := uniqueName("spikehunt.alerts.intake-split"), uniqueName("intake-split")
+	if err := k.CreateTopic(ctx, topic, 1); err != nil {
+		t.Fatal(err)
+	}
+	start := func(clientID string) (*KafkaConsumer, *lockedBuffer) {
+		var logs lockedBuffer
+		c, err := NewKafkaConsumer(KafkaConfig{Brokers: k.Brokers(), Topic: topic, Group: group, ClientID: clientID,
+			Keys: []alertsig.Key{testKey}, TopicWatchEvery: 200 * time.Millisecond}, ChannelSink(make(chan Alert, 4)),
+			slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.group.warnAfter = 3 * time.Second
+		rctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- c.Run(rctx) }()
+		t.Cleanup(func() {
+			stop()
+			if err := <-done; err != nil {
+				t.Errorf("%s: Run: %v", clientID, err)
+			}
+		})
+		return c, &logs
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for !ok() {
+			if ctx.Err() != nil {
+				t.Fatalf("not within the test's time: %s", what)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	first, firstLog := start("operator-a")
+	waitFor("operator-a owns the partition", func() bool { return testutil.ToFloat64(first.metrics.owned) == 1 })
+	if !strings.Contains(firstLog.String(), "partitions assigned") {
+		t.Errorf("operator-a's log does not say it was assigned the partition:\n%s", firstLog)
+	}
+
+	second, secondLog := start("operator-b")
+	waitFor("operator-b warns that it owns nothing", func() bool { return strings.Contains(secondLog.String(), "owns no partition") })
+	warning := ""
+	for _, line := range strings.Split(secondLog.String(), "\n") {
+		if strings.Contains(line, "owns no partition") {
+			warning = line
+		}
+	}
+	if !strings.Contains(warning, "operator-a@") || !strings.Contains(warning, topic+"[0]") || !strings.Contains(warning, group) {
+		t.Errorf("the warning does not name the group and the member that holds the partition:\n%s", warning)
+	}
+	if got := testutil.ToFloat64(second.metrics.owned); got != 0 {
+		t.Errorf("operator-b's spikehunt_alertintake_kafka_partitions_owned = %v, want 0", got)
+	}
+	if got := testutil.ToFloat64(first.metrics.owned); got != 1 {
+		t.Errorf("operator-a's spikehunt_alertintake_kafka_partitions_owned = %v after operator-b joined, want 1", got)
+	}
+	if strings.Contains(firstLog.String(), "owns no partition") {
+		t.Errorf("operator-a warned although it owns the partition:\n%s", firstLog)
+	}
+}
