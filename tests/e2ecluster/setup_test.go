@@ -90,7 +90,12 @@ func setUp(t *testing.T) *env {
 	if e.kafka, err = testenv.StartKafka(testenv.KafkaOptions{Host: c.NodeIP()}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.kafka.Stop() })
+	t.Cleanup(func() {
+		if t.Failed() { // before the broker stops: the dump's other parts come later
+			e.dumpAlertsGroup(t)
+		}
+		e.kafka.Stop()
+	})
 	for _, topic := range []string{"otlp_spans", "otlp_metrics", "spikehunt.alerts"} {
 		if err := e.kafka.CreateTopic(ctx, topic, 1); err != nil {
 			t.Fatal(err)
@@ -315,7 +320,6 @@ func (e *env) dump(t *testing.T) {
 		}
 		t.Logf("operator %s alert metrics:\n%s", p.Name, strings.Join(keep, "\n"))
 	}
-	e.dumpAlertsGroup(t)
 	if stoppedAt != "" {
 		t.Logf("the test failed waiting for %s", stoppedAt)
 	}

@@ -32,7 +32,8 @@ type KafkaConsumer struct {
 	cfg     KafkaConfig
 	sink    Sink
 	log     *slog.Logger
-	cl      *kgo.Client
+	opts    []kgo.Opt
+	cl      *kgo.Client // made by Run
 	metrics *kafkaMetrics
 	// verify is nil when there are no keys (AllowUnsigned): then a signed
 	// record cannot be checked and is refused as unknown_key.
@@ -42,8 +43,9 @@ type KafkaConsumer struct {
 	group   *groupWatch
 }
 
-// NewKafkaConsumer creates the group member; it connects lazily and
-// consumes nothing until Run.
+// NewKafkaConsumer checks cfg and prepares the group member. It neither
+// connects nor joins the group until Run: only the replica that holds the
+// leader's lease runs it.
 func NewKafkaConsumer(cfg KafkaConfig, sink Sink, log *slog.Logger) (*KafkaConsumer, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -75,9 +77,29 @@ func NewKafkaConsumer(cfg KafkaConfig, sink Sink, log *slog.Logger) (*KafkaConsu
 	if cfg.StartAt == StartAtLatest {
 		start = kgo.NewOffset().AtEnd()
 	}
-	opts := []kgo.Opt{
+	metrics := newKafkaMetrics()
+	group := newGroupWatch(log, cfg.Topic, cfg.Group, metrics.owned.Set, time.Now())
+	sec, err := cfg.Security.Options()
+	if err != nil {
+		return nil, fmt.Errorf("intake: kafka: %w", err)
+	}
+	base := append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
+		kgo.WithLogger(newKgoLogger(log)),
+		kafkasec.RefusalLog(log, cfg.Security),
+	}, sec...)
+	// The client Run uses is made there: a franz-go group client joins its
+	// group as soon as it exists, and a standby replica's member, never
+	// polling, would be assigned the partitions and hold the alerts back
+	// from the leader. One without the group is made here, so that a bad
+	// option fails at start on every replica.
+	probe, err := kgo.NewClient(base...)
+	if err != nil {
+		return nil, fmt.Errorf("intake: kafka: %w", err)
+	}
+	probe.Close()
+	opts := append(slices.Clip(base),
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topic),
 		kgo.ConsumeResetOffset(start),
@@ -88,23 +110,12 @@ func NewKafkaConsumer(cfg KafkaConfig, sink Sink, log *slog.Logger) (*KafkaConsu
 		// the next owner of a partition starts after what this member
 		// delivered, not before it (which would deliver it twice).
 		kgo.BlockRebalanceOnPoll(),
-	}
-	metrics := newKafkaMetrics()
-	group := newGroupWatch(log, cfg.Topic, cfg.Group, metrics.owned.Set, time.Now())
+	)
 	opts = append(opts, group.options()...)
-	opts = append(opts, kgo.WithLogger(newKgoLogger(log)))
 	if cfg.SessionTimeout > 0 {
 		opts = append(opts, kgo.SessionTimeout(cfg.SessionTimeout), kgo.HeartbeatInterval(cfg.SessionTimeout/10))
 	}
-	sec, err := cfg.Security.Options()
-	if err != nil {
-		return nil, fmt.Errorf("intake: kafka: %w", err)
-	}
-	cl, err := kgo.NewClient(append(append(opts, sec...), kafkasec.RefusalLog(log, cfg.Security))...)
-	if err != nil {
-		return nil, fmt.Errorf("intake: kafka: %w", err)
-	}
-	return &KafkaConsumer{cfg: cfg, sink: sink, log: log, cl: cl, metrics: metrics, verify: verify, group: group}, nil
+	return &KafkaConsumer{cfg: cfg, sink: sink, log: log, opts: opts, metrics: metrics, verify: verify, group: group}, nil
 }
 
 // Register adds the consumer's metrics to reg.
@@ -114,6 +125,11 @@ func (c *KafkaConsumer) Register(reg prometheus.Registerer) error { return c.met
 // client; it returns nil then. A poll whose alerts the sink has not taken
 // when ctx ends is not committed: the group's next member reads it again.
 func (c *KafkaConsumer) Run(ctx context.Context) error {
+	cl, err := kgo.NewClient(c.opts...)
+	if err != nil {
+		return fmt.Errorf("intake: kafka: %w", err)
+	}
+	c.cl = cl
 	defer func() {
 		// Leaving the group is a rebalance, which BlockRebalanceOnPoll holds
 		// until allowed: without this Close would wait for ever when Run

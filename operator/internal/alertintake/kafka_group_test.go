@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/spikehunt/spikehunt/internal/alertsig"
 	"github.com/spikehunt/spikehunt/tests/testenv"
@@ -100,5 +101,46 @@ func TestAConsumerWithoutAPartitionNamesTheMemberThatHoldsIt(t *testing.T) {
 	}
 	if strings.Contains(firstLog.String(), "owns no partition") {
 		t.Errorf("operator-a warned although it owns the partition:\n%s", firstLog)
+	}
+}
+
+// Every operator replica makes its consumer at start, but only the leader
+// runs it. A standby's consumer must not join the group: a member that
+// never polls, holding the partition, would keep every alert from the
+// leader (the e2e cluster test's "no Capture" flake). The leader gets the
+// alert, and the broker sees one member.
+func TestAStandbysConsumerTakesNoPartOfTheGroup(t *testing.T) {
+	k := testenv.SharedKafka(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	topic, group := uniqueName("spikehunt.alerts.intake-standby"), uniqueName("intake-standby")
+	if err := k.CreateTopic(ctx, topic, 1); err != nil {
+		t.Fatal(err)
+	}
+	cfg := KafkaConfig{Brokers: k.Brokers(), Topic: topic, Group: group, Keys: []alertsig.Key{testKey}, TopicWatchEvery: 200 * time.Millisecond}
+	if _, err := NewKafkaConsumer(cfg, ChannelSink(make(chan Alert, 4)), nil); err != nil { // the standby's, never run
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // time enough for a client that joins at once to have joined
+
+	ch := make(chan Alert, 4)
+	leader, _ := runConsumer(t, cfg, ChannelSink(ch))
+	a := detectorSpikeGroupAlert(time.Now().UTC(), "spikegroup-88888888888888888888888888888888")
+	publisher(t, k, topic)(ctx, a)
+	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer rcancel()
+	if got := receive(t, rctx, ch, 1); got[0].Key != "kafka/"+a.AlertID {
+		t.Errorf("the leader got %s, want %s", got[0].Key, a.AlertID)
+	}
+	cl, err := k.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if members := describeGroup(ctx, kadm.NewClient(cl), group); strings.Count(members, "@") != 1 {
+		t.Errorf("the group's members, as the broker sees them: %s; want the leader's alone", members)
+	}
+	if got := testutil.ToFloat64(leader.metrics.owned); got != 1 {
+		t.Errorf("the leader owns %v partitions, want 1", got)
 	}
 }
