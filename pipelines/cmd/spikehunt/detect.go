@@ -40,6 +40,7 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	gap := fs.Duration("gap", detect.DefaultMergeGap, "slow seconds at most this far apart are one window")
 	bucket := fs.Duration("bucket", detect.DefaultBucket, "time slice the medians are taken over")
 	pad := fs.Duration("pad", detect.DefaultPad, "read this much before a pass so windows straddling its start are seen whole")
+	maxSpan := fs.Duration("max-span", detect.DefaultMaxSpan, "the longest range one pass covers: a longer one (the first pass's --since, the gap an outage of the store left) is caught up in passes of at most this, oldest first")
 	perEndpoint := fs.Bool("per-endpoint", true, "also find spike windows per endpoint, from the requests table: a stall of one endpoint's dependency that the host's per-second figures dilute with its other endpoints' requests")
 	maxEndpoints := fs.Int("max-endpoints", detect.DefaultMaxEndpoints, "endpoints of a service judged on their own per pass, those with the most requests; the others are counted (spikehunt_detect_endpoints_dropped_total), so routes with ids in them cost a count each")
 	minDeviation := fs.Float64("min-deviation", detect.DefaultMinDeviation, "robust deviation a counter needs to be a suspect")
@@ -89,6 +90,7 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 		Endpoints: detect.EndpointConfig{Off: !*perEndpoint, MaxEndpoints: *maxEndpoints},
 		Suspects:  detect.SuspectConfig{MinDeviation: *minDeviation, Max: *maxSuspects},
 		Patterns:  detect.PatternConfig{Lookback: *lookback},
+		MaxSpan:   *maxSpan,
 	}
 	var err error
 	if cfg.From, cfg.To, _, err = rng.Resolve(time.Now().UTC().Truncate(time.Second)); err != nil {
@@ -176,6 +178,9 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 		if pub != nil {
 			pub.Publish(ctx, r, stdout, stderr)
 		}
+	}, func(err error) {
+		health.Failed()
+		progress("pass failed, tried again after --every (doubling while it fails), from the end of the last pass that succeeded: %v", err)
 	})
 	if errors.Is(err, context.Canceled) {
 		return nil

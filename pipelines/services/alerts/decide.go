@@ -23,6 +23,10 @@ type Pass struct {
 	// of one of them that is missing from Patterns has resolved. Empty
 	// means every service, so that a pass over a subset must say so.
 	Services []string
+	// PatternsSkipped: the pass did not look for patterns (a catch-up's
+	// pass before its last), so its empty Patterns neither change nor
+	// resolve any.
+	PatternsSkipped bool
 }
 
 // Reasons a spike window or an alert was not published
@@ -234,6 +238,9 @@ func spikeGroupAlert(cfg Config, service string, windows []detect.SpikeWindow, h
 }
 
 func decidePatterns(cfg Config, d *Decision, pass Pass, now time.Time) []alertdoc.Alert {
+	if pass.PatternsSkipped {
+		return nil
+	}
 	next := &d.Next
 	var out []alertdoc.Alert
 	current := slices.Clone(pass.Patterns)

@@ -261,6 +261,13 @@ func TestAlertPatternChanges(t *testing.T) {
 			{Pass{}, "", 0, 0},
 			{Pass{Patterns: []detect.Pattern{p}}, "new []", 0, 0},
 		}},
+		{"a catch-up's pass that skipped the patterns neither resolves nor changes one", Config{}, []step{
+			{Pass{Patterns: []detect.Pattern{p}}, "new []", 0, 0},
+			{Pass{Services: []string{"billy"}, PatternsSkipped: true}, "", 0, time.Minute},
+			{Pass{PatternsSkipped: true}, "", 0, time.Minute},
+			{Pass{Patterns: []detect.Pattern{p}}, "", 0, time.Minute},
+			{Pass{Services: []string{"billy"}}, "resolved []", 40, 0},
+		}},
 		{"ResolveAfter waits out a flicker", Config{ResolveAfter: 5 * time.Minute}, []step{
 			{Pass{Patterns: []detect.Pattern{p}}, "new []", 0, 0},
 			{Pass{}, "", 0, time.Minute},

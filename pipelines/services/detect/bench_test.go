@@ -125,6 +125,58 @@ func BenchmarkDetectSteadyPass(b *testing.B) {
 	b.ReportMetric(others[len(others)/2], "other-pass-cpu-s")
 }
 
+// BenchmarkDetectCatchUp is a live detector's catch-up after a one-hour
+// outage of the store, on the fleet of BenchmarkDetectFullPass
+// (SPIKEHUNT_BENCH_HOSTS × SPIKEHUNT_BENCH_HOURS): the detector's tables
+// emptied, its last 30 s pass before the outage (which computes the host
+// tails, as one pass in twenty does live), then Run over the hour the
+// outage left, in passes of at most MaxSpan (1 h: one pass, its pad
+// before it). It reports the catch-up's wall and CPU time, its passes and
+// the process's peak RSS during it (the embedded store is in the process).
+func BenchmarkDetectCatchUp(b *testing.B) {
+	hosts, hours := envInt("SPIKEHUNT_BENCH_HOSTS", 100), envInt("SPIKEHUNT_BENCH_HOURS", 6)
+	ctx := context.Background()
+	f := loadBenchFleet(b, hosts, hours)
+	end := f.start.Add(time.Duration(hours) * time.Hour)
+	const outage = time.Hour
+	var wall, cpu, peak float64
+	passes := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		for _, t := range detectorTables {
+			if err := f.st.Exec(ctx, "TRUNCATE TABLE "+t); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := Pass(ctx, f.st, Config{Service: "billy", From: end.Add(-outage - 30*time.Second), To: end.Add(-outage)}); err != nil {
+			b.Fatal(err)
+		}
+		if err := growth.ResetPeak(0); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		cpu0, began := processCPU(), time.Now()
+		err := Run(ctx, f.st, Config{Service: "billy", From: end.Add(-outage), To: end}, 0, func(Result) { passes++ }, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		wall += time.Since(began).Seconds()
+		cpu += processCPU() - cpu0
+		p, err := growth.PeakMiB(0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		peak = max(peak, p)
+	}
+	b.StopTimer()
+	n := float64(b.N)
+	b.ReportMetric(wall/n, fmt.Sprintf("detect.catchup_1h_%d_hosts_s:s", hosts))
+	b.ReportMetric(cpu/n, fmt.Sprintf("detect.catchup_1h_cpu_%d_hosts_s:s", hosts))
+	b.ReportMetric(float64(passes)/n, "passes")
+	b.ReportMetric(peak, fmt.Sprintf("detect.catchup_1h_peak_rss_%d_hosts_mib:MiB", hosts))
+}
+
 // passFigures are a full pass's, per pass (seconds, MiB): the time of its
 // stages, its windows, the process's CPU time and peak RSS over the
 // passes, its RSS before them, how long loading the fleet took and what

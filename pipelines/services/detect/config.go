@@ -31,6 +31,14 @@ type Config struct {
 	Suspects  SuspectConfig
 	Patterns  PatternConfig
 
+	// MaxSpan bounds the range of one pass of Run: a longer one (the first
+	// pass's --since, the gap an outage of the store left) runs as passes
+	// of at most MaxSpan each, oldest first, so no statement reads more
+	// than MaxSpan plus the pad of the fleet's seconds however long the
+	// gap. Pass itself covers [From, To) whatever its length. Default 1 h;
+	// 1 min–24 h, a whole number of seconds.
+	MaxSpan time.Duration
+
 	// Now stamps detected_at, the version of every row written. It must not
 	// go backwards between passes over the same rows: a retraction only wins
 	// over a row with an older stamp. Default time.Now; stamps are also made
@@ -199,6 +207,10 @@ type PatternConfig struct {
 	// Lookback is the span of spike windows, ending at To, a pass
 	// classifies. Default 6 h; 10 min–30 days.
 	Lookback time.Duration
+	// Skip leaves the patterns out of the pass (Result.PatternsSkipped):
+	// Run sets it on each pass of a catch-up but the last, whose patterns
+	// over the look-back stand for them all.
+	Skip bool
 	// Occurrence: one host's windows starting within this of the previous
 	// one are one occurrence of a spike (a stall with a ragged tail yields
 	// two windows, not a 3-second "interval"). Default 60 s.
@@ -279,6 +291,7 @@ const (
 	DefaultBucket   = 10 * time.Minute
 	DefaultMergeGap = 5 * time.Second
 	DefaultPad      = 15 * time.Minute
+	DefaultMaxSpan  = time.Hour
 
 	DefaultFalsePerHostHour = 0.01
 
@@ -323,6 +336,7 @@ func (c Config) WithDefaults() Config {
 	c.Endpoints = c.Endpoints.withDefaults()
 	c.Suspects = c.Suspects.withDefaults()
 	c.Patterns = c.Patterns.withDefaults()
+	defaults.Fill(&c.MaxSpan, DefaultMaxSpan)
 	return c
 }
 
@@ -336,6 +350,9 @@ func (c Config) Validate() error {
 	c = c.WithDefaults()
 	if !c.From.Before(c.To) {
 		return configErr("From %s is not before To %s", c.From.Format(time.RFC3339), c.To.Format(time.RFC3339))
+	}
+	if c.MaxSpan < time.Minute || c.MaxSpan > 24*time.Hour || c.MaxSpan%time.Second != 0 {
+		return configErr("MaxSpan = %v, want 1m–24h in whole seconds", c.MaxSpan)
 	}
 	if err := c.Spikes.validate(); err != nil {
 		return err

@@ -32,8 +32,15 @@ type Result struct {
 	// look-back end that this pass no longer finds.
 	Patterns          []Pattern
 	RetractedPatterns []string
-	DetectedAt        time.Time // the detected_at of every row written
-	Timing            Timing
+	// PatternsSkipped: the pass left the patterns out (a catch-up's pass
+	// before its last, PatternConfig.Skip). Patterns is empty then, and
+	// says nothing of which patterns hold.
+	PatternsSkipped bool
+	// Behind is how far To lies before the end of the range Run is
+	// catching up to: 0 when the pass is a live one or a catch-up's last.
+	Behind     time.Duration
+	DetectedAt time.Time // the detected_at of every row written
+	Timing     Timing
 }
 
 // Timing is where a pass spent its time, summed over services.
@@ -64,7 +71,7 @@ func Pass(ctx context.Context, st store.Store, cfg Config) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
 	}
-	res := Result{From: cfg.From, To: cfg.To, DetectedAt: nextStamp(cfg.Now)}
+	res := Result{From: cfg.From, To: cfg.To, DetectedAt: nextStamp(cfg.Now), PatternsSkipped: cfg.Patterns.Skip}
 	if cfg.Service != "" {
 		res.Services = []string{cfg.Service}
 	} else {
@@ -135,6 +142,9 @@ func passService(ctx context.Context, st store.Store, cfg *Config, service strin
 	res.Retracted = append(res.Retracted, retracted...)
 	res.SuspectRows += rows
 
+	if cfg.Patterns.Skip {
+		return nil
+	}
 	t = time.Now()
 	patterns, gone, err := findPatterns(ctx, st, cfg, service, res.DetectedAt, fleet)
 	if err != nil {
@@ -165,42 +175,4 @@ func Services(ctx context.Context, st store.Store, from, to time.Time) ([]string
 		return nil, fmt.Errorf("detect: list services: %w", err)
 	}
 	return out, nil
-}
-
-// Run runs a pass over cfg's range, then one every `every` until ctx ends,
-// each from where the last one ended to the current time shifted by the
-// offset cfg.To had from the clock at the start (zero for a live run; a
-// replay "as of" a past time keeps its distance). onPass sees every result.
-// every = 0 runs the one pass. A failed pass is returned unless ctx ended.
-func Run(ctx context.Context, st store.Store, cfg Config, every time.Duration, onPass func(Result)) error {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	offset := cfg.To.Sub(cfg.Now())
-	for {
-		res, err := Pass(ctx, st, cfg)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return err
-		}
-		if onPass != nil {
-			onPass(res)
-		}
-		if every <= 0 {
-			return nil
-		}
-		cfg.From = res.To
-		for !cfg.To.After(cfg.From) {
-			timer := time.NewTimer(every)
-			select {
-			case <-ctx.Done():
-				timer.Stop()
-				return ctx.Err()
-			case <-timer.C:
-			}
-			cfg.To = cfg.Now().Add(offset).Truncate(time.Second)
-		}
-	}
 }

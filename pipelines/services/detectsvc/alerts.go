@@ -108,7 +108,7 @@ func loadAlertState(ctx context.Context, st store.Store, path string) (alerts.St
 // Publish sends a pass's alerts; a failure is reported and the alerts stay
 // in the publisher's outbox for the next pass, so detection goes on.
 func (a *AlertOutbox) Publish(ctx context.Context, r detect.Result, stdout, stderr io.Writer) {
-	sent, err := a.pub.Publish(ctx, alerts.Pass{NewSpikes: r.Spikes, Patterns: r.Patterns, Services: r.Services})
+	sent, err := a.pub.Publish(ctx, alerts.Pass{NewSpikes: r.Spikes, Patterns: r.Patterns, Services: r.Services, PatternsSkipped: r.PatternsSkipped})
 	if err != nil {
 		fmt.Fprintf(stderr, "detect: alerts: %v (kept for the next pass)\n", err)
 	}

@@ -25,6 +25,8 @@ type Health struct {
 	duration prometheus.Histogram
 	last     prometheus.Gauge
 	dropped  prometheus.Counter
+	failed   prometheus.Counter
+	behind   prometheus.Gauge
 }
 
 // NewHealth registers the passes' metrics in reg; a pass is due every
@@ -40,8 +42,12 @@ func NewHealth(reg *prometheus.Registry, every time.Duration, now time.Time) *He
 			Help: "When the last detector pass finished (unix seconds)."}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "spikehunt_detect_endpoints_dropped_total",
 			Help: "Endpoints a pass did not judge on their own because their service had more than --max-endpoints (summed over passes); their requests still count in the host's figures."}),
+		failed: prometheus.NewCounter(prometheus.CounterOpts{Name: "spikehunt_detect_pass_failures_total",
+			Help: "Detector passes that failed (the store did not answer, a statement failed); each is tried again, over the range since the last pass that succeeded."}),
+		behind: prometheus.NewGauge(prometheus.GaugeOpts{Name: "spikehunt_detect_behind_seconds",
+			Help: "How far the end of the last finished pass lies behind the clock: about one pass interval live; more while a restart or an outage is caught up, in passes of at most --max-span."}),
 	}
-	reg.MustRegister(h.passes, h.duration, h.last, h.dropped)
+	reg.MustRegister(h.passes, h.duration, h.last, h.dropped, h.failed, h.behind)
 	return h
 }
 
@@ -52,7 +58,11 @@ func (h *Health) Observe(r detect.Result, now time.Time) {
 	h.duration.Observe(r.Timing.Total.Seconds())
 	h.last.Set(float64(now.UnixNano()) / 1e9)
 	h.dropped.Add(float64(r.EndpointsDropped))
+	h.behind.Set(now.Sub(r.To).Seconds())
 }
+
+// Failed records a pass that failed.
+func (h *Health) Failed() { h.failed.Inc() }
 
 // Stale says why the detector is unhealthy at now, or "". A pass is due
 // every h.every; three missed, plus a minute of slack, is stale. Before the

@@ -16,9 +16,12 @@ func Summary(r detect.Result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s → %s: %d service(s), %d spike windows (%d new or changed, %d retracted), %d suspect rows, ",
 		stamp(r.From), stamp(r.To), len(r.Services), len(r.Spikes), r.NewSpikes(), len(r.Retracted), r.SuspectRows)
-	if len(r.Patterns) == 0 {
+	switch {
+	case r.PatternsSkipped:
+		fmt.Fprintf(&b, "catching up, %s behind (patterns at its end)", r.Behind.Round(time.Second))
+	case len(r.Patterns) == 0:
 		b.WriteString("no pattern")
-	} else {
+	default:
 		var ps []string
 		for _, p := range r.Patterns {
 			s := fmt.Sprintf("%s %s", p.Service, p.Class)
