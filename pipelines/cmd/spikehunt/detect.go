@@ -46,7 +46,7 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 	minDeviation := fs.Float64("min-deviation", detect.DefaultMinDeviation, "robust deviation a counter needs to be a suspect")
 	maxSuspects := fs.Int("max-suspects", detect.DefaultMaxSuspects, "suspects kept per spike window")
 	migrate := fs.Bool("migrate", false, "apply the schema migrations first (single node)")
-	listen := fs.String("listen", "", "address for /metrics and /healthz, e.g. :9466 (empty: none); /healthz fails when three passes are overdue")
+	listen := fs.String("listen", "", "address for /metrics, /healthz and /livez, e.g. :9466 (empty: none); /healthz (readiness) fails when three passes are overdue, /livez (liveness) only when a pass has run 30 minutes or none was tried for three intervals")
 	limits := observabilityLimits()
 	limitFlags(fs, &limits)
 	instance := fs.String("instance", cli.EnvOr("SPIKEHUNT_INSTANCE", ""), "name of this process in the host column of its own counters rows, spikehunt.detect.* (default: the host name; env SPIKEHUNT_INSTANCE)")
@@ -169,18 +169,22 @@ re-run no longer produces are retracted. One summary line per pass on stdout.`, 
 		progress("metrics and health on http://%s", ln.Addr())
 	}
 	own := detectsvc.NewPassCounters(st, *instance)
-	err = detect.Run(ctx, st, cfg, *every, func(r detect.Result) {
-		health.Observe(r, time.Now())
-		fmt.Fprintln(stdout, detectsvc.Summary(r))
-		if err := own.Record(ctx, r, time.Now()); err != nil && ctx.Err() == nil {
-			progress("%v (retried after the next pass)", err)
-		}
-		if pub != nil {
-			pub.Publish(ctx, r, stdout, stderr)
-		}
-	}, func(err error) {
-		health.Failed()
-		progress("pass failed, tried again after --every (doubling while it fails), from the end of the last pass that succeeded: %v", err)
+	err = detect.Run(ctx, st, cfg, *every, detect.RunHooks{
+		Start: func(time.Time, time.Time) { health.Begin(time.Now()) },
+		Pass: func(r detect.Result) {
+			health.Observe(r, time.Now())
+			fmt.Fprintln(stdout, detectsvc.Summary(r))
+			if err := own.Record(ctx, r, time.Now()); err != nil && ctx.Err() == nil {
+				progress("%v (retried after the next pass)", err)
+			}
+			if pub != nil {
+				pub.Publish(ctx, r, stdout, stderr)
+			}
+		},
+		Fail: func(err error) {
+			health.Failed(time.Now())
+			progress("pass failed, tried again after --every (doubling while it fails), from the end of the last pass that succeeded: %v", err)
+		},
 	})
 	if errors.Is(err, context.Canceled) {
 		return nil

@@ -157,7 +157,7 @@ func BenchmarkDetectCatchUp(b *testing.B) {
 		}
 		b.StartTimer()
 		cpu0, began := processCPU(), time.Now()
-		err := Run(ctx, f.st, Config{Service: "billy", From: end.Add(-outage), To: end}, 0, func(Result) { passes++ }, nil)
+		err := Run(ctx, f.st, Config{Service: "billy", From: end.Add(-outage), To: end}, 0, RunHooks{Pass: func(Result) { passes++ }})
 		if err != nil {
 			b.Fatal(err)
 		}

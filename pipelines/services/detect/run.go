@@ -11,7 +11,8 @@ import (
 // ends, each from where the last one ended to the current time shifted by
 // the offset cfg.To had from the clock at the start (zero for a live run;
 // a replay "as of" a past time keeps its distance). onPass sees every
-// result. every = 0 runs the range once.
+// result (hooks.Pass; hooks.Start sees each pass begin). every = 0 runs the
+// range once.
 //
 // A range longer than cfg.MaxSpan (the first one, over --since; the gap
 // a failed pass leaves) is caught up in passes of at most MaxSpan, oldest
@@ -22,11 +23,11 @@ import (
 // each of its passes ends rather than after all of them.
 //
 // A failed pass is returned when every = 0 or ctx ended. With every > 0
-// it is reported to onFail (when not nil) and tried again after every
+// it is reported to hooks.Fail and tried again after every
 // (doubling up to 5 minutes while it keeps failing), over the range from
 // the last pass that succeeded: a store that is down for an hour leaves a
 // one-hour gap, caught up once it answers, not a dead detector.
-func Run(ctx context.Context, st store.Store, cfg Config, every time.Duration, onPass func(Result), onFail func(error)) error {
+func Run(ctx context.Context, st store.Store, cfg Config, every time.Duration, hooks RunHooks) error {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -42,6 +43,9 @@ func Run(ctx context.Context, st store.Store, cfg Config, every time.Duration, o
 		} else {
 			pass.To = end
 		}
+		if hooks.Start != nil {
+			hooks.Start(pass.From, pass.To)
+		}
 		res, err := Pass(ctx, st, pass)
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -49,8 +53,8 @@ func Run(ctx context.Context, st store.Store, cfg Config, every time.Duration, o
 		case err != nil && every <= 0:
 			return err
 		case err != nil:
-			if onFail != nil {
-				onFail(err)
+			if hooks.Fail != nil {
+				hooks.Fail(err)
 			}
 			if !sleep(ctx, wait) {
 				return ctx.Err()
@@ -63,8 +67,8 @@ func Run(ctx context.Context, st store.Store, cfg Config, every time.Duration, o
 		}
 		wait = every
 		res.Behind = end.Sub(res.To)
-		if onPass != nil {
-			onPass(res)
+		if hooks.Pass != nil {
+			hooks.Pass(res)
 		}
 		cfg.From = res.To
 		if cfg.From.Before(end) {
@@ -80,6 +84,13 @@ func Run(ctx context.Context, st store.Store, cfg Config, every time.Duration, o
 			end = cfg.Now().Add(offset).Truncate(time.Second)
 		}
 	}
+}
+
+// RunHooks are what Run tells its caller; each may be nil.
+type RunHooks struct {
+	Start func(from, to time.Time) // a pass over [from, to) begins
+	Pass  func(Result)             // a pass finished
+	Fail  func(error)              // a pass failed; it is tried again
 }
 
 // sleep waits d or until ctx ends, and says whether ctx is still alive.

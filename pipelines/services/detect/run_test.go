@@ -26,7 +26,7 @@ func TestRunCatchesUpALongRangeInBoundedPasses(t *testing.T) {
 	// the third one's start, 2710.
 	var passes []Result
 	cfg := Config{Service: "billy", From: dataStart, To: sec(3600), MaxSpan: 1355 * time.Second, Now: time.Now}
-	if err := Run(ctx, st, cfg, 0, func(r Result) { passes = append(passes, r) }, nil); err != nil {
+	if err := Run(ctx, st, cfg, 0, RunHooks{Pass: func(r Result) { passes = append(passes, r) }}); err != nil {
 		t.Fatal(err)
 	}
 	type span struct {
@@ -125,8 +125,8 @@ func TestRunCatchesUpAfterTheStoreWasDown(t *testing.T) {
 	)
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, fs, Config{Service: "billy", From: dataStart, To: now(), MaxSpan: 10 * time.Minute, Now: now}, 75*time.Millisecond,
-			func(r Result) {
+		done <- Run(ctx, fs, Config{Service: "billy", From: dataStart, To: now(), MaxSpan: 10 * time.Minute, Now: now}, 75*time.Millisecond, RunHooks{
+			Pass: func(r Result) {
 				mu.Lock()
 				passes = append(passes, r)
 				n := len(passes)
@@ -141,14 +141,15 @@ func TestRunCatchesUpAfterTheStoreWasDown(t *testing.T) {
 					cancel()
 				}
 			},
-			func(err error) {
+			Fail: func(err error) {
 				if !errors.Is(err, errStoreDown) {
 					t.Errorf("a failed pass reported %v, want the store's error", err)
 				}
 				mu.Lock()
 				failures++
 				mu.Unlock()
-			})
+			},
+		})
 	}()
 	select {
 	case err := <-done:

@@ -21,12 +21,15 @@ type Health struct {
 	started  time.Time
 	every    time.Duration
 	lastPass atomic.Int64 // unix nanoseconds of the last finished pass; 0 before the first
-	passes   prometheus.Counter
-	duration prometheus.Histogram
-	last     prometheus.Gauge
-	dropped  prometheus.Counter
-	failed   prometheus.Counter
-	behind   prometheus.Gauge
+	// passBegan: unix nanoseconds the pass under way began at, 0 between
+	// passes; lastTry: when the last pass finished or failed.
+	passBegan, lastTry atomic.Int64
+	passes             prometheus.Counter
+	duration           prometheus.Histogram
+	last               prometheus.Gauge
+	dropped            prometheus.Counter
+	failed             prometheus.Counter
+	behind             prometheus.Gauge
 }
 
 // NewHealth registers the passes' metrics in reg; a pass is due every
@@ -51,8 +54,13 @@ func NewHealth(reg *prometheus.Registry, every time.Duration, now time.Time) *He
 	return h
 }
 
+// Begin records that a pass began at now.
+func (h *Health) Begin(now time.Time) { h.passBegan.Store(now.UnixNano()) }
+
 // Observe records a pass that finished at now.
 func (h *Health) Observe(r detect.Result, now time.Time) {
+	h.passBegan.Store(0)
+	h.lastTry.Store(now.UnixNano())
 	h.lastPass.Store(now.UnixNano())
 	h.passes.Inc()
 	h.duration.Observe(r.Timing.Total.Seconds())
@@ -61,8 +69,39 @@ func (h *Health) Observe(r detect.Result, now time.Time) {
 	h.behind.Set(now.Sub(r.To).Seconds())
 }
 
-// Failed records a pass that failed.
-func (h *Health) Failed() { h.failed.Inc() }
+// Failed records a pass that failed at now.
+func (h *Health) Failed(now time.Time) {
+	h.passBegan.Store(0)
+	h.lastTry.Store(now.UnixNano())
+	h.failed.Inc()
+}
+
+// stuckAfter is how long one pass may run before /livez calls the
+// detector stuck. A pass covers at most --max-span (1 h by default), which
+// takes a fleet of 10,000 hosts well under this (docs/benchmarks.md).
+const stuckAfter = 30 * time.Minute
+
+// Stuck says why the detector should be restarted at now, or "": a pass
+// has run for stuckAfter, or none was tried (finished or failed) for three
+// intervals and a minute. A store that does not answer fails the passes
+// but is no reason to restart: they are tried again, and the gap is
+// caught up once it answers.
+func (h *Health) Stuck(now time.Time) string {
+	if began := h.passBegan.Load(); began != 0 {
+		if d := now.Sub(time.Unix(0, began)); d > stuckAfter {
+			return fmt.Sprintf("a detector pass has run for %s", d.Round(time.Second))
+		}
+		return ""
+	}
+	last := h.lastTry.Load()
+	if last == 0 {
+		last = h.started.UnixNano()
+	}
+	if d := now.Sub(time.Unix(0, last)); d > max(3*h.every+time.Minute, 10*time.Minute) {
+		return fmt.Sprintf("no detector pass was tried in %s", d.Round(time.Second))
+	}
+	return ""
+}
 
 // Stale says why the detector is unhealthy at now, or "". A pass is due
 // every h.every; three missed, plus a minute of slack, is stale. Before the
@@ -83,8 +122,10 @@ func (h *Health) Stale(now time.Time) string {
 	return ""
 }
 
-// Mux serves base's /metrics, and /healthz: 503 while the passes are
-// overdue (Stale), else base's /healthz (the store and the other checks).
+// Mux serves base's /metrics; /healthz, the readiness: 503 while the
+// passes are overdue (Stale), else base's /healthz (the store and the
+// other checks); and /livez, the liveness: 503 only while the detector is
+// stuck (Stuck).
 func (h *Health) Mux(base http.Handler, now func() time.Time) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", base)
@@ -95,9 +136,16 @@ func (h *Health) Mux(base http.Handler, now func() time.Time) *http.ServeMux {
 		}
 		base.ServeHTTP(w, r)
 	})
+	mux.HandleFunc("/livez", func(w http.ResponseWriter, r *http.Request) {
+		if why := h.Stuck(now()); why != "" {
+			http.Error(w, why, http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok\n")
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotFound)
-		io.WriteString(w, "spikehunt detect: /metrics and /healthz\n")
+		io.WriteString(w, "spikehunt detect: /metrics, /healthz and /livez\n")
 	})
 	return mux
 }
