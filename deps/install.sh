@@ -3,7 +3,7 @@
 # folder. Idempotent: each component leaves a stamp naming its pinned version,
 # and a second run with every stamp present only checks the stamps.
 #
-#   deps/install.sh [all|chdb|kafka|s3proxy|envtest|kube-node|helm|controller-gen|otelcol|otelcol-peers|node-exporter|grafana-schema|chclients|debian|tracefs ...]
+#   deps/install.sh [all|chdb|kafka|s3proxy|envtest|kube-node|kube-network-policies|helm|controller-gen|otelcol|otelcol-peers|node-exporter|grafana-schema|chclients|debian|tracefs ...]
 #   deps/install.sh env      # print the install locations as shell variables
 #
 # Versions live in deps/versions.env and nowhere else.
@@ -19,6 +19,7 @@ kafka_dir=$cache/kafka/$KAFKA_VERSION
 s3proxy_dir=$cache/s3proxy/$S3PROXY_VERSION
 envtest_dir=$cache/envtest/k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION
 kube_node_dir=$cache/kube-node/$KUBERNETES_VERSION
+knp_dir=$cache/kube-network-policies/$KUBE_NETWORK_POLICIES_VERSION
 helm_dir=$cache/helm/$HELM_VERSION
 controller_gen_dir=$cache/controller-gen/$CONTROLLER_TOOLS_VERSION
 # One folder per manifest: a branch that adds a component builds beside the
@@ -53,6 +54,7 @@ SPIKEHUNT_KAFKA_LIBS=$kafka_dir/libs
 SPIKEHUNT_S3PROXY_LIBS=$s3proxy_dir/libs
 KUBEBUILDER_ASSETS=$envtest_dir
 SPIKEHUNT_KUBE_NODE=$kube_node_dir
+SPIKEHUNT_KUBE_NETWORK_POLICIES=$knp_dir/kube-network-policies
 SPIKEHUNT_HELM=$helm_dir/helm
 SPIKEHUNT_CONTROLLER_GEN=$controller_gen_dir/controller-gen
 SPIKEHUNT_OTELCOL=$otelcol_dir/spikehunt-otelcol
@@ -302,6 +304,35 @@ install_node_debian() {
 	install_apt_packages "$NODE_BUILD_PACKAGES $NODE_DEBIAN_PACKAGES" "tests/cluster needs them"
 }
 
+# kube-network-policies: the NetworkPolicy engine tests/cluster runs on its
+# node when asked (Options.NetworkPolicy). Built from the module's source with
+# deps/kube-network-policies-xt-nfqueue.patch: its rules hand packets to the
+# nfqueue by the xtables NFQUEUE target instead of nftables' own "queue"
+# expression, which a kernel without CONFIG_NFT_QUEUE (this project's build
+# machine) refuses; the queue, the verdicts and the policy logic are upstream's.
+# Static (CGO_ENABLED=0): tests/cluster runs it in a one-file image.
+install_kube_network_policies() {
+	local want="kube-network-policies $KUBE_NETWORK_POLICIES_VERSION static, patch $(sha256sum "$root/deps/kube-network-policies-xt-nfqueue.patch" | cut -c1-12)"
+	stamped "$knp_dir" "$want" && return
+	need go "Go 1.24+ (https://go.dev/dl)"
+	need patch "patch (Debian: apt-get install patch)"
+	say "building kube-network-policies $KUBE_NETWORK_POLICIES_VERSION (~1 min cold)"
+	local src m=$knp_dir/build
+	src=$(GOFLAGS= go mod download -json "sigs.k8s.io/kube-network-policies@v$KUBE_NETWORK_POLICIES_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+	[ -d "$src" ] || die "go mod download sigs.k8s.io/kube-network-policies@v$KUBE_NETWORK_POLICIES_VERSION failed"
+	rm -rf "$m"
+	mkdir -p "$knp_dir"
+	cp -r "$src" "$m"
+	chmod -R u+w "$m"
+	(
+		cd "$m"
+		patch -p1 <"$root/deps/kube-network-policies-xt-nfqueue.patch" >build.log 2>&1 || { tail -n 5 build.log >&2; exit 1; }
+		CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o "$knp_dir/kube-network-policies" ./cmd >>build.log 2>&1 || { tail -n 20 build.log >&2; exit 1; }
+	) || die "building kube-network-policies failed (log: $m/build.log)"
+	stamp "$knp_dir" "$want"
+	say "kube-network-policies -> $knp_dir"
+}
+
 install_helm() {
 	local want="helm $HELM_VERSION"
 	stamped "$helm_dir" "$want" && return
@@ -494,12 +525,13 @@ mkdir -p "$cache"
 [ $# -eq 0 ] && set -- all
 for what in "$@"; do
 	case $what in
-	all) install_chdb; install_kafka; install_s3proxy; install_envtest; install_kube_node; install_helm; install_controller_gen; install_otelcol; install_grafana_schema; install_chclients; install_debian; mount_tracefs ;;
+	all) install_chdb; install_kafka; install_s3proxy; install_envtest; install_kube_node; install_kube_network_policies; install_helm; install_controller_gen; install_otelcol; install_grafana_schema; install_chclients; install_debian; mount_tracefs ;;
 	chdb) install_chdb ;;
 	kafka) install_kafka ;;
 	s3proxy) install_s3proxy ;;
 	envtest) install_envtest ;;
 	kube-node) install_kube_node ;;
+	kube-network-policies) install_kube_network_policies ;;
 	helm) install_helm ;;
 	controller-gen) install_controller_gen ;;
 	otelcol) install_otelcol ;;
@@ -510,6 +542,6 @@ for what in "$@"; do
 	debian) install_debian ;;
 	tracefs) mount_tracefs ;;
 	env) print_env ;;
-	*) die "unknown component '$what' (want: all chdb kafka s3proxy envtest kube-node helm controller-gen otelcol otelcol-peers node-exporter grafana-schema chclients debian tracefs env)" ;;
+	*) die "unknown component '$what' (want: all chdb kafka s3proxy envtest kube-node kube-network-policies helm controller-gen otelcol otelcol-peers node-exporter grafana-schema chclients debian tracefs env)" ;;
 	esac
 done

@@ -78,9 +78,10 @@ type Timing struct {
 type binaries struct {
 	etcd, apiserver, controllerManager, scheduler, kubelet, proxy, pause, coredns string
 	containerd, ctr                                                               string
+	policyEngine                                                                  string // with Options.NetworkPolicy
 }
 
-func findBinaries() (binaries, error) {
+func findBinaries(networkPolicy bool) (binaries, error) {
 	paths, err := testenv.Paths()
 	if err != nil {
 		return binaries{}, err
@@ -104,6 +105,14 @@ func findBinaries() (binaries, error) {
 		coredns:           filepath.Join(node, "coredns"),
 	}
 	var missing []string
+	if networkPolicy {
+		if b.policyEngine, err = paths.KubeNetworkPoliciesBinary(); err != nil {
+			return binaries{}, err
+		}
+		if _, err := exec.LookPath("nft"); err != nil {
+			missing = append(missing, "nft (Debian package nftables)")
+		}
+	}
 	for _, p := range []string{b.etcd, b.apiserver, b.controllerManager, b.scheduler, b.kubelet, b.proxy, b.pause, b.coredns} {
 		if _, err := os.Stat(p); err != nil {
 			missing = append(missing, p)
@@ -153,7 +162,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if os.Geteuid() != 0 {
 		return nil, ErrNotPrivileged
 	}
-	bins, err := findBinaries()
+	bins, err := findBinaries(opts.NetworkPolicy)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +205,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 	}
 	cgroup := "/spikehunt-" + strconv.Itoa(os.Getpid())
-	if c.host, err = recordHostState(c.dir, cgroup, bridgeName, opts.PodCIDR); err != nil {
+	nftable := ""
+	if opts.NetworkPolicy {
+		nftable = policyTable
+	}
+	if c.host, err = recordHostState(c.dir, cgroup, bridgeName, opts.PodCIDR, nftable); err != nil {
 		return fail(fmt.Errorf("cluster: record the host's state: %w", err))
 	}
 	if err := makeCgroupRoot(cgroup); err != nil {
@@ -340,6 +353,15 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return fail(err)
 	}
 	ready(dns, dnsT)
+	if opts.NetworkPolicy {
+		t0 := time.Now()
+		if err := c.startPolicyEngine(ctx, cs, bins.policyEngine); err != nil {
+			return fail(err)
+		}
+		t := Timing{Component: policyEngineName, Ready: time.Since(t0).Round(time.Millisecond), At: time.Since(began).Round(time.Millisecond)}
+		c.timings = append(c.timings, t)
+		logf("%s ready in %s (%s after start)", t.Component, t.Ready, t.At)
+	}
 	logf("node %s Ready %s after start (kubeconfig %s)", opts.NodeName, time.Since(began).Round(time.Millisecond), c.kubeconfig)
 	return c, nil
 }

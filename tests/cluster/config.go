@@ -38,6 +38,11 @@ type Options struct {
 	// StartTimeout bounds Start once it holds the host lock, from the first
 	// process to a Ready node.
 	StartTimeout time.Duration
+	// NetworkPolicy runs a NetworkPolicy engine on the node,
+	// kube-network-policies (deps/install.sh kube-network-policies): Start
+	// returns once it enforces. Without it the bridge network accepts
+	// NetworkPolicies and applies none.
+	NetworkPolicy bool
 	// Logf receives one line per started component with its start time.
 	// Nil: standard error.
 	Logf func(format string, args ...any)

@@ -30,6 +30,9 @@ type hostState struct {
 	IPTables map[string]string   `json:"iptables"` // "iptables"/"ip6tables" -> iptables-save before
 	Absent   []string            `json:"absent"`   // host paths the runtime may create that did not exist
 	Entries  map[string][]string `json:"entries"`  // host folders the runtime adds to -> their entries before
+	// NFTable is the nftables table (family inet) the NetworkPolicy engine
+	// writes, when the node runs one; Start refuses a host that has it.
+	NFTable string `json:"nftable,omitempty"`
 }
 
 // sysctlsTouched are the kernel settings the node changes: ip_forward for
@@ -54,9 +57,12 @@ var sysctlsTouched = []string{
 // namespaces, shim sockets, libcni's cache and the kubelet's log symlinks.
 var hostPathsTouched = []string{"/run/netns", "/run/containerd", "/run/containerd/s", "/var/lib/cni", "/var/log/containers", "/var/log/pods"}
 
-func recordHostState(dir, cgroup, bridge, podCIDR string) (*hostState, error) {
-	h := &hostState{Dir: dir, Cgroup: cgroup, Bridge: bridge, PodCIDR: podCIDR,
+func recordHostState(dir, cgroup, bridge, podCIDR, nftable string) (*hostState, error) {
+	h := &hostState{Dir: dir, Cgroup: cgroup, Bridge: bridge, PodCIDR: podCIDR, NFTable: nftable,
 		Sysctls: map[string]string{}, IPTables: map[string]string{}, Entries: map[string][]string{}}
+	if nftable != "" && nftTableExists(nftable) {
+		return nil, fmt.Errorf("nftables table inet %s is already on the host: another NetworkPolicy engine runs (nft delete table inet %s if it is a leftover)", nftable, nftable)
+	}
 	for _, s := range sysctlsTouched {
 		if b, err := os.ReadFile("/proc/sys/" + s); err == nil {
 			h.Sysctls[s] = strings.TrimSpace(string(b))

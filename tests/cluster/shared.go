@@ -20,6 +20,16 @@ var shared struct {
 	err     error
 	mu      sync.Mutex
 	stopped bool
+	options func(*Options)
+}
+
+// ConfigureShared sets what Shared changes in DefaultOptions before it
+// starts the node, for example o.NetworkPolicy = true. Call it from
+// TestMain before m.Run.
+func ConfigureShared(f func(o *Options)) {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	shared.options = f
 }
 
 // KeepLogsEnv names the variable that keeps the shared node's logs after
@@ -28,7 +38,7 @@ var shared struct {
 const KeepLogsEnv = "SPIKEHUNT_CLUSTER_KEEP_LOGS"
 
 // Shared returns the test binary's node, starting it with DefaultOptions
-// on first use (1-2 minutes on 2 loaded cores). A test that is not root
+// (as ConfigureShared changed them) on first use (1-2 minutes on 2 loaded cores). A test that is not root
 // ends through testenv.RequirePrivileged: skipped, or failed under
 // SPIKEHUNT_REQUIRE_PRIVILEGED=1. Any other start error fails t, and every
 // later call fails the same way without trying again.
@@ -45,6 +55,11 @@ func Shared(t testing.TB) *Cluster {
 	shared.once.Do(func() {
 		opts := DefaultOptions()
 		opts.KeepLogs = os.Getenv(KeepLogsEnv) == "1"
+		shared.mu.Lock()
+		if shared.options != nil {
+			shared.options(&opts)
+		}
+		shared.mu.Unlock()
 		shared.c, shared.err = Start(context.Background(), opts)
 	})
 	if errors.Is(shared.err, ErrNotPrivileged) {

@@ -81,6 +81,9 @@ func teardownHost(h *hostState, keepLogs bool) error {
 		}
 	}
 	add(restoreIPTables(h))
+	if h.NFTable != "" {
+		add(deleteNFTable(h.NFTable))
+	}
 	add(removeCgroup(h.Cgroup))
 	for name, v := range h.Sysctls {
 		if now, err := os.ReadFile("/proc/sys/" + name); err == nil && strings.TrimSpace(string(now)) != v {
@@ -146,6 +149,9 @@ func checkHost(h *hostState) error {
 		}
 	}
 	errs = append(errs, checkIPTables(h))
+	if h.NFTable != "" && nftTableExists(h.NFTable) {
+		errs = append(errs, fmt.Errorf("nftables table inet %s left", h.NFTable))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("the node left things behind: %w", err)
 	}

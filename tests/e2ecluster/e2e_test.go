@@ -49,6 +49,7 @@ func TestTheChartOnARealNodeCatchesAStallWithPerfAndIndexesIt(t *testing.T) {
 	ctx := context.Background()
 	e := setUp(t)
 	t.Logf("node, images, Kafka, s3proxy and the release ready after %v", time.Since(began).Round(time.Second))
+	t.Run("NetworkPolicies", e.checkNetworkPolicies)
 
 	const (
 		service = "shop"
@@ -203,7 +204,7 @@ func (e *env) startShop(t *testing.T, service string) *shopApp {
 		Data: map[string][]byte{"token": token.Data["token"]}}); err != nil {
 		t.Fatal(err)
 	}
-	labels := map[string]string{"app": "shop"}
+	labels := map[string]string{"app": "shop", sendsRequestsLabel: "yes"}
 	dep := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: shopNamespace},
 		Spec: appsv1.DeploymentSpec{

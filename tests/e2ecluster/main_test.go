@@ -12,6 +12,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// The chart's NetworkPolicies are enforced on the node
+	// (networkpolicy_test.go), and the whole e2e runs under them.
+	cluster.ConfigureShared(func(o *cluster.Options) { o.NetworkPolicy = true })
 	code := m.Run()
 	if err := cluster.StopShared(); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -84,6 +84,7 @@ func setUp(t *testing.T) *env {
 		}
 	}
 	e.shopImage = buildShopImage(t, c)
+	buildCommandImage(t, c, "probe", probeImageName)
 	buildGatewayImage(t, c)
 
 	// Kafka and S3 on the host, on the node's address.
@@ -122,7 +123,11 @@ func setUp(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	began := time.Now()
+	webhookTLS := e.createWebhookTLSSecretWhenTheNamespaceExists(t)
 	e.runREADMEInstall(t, values)
+	if err := <-webhookTLS; err != nil {
+		t.Fatalf("the webhook's TLS Secret: %v", err)
+	}
 	t.Logf("the README's install block, helm install --wait: every workload Ready after %v", time.Since(began).Round(time.Second))
 	e.checkEveryWorkloadReady(t)
 
@@ -163,11 +168,43 @@ clickhouse:
 agent:
   trigger:
     cidrs: [%q]
+  # Narrowed as the operator's below; the app's pods have the label. The
+  # agent is on the host's network, where no NetworkPolicy applies: the
+  # NetworkPolicy check shows a pod without it getting through.
+  networkPolicy:
+    intakeFrom:
+      - namespaceSelector: {}
+        podSelector:
+          matchLabels: {%s: "yes"}
 operator:
   # Debug (4 shows the intake's slog debug lines too): an alert that arms
   # nothing says why only at this level, and a failed run dumps the
   # operator's log.
   extraArgs: ["--zap-log-level=4"]
+  # The webhook and the report server on, each NetworkPolicy narrowed to
+  # peers with a label of the test's: the NetworkPolicy check
+  # (networkpolicy_test.go) sends from pods with and without it.
+  webhook:
+    enabled: true
+    tlsSecretName: %q
+    grafana:
+      hmacSecret: e2e-grafana-hmac-secret
+    alertmanager:
+      token: e2e-alertmanager-token
+  reportServer:
+    users:
+      - name: e2e
+        passwordHash: sha256:%s
+        namespaces: ["*"]
+  networkPolicy:
+    webhookFrom:
+      - namespaceSelector: {}
+        podSelector:
+          matchLabels: {%s: "yes"}
+    reportFrom:
+      - namespaceSelector: {}
+        podSelector:
+          matchLabels: {%s: "yes"}
 otelGateway:
   replicas: 1
   image:
@@ -175,7 +212,8 @@ otelGateway:
     repository: e2e-otelcol
     tag: "0.155.0"
     pullPolicy: Never
-`, e.kafka.Brokers()[0], e.s3.Endpoint, e.s3.Region, e.s3.Bucket, e.s3.AccessKey, e.s3.SecretKey, storePassword, cluster.DefaultOptions().PodCIDR)
+`, e.kafka.Brokers()[0], e.s3.Endpoint, e.s3.Region, e.s3.Bucket, e.s3.AccessKey, e.s3.SecretKey, storePassword, cluster.DefaultOptions().PodCIDR,
+		sendsRequestsLabel, webhookTLSSecret, strings.Repeat("ab", 32), sendsAlertsLabel, readsReportsLabel)
 }
 
 // checkEveryWorkloadReady asserts what helm --wait implies, by name: each

@@ -20,22 +20,33 @@ const shopImageName = "spikehunt.local/e2e-shop:1"
 // into the node's containerd as a one-file image.
 func buildShopImage(t *testing.T, c *cluster.Cluster) string {
 	t.Helper()
+	buildCommandImage(t, c, "shop", shopImageName)
+	return shopImageName
+}
+
+// probeImageName is the network probe's image (tests/e2ecluster/probe).
+const probeImageName = "spikehunt.local/e2e-probe:1"
+
+// buildCommandImage compiles tests/e2ecluster/<cmd> statically and imports
+// it into the node's containerd as image name, with only /<cmd> in it.
+func buildCommandImage(t *testing.T, c *cluster.Cluster, cmdName, name string) {
+	t.Helper()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "shop")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./shop")
+	bin := filepath.Join(dir, cmdName)
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./"+cmdName)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./shop: %v\n%s", err, out)
+		t.Fatalf("go build ./%s: %v\n%s", cmdName, err, out)
 	}
 	data, err := os.ReadFile(bin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	archive := filepath.Join(dir, "shop.oci.tar")
+	archive := filepath.Join(dir, cmdName+".oci.tar")
 	if err := cluster.WriteImageArchive(archive, cluster.Image{
-		Name:       shopImageName,
-		Files:      []cluster.ImageFile{{Path: "/shop", Mode: 0o755, Data: data}},
-		Entrypoint: []string{"/shop"},
+		Name:       name,
+		Files:      []cluster.ImageFile{{Path: "/" + cmdName, Mode: 0o755, Data: data}},
+		Entrypoint: []string{"/" + cmdName},
 		User:       "65532:65532",
 	}); err != nil {
 		t.Fatal(err)
@@ -43,7 +54,6 @@ func buildShopImage(t *testing.T, c *cluster.Cluster) string {
 	if err := c.ImportImage(context.Background(), archive); err != nil {
 		t.Fatal(err)
 	}
-	return shopImageName
 }
 
 // gatewayImageName is the gateway Collector (pipelines/services/otel's build, which

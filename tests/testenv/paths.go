@@ -20,6 +20,7 @@ type DepPaths struct {
 	S3ProxyLibs       string // SPIKEHUNT_S3PROXY_LIBS: folder of s3proxy's jars (an S3 API server).
 	KubebuilderAssets string // KUBEBUILDER_ASSETS: folder with kube-apiserver and etcd.
 	KubeNode          string // SPIKEHUNT_KUBE_NODE: folder with kubelet, kube-controller-manager, kube-scheduler, kube-proxy, pause and coredns (tests/cluster).
+	KubeNetPolicies   string // SPIKEHUNT_KUBE_NETWORK_POLICIES: the NetworkPolicy engine tests/cluster runs with Options.NetworkPolicy.
 	Helm              string // SPIKEHUNT_HELM: the helm binary.
 	Otelcol           string // SPIKEHUNT_OTELCOL: the gateway Collector built from pipelines/services/otel.
 	ControllerGen     string // SPIKEHUNT_CONTROLLER_GEN: controller-gen, for operator/api's generated files.
@@ -27,7 +28,7 @@ type DepPaths struct {
 }
 
 // depVars lists the variables of DepPaths in the order install.sh prints them.
-var depVars = []string{"SPIKEHUNT_LIBCHDB", "SPIKEHUNT_KAFKA_LIBS", "SPIKEHUNT_S3PROXY_LIBS", "KUBEBUILDER_ASSETS", "SPIKEHUNT_KUBE_NODE", "SPIKEHUNT_HELM", "SPIKEHUNT_CONTROLLER_GEN", "SPIKEHUNT_OTELCOL", "SPIKEHUNT_CHCLIENTS"}
+var depVars = []string{"SPIKEHUNT_LIBCHDB", "SPIKEHUNT_KAFKA_LIBS", "SPIKEHUNT_S3PROXY_LIBS", "KUBEBUILDER_ASSETS", "SPIKEHUNT_KUBE_NODE", "SPIKEHUNT_KUBE_NETWORK_POLICIES", "SPIKEHUNT_HELM", "SPIKEHUNT_CONTROLLER_GEN", "SPIKEHUNT_OTELCOL", "SPIKEHUNT_CHCLIENTS"}
 
 // Paths returns each install location from the environment variable of the
 // same name when it is set, else from `<repo root>/deps/install.sh env`. The
@@ -65,6 +66,7 @@ func resolvePaths(getenv func(string) string, scriptEnv func() ([]byte, error)) 
 		S3ProxyLibs:       values["SPIKEHUNT_S3PROXY_LIBS"],
 		KubebuilderAssets: values["KUBEBUILDER_ASSETS"],
 		KubeNode:          values["SPIKEHUNT_KUBE_NODE"],
+		KubeNetPolicies:   values["SPIKEHUNT_KUBE_NETWORK_POLICIES"],
 		Helm:              values["SPIKEHUNT_HELM"],
 		Otelcol:           values["SPIKEHUNT_OTELCOL"],
 		ControllerGen:     values["SPIKEHUNT_CONTROLLER_GEN"],
@@ -153,6 +155,16 @@ func (p DepPaths) KubeNodeDir() (string, error) {
 		}
 	}
 	return p.KubeNode, nil
+}
+
+// KubeNetworkPoliciesBinary returns the path of kube-network-policies, or
+// an error saying how to build it.
+func (p DepPaths) KubeNetworkPoliciesBinary() (string, error) {
+	path, err := requirePath("the NetworkPolicy engine", "SPIKEHUNT_KUBE_NETWORK_POLICIES", p.KubeNetPolicies, "")
+	if err != nil {
+		return "", fmt.Errorf("%w (deps/install.sh kube-network-policies)", err)
+	}
+	return path, nil
 }
 
 // LibCHDBFile returns the path of libchdb.so, or an error saying how to install it.

@@ -38,10 +38,10 @@ func TestResolvePaths(t *testing.T) {
 			name: "the script is not run when every variable is set",
 			env: map[string]string{"SPIKEHUNT_LIBCHDB": "/e/l", "SPIKEHUNT_KAFKA_LIBS": "/e/k", "SPIKEHUNT_S3PROXY_LIBS": "/e/s",
 				"KUBEBUILDER_ASSETS": "/e/a", "SPIKEHUNT_KUBE_NODE": "/e/n", "SPIKEHUNT_HELM": "/e/h", "SPIKEHUNT_OTELCOL": "/e/o", "SPIKEHUNT_CONTROLLER_GEN": "/e/c",
-				"SPIKEHUNT_CHCLIENTS": "/e/ch"},
+				"SPIKEHUNT_CHCLIENTS": "/e/ch", "SPIKEHUNT_KUBE_NETWORK_POLICIES": "/e/p"},
 			scriptErr: errors.New("must not run"),
 			want: DepPaths{LibCHDB: "/e/l", KafkaLibs: "/e/k", S3ProxyLibs: "/e/s", KubebuilderAssets: "/e/a", KubeNode: "/e/n", Helm: "/e/h", Otelcol: "/e/o",
-				ControllerGen: "/e/c", ChClients: "/e/ch"},
+				ControllerGen: "/e/c", ChClients: "/e/ch", KubeNetPolicies: "/e/p"},
 		},
 		{
 			name:     "a variable the script does not print stays empty",
@@ -52,7 +52,7 @@ func TestResolvePaths(t *testing.T) {
 		{
 			name: "a failing script names the unset variables",
 			env: map[string]string{"SPIKEHUNT_LIBCHDB": "/e/l", "SPIKEHUNT_S3PROXY_LIBS": "/e/s", "SPIKEHUNT_HELM": "/e/h", "SPIKEHUNT_OTELCOL": "/e/o",
-				"SPIKEHUNT_CONTROLLER_GEN": "/e/c", "SPIKEHUNT_KUBE_NODE": "/e/n", "SPIKEHUNT_CHCLIENTS": "/e/ch"},
+				"SPIKEHUNT_CONTROLLER_GEN": "/e/c", "SPIKEHUNT_KUBE_NODE": "/e/n", "SPIKEHUNT_CHCLIENTS": "/e/ch", "SPIKEHUNT_KUBE_NETWORK_POLICIES": "/e/p"},
 			scriptErr:  errors.New("deps/install.sh env failed: exit status 1"),
 			wantRuns:   1,
 			wantErrHas: "SPIKEHUNT_KAFKA_LIBS, KUBEBUILDER_ASSETS unset and deps/install.sh env failed",
