@@ -9,12 +9,14 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -76,6 +78,7 @@ func (e *env) checkNetworkPolicies(t *testing.T) {
 	}
 	t.Logf("%d probe pods Ready after %v", len(probes), time.Since(began).Round(time.Second))
 
+	e.checkAgentPolicyNamesOnly(t, sendsRequestsLabel)
 	store := e.serviceAddr(t, release+"-clickhouse", 8123)
 	webhook := e.serviceAddr(t, release+"-operator-webhook", 443)
 	report := e.serviceAddr(t, release+"-operator-report", 8090)
@@ -125,6 +128,30 @@ func (e *env) checkNetworkPolicies(t *testing.T) {
 	t.Logf("NetworkPolicy checks done in %v", time.Since(began).Round(time.Second))
 }
 
+// checkAgentPolicyNamesOnly fails t unless the agent's NetworkPolicy
+// admits the intake ports from pods with label only: then a probe without
+// it that reaches the intake shows the policy not applied, not a policy
+// that lets it in.
+func (e *env) checkAgentPolicyNamesOnly(t *testing.T, label string) {
+	t.Helper()
+	var np networkingv1.NetworkPolicy
+	if err := e.client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: release + "-agent"}, &np); err != nil {
+		t.Fatalf("the agent's NetworkPolicy: %v", err)
+	}
+	for _, rule := range np.Spec.Ingress {
+		for _, port := range rule.Ports {
+			if port.Port == nil || port.Port.IntValue() != 4318 {
+				continue
+			}
+			if len(rule.From) != 1 || rule.From[0].PodSelector == nil || rule.From[0].PodSelector.MatchLabels[label] != "yes" {
+				t.Fatalf("the agent's NetworkPolicy admits port 4318 from %+v, want only pods labelled %s=yes", rule.From, label)
+			}
+			return
+		}
+	}
+	t.Fatalf("the agent's NetworkPolicy has no rule for port 4318: %+v", np.Spec.Ingress)
+}
+
 // probePod is one probe: its namespace, its labels, and its IP once Ready.
 type probePod struct {
 	namespace string
@@ -137,6 +164,7 @@ func (p *probePod) describe() string {
 	for k, v := range p.labels {
 		kv = append(kv, k+"="+v)
 	}
+	sort.Strings(kv)
 	return "namespace " + p.namespace + ", labels " + strings.Join(kv, ",")
 }
 

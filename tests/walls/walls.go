@@ -298,6 +298,8 @@ var Rules = []Rule{
 	{Pkg: "tests/peers", TestOwn: []string{"internal/telemetry", "internal/otlpwire"}, Why: "benchmarks only: spikehunt's binaries and packages against their peers, from _test.go files"},
 	{Pkg: "tests/e2ecluster/shop", Own: []string{"tests/shopapp"}, Third: []string{"go.opentelemetry.io/collector/pdata/..."},
 		Why: "the cluster e2e's app: an OTel-instrumented service, none of spikehunt's code"},
+	{Pkg: "tests/e2ecluster/probe", Third: []string{}, StdlibOnly: true,
+		Why: "the cluster e2e's network probe, dialling from a pod's labels: the standard library only"},
 
 	// dashboards/, helm/: Go definitions and tests.
 	{Pkg: "dashboards", TestOwn: []string{"internal/store", "internal/schema"}, Why: "the Go definitions of the dashboards; their tests read them against the pipeline (Crossings)"},
