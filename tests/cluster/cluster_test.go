@@ -33,6 +33,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// Every test's node enforces NetworkPolicy (networkpolicy_test.go).
+	cluster.ConfigureShared(func(o *cluster.Options) { o.NetworkPolicy = true })
 	code := m.Run()
 	if err := cluster.StopShared(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
