@@ -315,16 +315,22 @@ logger.config.level = warn
 // javaArgs are the JVM arguments to run mainClass from the Kafka jars with
 // the test logging setup.
 func (k *Kafka) javaArgs(mainClass string, args ...string) []string {
+	return kafkaJavaArgs(k.opts.MaxHeap, k.dir, k.libs, mainClass, args...)
+}
+
+// kafkaJavaArgs are javaArgs for a node whose heap is heap, whose log
+// configuration is in dir and whose jars are in libs.
+func kafkaJavaArgs(heap, dir, libs, mainClass string, args ...string) []string {
 	jvm := []string{
-		"-Xmx" + k.opts.MaxHeap,
+		"-Xmx" + heap,
 		"-Xms64m",
 		// Tests care about start time and few threads, not throughput.
 		"-XX:+UseSerialGC",
 		"-XX:TieredStopAtLevel=1",
 		"-Djava.awt.headless=true",
-		"-Dlog4j.configuration=file:" + filepath.Join(k.dir, "log4j.properties"),
-		"-Dlog4j2.configurationFile=" + filepath.Join(k.dir, "log4j2.properties"),
-		"-cp", filepath.Join(k.libs, "*"),
+		"-Dlog4j.configuration=file:" + filepath.Join(dir, "log4j.properties"),
+		"-Dlog4j2.configurationFile=" + filepath.Join(dir, "log4j2.properties"),
+		"-cp", filepath.Join(libs, "*"),
 		mainClass,
 	}
 	return append(jvm, args...)
