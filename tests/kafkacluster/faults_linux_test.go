@@ -36,11 +36,17 @@ func leaderKill(t testing.TB) outcome {
 	if err != nil {
 		t.Fatal(err)
 	}
+	role := "the leader of " + spansTopic
+	if ctl, err := ch.cluster.ActiveController(ctx); err != nil {
+		t.Fatal(err)
+	} else if ctl == leader {
+		role += " and the active controller"
+	}
 	t0 := time.Now()
 	if err := ch.cluster.Kill(leader); err != nil {
 		t.Fatal(err)
 	}
-	ch.carriesOn(t, t0, fmt.Sprintf("node %d, the leader, was killed", leader))
+	ch.carriesOn(t, t0, fmt.Sprintf("node %d, %s, was killed", leader, role))
 	if *skipRecovery {
 		t.Logf("control run: node %d stays down", leader)
 	} else if err := ch.cluster.Start(ctx, leader); err != nil {

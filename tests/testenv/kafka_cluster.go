@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/spikehunt/spikehunt/kafkasec"
 )
@@ -377,7 +379,11 @@ func underReplicated(md kadm.Metadata, topics []string) string {
 		}
 		for _, p := range td.Partitions.Sorted() {
 			if p.Err != nil || p.Leader < 0 || len(p.ISR) < KafkaClusterNodes {
-				return fmt.Sprintf("%s/%d: leader %d, isr %v", t, p.Partition, p.Leader, p.ISR)
+				isr := make([]int32, len(p.ISR))
+				for i, id := range p.ISR {
+					isr[i] = id - 1
+				}
+				return fmt.Sprintf("%s/%d: leader node %d, in sync nodes %v", t, p.Partition, p.Leader-1, isr)
 			}
 		}
 	}
@@ -419,11 +425,10 @@ func (c *KafkaCluster) Start(ctx context.Context, i int) error {
 	return c.relaunch(ctx, n)
 }
 
-// Restart stops node i gracefully (SIGTERM: a controlled shutdown that
-// moves its leaderships away first) and starts it again, as Start. If the
-// stop times out the node is killed and left stopped, and Restart returns
-// the error.
-func (c *KafkaCluster) Restart(ctx context.Context, i int) error {
+// Shutdown stops node i gracefully (SIGTERM: a controlled shutdown that
+// moves its leaderships away first) and leaves it stopped; past
+// StopTimeout it is killed, and Shutdown returns the error.
+func (c *KafkaCluster) Shutdown(i int) error {
 	n, err := c.node(i)
 	if err != nil {
 		return err
@@ -433,10 +438,18 @@ func (c *KafkaCluster) Restart(ctx context.Context, i int) error {
 	if c.stopped {
 		return ErrKafkaStopped
 	}
-	if err := n.stop(c.opts.StopTimeout); err != nil {
-		return fmt.Errorf("testenv: kafka cluster: restart node %d: stop: %w", i, err)
+	fmt.Fprintf(n.log, "\n===== testenv: node %d shut down (SIGTERM) at %s =====\n", i, time.Now().Format(time.RFC3339Nano))
+	return wrapIf(n.stop(c.opts.StopTimeout), fmt.Sprintf("testenv: kafka cluster: shut down node %d", i))
+}
+
+// Restart is Shutdown then Start: the way an operator rolls a node. If
+// the stop times out the node is killed and left stopped, and Restart
+// returns the error.
+func (c *KafkaCluster) Restart(ctx context.Context, i int) error {
+	if err := c.Shutdown(i); err != nil {
+		return err
 	}
-	return c.relaunch(ctx, n)
+	return c.Start(ctx, i)
 }
 
 // Running says whether node i's JVM runs: false after Kill, or after the
@@ -530,4 +543,35 @@ func (c *KafkaCluster) node(i int) (*clusterNode, error) {
 		return nil, fmt.Errorf("testenv: kafka cluster: no node %d (nodes are 0 to %d)", i, len(c.nodes)-1)
 	}
 	return c.nodes[i], nil
+}
+
+// ActiveController is the index of the node that leads the controller
+// quorum (a DescribeQuorum request, which a broker forwards to the
+// controllers).
+func (c *KafkaCluster) ActiveController(ctx context.Context) (int, error) {
+	cl, err := c.Client()
+	if err != nil {
+		return -1, err
+	}
+	defer cl.Close()
+	p := kmsg.NewDescribeQuorumRequestTopicPartition()
+	t := kmsg.NewDescribeQuorumRequestTopic()
+	t.Topic, t.Partitions = "__cluster_metadata", []kmsg.DescribeQuorumRequestTopicPartition{p}
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	req.Topics = []kmsg.DescribeQuorumRequestTopic{t}
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err == nil && (len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1) {
+		err = errors.New("the answer names no partition")
+	}
+	if err != nil {
+		return -1, fmt.Errorf("testenv: describe the controller quorum: %w", err)
+	}
+	rp := resp.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+		return -1, fmt.Errorf("testenv: describe the controller quorum: %w", err)
+	}
+	return int(rp.LeaderID) - 1, nil
 }

@@ -84,6 +84,9 @@ func TestKafkaClusterKeepsWritingWhenTheLeaderIsKilled(t *testing.T) {
 	if len(st.ISR) != 3 || st.Leader < 0 {
 		t.Fatalf("after CreateTopic: %+v, want a leader and 3 in sync", st)
 	}
+	if ctl, err := c.ActiveController(ctx); err != nil || ctl < 0 || ctl >= testenv.KafkaClusterNodes {
+		t.Fatalf("ActiveController() = %d, %v; want a node index", ctl, err)
+	}
 	cl, err := c.Client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("replicated"))
 	if err != nil {
 		t.Fatal(err)
