@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -53,7 +55,30 @@ func leaderKill(t testing.TB) outcome {
 		t.Fatal(err)
 	}
 	ch.inSync(t, faultLimit)
-	return ch.finish(t, t0)
+	o := ch.finish(t, t0)
+	if fenced, ok := fencedAt(ch.cluster, leader); ok {
+		t.Logf("the controller fenced node %d %.1f s after the kill; the rest of the pause is the clients finding the new leader", leader, fenced.Sub(t0).Seconds())
+	}
+	return o
+}
+
+// fenceLine is the controller's line when a broker's session times out.
+var fenceLine = regexp.MustCompile(`\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] INFO .*Fencing broker (\d+) at epoch \d+ because its session has timed out`)
+
+// fencedAt is when the active controller fenced node i, from the nodes'
+// logs (local time, as the JVM writes it).
+func fencedAt(c *testenv.KafkaCluster, i int) (time.Time, bool) {
+	for n := range testenv.KafkaClusterNodes {
+		for _, m := range fenceLine.FindAllStringSubmatch(c.Log(n), -1) {
+			if m[2] != strconv.Itoa(i+1) {
+				continue
+			}
+			if at, err := time.ParseInLocation("2006-01-02 15:04:05,000", m[1], time.Local); err == nil {
+				return at, true
+			}
+		}
+	}
+	return time.Time{}, false
 }
 
 // All three brokers are restarted one after the other, gracefully, each
