@@ -167,8 +167,9 @@ func diskFull(t testing.TB) outcome {
 	if !halted {
 		t.Fatalf("node %d still runs %v after its disk filled up", full, faultLimit)
 	}
-	t.Logf("node %d stopped %.1f s after its disk filled up; its log says:\n%s", full, time.Since(t0).Seconds(), failureLines(ch.cluster.Log(full), 4))
-	ch.carriesOn(t, t0, fmt.Sprintf("node %d's disk filled up", full))
+	stopped := time.Now()
+	t.Logf("node %d stopped %.1f s after its disk filled up; its log says:\n%s", full, stopped.Sub(t0).Seconds(), failureLines(ch.cluster.Log(full), 4))
+	ch.carriesOn(t, stopped, fmt.Sprintf("node %d stopped on its full disk", full))
 	if *skipRecovery {
 		t.Logf("control run: node %d's disk stays full, the node down", full)
 	} else {
@@ -180,7 +181,11 @@ func diskFull(t testing.TB) outcome {
 		}
 	}
 	ch.inSync(t, faultLimit)
-	return ch.finish(t, t0)
+	o := ch.finish(t, t0)
+	if fenced, ok := fencedAt(ch.cluster, full); ok {
+		t.Logf("the controller fenced node %d %.1f s after its disk filled up", full, fenced.Sub(t0).Seconds())
+	}
+	return o
 }
 
 // fillDisk writes name until the file system is full and returns how
@@ -213,7 +218,7 @@ func (ch *chain) carriesOn(t testing.TB, t0 time.Time, what string) {
 	if err != nil {
 		t.Fatalf("%s; the chain stopped: %v", what, err)
 	}
-	t.Logf("%s; records readable again %.1f s later", what, after.Seconds())
+	t.Logf("%s; a record became readable %.1f s later (it may have been on its way before)", what, after.Seconds())
 }
 
 // failureLines are the first n ERROR or FATAL lines of a node's log: what
