@@ -27,6 +27,14 @@
 // at most and 10-20 s to start, never shared: a test that kills, stops
 // or fills a node owns the cluster.
 //
+// Why one package: every component here is a child process that must die
+// with the test binary and say why it would not start, and they share
+// the machinery for it (process groups, Pdeathsig, the reaper, bounded
+// logs, free ports); the single broker and the cluster share the Kafka
+// node's configuration, JVM arguments and test CA too. Split, that
+// machinery would be exported only for one another, and a test would
+// import one package per component of the same environment.
+//
 // # Lifecycle hazards
 //
 //   - Who stops what: the caller of StartKafka calls Kafka.Stop; StartAPIServer
