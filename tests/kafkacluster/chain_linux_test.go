@@ -2,6 +2,8 @@ package kafkacluster
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,6 +125,11 @@ func (ch *chain) finish(t testing.TB, from time.Time) outcome {
 	t.Logf("sent %d requests, stored %d rows, %d distinct: %d lost, %d duplicated; pause (longest stretch without a new record readable) %.1f s",
 		sent, o.rows, o.unique, lost, dup, o.pause.Seconds())
 	for _, p := range []*proc{ch.agent, ch.ingest} {
+		if said := complaints(p.out.String(), 6); said != "" {
+			t.Logf("the %s's warnings and errors:\n%s", p.name, said)
+		} else {
+			t.Logf("the %s logged no warning or error", p.name)
+		}
 		if !p.alive() {
 			t.Errorf("the %s exited during the fault (%v): it needed a restart", p.name, p.cmd.ProcessState)
 		}
@@ -131,4 +138,24 @@ func (ch *chain) finish(t testing.TB, from time.Time) outcome {
 		t.Fatalf("%d of %d requests lost, %d duplicated", lost, sent, dup)
 	}
 	return o
+}
+
+// complaints are the first n warning and error lines of a process's
+// output (slog's text or JSON), and how many there were in all.
+func complaints(out string, n int) string {
+	var keep []string
+	total := 0
+	for _, l := range strings.Split(out, "\n") {
+		if !strings.Contains(l, "level=WARN") && !strings.Contains(l, "level=ERROR") &&
+			!strings.Contains(l, `"level":"WARN"`) && !strings.Contains(l, `"level":"ERROR"`) {
+			continue
+		}
+		if total++; len(keep) < n {
+			keep = append(keep, l)
+		}
+	}
+	if total > n {
+		keep = append(keep, fmt.Sprintf("… %d lines in all", total))
+	}
+	return strings.Join(keep, "\n")
 }
