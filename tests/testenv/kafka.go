@@ -153,10 +153,8 @@ func StartKafka(opts KafkaOptions) (*Kafka, error) {
 			return nil, err
 		}
 	}
-	if k.java = opts.Java; k.java == "" {
-		if k.java, err = exec.LookPath("java"); err != nil {
-			return nil, fmt.Errorf("testenv: java not found: install a Java 17+ runtime (Debian: apt-get install openjdk-17-jre-headless): %w", err)
-		}
+	if k.java, err = kafkaJava(opts.Java); err != nil {
+		return nil, err
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), opts.StartTimeout)
@@ -173,6 +171,18 @@ func StartKafka(opts KafkaOptions) (*Kafka, error) {
 		return nil, err
 	}
 	return k, nil
+}
+
+// kafkaJava is the java binary to run: java, or java from PATH.
+func kafkaJava(java string) (string, error) {
+	if java != "" {
+		return java, nil
+	}
+	path, err := exec.LookPath("java")
+	if err != nil {
+		return "", fmt.Errorf("testenv: java not found: install a Java 17+ runtime (Debian: apt-get install openjdk-17-jre-headless): %w", err)
+	}
+	return path, nil
 }
 
 // prepare picks the ports, writes the configuration and formats the storage.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -101,7 +100,7 @@ type KafkaCluster struct {
 	caFile string
 	nodes  [KafkaClusterNodes]*clusterNode
 
-	mu      sync.Mutex // serializes Kill, Start, Restart and Stop
+	mu      sync.Mutex // serializes Kill, Shutdown, Start and Stop
 	stopped bool
 }
 
@@ -144,18 +143,6 @@ func StartKafkaCluster(opts KafkaClusterOptions) (*KafkaCluster, error) {
 		return nil, err
 	}
 	return c, nil
-}
-
-// kafkaJava is the java binary to run: java, or java from PATH.
-func kafkaJava(java string) (string, error) {
-	if java != "" {
-		return java, nil
-	}
-	path, err := exec.LookPath("java")
-	if err != nil {
-		return "", fmt.Errorf("testenv: java not found: install a Java 17+ runtime (Debian: apt-get install openjdk-17-jre-headless): %w", err)
-	}
-	return path, nil
 }
 
 // prepare makes the CA and the nodes' certificate, picks the ports, writes
