@@ -7,16 +7,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/spikehunt/spikehunt/kafkasec"
 )
@@ -25,65 +21,6 @@ import (
 // voters, so that the quorum and every partition (replication factor 3,
 // min.insync.replicas 2) survive one node down.
 const KafkaClusterNodes = 3
-
-// KafkaClusterOptions configures StartKafkaCluster. The zero value is
-// ready to use.
-type KafkaClusterOptions struct {
-	// Libs, Java, MaxHeap, StartTimeout, StopTimeout and LogLimit are as
-	// in KafkaOptions, for each node (MaxHeap and LogLimit per node).
-	Libs         string
-	Java         string
-	MaxHeap      string
-	StartTimeout time.Duration
-	StopTimeout  time.Duration
-	LogLimit     int
-	// LogDirs are the nodes' log.dirs, one per node, for a test that
-	// gives a node a disk of its own (a small tmpfs it fills). Each must be
-	// an existing empty directory; Stop empties it but leaves it (it may be
-	// a mount point). Empty: a folder in each node's own folder.
-	LogDirs []string
-	// Properties are added to every node's server.properties, replacing
-	// generated keys of the same name. Do not set the listeners, log.dirs,
-	// node.id, the controller or the ssl keys: the cluster relies on them.
-	Properties map[string]string
-}
-
-// Validate checks the options that are set; zero values get defaults.
-func (o KafkaClusterOptions) Validate() error {
-	single := KafkaOptions{Libs: o.Libs, Java: o.Java, MaxHeap: o.MaxHeap, StartTimeout: o.StartTimeout, StopTimeout: o.StopTimeout, LogLimit: o.LogLimit}
-	if err := single.Validate(); err != nil {
-		return fmt.Errorf("testenv: KafkaClusterOptions: %w", err)
-	}
-	if o.LogDirs != nil && len(o.LogDirs) != KafkaClusterNodes {
-		return fmt.Errorf("testenv: KafkaClusterOptions.LogDirs has %d entries, want none or %d (one per node)", len(o.LogDirs), KafkaClusterNodes)
-	}
-	for i, d := range o.LogDirs {
-		if !filepath.IsAbs(d) {
-			return fmt.Errorf("testenv: KafkaClusterOptions.LogDirs[%d] %q is not an absolute path", i, d)
-		}
-		if slices.Index(o.LogDirs, d) != i {
-			return fmt.Errorf("testenv: KafkaClusterOptions.LogDirs[%d] %q is also an earlier node's: each node needs its own", i, d)
-		}
-		entries, err := os.ReadDir(d)
-		if err != nil {
-			return fmt.Errorf("testenv: KafkaClusterOptions.LogDirs[%d]: %w (create it first)", i, err)
-		}
-		if len(entries) > 0 {
-			return fmt.Errorf("testenv: KafkaClusterOptions.LogDirs[%d] %s is not empty: a node formats its own storage", i, d)
-		}
-	}
-	for key := range o.Properties {
-		for _, owned := range []string{"listeners", "advertised.listeners", "log.dirs", "node.id", "process.roles", "listener.security.protocol.map", "inter.broker.listener.name"} {
-			if key == owned {
-				return fmt.Errorf("testenv: KafkaClusterOptions.Properties sets %s, which the cluster generates", key)
-			}
-		}
-		if strings.HasPrefix(key, "controller.") || strings.HasPrefix(key, "ssl.") {
-			return fmt.Errorf("testenv: KafkaClusterOptions.Properties sets %s: the controller and ssl keys are the cluster's", key)
-		}
-	}
-	return nil
-}
 
 // KafkaCluster is three KRaft nodes, each broker and controller in one
 // JVM, on loopback: a quorum of three voters, default replication factor
@@ -259,124 +196,6 @@ func (c *KafkaCluster) clientOf(seeds []string, opts ...kgo.Opt) (*kgo.Client, e
 	return cl, nil
 }
 
-// CreateTopic creates a topic with replication factor 3 and returns once
-// every partition has a leader and all three replicas in sync. An existing
-// topic is an error that matches kerr.TopicAlreadyExists with errors.Is.
-func (c *KafkaCluster) CreateTopic(ctx context.Context, name string, partitions int32) error {
-	cl, err := c.Client()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, KafkaClusterNodes, nil, name)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		return fmt.Errorf("testenv: create topic %q: %w", name, err)
-	}
-	return c.WaitInSync(ctx, name)
-}
-
-// PartitionState is who leads a partition and who is in sync with it, as
-// node indexes (0 to KafkaClusterNodes-1).
-type PartitionState struct {
-	Leader int // -1: none
-	ISR    []int
-}
-
-// Partition reads the partition's leader and in-sync replicas from the
-// cluster's metadata.
-func (c *KafkaCluster) Partition(ctx context.Context, topic string, partition int32) (PartitionState, error) {
-	cl, err := c.Client()
-	if err != nil {
-		return PartitionState{}, err
-	}
-	defer cl.Close()
-	md, err := kadm.NewClient(cl).Metadata(ctx, topic)
-	if err != nil {
-		return PartitionState{}, fmt.Errorf("testenv: metadata of %s: %w", topic, err)
-	}
-	td, ok := md.Topics[topic]
-	if !ok || td.Err != nil {
-		return PartitionState{}, fmt.Errorf("testenv: metadata of %s: %v", topic, td.Err)
-	}
-	p, ok := td.Partitions[partition]
-	if !ok {
-		return PartitionState{}, fmt.Errorf("testenv: %s has no partition %d", topic, partition)
-	}
-	st := PartitionState{Leader: int(p.Leader) - 1}
-	if p.Leader < 0 {
-		st.Leader = -1
-	}
-	for _, r := range p.ISR {
-		st.ISR = append(st.ISR, int(r)-1)
-	}
-	slices.Sort(st.ISR)
-	return st, nil
-}
-
-// Leader is the index of the node that leads the partition.
-func (c *KafkaCluster) Leader(ctx context.Context, topic string, partition int32) (int, error) {
-	st, err := c.Partition(ctx, topic, partition)
-	if err != nil {
-		return -1, err
-	}
-	if st.Leader < 0 {
-		return -1, fmt.Errorf("testenv: %s/%d has no leader", topic, partition)
-	}
-	return st.Leader, nil
-}
-
-// WaitInSync returns once every partition of the topics has a leader and
-// all three replicas in its ISR, or ctx ends: what an operator waits for
-// (no under-replicated partition) before taking the next node down.
-func (c *KafkaCluster) WaitInSync(ctx context.Context, topics ...string) error {
-	cl, err := c.Client()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	var last string
-	for {
-		md, err := adm.Metadata(ctx, topics...)
-		if err == nil {
-			if last = underReplicated(md, topics); last == "" {
-				return nil
-			}
-		} else {
-			last = err.Error()
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("testenv: %v not in sync on %d nodes (%s): %w", topics, KafkaClusterNodes, last, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// underReplicated describes the first partition of topics without a
-// leader or with fewer than every node in sync; "" when there is none.
-func underReplicated(md kadm.Metadata, topics []string) string {
-	for _, t := range topics {
-		td, ok := md.Topics[t]
-		if !ok || td.Err != nil || len(td.Partitions) == 0 {
-			return fmt.Sprintf("%s: not in the metadata (%v)", t, td.Err)
-		}
-		for _, p := range td.Partitions.Sorted() {
-			if p.Err != nil || p.Leader < 0 || len(p.ISR) < KafkaClusterNodes {
-				isr := make([]int32, len(p.ISR))
-				for i, id := range p.ISR {
-					isr[i] = id - 1
-				}
-				return fmt.Sprintf("%s/%d: leader node %d, in sync nodes %v", t, p.Partition, p.Leader-1, isr)
-			}
-		}
-	}
-	return ""
-}
-
 // Kill ends node i with SIGKILL, at once: no controlled shutdown, no
 // flush. Its ports and data stay for Start.
 func (c *KafkaCluster) Kill(i int) error {
@@ -530,35 +349,4 @@ func (c *KafkaCluster) node(i int) (*clusterNode, error) {
 		return nil, fmt.Errorf("testenv: kafka cluster: no node %d (nodes are 0 to %d)", i, len(c.nodes)-1)
 	}
 	return c.nodes[i], nil
-}
-
-// ActiveController is the index of the node that leads the controller
-// quorum (a DescribeQuorum request, which a broker forwards to the
-// controllers).
-func (c *KafkaCluster) ActiveController(ctx context.Context) (int, error) {
-	cl, err := c.Client()
-	if err != nil {
-		return -1, err
-	}
-	defer cl.Close()
-	p := kmsg.NewDescribeQuorumRequestTopicPartition()
-	t := kmsg.NewDescribeQuorumRequestTopic()
-	t.Topic, t.Partitions = "__cluster_metadata", []kmsg.DescribeQuorumRequestTopicPartition{p}
-	req := kmsg.NewPtrDescribeQuorumRequest()
-	req.Topics = []kmsg.DescribeQuorumRequestTopic{t}
-	resp, err := req.RequestWith(ctx, cl)
-	if err == nil {
-		err = kerr.ErrorForCode(resp.ErrorCode)
-	}
-	if err == nil && (len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1) {
-		err = errors.New("the answer names no partition")
-	}
-	if err != nil {
-		return -1, fmt.Errorf("testenv: describe the controller quorum: %w", err)
-	}
-	rp := resp.Topics[0].Partitions[0]
-	if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-		return -1, fmt.Errorf("testenv: describe the controller quorum: %w", err)
-	}
-	return int(rp.LeaderID) - 1, nil
 }
