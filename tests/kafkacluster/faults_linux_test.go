@@ -38,12 +38,7 @@ func leaderKill(t testing.TB) outcome {
 	if err != nil {
 		t.Fatal(err)
 	}
-	role := "the leader of " + spansTopic
-	if ctl, err := ch.cluster.ActiveController(ctx); err != nil {
-		t.Fatal(err)
-	} else if ctl == leader {
-		role += " and the active controller"
-	}
+	role := ch.role(t, leader)
 	t0 := time.Now()
 	if err := ch.cluster.Kill(leader); err != nil {
 		t.Fatal(err)
@@ -153,13 +148,14 @@ func diskFull(t testing.TB) outcome {
 	if err != nil {
 		t.Fatal(err)
 	}
+	role := ch.role(t, full)
 	fill := filepath.Join(dirs[full], "fill")
 	t0 := time.Now()
 	n, err := fillDisk(fill)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("node %d (the leader): %d MiB written to its disk before ENOSPC", full, n>>20)
+	t.Logf("node %d (%s): %d MiB written to its disk before ENOSPC", full, role, n>>20)
 	halted := false
 	for deadline := time.Now().Add(faultLimit); time.Now().Before(deadline) && !halted; time.Sleep(100 * time.Millisecond) {
 		halted = !ch.cluster.Running(full)
@@ -208,6 +204,21 @@ func fillDisk(name string) (int64, error) {
 			return n, fmt.Errorf("fill %s: %w", name, err)
 		}
 	}
+}
+
+// role says what node i, the leader of the spans topic, leads: when it
+// also leads the controller quorum, its loss waits for a new controller
+// before the fence.
+func (ch *chain) role(t testing.TB, i int) string {
+	t.Helper()
+	ctl, err := ch.cluster.ActiveController(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctl == i {
+		return "the leader of " + spansTopic + " and the active controller"
+	}
+	return "the leader of " + spansTopic
 }
 
 // carriesOn fails t unless records become readable after t0, the fault
