@@ -6,7 +6,7 @@ GO ?= go
 # Install locations of the pinned components (SPIKEHUNT_LIBCHDB, KUBEBUILDER_ASSETS, …).
 $(foreach kv,$(shell deps/install.sh env 2>/dev/null),$(eval export $(kv)))
 
-.PHONY: all deps deps-demo build install demo eval eval-variants eval-sweep test e2e e2e-cluster cluster-test vet fmt-check cross manifests bench bench-store bench-store-mode bench-agent bench-ingest bench-detect bench-capture-strategy bench-operator bench-dashboards bench-hardening bench-peers bench-peers-agent bench-peers-ingest bench-peers-detect bench-scale dashboards fuzz clean causes
+.PHONY: all deps deps-demo build install demo eval eval-variants eval-sweep test e2e e2e-cluster cluster-test vet fmt-check cross manifests bench bench-store bench-store-mode bench-agent bench-ingest bench-kafka bench-detect bench-capture-strategy bench-operator bench-dashboards bench-hardening bench-peers bench-peers-agent bench-peers-ingest bench-peers-detect bench-scale dashboards fuzz clean causes
 .PHONY: chart-sync helm-lint images deps-images
 
 all: build
@@ -188,7 +188,7 @@ FUZZ_TARGETS := ./internal/otlpattr:FuzzParseDecimalIsParseInt ./internal/captur
 fuzz:                ## each fuzz target for FUZZTIME
 	for t in $(FUZZ_TARGETS); do $(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s; done
 
-bench: bench-store bench-store-mode bench-agent bench-ingest bench-detect bench-capture bench-capture-strategy bench-operator bench-dashboards bench-hardening bench-scale ## every bench-* target
+bench: bench-store bench-store-mode bench-agent bench-ingest bench-kafka bench-detect bench-capture bench-capture-strategy bench-operator bench-dashboards bench-hardening bench-scale ## every bench-* target
 
 bench-store: deps-demo
 	tests/bench.sh store ./internal/store
@@ -229,6 +229,13 @@ bench-capture-strategy:
 # from 300 hosts (SPIKEHUNT_BENCH_SPANS to change), from a real broker.
 bench-ingest: deps
 	BENCHTIME=1x tests/bench.sh ingest ./pipelines/cmd/spikehunt -- -bench '^BenchmarkIngest$$'
+
+# The whole chain (agent over TLS, three KRaft brokers with replication
+# factor 3 and min.insync.replicas 2, ingest, serve-clickhouse) under 2,000
+# requests/s: the pause the partition leader's kill -9 makes, and the one a
+# rolling restart of the three makes (docs/kafka.md has the definition).
+bench-kafka: deps
+	BENCHTIME=1x tests/bench.sh kafka ./tests/kafkacluster -- -bench '^BenchmarkKafka(LeaderFailover|RollingRestart)$$' -timeout 20m
 
 # `spikehunt ingest` against the Collector's kafka receiver → batch →
 # clickhouse exporter (into serve-clickhouse) over one topic of 5,000,000

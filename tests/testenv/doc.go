@@ -23,6 +23,17 @@
 // started only by the tests of TLS and SASL; its start costs the same. StartKafka and
 // StartAPIServer give a test its own instance when it must not share one
 // (for example to Restart the broker while other tests run in parallel).
+// StartKafkaCluster (kafka_cluster.go) runs three brokers, 1.5 GiB of heap
+// at most and 10-20 s to start, never shared: a test that kills, stops
+// or fills a node owns the cluster.
+//
+// Why one package: every component here is a child process that must die
+// with the test binary and say why it would not start, and they share
+// the machinery for it (process groups, Pdeathsig, the reaper, bounded
+// logs, free ports); the single broker and the cluster share the Kafka
+// node's configuration, JVM arguments and test CA too. Split, that
+// machinery would be exported only for one another, and a test would
+// import one package per component of the same environment.
 //
 // # Lifecycle hazards
 //
@@ -36,7 +47,7 @@
 //     the test binary's end. Pdeathsig fires when the OS thread that started
 //     the JVM exits, which in Go happens only after runtime.LockOSThread
 //     without an unlock; do not call SharedKafka, StartKafka or S3 from such
-//     a goroutine.
+//     a goroutine. A cluster's nodes have both: Pdeathsig and the reaper.
 //   - Ports are picked free by binding 127.0.0.1:0 and closing the listener,
 //     so another process can take one before the broker binds it; the window
 //     is the JVM start. Restart reuses the same ports, with the same race

@@ -153,10 +153,8 @@ func StartKafka(opts KafkaOptions) (*Kafka, error) {
 			return nil, err
 		}
 	}
-	if k.java = opts.Java; k.java == "" {
-		if k.java, err = exec.LookPath("java"); err != nil {
-			return nil, fmt.Errorf("testenv: java not found: install a Java 17+ runtime (Debian: apt-get install openjdk-17-jre-headless): %w", err)
-		}
+	if k.java, err = kafkaJava(opts.Java); err != nil {
+		return nil, err
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), opts.StartTimeout)
@@ -173,6 +171,18 @@ func StartKafka(opts KafkaOptions) (*Kafka, error) {
 		return nil, err
 	}
 	return k, nil
+}
+
+// kafkaJava is the java binary to run: java, or java from PATH.
+func kafkaJava(java string) (string, error) {
+	if java != "" {
+		return java, nil
+	}
+	path, err := exec.LookPath("java")
+	if err != nil {
+		return "", fmt.Errorf("testenv: java not found: install a Java 17+ runtime (Debian: apt-get install openjdk-17-jre-headless): %w", err)
+	}
+	return path, nil
 }
 
 // prepare picks the ports, writes the configuration and formats the storage.
@@ -315,16 +325,22 @@ logger.config.level = warn
 // javaArgs are the JVM arguments to run mainClass from the Kafka jars with
 // the test logging setup.
 func (k *Kafka) javaArgs(mainClass string, args ...string) []string {
+	return kafkaJavaArgs(k.opts.MaxHeap, k.dir, k.libs, mainClass, args...)
+}
+
+// kafkaJavaArgs are javaArgs for a node whose heap is heap, whose log
+// configuration is in dir and whose jars are in libs.
+func kafkaJavaArgs(heap, dir, libs, mainClass string, args ...string) []string {
 	jvm := []string{
-		"-Xmx" + k.opts.MaxHeap,
+		"-Xmx" + heap,
 		"-Xms64m",
 		// Tests care about start time and few threads, not throughput.
 		"-XX:+UseSerialGC",
 		"-XX:TieredStopAtLevel=1",
 		"-Djava.awt.headless=true",
-		"-Dlog4j.configuration=file:" + filepath.Join(k.dir, "log4j.properties"),
-		"-Dlog4j2.configurationFile=" + filepath.Join(k.dir, "log4j2.properties"),
-		"-cp", filepath.Join(k.libs, "*"),
+		"-Dlog4j.configuration=file:" + filepath.Join(dir, "log4j.properties"),
+		"-Dlog4j2.configurationFile=" + filepath.Join(dir, "log4j2.properties"),
+		"-cp", filepath.Join(libs, "*"),
 		mainClass,
 	}
 	return append(jvm, args...)

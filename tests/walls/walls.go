@@ -293,6 +293,8 @@ var Rules = []Rule{
 	{Pkg: "tests/shopapp", Third: []string{"golang.org/x/sys/unix"}, Why: "the end-to-end tests' app: none of spikehunt's code"},
 	{Pkg: "tests/causelab", TestOwn: []string{"internal/capture/control", "internal/schema", "internal/store"},
 		Why: "make causes only: everyday stall causes through the whole platform on this machine's kernel, from _test.go files"},
+	{Pkg: "tests/kafkacluster", TestOwn: []string{"internal/store"},
+		Why: "the chain against a replicated Kafka: it runs the agent's and spikehunt's binaries and reads the store, from _test.go files"},
 	{Pkg: "tests/ownhosts", Third: []string{},
 		Why: "the README's own-hosts commands run for real: it runs the binaries and deploy/kafka.sh as a user does, and imports none of spikehunt's code"},
 	{Pkg: "tests/peers", TestOwn: []string{"internal/telemetry", "internal/otlpwire"}, Why: "benchmarks only: spikehunt's binaries and packages against their peers, from _test.go files"},
