@@ -33,7 +33,7 @@ func TestKafkaOptionsValidate(t *testing.T) {
 }
 
 func TestTailBufferKeepsTheNewestBytes(t *testing.T) {
-	b := newTailBuffer(10)
+	b := NewTailBuffer(10)
 	for _, s := range []string{"0123", "4567", "89ab", "cdef", "ghij"} {
 		b.Write([]byte(s))
 	}
@@ -41,7 +41,7 @@ func TestTailBufferKeepsTheNewestBytes(t *testing.T) {
 	if !strings.HasSuffix(got, "abcdefghij") || !strings.Contains(got, "10 older bytes dropped") {
 		t.Errorf("String() = %q, want the last 10 bytes after a note that 10 were dropped", got)
 	}
-	small := newTailBuffer(10)
+	small := NewTailBuffer(10)
 	small.Write([]byte("abc"))
 	if got := small.String(); got != "abc" {
 		t.Errorf("String() = %q, want %q", got, "abc")

@@ -116,7 +116,7 @@ type Kafka struct {
 	controllerAddr string
 	secureAddr     string  // the SASL_SSL listener; empty without KafkaOptions.SASLSSL
 	ca             *TestCA // issued the SASL_SSL listener's certificate
-	log            *tailBuffer
+	log            *TailBuffer
 
 	mu      sync.Mutex // serializes Restart and Stop
 	proc    *brokerProcess
@@ -141,7 +141,7 @@ func StartKafka(opts KafkaOptions) (*Kafka, error) {
 		return nil, err
 	}
 	opts = opts.withDefaults()
-	k := &Kafka{opts: opts, log: newTailBuffer(opts.LogLimit)}
+	k := &Kafka{opts: opts, log: NewTailBuffer(opts.LogLimit)}
 
 	var err error
 	if k.libs = opts.Libs; k.libs == "" {

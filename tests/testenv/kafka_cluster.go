@@ -113,7 +113,7 @@ func (c *KafkaCluster) prepare(ctx context.Context) error {
 			dir:            filepath.Join(c.dir, "node-"+strconv.Itoa(i)),
 			addr:           net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2*i])),
 			controllerAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2*i+1])),
-			log:            newTailBuffer(c.opts.LogLimit),
+			log:            NewTailBuffer(c.opts.LogLimit),
 		}
 		n.logDir = filepath.Join(n.dir, "data")
 		if c.opts.LogDirs != nil {
@@ -199,15 +199,11 @@ func (c *KafkaCluster) clientOf(seeds []string, opts ...kgo.Opt) (*kgo.Client, e
 // Kill ends node i with SIGKILL, at once: no controlled shutdown, no
 // flush. Its ports and data stay for Start.
 func (c *KafkaCluster) Kill(i int) error {
-	n, err := c.node(i)
+	n, err := c.lockNode(i)
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.stopped {
-		return ErrKafkaStopped
-	}
 	fmt.Fprintf(n.log, "\n===== testenv: node %d killed (SIGKILL) at %s =====\n", i, time.Now().Format(time.RFC3339Nano))
 	return wrapIf(n.stop(0), fmt.Sprintf("testenv: kafka cluster: kill node %d", i))
 }
@@ -216,15 +212,11 @@ func (c *KafkaCluster) Kill(i int) error {
 // and returns once it is a registered broker (it may still be catching up
 // its replicas: see WaitInSync).
 func (c *KafkaCluster) Start(ctx context.Context, i int) error {
-	n, err := c.node(i)
+	n, err := c.lockNode(i)
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.stopped {
-		return ErrKafkaStopped
-	}
 	if n.running() {
 		return nil
 	}
@@ -235,15 +227,11 @@ func (c *KafkaCluster) Start(ctx context.Context, i int) error {
 // moves its leaderships away first) and leaves it stopped; past
 // StopTimeout it is killed, and Shutdown returns the error.
 func (c *KafkaCluster) Shutdown(i int) error {
-	n, err := c.node(i)
+	n, err := c.lockNode(i)
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.stopped {
-		return ErrKafkaStopped
-	}
 	fmt.Fprintf(n.log, "\n===== testenv: node %d shut down (SIGTERM) at %s =====\n", i, time.Now().Format(time.RFC3339Nano))
 	return wrapIf(n.stop(c.opts.StopTimeout), fmt.Sprintf("testenv: kafka cluster: shut down node %d", i))
 }
@@ -342,6 +330,21 @@ func (c *KafkaCluster) LogDir(i int) string {
 		return ""
 	}
 	return n.logDir
+}
+
+// lockNode returns node i with c.mu held, for the caller to unlock, or an
+// error (c.mu not held) for an index out of range or a stopped cluster.
+func (c *KafkaCluster) lockNode(i int) (*clusterNode, error) {
+	n, err := c.node(i)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		return nil, ErrKafkaStopped
+	}
+	return n, nil
 }
 
 func (c *KafkaCluster) node(i int) (*clusterNode, error) {

@@ -24,7 +24,7 @@ type clusterNode struct {
 	logDir         string
 	addr           string // the SSL listener
 	controllerAddr string
-	log            *tailBuffer
+	log            *TailBuffer
 
 	mu   sync.Mutex
 	proc *brokerProcess // nil while stopped

@@ -31,7 +31,7 @@ func StartCollector(t testing.TB, configPath string, env ...string) (grpcAddr st
 	grpcAddr, httpAddr := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
 	cmd := exec.Command(bin, "--config", "file:"+configPath)
 	cmd.Env = append(append(os.Environ(), "OTLP_GRPC_ENDPOINT="+grpcAddr, "OTLP_HTTP_ENDPOINT="+httpAddr, "TELEMETRY_LEVEL=none"), env...)
-	out := newTailBuffer(64 << 10)
+	out := NewTailBuffer(64 << 10)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -177,7 +177,7 @@ type s3Proxy struct {
 	endpoint  string
 	accessKey string
 	secretKey string
-	log       *tailBuffer
+	log       *TailBuffer
 	proc      *brokerProcess
 }
 
@@ -205,7 +205,7 @@ func startS3Proxy(host string) (*s3Proxy, error) {
 		endpoint:  net.JoinHostPort(host, strconv.Itoa(ports[0])),
 		accessKey: "spikehunt-test",
 		secretKey: rand.Text(),
-		log:       newTailBuffer(s3LogLimit),
+		log:       NewTailBuffer(s3LogLimit),
 	}
 	if p.dir, err = os.MkdirTemp("", "spikehunt-s3proxy-"); err != nil {
 		return nil, fmt.Errorf("testenv: s3proxy: %w", err)

@@ -6,20 +6,24 @@ import (
 	"sync"
 )
 
-// tailBuffer is an io.Writer that keeps the newest limit bytes written to it,
-// so a chatty child process cannot grow the test binary without bound.
-type tailBuffer struct {
+// TailBuffer is an io.Writer that keeps the newest limit bytes written to it,
+// so a chatty child process cannot grow the test binary without bound. It is
+// safe for concurrent use: give it as a process's output or a logger's, and
+// read String while it is written.
+type TailBuffer struct {
 	mu      sync.Mutex
 	limit   int
 	buf     []byte
 	dropped int64
 }
 
-func newTailBuffer(limit int) *tailBuffer {
-	return &tailBuffer{limit: limit}
+// NewTailBuffer keeps the newest limit bytes (at least 1).
+func NewTailBuffer(limit int) *TailBuffer {
+	limit = max(limit, 1)
+	return &TailBuffer{limit: limit}
 }
 
-func (b *tailBuffer) Write(p []byte) (int, error) {
+func (b *TailBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.buf = append(b.buf, p...)
@@ -34,7 +38,7 @@ func (b *tailBuffer) Write(p []byte) (int, error) {
 
 // String returns at most limit bytes, the newest, prefixed with a note when
 // older output was dropped.
-func (b *tailBuffer) String() string {
+func (b *TailBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	kept := b.buf

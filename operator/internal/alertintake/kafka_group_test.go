@@ -1,11 +1,9 @@
 package alertintake
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,24 +13,6 @@ import (
 	"github.com/spikehunt/spikehunt/internal/alertsig"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
-
-// lockedBuffer is a log destination two goroutines may write to.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // Two operators consuming with the same group split the alerts topic: the
 // one left without a partition never sees an alert. It says so in its log,
@@ -46,11 +26,11 @@ func TestAConsumerWithoutAPartitionNamesTheMemberThatHoldsIt(t *testing.T) {
 	if err := k.CreateTopic(ctx, topic, 1); err != nil {
 		t.Fatal(err)
 	}
-	start := func(clientID string) (*KafkaConsumer, *lockedBuffer) {
-		var logs lockedBuffer
+	start := func(clientID string) (*KafkaConsumer, *testenv.TailBuffer) {
+		logs := testenv.NewTailBuffer(4 << 20)
 		c, err := NewKafkaConsumer(KafkaConfig{Brokers: k.Brokers(), Topic: topic, Group: group, ClientID: clientID,
 			Keys: []alertsig.Key{testKey}, TopicWatchEvery: 200 * time.Millisecond}, ChannelSink(make(chan Alert, 4)),
-			slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
+			slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +44,7 @@ func TestAConsumerWithoutAPartitionNamesTheMemberThatHoldsIt(t *testing.T) {
 				t.Errorf("%s: Run: %v", clientID, err)
 			}
 		})
-		return c, &logs
+		return c, logs
 	}
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
