@@ -4,6 +4,7 @@ package e2ecluster
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"net"
@@ -152,6 +153,10 @@ func (e *env) checkAgentPolicyNamesOnly(t *testing.T, label string) {
 	t.Fatalf("the agent's NetworkPolicy has no rule for port 4318: %+v", np.Spec.Ingress)
 }
 
+// probeToken is the bearer token the probes' /dial wants, one per test
+// binary.
+var probeToken = rand.Text()
+
 // probePod is one probe: its namespace, its labels, and its IP once Ready.
 type probePod struct {
 	namespace string
@@ -180,6 +185,7 @@ func (e *env) createProbe(t *testing.T, name string, p *probePod) {
 				Image:           probeImageName,
 				ImagePullPolicy: corev1.PullNever,
 				Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+				Env:             []corev1.EnvVar{{Name: "PROBE_TOKEN", Value: probeToken}},
 				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 					Path: "/healthz", Port: intstr.FromString("http")}}, PeriodSeconds: 1},
 				SecurityContext: &corev1.SecurityContext{
@@ -217,7 +223,12 @@ func (e *env) waitForProbe(t *testing.T, name string, p *probePod) {
 func (p *probePod) dial(t *testing.T, addr string) string {
 	t.Helper()
 	u := "http://" + net.JoinHostPort(p.ip, "8080") + "/dial?timeout=3s&addr=" + url.QueryEscape(addr)
-	resp, err := (&http.Client{Timeout: 15 * time.Second}).Get(u)
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+probeToken)
+	resp, err := (&http.Client{Timeout: 15 * time.Second}).Do(req)
 	if err != nil {
 		t.Fatalf("the probe at %s: %v", p.ip, err)
 	}

@@ -8,10 +8,13 @@
 //
 // answers 200 with "connected", "timeout" (no answer: a NetworkPolicy
 // engine drops the packets) or "error: ..." (a reset, an unreachable
-// network).
+// network). /dial opens connections for whoever asks, so it wants the
+// bearer token in $PROBE_TOKEN, and the probe refuses to start without
+// one; /healthz (the kubelet's readiness probe) needs none.
 package main
 
 import (
+	"crypto/subtle"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,14 +28,44 @@ import (
 func main() {
 	listen := flag.String("listen", ":8080", "address of the HTTP server the test calls")
 	flag.Parse()
-	http.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	http.HandleFunc("/dial", dial)
+	srv, err := newServer(*listen, os.Getenv("PROBE_TOKEN"))
+	if err != nil {
+		log.Print(err)
+		os.Exit(2)
+	}
 	log.Printf("probe listening on %s", *listen)
-	if err := http.ListenAndServe(*listen, nil); err != nil {
+	if err := srv.ListenAndServe(); err != nil {
 		log.Print(err)
 		os.Exit(1)
 	}
 }
+
+// newServer is the probe's server on listen; /dial wants token.
+func newServer(listen, token string) (*http.Server, error) {
+	if token == "" {
+		return nil, errors.New("probe: $PROBE_TOKEN is empty: /dial would open connections for anyone who reaches the pod")
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/dial", func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+token)) != 1 {
+			http.Error(w, "want the bearer token of $PROBE_TOKEN", http.StatusUnauthorized)
+			return
+		}
+		dial(w, r)
+	})
+	return &http.Server{
+		Addr: listen, Handler: mux,
+		MaxHeaderBytes:    8 << 10,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      maxDialTimeout + 10*time.Second,
+		IdleTimeout:       30 * time.Second,
+	}, nil
+}
+
+// maxDialTimeout bounds the timeout a /dial may ask for.
+const maxDialTimeout = time.Minute
 
 func dial(w http.ResponseWriter, r *http.Request) {
 	addr := r.URL.Query().Get("addr")
@@ -43,7 +76,7 @@ func dial(w http.ResponseWriter, r *http.Request) {
 	timeout := 3 * time.Second
 	if s := r.URL.Query().Get("timeout"); s != "" {
 		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 || d > time.Minute {
+		if err != nil || d <= 0 || d > maxDialTimeout {
 			http.Error(w, "timeout: want a duration up to 1m", http.StatusBadRequest)
 			return
 		}
