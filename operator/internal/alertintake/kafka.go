@@ -78,7 +78,7 @@ func NewKafkaConsumer(cfg KafkaConfig, sink Sink, log *slog.Logger) (*KafkaConsu
 		start = kgo.NewOffset().AtEnd()
 	}
 	metrics := newKafkaMetrics()
-	group := newGroupWatch(log, cfg.Topic, cfg.Group, metrics.owned.Set, time.Now())
+	group := newGroupWatch(log, cfg.Topic, cfg.Group, metrics.owned.Set)
 	sec, err := cfg.Security.Options()
 	if err != nil {
 		return nil, fmt.Errorf("intake: kafka: %w", err)
@@ -125,6 +125,7 @@ func (c *KafkaConsumer) Register(reg prometheus.Registerer) error { return c.met
 // client; it returns nil then. A poll whose alerts the sink has not taken
 // when ctx ends is not committed: the group's next member reads it again.
 func (c *KafkaConsumer) Run(ctx context.Context) error {
+	c.group.start(time.Now()) // before the client, whose group may assign at once
 	cl, err := kgo.NewClient(c.opts...)
 	if err != nil {
 		return fmt.Errorf("intake: kafka: %w", err)
@@ -224,7 +225,7 @@ func (c *KafkaConsumer) watch(ctx context.Context) {
 				refreshed = true
 				c.cl.ForceMetadataRefresh()
 			}
-			warnedUnowned = c.group.check(ctx, adm, true, time.Now(), warnedUnowned)
+			warnedUnowned = c.group.check(ctx, adm, time.Now(), warnedUnowned)
 		default:
 			c.metrics.missing.Set(1)
 			c.missing.Store(true)

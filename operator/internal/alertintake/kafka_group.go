@@ -38,10 +38,16 @@ type groupWatch struct {
 	setGauge  func(float64)
 }
 
-func newGroupWatch(log *slog.Logger, topic, group string, setGauge func(float64), now time.Time) *groupWatch {
-	g := &groupWatch{log: log, topic: topic, group: group, warnAfter: unassignedWarnAfter, setGauge: setGauge}
+func newGroupWatch(log *slog.Logger, topic, group string, setGauge func(float64)) *groupWatch {
+	return &groupWatch{log: log, topic: topic, group: group, warnAfter: unassignedWarnAfter, setGauge: setGauge}
+}
+
+// start marks the member's joining at now, when Run begins: a standby that
+// became the leader hours after it was built has owned nothing only since.
+func (g *groupWatch) start(now time.Time) {
+	g.owned.Store(0)
+	g.setGauge(0)
 	g.noneSince.Store(now.UnixNano())
-	return g
 }
 
 // options are the client options that report the group's assignments.
@@ -72,12 +78,12 @@ func (g *groupWatch) change(what string, m map[string][]int32, sign int64) {
 	g.log.Info("intake: kafka: partitions "+what, "topic", g.topic, "group", g.group, "partitions", ps, "owned", n)
 }
 
-// check warns once per episode when the member has owned no partition for
-// unassignedWarnAfter although the topic exists, naming the group's
+// check, called while the topic exists, warns once per episode when the
+// member has owned no partition for unassignedWarnAfter, naming the group's
 // members as the broker sees them. It returns whether it warned.
-func (g *groupWatch) check(ctx context.Context, adm *kadm.Client, topicExists bool, now time.Time, warned bool) bool {
+func (g *groupWatch) check(ctx context.Context, adm *kadm.Client, now time.Time, warned bool) bool {
 	since := g.noneSince.Load()
-	if since == 0 || !topicExists {
+	if since == 0 {
 		return false
 	}
 	if now.Sub(time.Unix(0, since)) < g.warnAfter {

@@ -124,3 +124,42 @@ func TestAStandbysConsumerTakesNoPartOfTheGroup(t *testing.T) {
 		t.Errorf("the leader owns %v partitions, want 1", got)
 	}
 }
+
+// A standby built long before it becomes the leader has owned nothing only
+// since its Run began: it does not warn about the hours it stood by.
+func TestALateLeaderDoesNotWarnAboutItsTimeAsStandby(t *testing.T) {
+	k := testenv.SharedKafka(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	topic, group := uniqueName("spikehunt.alerts.intake-late"), uniqueName("intake-late")
+	if err := k.CreateTopic(ctx, topic, 1); err != nil {
+		t.Fatal(err)
+	}
+	logs := testenv.NewTailBuffer(4 << 20)
+	c, err := NewKafkaConsumer(KafkaConfig{Brokers: k.Brokers(), Topic: topic, Group: group, Keys: []alertsig.Key{testKey},
+		TopicWatchEvery: 200 * time.Millisecond}, ChannelSink(make(chan Alert, 4)), slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.group.warnAfter = 2 * time.Second
+	time.Sleep(3 * time.Second) // standing by, longer than warnAfter
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(rctx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	for testutil.ToFloat64(c.metrics.owned) != 1 {
+		if ctx.Err() != nil {
+			t.Fatal("the consumer was never assigned the partition")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // the watch's next looks
+	if strings.Contains(logs.String(), "owns no partition") {
+		t.Errorf("the new leader warned about its time as a standby:\n%s", logs)
+	}
+}
