@@ -194,7 +194,6 @@ func spikeWindowsSQL(service string, r spikeRange, c SpikeConfig, materialized b
 		FleetTailMinutes: fleetTailMinutes,
 		FalseThird:       c.FalsePerHostHour / 3,
 		Z99:              z99,
-		Z99MinusZ90:      z99 - z90,
 		BaseFrom:         r.baseFrom,
 		ReadFrom:         r.readFrom,
 		WriteFromMS:      r.writeFrom.UnixMilli(),
@@ -236,7 +235,7 @@ type spikeWindowsParams struct {
 	FleetTailMinutes int64
 	FalseThird       float64
 	// The standard normal's quantiles at 0.99 and 0.90.
-	Z99, Z99MinusZ90 float64
+	Z99 float64
 	// The seconds of spikeRange: the scan reads [BaseFrom, To), candidate
 	// slow seconds from ReadFrom on, and keeps windows starting at or
 	// after WriteFromMS (ms).
@@ -257,7 +256,7 @@ WITH (
     -- FleetTailMinutes minutes or more). One row, zeros when there is
     -- none: aggregates of no row.
     SELECT (toFloat64(any(p99_us)),
-        least(toFloat64(3), greatest(toFloat64(0.05), ifNotFinite(log(any(p99_us) / any(p90_us)) / {{float .Z99MinusZ90}}, 0))),
+        {{slope "any(p99_us)" "any(p90_us)"}},
         any(tail_n) >= {{.MinTailRequests}} AND any(minutes) >= {{.FleetTailMinutes}} AND any(p99_us) > any(p90_us) AND any(p90_us) > 0)
     FROM host_tails FINAL
     WHERE service = {{str .Service}} AND computed_to = {{sec .TailsAt}} AND host = {{str .FleetHost}}
@@ -272,7 +271,7 @@ tails AS (
         -- more than one request in a hundred, and would be its p99.
         tail_n >= {{.MinTailRequests}} AND minutes >= {{.MinTailMinutes}}
             AND p99_us > p90_us AND p90_us > 0 AS t_own,
-        least(toFloat64(3), greatest(toFloat64(0.05), log(p99_us / p90_us) / {{float .Z99MinusZ90}})) AS t_slope
+        {{slope "p99_us" "p90_us"}} AS t_slope
     FROM host_tails FINAL
     WHERE service = {{str .Service}} AND computed_to = {{sec .TailsAt}} AND host != {{str .FleetHost}}
 ),

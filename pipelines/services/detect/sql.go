@@ -65,7 +65,17 @@ func sqlTemplate(name, text string) *template.Template {
 		"float":  floatLit,
 		"finite": finite,
 		"z":      normalQuantileSQL,
+		"slope":  tailSlopeSQL,
 	}).Parse(text))
+}
+
+// tailSlopeSQL renders the slope of a tail from its p90 and p99 (SQL
+// expressions): log latency per standard normal quantile, held within
+// [0.05, 3] (a host's p90 and p99 rest on a few thousand requests, and a
+// slope read from them may be wild), 0.05 where the two say nothing (p90
+// 0). The host's tail and the fleet's are read alike.
+func tailSlopeSQL(p99, p90 string) string {
+	return fmt.Sprintf("least(toFloat64(3), greatest(toFloat64(0.05), ifNotFinite(log(%s / %s) / %s, 0)))", p99, p90, floatLit(z99-z90))
 }
 
 // hexLit renders s as unhex('…'): a string literal whose text holds no

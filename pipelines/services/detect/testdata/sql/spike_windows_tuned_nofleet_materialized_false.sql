@@ -21,7 +21,7 @@ tails AS (
         -- more than one request in a hundred, and would be its p99.
         tail_n >= 2000 AND minutes >= 5
             AND p99_us > p90_us AND p90_us > 0 AS t_own,
-        least(toFloat64(3), greatest(toFloat64(0.05), log(p99_us / p90_us) / toFloat64(1.0447963084962404))) AS t_slope
+        least(toFloat64(3), greatest(toFloat64(0.05), ifNotFinite(log(p99_us / p90_us) / toFloat64(1.0447963084962404), 0))) AS t_slope
     FROM host_tails FINAL
     WHERE service = 'o\'neil\\svc' AND computed_to = toDateTime(-62135596800, 'UTC') AND host != ''
 ),
