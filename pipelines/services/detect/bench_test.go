@@ -352,7 +352,7 @@ func benchStore(b *testing.B, hosts, hours int) (st store.Store, start time.Time
 	// the host tails' refresh reads them all (it once read six loads'
 	// worth, six times a fleet's cost).
 	tab, err := store.Select(ctx, e, `SELECT count(), toUnixTimestamp(min(ts)), (SELECT count() > 0 FROM requests),
-    sum(weighted_count) = (SELECT sum(weighted_count) FROM latency_1m) FROM latency_1s`)
+    toUInt8(ifNull(sum(weighted_count) = (SELECT sum(weighted_count) FROM latency_1m), 0)) FROM latency_1s`)
 	if err != nil {
 		b.Fatal(err)
 	}
