@@ -53,6 +53,10 @@ func newKafkaSource(cfg Config, owner partitionOwner, log *slog.Logger) (*KafkaS
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { owner.dropped(m) }),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { owner.dropped(m) }),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// A lost leader's partitions are fetched again once the client
+		// learns the new leader from the brokers' metadata; franz-go's
+		// default asks at most every 5 s (docs/kafka.md).
+		kgo.MetadataMinAge(time.Second),
 	}
 	sec, err := cfg.Security.Options()
 	if err != nil {
