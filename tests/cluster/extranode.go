@@ -118,9 +118,13 @@ func (c *Cluster) addNode(ctx context.Context, i int, o NodeOptions, bins binari
 	if err := run("ip", "netns", "add", filepath.Base(n.netns)); err != nil {
 		return fmt.Errorf("node %s: %w", o.Name, err)
 	}
-	in := func(args ...string) error { return run("ip", append([]string{"-n", filepath.Base(n.netns)}, args...)...) }
+	in := func(args ...string) error {
+		return run("ip", append([]string{"-n", filepath.Base(n.netns)}, args...)...)
+	}
 	for _, step := range []func() error{
-		func() error { return run("ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", filepath.Base(n.netns)) },
+		func() error {
+			return run("ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", filepath.Base(n.netns))
+		},
 		func() error { return run("ip", "addr", "add", hostIP+"/30", "dev", link) },
 		func() error { return run("ip", "link", "set", link, "up") },
 		func() error { return in("link", "set", "lo", "up") },
