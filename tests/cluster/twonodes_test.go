@@ -18,18 +18,13 @@ import (
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
-// TwoNodesEnv runs the two-node tests (make e2e-cluster-2); make test
-// skips them: a second node's start, and the chart across both, do not fit
-// its budget.
-const TwoNodesEnv = "SPIKEHUNT_E2E_CLUSTER_2"
-
 // A second node in its own network namespace: Ready under its own name and
 // address, its pods on its own range, reachable from the first node's pods
 // and the host and reaching them, through Services and cluster DNS both
 // ways; and Stop takes it all away.
 func TestASecondNodeRunsPodsThatReachTheFirstNodesPodsAndServices(t *testing.T) {
-	if os.Getenv(TwoNodesEnv) != "1" {
-		t.Skip(TwoNodesEnv + "=1 runs the two-node tests (make e2e-cluster-2)")
+	if os.Getenv(cluster.TwoNodesEnv) != "1" {
+		t.Skip(cluster.TwoNodesEnv + "=1 runs the two-node tests (make e2e-cluster-2)")
 	}
 	if os.Geteuid() != 0 {
 		testenv.RequirePrivileged(t, "a two-node Kubernetes", cluster.ErrNotPrivileged)
