@@ -87,15 +87,33 @@ func TestTheChartAcrossTwoNodesArmsOnTheAlertedNodeAndSurvivesItsLeadersDeath(t 
 		t.Fatalf("detect pods on %v, want %s", got, a)
 	}
 	// The leader on the first node, so that the alert on the second is
-	// armed from the first; a leader elected on the second is killed first.
+	// armed from the first. A leader elected on the second is killed with
+	// the second node cordoned (else its replacement, back there, may win
+	// the Lease), then the standby is sent back to the second node.
 	leader := e.waitLeader(t, "")
 	if leader.Spec.NodeName != a {
-		t.Logf("the leader %s is on %s: killing it so that the replica on %s leads", leader.Name, leader.Spec.NodeName, a)
+		t.Logf("the leader %s is on %s: killing it so that a replica on %s leads", leader.Name, leader.Spec.NodeName, a)
+		e.kubectl(t, "cordon", b)
 		e.kill(t, leader)
 		leader = e.waitLeader(t, leader.Name)
+		e.kubectl(t, "uncordon", b)
 		if leader.Spec.NodeName != a {
 			t.Fatalf("after the kill the leader %s is on %s, want %s", leader.Name, leader.Spec.NodeName, a)
 		}
+		for _, p := range e.podsOf(t, "operator") {
+			if p.Name != leader.Name {
+				if err := e.clientset.CoreV1().Pods(namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		eventually(t, 2*time.Minute, "the operator's standby back on "+b, func() error {
+			ops := e.podsOf(t, "operator")
+			if got := nodesOf(ops); !slices.Equal(got, []string{a, b}) || !podReady(ops[0]) || !podReady(ops[1]) {
+				return fmt.Errorf("operator pods on %v", got)
+			}
+			return nil
+		})
 	}
 	t.Logf("operator leader %s on %s", leader.Name, a)
 
