@@ -321,6 +321,12 @@ var stoppedAt string
 // its last error after limit.
 func eventually(t *testing.T, limit time.Duration, what string, f func() error) {
 	t.Helper()
+	eventuallyEvery(t, limit, time.Second, what, f)
+}
+
+// eventuallyEvery is eventually, trying every period.
+func eventuallyEvery(t *testing.T, limit, period time.Duration, what string, f func() error) {
+	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
 		err := f()
@@ -331,7 +337,7 @@ func eventually(t *testing.T, limit time.Duration, what string, f func() error) 
 			stoppedAt = fmt.Sprintf("%s: not within %v: %v", what, limit, err)
 			t.Fatal(stoppedAt)
 		}
-		time.Sleep(time.Second)
+		time.Sleep(period)
 	}
 }
 

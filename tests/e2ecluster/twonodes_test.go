@@ -4,12 +4,15 @@ package e2ecluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +24,10 @@ import (
 	"github.com/spikehunt/spikehunt/operator/api/v1alpha1"
 	"github.com/spikehunt/spikehunt/tests/cluster"
 )
+
+// volumeAffinityRefusal is the scheduler's reason (1.33) for a node that
+// a pod's PersistentVolume is not on.
+const volumeAffinityRefusal = "didn't match PersistentVolume's node affinity"
 
 // operatorLease is the Lease the operator's replicas compete for
 // (operator/cmd: leaderElectionID), in the release's namespace.
@@ -46,7 +53,7 @@ const operatorLease = "operator.spikehunt.io"
 //     the same pod with its spool, and its Capture stays Indexed, as the
 //     chart's README says ("Draining a node").
 //  5. The store's node cordoned and its pod deleted: the pod stays Pending
-//     on a volume node affinity conflict (its local volume is that node's),
+//     (its local volume's node affinity admits no other node),
 //     as the chart's README says, and comes back when the node returns.
 func TestTheChartAcrossTwoNodesArmsOnTheAlertedNodeAndSurvivesItsLeadersDeath(t *testing.T) {
 	if !twoNodes {
@@ -146,7 +153,7 @@ func TestTheChartAcrossTwoNodesArmsOnTheAlertedNodeAndSurvivesItsLeadersDeath(t 
 	stall1From, stall1To := shop.stall(t)
 	t.Logf("stall 1 on %s [%s, %s]", b, stamp(stall1From), stamp(stall1To))
 	var c v1alpha1.Capture
-	eventually(t, 5*time.Minute, "the detect pod alerts and the operator's leader arms a Capture", func() error {
+	eventuallyEvery(t, 5*time.Minute, 100*time.Millisecond, "the detect pod alerts and the operator's leader arms a Capture", func() error {
 		var caps v1alpha1.CaptureList
 		if err := e.client.List(ctx, &caps, client.InNamespace(shopNamespace)); err != nil {
 			return err
@@ -167,13 +174,19 @@ func TestTheChartAcrossTwoNodesArmsOnTheAlertedNodeAndSurvivesItsLeadersDeath(t 
 	if c.Status.Phase.Final() {
 		t.Fatalf("capture %s is already %s: not mid-alert", c.Name, c.Status.Phase)
 	}
+	// A crash, not a shutdown: SIGKILL, so the Lease is not handed over
+	// and the standby takes it only once it expires. The first node is
+	// cordoned meanwhile, else the dead pod's replacement, there, could
+	// win the Lease before the standby on the second node.
+	e.kubectl(t, "cordon", a)
 	killedAt := time.Now()
-	e.kill(t, leader)
+	e.crash(t, leader)
 	newLeader := e.waitLeader(t, leader.Name)
+	e.kubectl(t, "uncordon", a)
 	if newLeader.Spec.NodeName != b {
 		t.Fatalf("the new leader %s is on %s, want the replica on %s", newLeader.Name, newLeader.Spec.NodeName, b)
 	}
-	t.Logf("leader %s killed; %s on %s took the Lease %v later", leader.Name, newLeader.Name, b, time.Since(killedAt).Round(time.Second))
+	t.Logf("leader %s killed (SIGKILL); %s on %s took the Lease %v later", leader.Name, newLeader.Name, b, time.Since(killedAt).Round(time.Second))
 
 	key := client.ObjectKeyFromObject(&c)
 	eventually(t, 2*time.Minute, "the second node's agent arms perf", e.reached(t, key, v1alpha1.PhaseArmed, &c))
@@ -314,8 +327,8 @@ func (e *env) checkDrain(t *testing.T, node string, agent *corev1.Pod, capture, 
 }
 
 // checkStoreStaysWithItsVolume cordons the store's node and deletes its
-// pod: on a local volume it cannot move, and stays Pending on a volume
-// node affinity conflict, as the chart's README says; uncordoned, the node
+// pod: on a local volume it cannot move, and stays Pending (no node left
+// matches its volume's node affinity), as the chart's README says; uncordoned, the node
 // takes it back.
 func (e *env) checkStoreStaysWithItsVolume(t *testing.T, node string) {
 	t.Helper()
@@ -339,7 +352,7 @@ func (e *env) checkStoreStaysWithItsVolume(t *testing.T, node string) {
 		t.Fatal(err)
 	}
 	var why string
-	eventually(t, 2*time.Minute, "the new store pod is unschedulable on a volume node affinity conflict", func() error {
+	eventually(t, 2*time.Minute, "the new store pod is unschedulable: no other node matches its volume's node affinity", func() error {
 		p, err := e.clientset.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -351,7 +364,7 @@ func (e *env) checkStoreStaysWithItsVolume(t *testing.T, node string) {
 			t.Fatalf("the store's new pod was scheduled on %s, with its volume on %s", p.Spec.NodeName, node)
 		}
 		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "volume node affinity conflict") {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, volumeAffinityRefusal) {
 				why = c.Message
 				return nil
 			}
@@ -446,6 +459,45 @@ func (e *env) kill(t *testing.T, p *corev1.Pod) {
 	if err := e.clientset.CoreV1().Pods(p.Namespace).Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr[int64](0)}); err != nil {
 		t.Fatalf("kill %s: %v", p.Name, err)
 	}
+}
+
+// crash SIGKILLs the pod's containers' processes, found on the host by
+// their container ids in their cgroups (the nodes share the test's
+// kernel), as an OOM kill or a node's crash would end them; then deletes
+// the pod with no grace, so that it is not restarted in place.
+func (e *env) crash(t *testing.T, p *corev1.Pod) {
+	t.Helper()
+	var ids []string
+	for _, cs := range p.Status.ContainerStatuses {
+		if _, id, ok := strings.Cut(cs.ContainerID, "://"); ok && id != "" {
+			ids = append(ids, id)
+		}
+	}
+	var pids []int
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range procs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cgroup"))
+		if err == nil && slices.ContainsFunc(ids, func(id string) bool { return strings.Contains(string(b), id) }) {
+			pids = append(pids, pid)
+		}
+	}
+	if len(pids) == 0 {
+		t.Fatalf("no process of pod %s's containers %v on the host", p.Name, ids)
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			t.Fatalf("kill -9 %d (pod %s): %v", pid, p.Name, err)
+		}
+	}
+	t.Logf("pod %s: kill -9 %v", p.Name, pids)
+	e.kill(t, p)
 }
 
 // logLines are the lines of the pod's log that contain s.
