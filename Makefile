@@ -166,8 +166,8 @@ e2e-cluster: deps images
 # the second node armed there from the first, the operator's leader killed
 # mid-alert, a drain, and the store's node cordoned (tests/e2ecluster's
 # twonodes_test.go; the two-node cluster test first). Not part of make test,
-# where both skip: about 10 minutes. Root.
-e2e-cluster-2: deps images ## the chart across two nodes: failover, an alert on the other node, drain (about 10 min; root)
+# where both skip: about 5 minutes on this 2-core VM. Root.
+e2e-cluster-2: deps images ## the chart across two nodes: failover, an alert on the other node, drain (about 5 min; root)
 	SPIKEHUNT_E2E_CLUSTER_2=1 SPIKEHUNT_REQUIRE_PRIVILEGED=$${SPIKEHUNT_REQUIRE_PRIVILEGED:-1} $(GO) test -count=1 -v -timeout 10m $(TEST_FLAGS) -run '^TestASecondNode' ./tests/cluster
 	SPIKEHUNT_E2E_CLUSTER_2=1 SPIKEHUNT_REQUIRE_PRIVILEGED=$${SPIKEHUNT_REQUIRE_PRIVILEGED:-1} $(GO) test -count=1 -v -timeout 30m $(TEST_FLAGS) -run '^TestTheChartAcrossTwoNodes' ./tests/e2ecluster
 

@@ -46,7 +46,7 @@ const bridgeName = "spikehunt0"
 // binary that died without Stop.
 const hostLock = "/run/lock/spikehunt-cluster.lock"
 
-// Cluster is a running one-node Kubernetes. Stop it; until then its
+// Cluster is a running Kubernetes, one node or more. Stop it; until then its
 // processes, pods, cgroups, mounts, bridge and iptables rules stay.
 type Cluster struct {
 	opts       Options
