@@ -65,20 +65,7 @@ func TestTheChartOnARealNodeCatchesAStallWithPerfAndIndexesIt(t *testing.T) {
 	e.checkTheIntakeAsksForItsToken(t)
 
 	// The policy: no bait, only alerts of the service arm, one node each.
-	pol := &v1alpha1.CapturePolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "shop-stalls", Namespace: shopNamespace},
-		Spec: v1alpha1.CapturePolicySpec{
-			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/hostname": e.node}},
-			Service:      service,
-			Sampling:     v1alpha1.Sampling{Count: ptr[int32](0)},
-			Profile:      v1alpha1.CaptureProfile{Backend: v1alpha1.BackendPerf, Pre: dur(pre), Post: dur(post)},
-			Triggers: &v1alpha1.Triggers{
-				Local:       &v1alpha1.LocalTrigger{Latency: dur(trigger)},
-				FleetAlerts: &v1alpha1.FleetAlertTrigger{Services: []string{service}, WidenBy: ptr[int32](1)},
-			},
-			Budgets: v1alpha1.Budgets{MaxConcurrentPerFleet: 10, PerNodeCooldown: dur(30 * time.Minute), MaxPerPatternPerHour: 6},
-		},
-	}
+	pol := stallsPolicy(service, map[string]string{"kubernetes.io/hostname": e.node}, pre, post, trigger)
 	if err := e.client.Create(ctx, pol); err != nil {
 		t.Fatal(err)
 	}
@@ -156,6 +143,26 @@ func TestTheChartOnARealNodeCatchesAStallWithPerfAndIndexesIt(t *testing.T) {
 }
 
 const shopNamespace = "shop"
+
+// stallsPolicy captures the app's stalls with perf on the nodes with the
+// labels: no bait, only the service's alerts arm, one node an alert (its
+// host first), fired by the agent's own latency trigger.
+func stallsPolicy(service string, nodeLabels map[string]string, pre, post, trigger time.Duration) *v1alpha1.CapturePolicy {
+	return &v1alpha1.CapturePolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "shop-stalls", Namespace: shopNamespace},
+		Spec: v1alpha1.CapturePolicySpec{
+			NodeSelector: &metav1.LabelSelector{MatchLabels: nodeLabels},
+			Service:      service,
+			Sampling:     v1alpha1.Sampling{Count: ptr[int32](0)},
+			Profile:      v1alpha1.CaptureProfile{Backend: v1alpha1.BackendPerf, Pre: dur(pre), Post: dur(post)},
+			Triggers: &v1alpha1.Triggers{
+				Local:       &v1alpha1.LocalTrigger{Latency: dur(trigger)},
+				FleetAlerts: &v1alpha1.FleetAlertTrigger{Services: []string{service}, WidenBy: ptr[int32](1)},
+			},
+			Budgets: v1alpha1.Budgets{MaxConcurrentPerFleet: 10, PerNodeCooldown: dur(30 * time.Minute), MaxPerPatternPerHour: 6},
+		},
+	}
+}
 
 // checkTheIntakeAsksForItsToken posts a span to the agent's OTLP/HTTP
 // port on the node's address without the chart's token, as any host

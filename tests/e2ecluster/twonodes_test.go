@@ -132,20 +132,8 @@ func TestTheChartAcrossTwoNodesArmsOnTheAlertedNodeAndSurvivesItsLeadersDeath(t 
 		trigger = 500 * time.Millisecond
 	)
 	shop := e.startShop(t, service, b)
-	pol := &v1alpha1.CapturePolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "shop-stalls", Namespace: shopNamespace},
-		Spec: v1alpha1.CapturePolicySpec{
-			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"spikehunt.io/hw-class": hwClass}},
-			Service:      service,
-			Sampling:     v1alpha1.Sampling{Count: ptr[int32](0)},
-			Profile:      v1alpha1.CaptureProfile{Backend: v1alpha1.BackendPerf, Pre: dur(pre), Post: dur(post)},
-			Triggers: &v1alpha1.Triggers{
-				Local:       &v1alpha1.LocalTrigger{Latency: dur(trigger)},
-				FleetAlerts: &v1alpha1.FleetAlertTrigger{Services: []string{service}, WidenBy: ptr[int32](1)},
-			},
-			Budgets: v1alpha1.Budgets{MaxConcurrentPerFleet: 10, PerNodeCooldown: dur(30 * time.Minute), MaxPerPatternPerHour: 6},
-		},
-	}
+	// The policy selects both nodes: the alert's host picks the one armed.
+	pol := stallsPolicy(service, map[string]string{"spikehunt.io/hw-class": hwClass}, pre, post, trigger)
 	if err := e.client.Create(ctx, pol); err != nil {
 		t.Fatal(err)
 	}
