@@ -46,7 +46,7 @@ const bridgeName = "spikehunt0"
 // binary that died without Stop.
 const hostLock = "/run/lock/spikehunt-cluster.lock"
 
-// Cluster is a running one-node Kubernetes. Stop it; until then its
+// Cluster is a running Kubernetes, one node or more. Stop it; until then its
 // processes, pods, cgroups, mounts, bridge and iptables rules stay.
 type Cluster struct {
 	opts       Options
@@ -61,6 +61,13 @@ type Cluster struct {
 	comps      []*component
 	timings    []Timing
 	volumes    int // PersistentVolumes AddVolumes made
+
+	// For the nodes of Options.Nodes, set by writeFiles.
+	pki          *pki
+	apiPort      int
+	dnsServiceIP string
+	nodes        []*extraNode
+	imported     []string // image archives, for the nodes added after
 
 	stopOnce sync.Once
 	stopErr  error
@@ -362,6 +369,12 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		c.timings = append(c.timings, t)
 		logf("%s ready in %s (%s after start)", t.Component, t.Ready, t.At)
 	}
+	for i, n := range opts.Nodes {
+		if err := c.addNode(ctx, i, n, bins, c.imported, cs, ready); err != nil {
+			return fail(err)
+		}
+		logf("node %s (%s, pods %s) Ready %s after start", n.Name, c.nodes[i].ip, n.PodCIDR, time.Since(began).Round(time.Millisecond))
+	}
 	logf("node %s Ready %s after start (kubeconfig %s)", opts.NodeName, time.Since(began).Round(time.Millisecond), c.kubeconfig)
 	return c, nil
 }
@@ -400,16 +413,30 @@ func (c *Cluster) LogDir() string { return c.logDir }
 // Timings are the components' start times, in the order they became ready.
 func (c *Cluster) Timings() []Timing { return c.timings }
 
-// ImportImage imports an OCI or Docker image archive into the node's
+// ImportImage imports an OCI or Docker image archive into every node's
 // containerd (namespace k8s.io, the kubelet's), unpacked for its
-// snapshotter. Pods then run it by the name the archive carries, with
+// snapshotter; a node of Options.Nodes gets it too when it is added later.
+// Pods then run it by the name the archive carries, with
 // imagePullPolicy IfNotPresent or Never. An OCI archive names its image in
 // the manifest's io.containerd.image.name annotation, or with a full
 // reference (registry/repo:tag) in org.opencontainers.image.ref.name; one
 // whose ref.name is a bare tag (as the OCI spec words it) is refused:
 // containerd would name it import-<date>:<tag>, which no pod asks for.
 func (c *Cluster) ImportImage(ctx context.Context, archive string) error {
-	out, err := c.ctrOutput(ctx, "-n", "k8s.io", "images", "import", archive)
+	c.imported = append(c.imported, archive)
+	if err := c.importInto(ctx, c.ctrdSock, archive); err != nil {
+		return err
+	}
+	for _, n := range c.nodes {
+		if err := c.importInto(ctx, n.ctrdSock, archive); err != nil {
+			return fmt.Errorf("node %s: %w", n.opts.Name, err)
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) importInto(ctx context.Context, sock, archive string) error {
+	out, err := c.ctrAt(ctx, sock, "-n", "k8s.io", "images", "import", archive)
 	if err != nil {
 		return fmt.Errorf("cluster: import %s: %w", archive, err)
 	}
@@ -425,12 +452,12 @@ func (c *Cluster) ImportImage(ctx context.Context, archive string) error {
 }
 
 func (c *Cluster) runCtr(ctx context.Context, args ...string) error {
-	_, err := c.ctrOutput(ctx, args...)
+	_, err := c.ctrAt(ctx, c.ctrdSock, args...)
 	return err
 }
 
-func (c *Cluster) ctrOutput(ctx context.Context, args ...string) (string, error) {
-	out, err := exec.CommandContext(ctx, c.ctr, append([]string{"--address", c.ctrdSock}, args...)...).CombinedOutput()
+func (c *Cluster) ctrAt(ctx context.Context, sock string, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, c.ctr, append([]string{"--address", sock}, args...)...).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}

@@ -349,6 +349,13 @@ func TestAClusterIPServiceReachesItsPodFromAnotherPodAndFromTheHost(t *testing.T
 		t.Errorf("dial a ClusterIP no Service has: %v, want no route to host (the node's reject of untranslated Service traffic)", err)
 	}
 
+	getFromHost(t, url, "podapp web")
+}
+
+// getFromHost GETs url from the test's process until it answers 200 with
+// want, failing t after waitLimit.
+func getFromHost(t *testing.T, url, want string) {
+	t.Helper()
 	deadline := time.Now().Add(waitLimit)
 	hc := &http.Client{Timeout: 5 * time.Second}
 	for {
@@ -356,8 +363,8 @@ func TestAClusterIPServiceReachesItsPodFromAnotherPodAndFromTheHost(t *testing.T
 		if err == nil {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && string(body) == "podapp web" {
-				break
+			if resp.StatusCode == http.StatusOK && string(body) == want {
+				return
 			}
 			err = fmt.Errorf("%s %q", resp.Status, body)
 		}

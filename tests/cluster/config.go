@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"regexp"
 	"time"
 )
@@ -43,9 +44,38 @@ type Options struct {
 	// returns once it enforces. Without it the bridge network accepts
 	// NetworkPolicies and applies none.
 	NetworkPolicy bool
+	// Nodes are more nodes, each in a network namespace of its own with its
+	// own containerd, kubelet, kube-proxy and pod network (README.md, "More
+	// nodes"). The first node runs the control plane and is NodeName.
+	Nodes []NodeOptions
 	// Logf receives one line per started component with its start time.
 	// Nil: standard error.
 	Logf func(format string, args ...any)
+}
+
+// NodeOptions configures one node of Options.Nodes.
+type NodeOptions struct {
+	// Name is the Node object's name.
+	Name string
+	// PodCIDR is the node's pod network; the host routes it to the node.
+	PodCIDR string
+	// Link is the /30 that joins the node's network namespace to the host:
+	// the host's end has its first address, the node its second, which is
+	// the node's IP.
+	Link string
+	// Private are host folders the node sees as its own (an empty folder
+	// under the node's state, bind-mounted in the node's mount namespace):
+	// the folders a DaemonSet keeps per-node state in through hostPath,
+	// which two nodes on one host would otherwise share.
+	Private []string
+}
+
+// SecondNode is a second node beside DefaultOptions' first: pods in
+// 10.244.1.0/24, its address 10.245.0.2, and /var/lib/spikehunt and
+// /run/spikehunt (the agent's spool, captures and line socket) its own.
+func SecondNode() NodeOptions {
+	return NodeOptions{Name: "spikehunt-node-b", PodCIDR: "10.244.1.0/24", Link: "10.245.0.0/30",
+		Private: []string{"/var/lib/spikehunt", "/run/spikehunt"}}
 }
 
 // DefaultOptions is a node on the default route's address, Services in
@@ -86,6 +116,41 @@ func (o Options) Validate() error {
 	}
 	if err == nil && err2 == nil && (pods.Contains(svcs.IP) || svcs.Contains(pods.IP)) {
 		errs = append(errs, fmt.Errorf("PodCIDR %s and ServiceCIDR %s overlap", o.PodCIDR, o.ServiceCIDR))
+	}
+	nets := []*net.IPNet{}
+	if err == nil {
+		nets = append(nets, pods)
+	}
+	if err2 == nil {
+		nets = append(nets, svcs)
+	}
+	names := map[string]bool{o.NodeName: true}
+	for i, n := range o.Nodes {
+		if !nodeNameRE.MatchString(n.Name) || names[n.Name] {
+			errs = append(errs, fmt.Errorf("Nodes[%d].Name %q is not a DNS label, or not unique", i, n.Name))
+		}
+		names[n.Name] = true
+		for _, f := range []struct{ what, cidr string }{{"PodCIDR", n.PodCIDR}, {"Link", n.Link}} {
+			_, cn, err := net.ParseCIDR(f.cidr)
+			if err != nil || cn.IP.To4() == nil {
+				errs = append(errs, fmt.Errorf("Nodes[%d].%s %q must be an IPv4 CIDR", i, f.what, f.cidr))
+				continue
+			}
+			if ones, _ := cn.Mask.Size(); f.what == "Link" && ones != 30 {
+				errs = append(errs, fmt.Errorf("Nodes[%d].Link %q must be a /30", i, f.cidr))
+			}
+			for _, other := range nets {
+				if other.Contains(cn.IP) || cn.Contains(other.IP) {
+					errs = append(errs, fmt.Errorf("Nodes[%d].%s %s overlaps %s", i, f.what, f.cidr, other))
+				}
+			}
+			nets = append(nets, cn)
+		}
+		for _, p := range n.Private {
+			if !filepath.IsAbs(p) || filepath.Clean(p) == "/" {
+				errs = append(errs, fmt.Errorf("Nodes[%d].Private %q must be an absolute folder other than /", i, p))
+			}
+		}
 	}
 	if o.StartTimeout < 30*time.Second {
 		errs = append(errs, fmt.Errorf("StartTimeout %s is under 30s: a loaded 2-core machine needs about a minute", o.StartTimeout))

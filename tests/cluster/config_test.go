@@ -18,6 +18,27 @@ func TestOptionsValidateNamesEachProblem(t *testing.T) {
 		{"an upper-case node name is refused", func(o *Options) { o.NodeName = "Node" }, []string{"NodeName"}},
 		{"overlapping ranges are refused", func(o *Options) { o.PodCIDR = "10.0.0.0/16" }, []string{"overlap"}},
 		{"a tiny Service range is refused", func(o *Options) { o.ServiceCIDR = "10.0.0.0/30" }, []string{"too small"}},
+		{"a second node is valid", func(o *Options) { o.Nodes = []NodeOptions{SecondNode()} }, nil},
+		{"a second node's pod range inside the first's is refused", func(o *Options) {
+			n := SecondNode()
+			n.PodCIDR = "10.244.0.128/25"
+			o.Nodes = []NodeOptions{n}
+		}, []string{"Nodes[0].PodCIDR", "overlaps"}},
+		{"a second node's link wider than a /30 is refused", func(o *Options) {
+			n := SecondNode()
+			n.Link = "10.245.0.0/24"
+			o.Nodes = []NodeOptions{n}
+		}, []string{"Nodes[0].Link"}},
+		{"a second node named as the first is refused", func(o *Options) {
+			n := SecondNode()
+			n.Name = o.NodeName
+			o.Nodes = []NodeOptions{n}
+		}, []string{"not unique"}},
+		{"a relative private folder is refused", func(o *Options) {
+			n := SecondNode()
+			n.Private = []string{"var/lib/x"}
+			o.Nodes = []NodeOptions{n}
+		}, []string{"Nodes[0].Private"}},
 		{"every problem is named at once", func(o *Options) {
 			o.PodCIDR, o.ServiceCIDR, o.StartTimeout = "x", "y", time.Second
 		}, []string{"PodCIDR", "ServiceCIDR", "StartTimeout"}},

@@ -56,13 +56,6 @@ func freePorts(n int) ([]int, error) {
 
 func (c *Cluster) writeFiles() (nodeFiles, error) {
 	o := c.opts
-	// The kubelet and kube-proxy protect themselves from the OOM killer with
-	// -999 where the process may lower its score.
-	canLowerOOMScore := hasCapability(capSysResource)
-	oomScoreAdj := "-999"
-	if !canLowerOOMScore {
-		oomScoreAdj = "0"
-	}
 	d := func(parts ...string) string { return filepath.Join(append([]string{c.dir}, parts...)...) }
 	ports, err := freePorts(11)
 	if err != nil {
@@ -85,6 +78,9 @@ func (c *Cluster) writeFiles() (nodeFiles, error) {
 	if err != nil {
 		return nodeFiles{}, fmt.Errorf("certificates: %w", err)
 	}
+	// More nodes (Options.Nodes) get their certificates from the same CA,
+	// and reach the API server on the node's address, not its loopback.
+	c.pki, c.apiPort, c.dnsServiceIP = p, apiPort, dnsSvcIP.String()
 	hostname, _ := os.Hostname()
 	apiServing, err := p.issue("kube-apiserver", "kube-apiserver", nil,
 		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
@@ -185,72 +181,17 @@ func (c *Cluster) writeFiles() (nodeFiles, error) {
 	}
 	f.schedulerHealthz = "https://127.0.0.1:" + strconv.Itoa(schedPort) + "/healthz"
 
-	kubeletConfig := d("kubelet.yaml")
-	if err := os.WriteFile(kubeletConfig, fmt.Appendf(nil, `apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-address: 0.0.0.0
-port: %d
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: %d
-authentication:
-  anonymous: {enabled: false}
-  webhook: {enabled: true}
-  x509: {clientCAFile: %s}
-authorization: {mode: Webhook}
-tlsCertFile: %s
-tlsPrivateKeyFile: %s
-containerRuntimeEndpoint: unix://%s
-cgroupDriver: cgroupfs
-cgroupRoot: %s
-cgroupsPerQOS: true
-oomScoreAdj: %s
-clusterDNS: [%s]
-clusterDomain: %s
-# The machine mounts cgroup v1 hierarchies; kubelet 1.33 still runs on them
-# when told to.
-failCgroupV1: false
-failSwapOn: false
-podLogsDir: %s
-volumePluginDir: %s
-resolvConf: /etc/resolv.conf
-serializeImagePulls: false
-# The disk is shared with builds: evict only when it is really full, and
-# never collect the imported images (nothing could pull them back).
-evictionHard: {memory.available: 50Mi, nodefs.available: 1%%, imagefs.available: 1%%, nodefs.inodesFree: 1%%}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-`, kubeletPort, kubeletHealthz, p.CAFile, kubeletServing.Cert, kubeletServing.Key, c.ctrdSock, c.host.Cgroup, oomScoreAdj, dnsSvcIP, ClusterDomain,
-		d("logs", "pods"), d("kubelet", "volume-plugins")), 0o600); err != nil {
+	nf, err := writeNodeConfigs(nodeConfig{
+		dir: c.dir, name: o.NodeName, ip: c.nodeIP, podCIDR: o.PodCIDR, cgroup: c.host.Cgroup,
+		kubeletPort: kubeletPort, kubeletHealthz: kubeletHealthz,
+		proxyHealthz: "127.0.0.1:" + strconv.Itoa(proxyHealthz), proxyMetrics: "127.0.0.1:" + strconv.Itoa(proxyMetrics),
+		caFile: p.CAFile, kubeletServing: kubeletServing, kubeletKubeconfig: kubeconfigs["kubelet"], proxyKubeconfig: kubeconfigs["kube-proxy"],
+		dnsServiceIP: dnsSvcIP.String(), podLogsDir: d("logs", "pods"), ctrdSock: c.ctrdSock,
+	})
+	if err != nil {
 		return nodeFiles{}, err
 	}
-	f.kubeletArgs = []string{
-		"--config=" + kubeletConfig,
-		"--kubeconfig=" + kubeconfigs["kubelet"],
-		"--root-dir=" + d("kubelet"),
-		"--cert-dir=" + d("kubelet", "pki"),
-		"--node-ip=" + c.nodeIP,
-		"--hostname-override=" + o.NodeName,
-		"--v=1",
-	}
-
-	f.proxyConfig = d("kube-proxy.yaml")
-	if err := os.WriteFile(f.proxyConfig, fmt.Appendf(nil, `apiVersion: kubeproxy.config.k8s.io/v1alpha1
-kind: KubeProxyConfiguration
-clientConnection: {kubeconfig: %s}
-hostnameOverride: %s
-mode: iptables
-clusterCIDR: %s
-healthzBindAddress: 127.0.0.1:%d
-metricsBindAddress: 127.0.0.1:%d
-oomScoreAdj: %s
-# Leave the host's conntrack table size and timeouts as they are.
-conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
-# localhostNodePorts would set net.ipv4.conf.all.route_localnet=1 on the host.
-iptables: {localhostNodePorts: false, syncPeriod: 10s, minSyncPeriod: 0s}
-`, kubeconfigs["kube-proxy"], o.NodeName, o.PodCIDR, proxyHealthz, proxyMetrics, oomScoreAdj), 0o600); err != nil {
-		return nodeFiles{}, err
-	}
+	f.kubeletArgs, f.proxyConfig, f.containerdConfig = nf.kubeletArgs, nf.proxyConfig, nf.containerdConfig
 	f.proxyHealthz = "http://127.0.0.1:" + strconv.Itoa(proxyHealthz) + "/healthz"
 
 	// CoreDNS runs on the host, on the node IP: pods reach it through the
@@ -275,62 +216,6 @@ iptables: {localhostNodePorts: false, syncPeriod: 10s, minSyncPeriod: 0s}
 		return nodeFiles{}, err
 	}
 
-	// The bridge network, with portmap for hostPort; containerd adds the
-	// loopback plugin itself.
-	if err := os.WriteFile(d("cni", "net.d", "10-spikehunt.conflist"), fmt.Appendf(nil, `{
-  "cniVersion": "1.0.0",
-  "name": "spikehunt",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": %q,
-      "isGateway": true,
-      "ipMasq": true,
-      "hairpinMode": true,
-      "ipam": {
-        "type": "host-local",
-        "ranges": [[{"subnet": %q}]],
-        "routes": [{"dst": "0.0.0.0/0"}],
-        "dataDir": %q
-      }
-    },
-    {"type": "portmap", "capabilities": {"portMappings": true}}
-  ]
-}
-`, bridgeName, o.PodCIDR, d("cni", "ipam")), 0o644); err != nil {
-		return nodeFiles{}, err
-	}
-
-	f.containerdConfig = d("containerd", "config.toml")
-	if err := os.WriteFile(f.containerdConfig, fmt.Appendf(nil, `version = 2
-root = %q
-state = %q
-[grpc]
-  address = %q
-[plugins."io.containerd.internal.v1.opt"]
-  path = %q
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %q
-  # Clamp the OOM score adjustments of pods (-998 for the sandbox) to
-  # containerd's own: lowering one needs CAP_SYS_RESOURCE, which a
-  # container or VM sandbox running the tests may lack (runc then fails
-  # with "failed to update /proc/self/oom_score_adj: Permission denied").
-  restrict_oom_score_adj = %t
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-        Root = %q
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = %q
-    conf_dir = %q
-`, d("containerd", "root"), d("containerd", "state"), c.ctrdSock, d("containerd", "opt"), PauseImage, !canLowerOOMScore,
-		d("containerd", "runc"), cniBinDir, d("cni", "net.d")), 0o600); err != nil {
-		return nodeFiles{}, err
-	}
 	return f, nil
 }
 

@@ -33,6 +33,10 @@ type hostState struct {
 	// NFTable is the nftables table (family inet) the NetworkPolicy engine
 	// writes, when the node runs one; Start refuses a host that has it.
 	NFTable string `json:"nftable,omitempty"`
+	// Links are the host's ends of the veth pairs to the network
+	// namespaces of Options.Nodes (the namespaces themselves are under
+	// /run/netns, with the pods').
+	Links []string `json:"links,omitempty"`
 }
 
 // sysctlsTouched are the kernel settings the node changes: ip_forward for

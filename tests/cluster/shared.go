@@ -32,6 +32,11 @@ func ConfigureShared(f func(o *Options)) {
 	shared.options = f
 }
 
+// TwoNodesEnv names the variable that runs the two-node tests
+// (SPIKEHUNT_E2E_CLUSTER_2=1, as make e2e-cluster-2 sets it); without it
+// they skip, and make test stays within its budget.
+const TwoNodesEnv = "SPIKEHUNT_E2E_CLUSTER_2"
+
 // KeepLogsEnv names the variable that keeps the shared node's logs after
 // StopShared (SPIKEHUNT_CLUSTER_KEEP_LOGS=1); their folder is printed at
 // start.

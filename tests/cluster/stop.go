@@ -80,6 +80,17 @@ func teardownHost(h *hostState, keepLogs bool) error {
 			add(fmt.Errorf("ip link del %s: %w: %s", h.Bridge, err, out))
 		}
 	}
+	// A veth pair goes with its namespace, but the kernel frees a namespace
+	// in the background: delete the host's end now, with its route.
+	for _, l := range h.Links {
+		if _, err := os.Stat("/sys/class/net/" + l); err == nil {
+			if out, err := exec.Command("ip", "link", "del", l).CombinedOutput(); err != nil {
+				if _, statErr := os.Stat("/sys/class/net/" + l); statErr == nil {
+					add(fmt.Errorf("ip link del %s: %w: %s", l, err, out))
+				}
+			}
+		}
+	}
 	add(restoreIPTables(h))
 	if h.NFTable != "" {
 		add(deleteNFTable(h.NFTable))
@@ -126,6 +137,11 @@ func checkHost(h *hostState) error {
 	}
 	if l := bridgePorts(h.Bridge); len(l) > 0 {
 		errs = append(errs, fmt.Errorf("interfaces left on bridge %s: %v", h.Bridge, l))
+	}
+	for _, l := range h.Links {
+		if _, err := os.Stat("/sys/class/net/" + l); err == nil {
+			errs = append(errs, fmt.Errorf("link %s left", l))
+		}
 	}
 	hs, _ := cgroupHierarchies()
 	for _, hier := range hs {

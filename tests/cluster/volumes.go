@@ -42,6 +42,11 @@ func createStorageClass(ctx context.Context, cs kubernetes.Interface) error {
 // pods run as non-root). A claim without a storageClassName gets
 // StorageClass and binds to one of them; the size is not enforced. The
 // volumes use the Retain policy: they and their data go with Stop.
+//
+// Each volume is the first node's, as a local volume is its node's: its
+// node affinity names that node, so a pod of its claim is scheduled there
+// and nowhere else, also when the cluster has more nodes (whose folders are
+// on the same disk here, but not in a real cluster).
 func (c *Cluster) AddVolumes(ctx context.Context, n int, size string) error {
 	q, err := resource.ParseQuantity(size)
 	if err != nil {
@@ -72,6 +77,11 @@ func (c *Cluster) AddVolumes(ctx context.Context, n int, size string) error {
 				PersistentVolumeSource: corev1.PersistentVolumeSource{
 					HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: &hostPathDir},
 				},
+				NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+					MatchExpressions: []corev1.NodeSelectorRequirement{{
+						Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{c.opts.NodeName},
+					}},
+				}}}},
 			},
 		}
 		if _, err := cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +39,8 @@ type env struct {
 	kubeconfig string
 	client     client.Client
 	clientset  *kubernetes.Clientset
-	node       string
+	node       string             // the first node's, where the control plane runs
+	nodes      []cluster.NodeInfo // every node, the first's first
 	kafka      *testenv.Kafka
 	s3         *testenv.S3Server
 	shopImage  string
@@ -54,7 +56,7 @@ func setUp(t *testing.T) *env {
 	}
 
 	c := cluster.Shared(t)
-	e := &env{cluster: c, kubeconfig: c.Kubeconfig(), node: c.NodeName()}
+	e := &env{cluster: c, kubeconfig: c.Kubeconfig(), node: c.NodeName(), nodes: c.Nodes()}
 	cfg, err := c.RESTConfig()
 	if err != nil {
 		t.Fatal(err)
@@ -108,14 +110,16 @@ func setUp(t *testing.T) *env {
 		t.Fatal(err)
 	}
 
-	// The node's hardware class, which the agent reads from its label.
-	var node corev1.Node
-	if err := e.client.Get(ctx, client.ObjectKey{Name: e.node}, &node); err != nil {
-		t.Fatal(err)
-	}
-	node.Labels["spikehunt.io/hw-class"] = hwClass
-	if err := e.client.Update(ctx, &node); err != nil {
-		t.Fatal(err)
+	// The nodes' hardware class, which the agent reads from its label.
+	for _, n := range e.nodes {
+		var node corev1.Node
+		if err := e.client.Get(ctx, client.ObjectKey{Name: n.Name}, &node); err != nil {
+			t.Fatal(err)
+		}
+		node.Labels["spikehunt.io/hw-class"] = hwClass
+		if err := e.client.Update(ctx, &node); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	values := filepath.Join(t.TempDir(), "values.yaml")
@@ -144,8 +148,17 @@ func setUp(t *testing.T) *env {
 // values are the release's values: the local images, never pulled (the
 // gateway's is pipelines/services/otel's Collector build); the host's Kafka and S3;
 // the embedded store on a volume of the node; a detector pass every few
-// seconds so that the test takes minutes, not hours.
+// seconds so that the test takes minutes, not hours. With more nodes than
+// one, detect runs on the first (with the store, whose volume is there).
 func (e *env) values() string {
+	var cidrs []string
+	for _, n := range e.nodes {
+		cidrs = append(cidrs, strconv.Quote(n.PodCIDR))
+	}
+	detectOn := "{}"
+	if len(e.nodes) > 1 {
+		detectOn = fmt.Sprintf("{kubernetes.io/hostname: %q}", e.node)
+	}
 	return fmt.Sprintf(`image:
   pullPolicy: Never
 kafka:
@@ -160,6 +173,7 @@ s3:
 detect:
   every: 5s
   since: 1h
+  nodeSelector: %s
 clickhouse:
   password: %q
   embedded:
@@ -167,7 +181,7 @@ clickhouse:
       size: 2Gi
 agent:
   trigger:
-    cidrs: [%q]
+    cidrs: [%s]
   # Narrowed as the operator's below; the app's pods have the label. The
   # agent is on the host's network, where no NetworkPolicy applies: the
   # NetworkPolicy check shows a pod without it getting through.
@@ -212,7 +226,7 @@ otelGateway:
     repository: e2e-otelcol
     tag: "0.155.0"
     pullPolicy: Never
-`, e.kafka.Brokers()[0], e.s3.Endpoint, e.s3.Region, e.s3.Bucket, e.s3.AccessKey, e.s3.SecretKey, storePassword, cluster.DefaultOptions().PodCIDR,
+`, e.kafka.Brokers()[0], e.s3.Endpoint, e.s3.Region, e.s3.Bucket, e.s3.AccessKey, e.s3.SecretKey, detectOn, storePassword, strings.Join(cidrs, ", "),
 		sendsRequestsLabel, webhookTLSSecret, strings.Repeat("ab", 32), sendsAlertsLabel, readsReportsLabel)
 }
 
@@ -270,9 +284,9 @@ func (e *env) checkEveryWorkloadReady(t *testing.T) {
 	t.Logf("ready: %s", strings.Join(names, ", "))
 }
 
-// spikesOverlapping are the ids of the node's live spike windows that
-// share an instant with [from, to], read from the release's store.
-func (e *env) spikesOverlapping(t *testing.T, from, to time.Time) []string {
+// spikesOverlapping are the ids of host's live spike windows that share
+// an instant with [from, to], read from the release's store.
+func (e *env) spikesOverlapping(t *testing.T, host string, from, to time.Time) []string {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, e.storeDSN)
@@ -282,7 +296,7 @@ func (e *env) spikesOverlapping(t *testing.T, from, to time.Time) []string {
 	defer st.Close()
 	tab, err := store.Select(ctx, st, fmt.Sprintf(`SELECT spike_id FROM spikes FINAL
 WHERE host = %s AND is_deleted = 0 AND window_start < fromUnixTimestamp64Milli(%d) AND window_end > fromUnixTimestamp64Milli(%d)`,
-		store.QuoteString(e.node), to.UnixMilli(), from.UnixMilli()))
+		store.QuoteString(host), to.UnixMilli(), from.UnixMilli()))
 	if err != nil {
 		t.Fatal(err)
 	}
