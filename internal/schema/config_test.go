@@ -68,7 +68,7 @@ func TestTheEmbeddedMigrationsLoad(t *testing.T) {
 			}
 		}
 	}
-	if diff := cmp.Diff([]string{"requests", "counters", "detections", "captures", "ingest", "latency_1m", "latency_1s_hist", "dedup_window", "capture_findings", "capture_object", "host_tails"}, got); diff != "" {
+	if diff := cmp.Diff([]string{"requests", "counters", "detections", "captures", "ingest", "latency_1m", "latency_1s_hist", "dedup_window", "capture_findings", "capture_object", "host_tails", "host_tail_blocks"}, got); diff != "" {
 		t.Errorf("migrations (-want +got):\n%s", diff)
 	}
 	d := Default()

@@ -12,7 +12,7 @@ import (
 )
 
 var allTables = []string{
-	"captures", "counters", "host_tails", "ingest_intents", "latency_1m", "latency_1m_mv", "latency_1s", "latency_1s_mv", "patterns", "requests",
+	"captures", "counters", "host_tail_blocks", "host_tails", "ingest_intents", "latency_1m", "latency_1m_mv", "latency_1s", "latency_1s_mv", "patterns", "requests",
 	"schema_migrations", "spike_suspects", "spikes",
 }
 

@@ -351,3 +351,26 @@ TTL refreshed_at + INTERVAL 7 DAY;
 
 CREATE TABLE IF NOT EXISTS spikehunt.host_tails ON CLUSTER 'fleet' AS spikehunt.host_tails_local
 ENGINE = Distributed('fleet', spikehunt, host_tails_local, cityHash64(host));
+
+-- migration 12 host_tail_blocks, checksum 452252817c03
+CREATE TABLE IF NOT EXISTS spikehunt.host_tail_blocks_local ON CLUSTER 'fleet'
+(
+    service        LowCardinality(String),
+    host           LowCardinality(String),
+    block          DateTime('UTC') COMMENT 'the block''s first second; it spans 5 minutes',
+    n              UInt64 COMMENT 'requests (weighted)',
+    mins           AggregateFunction(uniqExact, DateTime('UTC')) COMMENT 'the minutes with data',
+    first          UInt32 COMMENT 'the first minute with data, unix seconds',
+    last           UInt32 COMMENT 'the last minute with data, unix seconds',
+    digest         AggregateFunction(quantilesTDigestWeighted(0.5, 0.9, 0.99, 0.999), UInt32, UInt32),
+    usable_minutes UInt64 COMMENT 'minute rows of 100 requests or more',
+    minute_p90s    Array(Float64) COMMENT 'the p90 of each of those',
+    minute_p99s    Array(Float64) COMMENT 'the p99 of each of those',
+    refreshed_at   DateTime('UTC') DEFAULT now()
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/{database}/host_tail_blocks', '{replica}', refreshed_at)
+ORDER BY (service, block, host)
+TTL refreshed_at + INTERVAL 2 DAY;
+
+CREATE TABLE IF NOT EXISTS spikehunt.host_tail_blocks ON CLUSTER 'fleet' AS spikehunt.host_tail_blocks_local
+ENGINE = Distributed('fleet', spikehunt, host_tail_blocks_local, cityHash64(host));

@@ -305,3 +305,23 @@ CREATE TABLE IF NOT EXISTS spikehunt.host_tails
 ENGINE = ReplacingMergeTree(refreshed_at)
 ORDER BY (service, computed_to, host)
 TTL refreshed_at + INTERVAL 7 DAY;
+
+-- migration 12 host_tail_blocks, checksum 452252817c03
+CREATE TABLE IF NOT EXISTS spikehunt.host_tail_blocks
+(
+    service        LowCardinality(String),
+    host           LowCardinality(String),
+    block          DateTime('UTC') COMMENT 'the block''s first second; it spans 5 minutes',
+    n              UInt64 COMMENT 'requests (weighted)',
+    mins           AggregateFunction(uniqExact, DateTime('UTC')) COMMENT 'the minutes with data',
+    first          UInt32 COMMENT 'the first minute with data, unix seconds',
+    last           UInt32 COMMENT 'the last minute with data, unix seconds',
+    digest         AggregateFunction(quantilesTDigestWeighted(0.5, 0.9, 0.99, 0.999), UInt32, UInt32),
+    usable_minutes UInt64 COMMENT 'minute rows of 100 requests or more',
+    minute_p90s    Array(Float64) COMMENT 'the p90 of each of those',
+    minute_p99s    Array(Float64) COMMENT 'the p99 of each of those',
+    refreshed_at   DateTime('UTC') DEFAULT now()
+)
+ENGINE = ReplacingMergeTree(refreshed_at)
+ORDER BY (service, block, host)
+TTL refreshed_at + INTERVAL 2 DAY;

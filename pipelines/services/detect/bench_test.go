@@ -327,7 +327,7 @@ ARRAY JOIN range(if(stalled, 30, 1)) AS j`, start.Unix(), hosts, hour*3600, peri
 
 // detectorTables are what a pass writes: emptied before a measured pass,
 // so that it computes them as a first pass does.
-var detectorTables = []string{"spikes", "spike_suspects", "patterns", "host_tails"}
+var detectorTables = []string{"spikes", "spike_suspects", "patterns", "host_tails", "host_tail_blocks"}
 
 // benchStore is the store the benchmark passes over and the start of its
 // data: a fresh one, or with SPIKEHUNT_BENCH_DIR the kept one (loaded
@@ -351,7 +351,9 @@ func benchStore(b *testing.B, hosts, hours int) (st store.Store, start time.Time
 	// over a half-loaded one must not keep the first load's minutes, or
 	// the host tails' refresh reads them all (it once read six loads'
 	// worth, six times a fleet's cost).
-	tab, err := store.Select(ctx, e, `SELECT count(), toUnixTimestamp(min(ts)), (SELECT count() > 0 FROM requests),
+	// A scalar subquery's value is Nullable, and a Nullable 1 reads as
+	// "{true 1}": each is made a plain 0 or 1.
+	tab, err := store.Select(ctx, e, `SELECT count(), toUnixTimestamp(min(ts)), toUInt8(ifNull((SELECT count() FROM requests) > 0, 0)),
     toUInt8(ifNull(sum(weighted_count) = (SELECT sum(weighted_count) FROM latency_1m), 0)) FROM latency_1s`)
 	if err != nil {
 		b.Fatal(err)
@@ -359,7 +361,9 @@ func benchStore(b *testing.B, hosts, hours int) (st store.Store, start time.Time
 	if tab.Rows[0][0] == strconv.Itoa(hosts*hours*3600) && tab.Rows[0][2] == "1" && tab.Rows[0][3] == "1" {
 		first, _ := strconv.ParseInt(tab.Rows[0][1], 10, 64)
 		start, loaded = time.Unix(first, 0).UTC(), true
+		fmt.Fprintf(os.Stderr, "bench: the kept fleet %s is loaded\n", dir)
 	} else {
+		fmt.Fprintf(os.Stderr, "bench: loading the fleet into %s (%v)\n", dir, tab.Rows[0])
 		for _, t := range []string{"latency_1s", "latency_1m", "requests"} {
 			if err := e.Exec(ctx, "TRUNCATE TABLE "+t); err != nil {
 				b.Fatal(err)
