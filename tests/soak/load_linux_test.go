@@ -146,14 +146,14 @@ func tlsFlags(c *testenv.KafkaCluster) []string {
 // that minute began, and produced to the cluster over TLS like an
 // agent's records (idempotent, acks=all).
 type fleet struct {
-	cfg    sim.Config
-	sink   *sim.KafkaSink
-	kept   atomic.Int64 // spans sent: each is one row of requests
-	points atomic.Int64
+	cfg     sim.Config
+	sink    *sim.KafkaSink
+	kept    atomic.Int64 // spans sent: each is one row of requests
+	points  atomic.Int64
 	windows atomic.Int64
 	slowest atomic.Int64 // ns, the longest a minute took to make and hand over
-	cancel context.CancelFunc
-	done   chan error
+	cancel  context.CancelFunc
+	done    chan error
 }
 
 const fleetWindow = time.Minute // sim's shortest run

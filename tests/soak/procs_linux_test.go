@@ -292,6 +292,7 @@ type logger struct {
 }
 
 func (l *logger) printf(format string, a ...any) {
+	l.t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.t.Logf("[%s +%5.0fs] %s", time.Now().UTC().Format("15:04:05"), time.Since(l.t0).Seconds(), fmt.Sprintf(format, a...))

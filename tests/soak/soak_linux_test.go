@@ -37,22 +37,22 @@ var stepNames = []string{"broker-kill", "ingest-kill", "store-restart", "store-d
 
 // soak is the running loop.
 type soak struct {
-	t       *testing.T
-	log     *logger
-	cluster *testenv.KafkaCluster
+	t                              *testing.T
+	log                            *logger
+	cluster                        *testenv.KafkaCluster
 	storeDir, storeAddr, chdb, dsn string
 	ingestAddr, detectAddr         string
 	storeDisk                      string
 
-	mu              sync.Mutex // guards the procs, which steps replace
-	store, ingest   *proc
-	detect          *proc
-	agents          []*agent
-	fleet           *fleet
-	st              store.Store
-	windows         []window // the faults, for the detector's lag
-	accounted       []accounted
-	samples         []sample
+	mu            sync.Mutex // guards the procs, which steps replace
+	store, ingest *proc
+	detect        *proc
+	agents        []*agent
+	fleet         *fleet
+	st            store.Store
+	windows       []window // the faults, for the detector's lag
+	accounted     []accounted
+	samples       []sample
 }
 
 // window is a fault's span: from its start until its recovery was seen.
@@ -65,9 +65,9 @@ type window struct {
 // purpose, with a counted reason; the soak finds how many of them are
 // missing and calls those refused, not lost.
 type accounted struct {
-	a      *agent
-	lo, hi int64
-	why    string
+	a       *agent
+	lo, hi  int64
+	why     string
 	counted float64 // what the component's own counter says it refused
 }
 
@@ -421,31 +421,36 @@ func (s *soak) storeDiskFull(skip bool) error {
 	s.log.printf("store-disk-full: %d MiB written to the store's volume before ENOSPC", n>>20)
 	// Held until the ingest has said so, at most a minute.
 	var said float64
+	var state string
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
 		if m, err := scrape("http://" + s.ingestAddr + "/metrics"); err == nil {
-			said = sum(m, "spikehunt_ingest_errors_total", `step="insert"`) - sum(before, "spikehunt_ingest_errors_total", `step="insert"`)
+			said = sum(m, "spikehunt_ingest_errors_total") - sum(before, "spikehunt_ingest_errors_total")
+			state = fmt.Sprintf("intent %.0f, insert %.0f, commit %.0f", sum(m, "spikehunt_ingest_errors_total", `step="intent"`),
+				sum(m, "spikehunt_ingest_errors_total", `step="insert"`), sum(m, "spikehunt_ingest_errors_total", `step="commit"`))
 		}
 		if said > 0 && time.Since(t0) > 30*time.Second {
 			break
 		}
 	}
-	s.log.printf("store-disk-full: the ingest counted %.0f failed inserts (spikehunt_ingest_errors_total{step=\"insert\"}); store running: %v", said, s.storeAlive())
+	s.log.printf("store-disk-full: the ingest counted %.0f failed steps (spikehunt_ingest_errors_total: %s); store running: %v", said, state, s.storeAlive())
+	var errState error
 	if said == 0 {
-		return errors.New("the ingest did not count a failed insert while the store's volume was full: no alertable state")
+		errState = errors.New("the ingest did not count a failed step while the store's volume was full: no alertable state")
 	}
-	if !skip {
-		if err := os.Remove(fill); err != nil {
-			return err
-		}
-		s.log.printf("store-disk-full: the space freed")
-		if !s.storeAlive() {
-			s.log.printf("store-disk-full: the store had exited on the full disk; its supervisor starts it again")
-			if err := s.restartStore(); err != nil {
-				return err
-			}
+	if skip {
+		return errors.Join(errState, s.flowing("soak-a", time.Now()))
+	}
+	if err := os.Remove(fill); err != nil {
+		return errors.Join(errState, err)
+	}
+	s.log.printf("store-disk-full: the space freed")
+	if !s.storeAlive() {
+		s.log.printf("store-disk-full: the store had exited on the full disk; its supervisor starts it again")
+		if err := s.restartStore(); err != nil {
+			return errors.Join(errState, err)
 		}
 	}
-	return s.flowing("soak-a", time.Now())
+	return errors.Join(errState, s.flowing("soak-a", time.Now()))
 }
 
 func (s *soak) storeAlive() bool {
@@ -471,19 +476,16 @@ func (s *soak) spoolDiskFull(skip bool) error {
 	s.log.printf("spool-disk-full: %d MiB written to %s's spool volume before ENOSPC", n>>20, b.name)
 	time.Sleep(30 * time.Second)
 	m, err := scrape("http://" + b.metrics + "/metrics")
-	if err != nil {
-		return err
-	}
 	dropped := sum(m, "spikehunt_export_records_total", `outcome="dropped"`)
 	s.log.printf("spool-disk-full: %s counted %.0f export requests dropped (spikehunt_export_errors_total{reason=\"spool\"} %.0f)", b.name, dropped, sum(m, "spikehunt_export_errors_total", `reason="spool"`))
-	if dropped == 0 {
-		return errors.New("the agent counted no drop while its spool volume was full: no alertable state")
+	if err == nil && dropped == 0 {
+		err = errors.New("the agent counted no drop while its spool volume was full: no alertable state")
 	}
 	if skip {
-		return s.flowingAgain(b, time.Now())
+		return errors.Join(err, s.flowingAgain(b, time.Now()))
 	}
-	if err := os.Remove(fill); err != nil {
-		return err
+	if rerr := os.Remove(fill); rerr != nil || err != nil {
+		return errors.Join(err, rerr)
 	}
 	t1 := time.Now()
 	// Requests sent while the volume was full, and for the agent's batch
