@@ -32,7 +32,7 @@ var agentBin, spikehuntBin string
 
 // skipRecovery is the control run: the named step leaves out its
 // recovery, and the soak must then fail.
-var skipRecovery = flag.String("soak.skip-recovery", "", "control run: leave out this step's recovery ("+strings.Join(stepNames, ", ")+"); the soak must fail")
+var skipRecovery = flag.String("soak.skip-recovery", "", "control run: leave out these steps' recoveries, comma-separated ("+strings.Join(stepNames, ", ")+"); the soak must fail")
 
 func TestMain(m *testing.M) {
 	flag.Parse()

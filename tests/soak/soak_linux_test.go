@@ -123,7 +123,7 @@ func TestSoak(t *testing.T) {
 	gap := max(20*time.Second, total/3/time.Duration(len(steps)+1)/2)
 	for _, st := range steps {
 		time.Sleep(gap)
-		skip := *skipRecovery == st.name
+		skip := slices.Contains(strings.Split(*skipRecovery, ","), st.name)
 		from := time.Now()
 		s.log.printf("step %s: begins%s", st.name, map[bool]string{true: " (control run: its recovery left out)"}[skip])
 		err := st.run(skip)
@@ -433,6 +433,7 @@ func (s *soak) storeDiskFull(skip bool) error {
 		}
 	}
 	s.log.printf("store-disk-full: the ingest counted %.0f failed steps (spikehunt_ingest_errors_total: %s); store running: %v", said, state, s.storeAlive())
+	s.log.printf("store-disk-full: the dashboard's freshness: %s", s.freshness())
 	var errState error
 	if said == 0 {
 		errState = errors.New("the ingest did not count a failed step while the store's volume was full: no alertable state")
@@ -451,6 +452,26 @@ func (s *soak) storeDiskFull(skip bool) error {
 		}
 	}
 	return errors.Join(errState, s.flowing("soak-a", time.Now()))
+}
+
+// freshness is what the pipeline-health dashboard's "Newest latency
+// second, behind the range end" shows now, for soak-a.
+func (s *soak) freshness() string {
+	return s.query("SELECT dateDiff('second', max(ts), now()) FROM latency_1s WHERE host = 'soak-a'") + " s behind"
+}
+
+// query is the first cell of q's answer, or the error, for the log.
+func (s *soak) query(q string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tab, err := store.Select(ctx, s.st, q)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	if len(tab.Rows) == 0 || len(tab.Rows[0]) == 0 {
+		return "(no rows)"
+	}
+	return tab.Rows[0][0]
 }
 
 func (s *soak) storeAlive() bool {
@@ -481,6 +502,9 @@ func (s *soak) spoolDiskFull(skip bool) error {
 	if err == nil && dropped == 0 {
 		err = errors.New("the agent counted no drop while its spool volume was full: no alertable state")
 	}
+	s.log.printf("spool-disk-full: %s's counters rows stored since the volume filled (the dashboard's \"Agents reporting counters\" leaves it out at 0): %s",
+		b.name, s.query(fmt.Sprintf("SELECT count() FROM counters WHERE host = '%s' AND metric = 'spikehunt.agent.spool.bytes' AND ts_start > toDateTime64('%s', 6, 'UTC')",
+			b.name, t0.Add(5*time.Second).UTC().Format("2006-01-02 15:04:05.000000"))))
 	if skip {
 		return errors.Join(err, s.flowingAgain(b, time.Now()))
 	}
