@@ -22,7 +22,10 @@ func TestOffsetClockFollowsItsFile(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	now := offsetClock(ctx, path, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	near := func(want time.Duration) bool { d := now().Sub(time.Now()) - want; return d > -time.Second && d < time.Second }
+	near := func(want time.Duration) bool {
+		d := now().Sub(time.Now()) - want
+		return d > -time.Second && d < time.Second
+	}
 	if !near(0) {
 		t.Fatalf("no file: offset %v, want none", now().Sub(time.Now()))
 	}
