@@ -77,7 +77,7 @@ type DebugConfig struct {
 	// stands in for a wall-clock step of the node in the soak
 	// (tests/soak), where stepping the real clock would also step every
 	// other process on the test machine. Not for production.
-	ClockOffsetFile string `yaml:"clock_offset_file"`
+	ClockOffsetFile string `yaml:"-"` // the flag only: no config file should carry it
 }
 
 // ResourceConfig names the host (docs/design.md §3).
