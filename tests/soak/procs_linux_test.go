@@ -284,6 +284,43 @@ func fillDisk(name string) (int64, error) {
 	}
 }
 
+// keepFull appends to name every byte its file system frees, every
+// 50 ms, until the returned stop is called (stop is idempotent).
+func keepFull(name string) (stop func()) {
+	done := make(chan struct{})
+	var once sync.Once
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		buf := make([]byte, 64<<10)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			for {
+				if _, err := f.Write(buf); err != nil {
+					break
+				}
+			}
+			for { // the last bytes a 64 KiB write does not fit in
+				if _, err := f.Write(buf[:4096]); err != nil {
+					break
+				}
+			}
+		}
+	}()
+	return func() {
+		once.Do(func() { close(done); <-stopped })
+	}
+}
+
 // logf is the soak's own log line, timestamped, to the test log.
 type logger struct {
 	t  testing.TB

@@ -451,6 +451,11 @@ func (s *soak) storeDiskFull(skip bool) error {
 	}
 	t0 := time.Now()
 	s.log.printf("store-disk-full: %d MiB written to the store's volume before ENOSPC", n>>20)
+	// The disk stays full: the store's merges free a part now and then,
+	// and a disk filled once lets its inserts into that room, so what
+	// fills it (a runaway log, another tenant) takes every freed byte.
+	hog := keepFull(fill + "-more")
+	defer func() { hog() }() // the control run replaces hog
 	// Held until the ingest has said so, at most a minute.
 	var said float64
 	var state string
@@ -466,6 +471,10 @@ func (s *soak) storeDiskFull(skip bool) error {
 	}
 	s.log.printf("store-disk-full: the ingest counted %.0f failed steps (spikehunt_ingest_errors_total: %s); store running: %v", said, state, s.storeAlive())
 	s.log.printf("store-disk-full: the dashboard's freshness: %s", s.freshness())
+	if skip {
+		// The control run: the disk stays full to the end of the soak.
+		hog = func() {}
+	}
 	var errState error
 	if said == 0 {
 		errState = errors.New("the ingest did not count a failed step while the store's volume was full: no alertable state")
@@ -473,7 +482,8 @@ func (s *soak) storeDiskFull(skip bool) error {
 	if skip {
 		return errors.Join(errState, s.flowing("soak-a", time.Now()))
 	}
-	if err := os.Remove(fill); err != nil {
+	hog()
+	if err := errors.Join(os.Remove(fill), os.Remove(fill+"-more")); err != nil {
 		return errors.Join(errState, err)
 	}
 	s.log.printf("store-disk-full: the space freed")
