@@ -6,7 +6,7 @@ GO ?= go
 # Install locations of the pinned components (SPIKEHUNT_LIBCHDB, KUBEBUILDER_ASSETS, …).
 $(foreach kv,$(shell deps/install.sh env 2>/dev/null),$(eval export $(kv)))
 
-.PHONY: all deps deps-demo build install demo eval eval-variants eval-sweep test e2e e2e-cluster e2e-cluster-2 cluster-test vet fmt-check cross manifests bench bench-store bench-store-mode bench-agent bench-ingest bench-kafka bench-detect bench-detect-fleet bench-capture-strategy bench-operator bench-dashboards bench-hardening bench-peers bench-peers-agent bench-peers-ingest bench-peers-detect bench-scale dashboards fuzz clean causes
+.PHONY: all deps deps-demo build install demo eval eval-variants eval-sweep test e2e e2e-cluster e2e-cluster-2 cluster-test vet fmt-check cross manifests bench bench-store bench-store-mode bench-agent bench-ingest bench-kafka bench-detect bench-detect-fleet bench-capture-strategy bench-operator bench-dashboards bench-hardening bench-peers bench-peers-agent bench-peers-ingest bench-peers-detect bench-scale dashboards fuzz clean causes soak
 .PHONY: chart-sync helm-lint images deps-images
 
 all: build
@@ -183,6 +183,20 @@ causes: deps
 	mkdir -p .cache
 	SPIKEHUNT_CAUSELAB=1 SPIKEHUNT_REQUIRE_PRIVILEGED=$${SPIKEHUNT_REQUIRE_PRIVILEGED:-1} $(GO) test -count=1 -v -timeout 40m $(TEST_FLAGS) -run '^TestCauses$$' ./tests/causelab 2>&1 | tee .cache/causes.txt
 	@grep '^BENCH' .cache/causes.txt
+
+# The soak: the whole loop (two agent binaries and 1,000 simulated hosts'
+# agent output, three KRaft brokers over TLS, the ingest, the store, the
+# detector) for SOAK_MINUTES (30) under a schedule of faults, each a named
+# step that must recover; prints BENCH soak.* and fails when one misses
+# its target (docs/soak.md). Root (tmpfs volumes); not part of make test,
+# where tests/soak returns at once. Its log stays in .cache/soak.txt.
+SOAK_MINUTES ?= 30
+soak: deps ## the soak with faults, SOAK_MINUTES (30) long (docs/soak.md)
+	mkdir -p .cache
+	{ SPIKEHUNT_SOAK=1 SOAK_MINUTES=$(SOAK_MINUTES) SPIKEHUNT_REQUIRE_PRIVILEGED=$${SPIKEHUNT_REQUIRE_PRIVILEGED:-1} $(GO) test -count=1 -v \
+		-timeout $$(awk 'BEGIN { print int($(SOAK_MINUTES)) + 30 }')m $(TEST_FLAGS) -run '^TestSoak$$' ./tests/soak; echo $$? > .cache/soak.rc; } 2>&1 | tee .cache/soak.txt
+	@grep '^BENCH' .cache/soak.txt || true
+	@exit $$(cat .cache/soak.rc)
 
 FUZZTIME ?= 30s
 FUZZ_TARGETS := ./internal/otlpattr:FuzzParseDecimalIsParseInt ./internal/capture/explain:FuzzParse ./internal/capture/explain:FuzzReadBlockIO ./internal/capture/explain:FuzzReadFtrace ./internal/capture/explain:FuzzReadIrqBlocks ./internal/store:FuzzDecodeNative ./pipelines/services/chhttp:FuzzTranscodeNative ./pipelines/services/chhttp:FuzzDecodeBlocks ./pipelines/services/chhttp:FuzzScanSQL \

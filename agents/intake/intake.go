@@ -80,6 +80,12 @@ type Addrs struct {
 // or keep r or from; call Tap before Start.
 func (in *Intake) Tap(fn func(r *telemetry.Request, from *telemetry.Sender)) { in.tap = fn }
 
+// SetClock replaces the wall clock requests are stamped with (default
+// time.Now); call it before Start. The agent's --debug.clock-offset-file
+// uses it to step one node's clock in the soak without stepping the test
+// machine's.
+func (in *Intake) SetClock(now func() time.Time) { in.now = now }
+
 // New fills cfg's defaults, checks it and builds an intake; nothing is
 // bound until Start.
 func New(cfg Config, logger *slog.Logger) (*Intake, error) {

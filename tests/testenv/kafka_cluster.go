@@ -253,6 +253,22 @@ func (c *KafkaCluster) Running(i int) bool {
 	return err == nil && n.running()
 }
 
+// PID is node i's JVM's process id, 0 while it is stopped: for a test
+// that samples the broker's memory.
+func (c *KafkaCluster) PID(i int) int {
+	n, err := c.node(i)
+	if err != nil {
+		return 0
+	}
+	n.mu.Lock()
+	p := n.proc
+	n.mu.Unlock()
+	if p == nil || !n.running() {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 func (c *KafkaCluster) relaunch(ctx context.Context, n *clusterNode) error {
 	fmt.Fprintf(n.log, "\n===== testenv: node %d started at %s =====\n", n.index, time.Now().Format(time.RFC3339Nano))
 	sctx, cancel := context.WithTimeout(ctx, c.opts.StartTimeout)

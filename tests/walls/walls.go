@@ -295,6 +295,8 @@ var Rules = []Rule{
 		Why: "make causes only: everyday stall causes through the whole platform on this machine's kernel, from _test.go files"},
 	{Pkg: "tests/kafkacluster", TestOwn: []string{"internal/store"},
 		Why: "the chain against a replicated Kafka: it runs the agent's and spikehunt's binaries and reads the store, from _test.go files"},
+	{Pkg: "tests/soak", TestOwn: []string{"internal/store"},
+		Why: "make soak only: the whole loop's binaries under a fault schedule for half an hour, read back from the store, from _test.go files"},
 	{Pkg: "tests/ownhosts", Third: []string{},
 		Why: "the README's own-hosts commands run for real: it runs the binaries and deploy/kafka.sh as a user does, and imports none of spikehunt's code"},
 	{Pkg: "tests/peers", TestOwn: []string{"internal/telemetry", "internal/otlpwire"}, Why: "benchmarks only: spikehunt's binaries and packages against their peers, from _test.go files"},
@@ -339,6 +341,7 @@ var Crossings = []Crossing{
 	{From: "tests/causelab", To: []string{"pipelines/cli/query", "pipelines/services/detect", "pipelines/services/ingest"}, TestOnly: true,
 		Why: "the cause lab runs the ingest, a detect pass and the CLI's queries in process"},
 	{From: "tests/peers", To: []string{"agents/collect"}, TestOnly: true, Why: "the agent's packages against their peers"},
+	{From: "tests/soak", To: []string{"pipelines/lab/sim"}, TestOnly: true, Why: "the soak's fleet of 1,000 hosts is the simulator's agent output, produced to Kafka minute by minute"},
 }
 
 // match reports whether module-relative path p is matched by pattern.

@@ -71,6 +71,13 @@ type DebugConfig struct {
 	// Pprof serves /debug/pprof/ on the metrics listener. It exposes
 	// internals: keep the listener on localhost when it is on.
 	Pprof bool `yaml:"pprof"`
+	// ClockOffsetFile, when set, is a file holding a duration (e.g. "2h",
+	// "-90s") that the intake adds to the wall clock it stamps requests
+	// with, re-read every second; a missing or empty file is no offset. It
+	// stands in for a wall-clock step of the node in the soak
+	// (tests/soak), where stepping the real clock would also step every
+	// other process on the test machine. Not for production.
+	ClockOffsetFile string `yaml:"-"` // the flag only: no config file should carry it
 }
 
 // ResourceConfig names the host (docs/design.md §3).

@@ -127,6 +127,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if eng != nil {
 		in.Tap(eng.ObserveFrom)
 	}
+	if cfg.Debug.ClockOffsetFile != "" {
+		in.SetClock(offsetClock(ctx, cfg.Debug.ClockOffsetFile, log))
+	}
 	// Deferred after stopCapture, so it runs first: the watcher disarms
 	// and reports its captures before the engine closes.
 	stopCaptureWatcher, err := startCaptureWatcher(ctx, cfg.Capture.Kube, eng, res.NodeName, nodeGiven, log, reg)

@@ -1,0 +1,336 @@
+package soak
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spikehunt/spikehunt/tests/testenv"
+)
+
+// soakEnv turns the soak on: it takes SOAK_MINUTES of both cores, so
+// make test (where it is unset) only checks that the package builds.
+const soakEnv = "SPIKEHUNT_SOAK"
+
+// The binaries under test, built by TestMain when the soak is on.
+var agentBin, spikehuntBin string
+
+// skipRecovery is the control run: the named step leaves out its
+// recovery, and the soak must then fail.
+var skipRecovery = flag.String("soak.skip-recovery", "", "control run: leave out these steps' recoveries, comma-separated ("+strings.Join(stepNames, ", ")+"); the soak must fail")
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if os.Getenv(soakEnv) != "1" {
+		os.Exit(m.Run())
+	}
+	dir, err := os.MkdirTemp("", "spikehunt-soak-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	agentBin, spikehuntBin = filepath.Join(dir, "spikehunt-agent"), filepath.Join(dir, "spikehunt")
+	for bin, pkg := range map[string]string{
+		agentBin:     "github.com/spikehunt/spikehunt/agents/cmd/spikehunt-agent",
+		spikehuntBin: "github.com/spikehunt/spikehunt/pipelines/cmd/spikehunt",
+	} {
+		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is one run of a component's process. The soak plays its
+// supervisor (systemd's Restart=always, a pod's restartPolicy): a step
+// that kills it starts a new proc with the same arguments.
+type proc struct {
+	name string
+	args []string
+	cmd  *exec.Cmd
+	out  *testenv.TailBuffer
+	done chan struct{}
+}
+
+func startProc(t testing.TB, name, bin string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, args: append([]string{bin}, args...), cmd: exec.Command(bin, args...), out: testenv.NewTailBuffer(8 << 20), done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("%s output (tail):\n%s", name, tail(p.out.String(), 40))
+		}
+	})
+	return p
+}
+
+// again starts the same command anew: the supervisor's restart.
+func (p *proc) again(t testing.TB) *proc {
+	return startProc(t, p.name, p.args[0], p.args[1:]...)
+}
+
+func (p *proc) alive() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (p *proc) pid() int {
+	if !p.alive() {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// kill9 ends the process with SIGKILL and waits for it.
+func (p *proc) kill9() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// stop ends it with SIGTERM, then SIGKILL after grace.
+func (p *proc) stop(grace time.Duration) {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		p.kill9()
+	}
+}
+
+func (p *proc) waitFor(t testing.TB, re *regexp.Regexp, timeout time.Duration) []string {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if m := re.FindStringSubmatch(p.out.String()); m != nil {
+			return m
+		}
+		if !p.alive() {
+			break
+		}
+	}
+	t.Fatalf("%s (running: %v) did not print %q within %v:\n%s", p.name, p.alive(), re, timeout, tail(p.out.String(), 30))
+	return nil
+}
+
+func tail(s string, n int) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
+}
+
+// freeAddr is a loopback address nobody listens on: the components that
+// the soak restarts must come back on the address the others know.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// rssKiB is VmRSS of pid, 0 when it is gone.
+func rssKiB(pid int) int64 {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+var httpc = &http.Client{Timeout: 5 * time.Second}
+
+// scrape reads a Prometheus text endpoint into series → value (the
+// series as written: name{labels}).
+func scrape(url string) (map[string]float64, error) {
+	resp, err := httpc.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	m := map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		if l == "" || l[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(l, ' ')
+		if i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(l[i+1:], 64); err == nil {
+			m[l[:i]] = v
+		}
+	}
+	return m, sc.Err()
+}
+
+// sum adds the series of m whose name is name and whose labels contain
+// every one of labels (`table="requests"`).
+func sum(m map[string]float64, name string, labels ...string) float64 {
+	var s float64
+next:
+	for k, v := range m {
+		if k != name && !strings.HasPrefix(k, name+"{") {
+			continue
+		}
+		for _, l := range labels {
+			if !strings.Contains(k, l) {
+				continue next
+			}
+		}
+		s += v
+	}
+	return s
+}
+
+// healthz is the status code of url, 0 when it does not answer.
+func healthz(url string) int {
+	resp, err := httpc.Get(url)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// mountTmpfs mounts a tmpfs of size on a new folder under base: a volume
+// the soak can fill up.
+func mountTmpfs(t testing.TB, base, name, size string) string {
+	t.Helper()
+	dir := filepath.Join(base, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0755"); err != nil {
+		t.Fatalf("mount a tmpfs on %s: %v", dir, err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
+// fillDisk writes name until its file system is full.
+func fillDisk(name string) (int64, error) {
+	f, err := os.Create(name)
+	if err != nil {
+		return 0, fmt.Errorf("fill: %w", err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	var n int64
+	for {
+		w, err := f.Write(buf)
+		n += int64(w)
+		if err != nil {
+			if errors.Is(err, syscall.ENOSPC) {
+				return n, nil
+			}
+			return n, fmt.Errorf("fill %s: %w", name, err)
+		}
+	}
+}
+
+// keepFull appends to name every byte its file system frees, every
+// 50 ms, until the returned stop is called (stop is idempotent).
+func keepFull(name string) (stop func()) {
+	done := make(chan struct{})
+	var once sync.Once
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		buf := make([]byte, 64<<10)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			for {
+				if _, err := f.Write(buf); err != nil {
+					break
+				}
+			}
+			for { // the last bytes a 64 KiB write does not fit in
+				if _, err := f.Write(buf[:4096]); err != nil {
+					break
+				}
+			}
+		}
+	}()
+	return func() {
+		once.Do(func() { close(done); <-stopped })
+	}
+}
+
+// logf is the soak's own log line, timestamped, to the test log.
+type logger struct {
+	t  testing.TB
+	mu sync.Mutex
+	t0 time.Time
+}
+
+func (l *logger) printf(format string, a ...any) {
+	l.t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.t.Logf("[%s +%5.0fs] %s", time.Now().UTC().Format("15:04:05"), time.Since(l.t0).Seconds(), fmt.Sprintf(format, a...))
+}
