@@ -19,6 +19,8 @@ CREATE TABLE IF NOT EXISTS {{.Local "host_tail_blocks"}}{{.OnCluster}}
     first          UInt32 COMMENT 'the first minute with data, unix seconds',
     last           UInt32 COMMENT 'the last minute with data, unix seconds',
     digest         AggregateFunction(quantilesTDigestWeighted(0.5, 0.9, 0.99, 0.999), UInt32, UInt32),
+    p90            Float64 COMMENT 'the block''s p90, from digest (finalized once, here)',
+    p99            Float64 COMMENT 'the block''s p99',
     usable_minutes UInt64 COMMENT 'minute rows of 100 requests or more',
     minute_p90s    Array(Float64) COMMENT 'the p90 of each of those',
     minute_p99s    Array(Float64) COMMENT 'the p99 of each of those',

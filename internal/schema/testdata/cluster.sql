@@ -352,7 +352,7 @@ TTL refreshed_at + INTERVAL 7 DAY;
 CREATE TABLE IF NOT EXISTS spikehunt.host_tails ON CLUSTER 'fleet' AS spikehunt.host_tails_local
 ENGINE = Distributed('fleet', spikehunt, host_tails_local, cityHash64(host));
 
--- migration 12 host_tail_blocks, checksum 452252817c03
+-- migration 12 host_tail_blocks, checksum af28462cf00a
 CREATE TABLE IF NOT EXISTS spikehunt.host_tail_blocks_local ON CLUSTER 'fleet'
 (
     service        LowCardinality(String),
@@ -363,6 +363,8 @@ CREATE TABLE IF NOT EXISTS spikehunt.host_tail_blocks_local ON CLUSTER 'fleet'
     first          UInt32 COMMENT 'the first minute with data, unix seconds',
     last           UInt32 COMMENT 'the last minute with data, unix seconds',
     digest         AggregateFunction(quantilesTDigestWeighted(0.5, 0.9, 0.99, 0.999), UInt32, UInt32),
+    p90            Float64 COMMENT 'the block''s p90, from digest (finalized once, here)',
+    p99            Float64 COMMENT 'the block''s p99',
     usable_minutes UInt64 COMMENT 'minute rows of 100 requests or more',
     minute_p90s    Array(Float64) COMMENT 'the p90 of each of those',
     minute_p99s    Array(Float64) COMMENT 'the p99 of each of those',

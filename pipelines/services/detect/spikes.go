@@ -496,7 +496,7 @@ type lookbackFleet struct {
 // ClickHouse than the embedded 26.7) gets the query with the CTE inlined:
 // the same windows, its main scan run twice.
 func findSpikeWindows(ctx context.Context, st store.Store, service string, r spikeRange, c SpikeConfig) ([]SpikeWindow, *lookbackFleet, error) {
-	at, err := tailsAt(ctx, st, service, r.to)
+	at, err := tailsAt(ctx, st, service, r.readFrom.Add(c.Pad), r.to)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -54,15 +54,19 @@ const (
 	tailSettle        = DefaultPad
 )
 
-// tailsAt is when the host tails a pass at to reads were computed: the
-// latest within tailRefresh before to, or to itself, computed now. Tails
-// over m minutes of the fleet's data serve for a sixth of that, m × 10 s,
-// at most tailRefresh: a fleet just come up has its tails computed anew
-// on every pass for its first minutes, which read little, and the fleet
-// row (fleetTailHost) stands for its young hosts from its fifth minute,
-// not from its tenth.
-func tailsAt(ctx context.Context, st store.Store, service string, to time.Time) (time.Time, error) {
-	tab, err := store.Select(ctx, st, render(tailsAtTmpl, tailsParams{Service: service, To: to, Since: to.Add(-tailRefresh), FleetHost: fleetTailHost}))
+// tailsAt is when the host tails a pass over [from, to) reads were
+// computed: the latest within tailRefresh before from (or after it, up to
+// to), or to itself, computed now. Tails over m minutes of the fleet's
+// data serve for a sixth of that, m × 10 s, at most tailRefresh: a fleet
+// just come up has its tails computed anew on every pass for its first
+// minutes, which read little, and the fleet row (fleetTailHost) stands
+// for its young hosts from its fifth minute, not from its tenth. The age
+// is counted at the pass's start, not its end: a live pass of 30 s sees
+// no difference, and the first pass of a catch-up (detect.Run, an hour
+// after an outage) is judged by the tails of the pass before the outage,
+// computed at its start, rather than computing them anew at its end.
+func tailsAt(ctx context.Context, st store.Store, service string, from, to time.Time) (time.Time, error) {
+	tab, err := store.Select(ctx, st, render(tailsAtTmpl, tailsParams{Service: service, To: to, Since: from.Add(-tailRefresh), FleetHost: fleetTailHost}))
 	if err != nil {
 		return time.Time{}, fmt.Errorf("detect: host tails of %s: %w", service, err)
 	}
@@ -75,7 +79,7 @@ func tailsAt(ctx context.Context, st store.Store, service string, to time.Time) 
 			return time.Time{}, fmt.Errorf("detect: host tails of %s: %q", service, tab.Rows[0][1])
 		}
 		at := time.Unix(s, 0).UTC()
-		if to.Sub(at) < min(tailRefresh, time.Duration(minutes)*youngTailsServe) {
+		if from.Sub(at) < min(tailRefresh, time.Duration(minutes)*youngTailsServe) {
 			return at, nil
 		}
 	}
@@ -175,6 +179,9 @@ const tailBlocksSQL = `
             min(toUInt32(ts)) AS first,
             max(toUInt32(ts)) AS last,
             quantilesTDigestWeightedMergeState(0.5, 0.9, 0.99, 0.999)(quantiles_us) AS digest,
+            finalizeAggregation(digest) AS block_qs,
+            block_qs[2] AS p90,
+            block_qs[3] AS p99,
             countIf(weighted_count >= {{float .MinMinuteRequests}}) AS usable_minutes,
             -- Finalized only where kept: most minutes of a slow host are not.
             arrayMap(f -> f[2], groupArrayIf(if(weighted_count >= {{float .MinMinuteRequests}}, finalizeAggregation(quantiles_us), []), weighted_count >= {{float .MinMinuteRequests}}) AS minute_qs) AS minute_p90s,
@@ -189,8 +196,8 @@ WHERE service = {{hex .Service}} AND block >= {{sec .KeptFrom}} AND block < {{se
 
 // The look-back's blocks not kept yet, computed and kept.
 var tailBlocksKeepTmpl = sqlTemplate("host tail blocks", `
-INSERT INTO host_tail_blocks (service, host, block, n, mins, first, last, digest, usable_minutes, minute_p90s, minute_p99s)
-SELECT {{hex .Service}}, host, block, n, mins, first, last, digest, usable_minutes, minute_p90s, minute_p99s
+INSERT INTO host_tail_blocks (service, host, block, n, mins, first, last, digest, p90, p99, usable_minutes, minute_p90s, minute_p99s)
+SELECT {{hex .Service}}, host, block, n, mins, first, last, digest, p90, p99, usable_minutes, minute_p90s, minute_p99s
 FROM (`+tailBlocksSQL+`
         WHERE service = {{hex .Service}} AND ({{range $i, $r := .Missing}}{{if $i}} OR {{end}}(ts >= {{sec (index $r 0)}} AND ts < {{sec (index $r 1)}}){{end}})
         GROUP BY host, block
@@ -217,14 +224,14 @@ FROM (
         arrayReduce('quantileExact(0.5)', groupArrayArray(minute_p99s)) AS m99,
         -- The median block's, where minutes are too few requests each.
         countIf(n >= {{float .MinMinuteRequests}}) AS usable_blocks,
-        quantileExactIf(0.5)(finalizeAggregation(digest)[2], n >= {{float .MinMinuteRequests}}) AS b90,
-        quantileExactIf(0.5)(finalizeAggregation(digest)[3], n >= {{float .MinMinuteRequests}}) AS b99
+        quantileExactIf(0.5)(p90, n >= {{float .MinMinuteRequests}}) AS b90,
+        quantileExactIf(0.5)(p99, n >= {{float .MinMinuteRequests}}) AS b99
     FROM (
-        SELECT host, block, n, mins, first, last, digest, usable_minutes, minute_p90s, minute_p99s
+        SELECT host, block, n, mins, first, last, digest, p90, p99, usable_minutes, minute_p90s, minute_p99s
         FROM host_tail_blocks FINAL
         WHERE service = {{hex .Service}} AND block >= {{sec .KeptFrom}} AND block < {{sec .KeptTo}}
         UNION ALL
-        SELECT * FROM (`+tailBlocksSQL+`
+        SELECT host, block, n, mins, first, last, digest, p90, p99, usable_minutes, minute_p90s, minute_p99s FROM (`+tailBlocksSQL+`
         WHERE service = {{hex .Service}} AND ((ts >= {{sec .From}} AND ts < {{sec .KeptFrom}}) OR (ts >= {{sec .KeptTo}} AND ts < {{sec .To}}))
         GROUP BY host, block)
     )

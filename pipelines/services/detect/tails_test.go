@@ -134,22 +134,25 @@ FROM host_tails FINAL WHERE computed_to = %d ORDER BY host`
 	}
 }
 
-// The tails are computed once in tailRefresh of data time: passes 5
-// minutes apart share them, one 10 minutes on computes them anew. Young
-// tails serve a sixth of the minutes they span: over 5 minutes, 50 s.
+// The tails are computed once in tailRefresh of data time, counted from a
+// pass's start: passes 5 minutes apart share them, one starting 10
+// minutes on computes them anew. Young tails serve a sixth of the minutes
+// they span: over 5 minutes, 50 s.
 func TestHostTailsAreComputedOnceInTenMinutes(t *testing.T) {
 	ctx := context.Background()
 	st := migrated(t)
 	fleetLoad{hosts: 2, seconds: 3600, rps: 2, seed: 6}.insert(t, st)
 	var ats []time.Time
-	for _, to := range []int{300, 330, 360, 3000, 3300, 3600} {
-		at, err := tailsAt(ctx, st, "billy", sec(to))
+	// Passes of 30 s, and last an hour's catch-up, which the tails computed
+	// at its start serve.
+	for _, pass := range [][2]int{{270, 300}, {300, 330}, {360, 390}, {2970, 3000}, {3270, 3300}, {3600, 3630}, {3630, 7230}} {
+		at, err := tailsAt(ctx, st, "billy", sec(pass[0]), sec(pass[1]))
 		if err != nil {
 			t.Fatal(err)
 		}
 		ats = append(ats, at)
 	}
-	if want := []time.Time{sec(300), sec(300), sec(360), sec(3000), sec(3000), sec(3600)}; !cmp.Equal(want, ats) {
+	if want := []time.Time{sec(300), sec(300), sec(390), sec(3000), sec(3000), sec(3630), sec(3630)}; !cmp.Equal(want, ats) {
 		t.Errorf("tails computed at %v, want %v", ats, want)
 	}
 	tab, err := store.Select(ctx, st, `SELECT countIf(host != ''), countIf(host = '') FROM host_tails`)
