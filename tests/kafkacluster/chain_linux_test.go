@@ -21,8 +21,8 @@ const spansTopic, metricsTopic = "otlp_spans", "otlp_metrics"
 type chain struct {
 	cluster *testenv.KafkaCluster
 	st      store.Store
-	ingest  *proc
-	agent   *proc
+	ingest  *testenv.Proc
+	agent   *testenv.Proc
 	load    *load
 	probe   *probe
 }
@@ -124,14 +124,14 @@ func (ch *chain) finish(t testing.TB, from time.Time) outcome {
 	lost, dup := sent-o.unique, o.rows-o.unique
 	t.Logf("sent %d requests, stored %d rows, %d distinct: %d lost, %d duplicated; pause (longest stretch without a new record readable) %.1f s",
 		sent, o.rows, o.unique, lost, dup, o.pause.Seconds())
-	for _, p := range []*proc{ch.agent, ch.ingest} {
-		if said := complaints(p.out.String(), 6); said != "" {
-			t.Logf("the %s's warnings and errors:\n%s", p.name, said)
+	for _, p := range []*testenv.Proc{ch.agent, ch.ingest} {
+		if said := complaints(p.Out.String(), 6); said != "" {
+			t.Logf("the %s's warnings and errors:\n%s", p.Name, said)
 		} else {
-			t.Logf("the %s logged no warning or error", p.name)
+			t.Logf("the %s logged no warning or error", p.Name)
 		}
-		if !p.alive() {
-			t.Errorf("the %s exited during the fault (%v): it needed a restart", p.name, p.cmd.ProcessState)
+		if !p.Alive() {
+			t.Errorf("the %s exited during the fault (%v): it needed a restart", p.Name, p.Cmd.ProcessState)
 		}
 	}
 	if lost != 0 || dup != 0 {

@@ -4,9 +4,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
+
+	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
 // The binaries under test, built once by TestMain.
@@ -19,23 +19,14 @@ var skipRecovery = flag.Bool("kafkacluster.skip-recovery", false, "control run: 
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	dir, err := os.MkdirTemp("", "spikehunt-kafkacluster-bin-")
+	var cleanup func()
+	var err error
+	agentBin, spikehuntBin, cleanup, err = testenv.BuildChainBinaries("spikehunt-kafkacluster-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	agentBin, spikehuntBin = filepath.Join(dir, "spikehunt-agent"), filepath.Join(dir, "spikehunt")
-	for bin, pkg := range map[string]string{
-		agentBin:     "github.com/spikehunt/spikehunt/agents/cmd/spikehunt-agent",
-		spikehuntBin: "github.com/spikehunt/spikehunt/pipelines/cmd/spikehunt",
-	} {
-		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
-			os.RemoveAll(dir)
-			os.Exit(1)
-		}
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }

@@ -8,76 +8,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
-
-// proc is one of the chain's processes, started once: a test that sees it
-// exit has seen the chain need a restart.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	out  *testenv.TailBuffer
-	done chan struct{} // closed when it has exited
-}
-
-// startProc runs bin with args until the test ends (then SIGKILL); it dies
-// with the test binary too (Pdeathsig).
-func startProc(t testing.TB, name, bin string, args ...string) *proc {
-	t.Helper()
-	p := &proc{name: name, cmd: exec.Command(bin, args...), out: testenv.NewTailBuffer(16 << 20), done: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() { _ = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("%s output (tail):\n%s", name, tail(p.out.String(), 30))
-		}
-	})
-	return p
-}
-
-// alive says whether the process still runs.
-func (p *proc) alive() bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
-
-// waitFor waits until the output matches re and returns the match.
-func (p *proc) waitFor(t testing.TB, re *regexp.Regexp, timeout time.Duration) []string {
-	t.Helper()
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if m := re.FindStringSubmatch(p.out.String()); m != nil {
-			return m
-		}
-		if !p.alive() {
-			break
-		}
-	}
-	t.Fatalf("%s (running: %v) did not print %q within %v:\n%s", p.name, p.alive(), re, timeout, tail(p.out.String(), 30))
-	return nil
-}
-
-func tail(s string, n int) string {
-	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(l) > n {
-		l = l[len(l)-n:]
-	}
-	return strings.Join(l, "\n")
-}
 
 var servingOn = regexp.MustCompile(`on http://(\S+)\n`)
 
@@ -91,8 +27,8 @@ func startStore(t testing.TB) (dsn string, st store.Store) {
 	if out, err := exec.Command(spikehuntBin, "migrate", "--dsn", chdb).CombinedOutput(); err != nil {
 		t.Fatalf("spikehunt migrate: %v\n%s", err, out)
 	}
-	p := startProc(t, "serve-clickhouse", spikehuntBin, "serve-clickhouse", "--dsn", chdb, "--listen", "127.0.0.1:0")
-	addr := p.waitFor(t, servingOn, time.Minute)[1]
+	p := testenv.StartProc(t, "serve-clickhouse", spikehuntBin, "serve-clickhouse", "--dsn", chdb, "--listen", "127.0.0.1:0")
+	addr := p.WaitFor(t, servingOn, time.Minute)[1]
 	dsn = "http://" + addr + "/spikehunt"
 	st, err := store.Open(context.Background(), dsn)
 	if err != nil {
@@ -112,14 +48,14 @@ func tlsFlags(c *testenv.KafkaCluster) []string {
 var ingestStarted = regexp.MustCompile(`spikehunt ingest: .* metrics http://`)
 
 // startIngest runs `spikehunt ingest` from the cluster into the store.
-func startIngest(t testing.TB, c *testenv.KafkaCluster, dsn string) *proc {
+func startIngest(t testing.TB, c *testenv.KafkaCluster, dsn string) *testenv.Proc {
 	t.Helper()
 	args := append([]string{"ingest", "--dsn", dsn, "--listen", "127.0.0.1:0", "--instance", "kafkacluster",
 		// Rows stored within a second of arriving: the store's count
 		// follows the load closely.
 		"--batch.delay", "500ms"}, tlsFlags(c)...)
-	p := startProc(t, "ingest", spikehuntBin, args...)
-	p.waitFor(t, ingestStarted, time.Minute)
+	p := testenv.StartProc(t, "ingest", spikehuntBin, args...)
+	p.WaitFor(t, ingestStarted, time.Minute)
 	return p
 }
 
@@ -129,7 +65,7 @@ const keepAll = "intake:\n  sample_every: 1\n  sampled_per_second: -1\nspool:\n 
 
 // startAgent runs the agent, sending to the cluster over TLS, with its
 // line-protocol socket at the returned path.
-func startAgent(t testing.TB, c *testenv.KafkaCluster) (p *proc, sock string) {
+func startAgent(t testing.TB, c *testenv.KafkaCluster) (p *testenv.Proc, sock string) {
 	t.Helper()
 	tmp := t.TempDir()
 	cfg, sock := filepath.Join(tmp, "agent.yaml"), filepath.Join(tmp, "agent.sock")
@@ -140,16 +76,16 @@ func startAgent(t testing.TB, c *testenv.KafkaCluster) (p *proc, sock string) {
 		"--capture.enabled=false", "--capture.dir", filepath.Join(tmp, "captures"), "--capture.socket", filepath.Join(tmp, "capture.sock"),
 		"--intake.line-unix", sock, "--intake.line-udp", "", "--intake.otlp-grpc", "", "--intake.otlp-http", "",
 		"--host-name", "test-node", "--hw-class", "gen5"}, tlsFlags(c)...)
-	p = startProc(t, "agent", agentBin, args...)
+	p = testenv.StartProc(t, "agent", agentBin, args...)
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if _, err := os.Stat(sock); err == nil {
 			return p, sock
 		}
-		if !p.alive() {
+		if !p.Alive() {
 			break
 		}
 	}
-	t.Fatalf("agent did not open %s:\n%s", sock, tail(p.out.String(), 30))
+	t.Fatalf("agent did not open %s:\n%s", sock, testenv.Tail(p.Out.String(), 30))
 	return nil, ""
 }
 

@@ -28,7 +28,7 @@ const keepAll = "intake:\n  sample_every: 1\n  sampled_per_second: -1\nspool:\n 
 // line-protocol socket.
 type agent struct {
 	name, spool, clockFile, metrics string
-	p                               *proc
+	p                               *testenv.Proc
 	// Requests sent: trace ids idPrefix·1 … idPrefix·sent, and when each
 	// datagram of them went (its last id), for the accounting of the
 	// faults' windows.
@@ -56,13 +56,13 @@ func startAgent(t testing.TB, c *testenv.KafkaCluster, dir, name string, prefix 
 		"--capture.enabled=false", "--capture.dir", filepath.Join(dir, name+"-captures"), "--capture.socket", filepath.Join(dir, name+"-capture.sock"),
 		"--intake.line-unix", sock, "--intake.line-udp", "", "--intake.otlp-grpc", "", "--intake.otlp-http", "",
 		"--host-name", name, "--hw-class", "gen5", "--debug.clock-offset-file", a.clockFile}, tlsFlags(c)...)
-	a.p = startProc(t, name, agentBin, args...)
+	a.p = testenv.StartProc(t, name, agentBin, args...)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if _, err := os.Stat(sock); err == nil {
 			break
 		}
-		if !a.p.alive() || time.Now().After(deadline) {
-			t.Fatalf("agent %s did not open %s:\n%s", name, sock, tail(a.p.out.String(), 30))
+		if !a.p.Alive() || time.Now().After(deadline) {
+			t.Fatalf("agent %s did not open %s:\n%s", name, sock, testenv.Tail(a.p.Out.String(), 30))
 		}
 	}
 	conn, err := net.Dial("unixgram", sock)

@@ -10,9 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,114 +37,16 @@ func TestMain(m *testing.M) {
 	if os.Getenv(soakEnv) != "1" {
 		os.Exit(m.Run())
 	}
-	dir, err := os.MkdirTemp("", "spikehunt-soak-bin-")
+	var cleanup func()
+	var err error
+	agentBin, spikehuntBin, cleanup, err = testenv.BuildChainBinaries("spikehunt-soak-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	agentBin, spikehuntBin = filepath.Join(dir, "spikehunt-agent"), filepath.Join(dir, "spikehunt")
-	for bin, pkg := range map[string]string{
-		agentBin:     "github.com/spikehunt/spikehunt/agents/cmd/spikehunt-agent",
-		spikehuntBin: "github.com/spikehunt/spikehunt/pipelines/cmd/spikehunt",
-	} {
-		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
-			os.RemoveAll(dir)
-			os.Exit(1)
-		}
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
-}
-
-// proc is one run of a component's process. The soak plays its
-// supervisor (systemd's Restart=always, a pod's restartPolicy): a step
-// that kills it starts a new proc with the same arguments.
-type proc struct {
-	name string
-	args []string
-	cmd  *exec.Cmd
-	out  *testenv.TailBuffer
-	done chan struct{}
-}
-
-func startProc(t testing.TB, name, bin string, args ...string) *proc {
-	t.Helper()
-	p := &proc{name: name, args: append([]string{bin}, args...), cmd: exec.Command(bin, args...), out: testenv.NewTailBuffer(8 << 20), done: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() { _ = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("%s output (tail):\n%s", name, tail(p.out.String(), 40))
-		}
-	})
-	return p
-}
-
-// again starts the same command anew: the supervisor's restart.
-func (p *proc) again(t testing.TB) *proc {
-	return startProc(t, p.name, p.args[0], p.args[1:]...)
-}
-
-func (p *proc) alive() bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
-
-func (p *proc) pid() int {
-	if !p.alive() {
-		return 0
-	}
-	return p.cmd.Process.Pid
-}
-
-// kill9 ends the process with SIGKILL and waits for it.
-func (p *proc) kill9() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
-// stop ends it with SIGTERM, then SIGKILL after grace.
-func (p *proc) stop(grace time.Duration) {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		p.kill9()
-	}
-}
-
-func (p *proc) waitFor(t testing.TB, re *regexp.Regexp, timeout time.Duration) []string {
-	t.Helper()
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if m := re.FindStringSubmatch(p.out.String()); m != nil {
-			return m
-		}
-		if !p.alive() {
-			break
-		}
-	}
-	t.Fatalf("%s (running: %v) did not print %q within %v:\n%s", p.name, p.alive(), re, timeout, tail(p.out.String(), 30))
-	return nil
-}
-
-func tail(s string, n int) string {
-	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(l) > n {
-		l = l[len(l)-n:]
-	}
-	return strings.Join(l, "\n")
 }
 
 // freeAddr is a loopback address nobody listens on: the components that

@@ -49,8 +49,8 @@ type soak struct {
 	storeDisk                      string
 
 	mu            sync.Mutex // guards the procs, which steps replace
-	store, ingest *proc
-	detect        *proc
+	store, ingest *testenv.Proc
+	detect        *testenv.Proc
 	agents        []*agent
 	fleet         *fleet
 	st            store.Store
@@ -233,8 +233,8 @@ func (s *soak) start(t *testing.T, hosts int, rps float64) {
 		t.Fatalf("spikehunt migrate: %v\n%s", err, out)
 	}
 	s.storeAddr = freeAddr(t)
-	s.store = startProc(t, "store", spikehuntBin, "serve-clickhouse", "--dsn", s.chdb, "--listen", s.storeAddr)
-	s.store.waitFor(t, servingOn, time.Minute)
+	s.store = testenv.StartProc(t, "store", spikehuntBin, "serve-clickhouse", "--dsn", s.chdb, "--listen", s.storeAddr)
+	s.store.WaitFor(t, servingOn, time.Minute)
 	s.dsn = "http://" + s.storeAddr + "/spikehunt"
 	if s.st, err = store.Open(context.Background(), s.dsn); err != nil {
 		t.Fatal(err)
@@ -242,12 +242,12 @@ func (s *soak) start(t *testing.T, hosts int, rps float64) {
 	t.Cleanup(func() { s.st.Close() })
 
 	s.ingestAddr = freeAddr(t)
-	s.ingest = startProc(t, "ingest", spikehuntBin, append([]string{"ingest", "--dsn", s.dsn, "--listen", s.ingestAddr, "--instance", "soak",
+	s.ingest = testenv.StartProc(t, "ingest", spikehuntBin, append([]string{"ingest", "--dsn", s.dsn, "--listen", s.ingestAddr, "--instance", "soak",
 		"--batch.delay", "1s"}, tlsFlags(c)...)...)
-	s.ingest.waitFor(t, ingestStarted, time.Minute)
+	s.ingest.WaitFor(t, ingestStarted, time.Minute)
 
 	s.detectAddr = freeAddr(t)
-	s.detect = startProc(t, "detect", spikehuntBin, "detect", "--dsn", s.dsn, "--every", detectEvery.String(), "--since", "10m",
+	s.detect = testenv.StartProc(t, "detect", spikehuntBin, "detect", "--dsn", s.dsn, "--every", detectEvery.String(), "--since", "10m",
 		"--listen", s.detectAddr, "--instance", "soak-detect")
 
 	spoolB := mountTmpfs(t, base, "spool-volume", "32m")
@@ -306,9 +306,9 @@ func (s *soak) flowing(host string, from time.Time) error {
 func (s *soak) pids() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m := map[string]int{"store": s.store.pid(), "ingest": s.ingest.pid(), "detect": s.detect.pid()}
+	m := map[string]int{"store": s.store.PID(), "ingest": s.ingest.PID(), "detect": s.detect.PID()}
 	for _, a := range s.agents {
-		m["agent_"+strings.TrimPrefix(a.name, "soak-")] = a.p.pid()
+		m["agent_"+strings.TrimPrefix(a.name, "soak-")] = a.p.PID()
 	}
 	for i := range testenv.KafkaClusterNodes {
 		m[fmt.Sprintf("broker%d", i)] = s.cluster.PID(i)
@@ -386,7 +386,7 @@ func (s *soak) ingestKill(skip bool) error {
 	s.mu.Lock()
 	old := s.ingest
 	s.mu.Unlock()
-	old.kill9()
+	old.Kill9()
 	t0 := time.Now()
 	s.log.printf("ingest-kill: killed (kill -9)")
 	if skip {
@@ -394,11 +394,11 @@ func (s *soak) ingestKill(skip bool) error {
 		return s.flowing("soak-a", t0)
 	}
 	time.Sleep(5 * time.Second) // the supervisor's restart delay
-	p := old.again(s.t)
+	p := old.Again(s.t)
 	s.mu.Lock()
 	s.ingest = p
 	s.mu.Unlock()
-	p.waitFor(s.t, ingestStarted, time.Minute)
+	p.WaitFor(s.t, ingestStarted, time.Minute)
 	return s.flowing("soak-a", t0)
 }
 
@@ -409,7 +409,7 @@ func (s *soak) storeRestart(skip bool) error {
 	s.mu.Lock()
 	old := s.store
 	s.mu.Unlock()
-	old.stop(time.Minute)
+	old.Stop(time.Minute)
 	t0 := time.Now()
 	s.log.printf("store-restart: stopped")
 	time.Sleep(5 * time.Second)
@@ -425,20 +425,20 @@ func (s *soak) restartStore() error {
 	s.mu.Lock()
 	old := s.store
 	s.mu.Unlock()
-	p := old.again(s.t)
+	p := old.Again(s.t)
 	s.mu.Lock()
 	s.store = p
 	s.mu.Unlock()
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if servingOn.MatchString(p.out.String()) {
+		if servingOn.MatchString(p.Out.String()) {
 			s.log.printf("store: serving again")
 			return nil
 		}
-		if !p.alive() {
+		if !p.Alive() {
 			break
 		}
 	}
-	return fmt.Errorf("the store did not serve again:\n%s", tail(p.out.String(), 20))
+	return fmt.Errorf("the store did not serve again:\n%s", testenv.Tail(p.Out.String(), 20))
 }
 
 // store-disk-full: the store's volume fills up. Inserts fail; the ingest
@@ -524,7 +524,7 @@ func (s *soak) query(q string) string {
 func (s *soak) storeAlive() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.store.alive()
+	return s.store.Alive()
 }
 
 // spool-disk-full: soak-b's spool volume fills up. Every export request
