@@ -3,7 +3,8 @@ package dashboards
 // pipelineHealth is spikehunt watching itself. The agents, the ingest and
 // the detector write their own figures into the counters table beside the
 // kernel counters (metrics spikehunt.agent.*, spikehunt.capture.*,
-// spikehunt.ingest.*, spikehunt.detect.*; host = the instance), so one data
+// spikehunt.ingest.*, spikehunt.detect.*, spikehunt.store.*; host = the
+// instance), so one data
 // source answers "is the pipeline keeping up?".
 func pipelineHealth() Board {
 	// A gauge's last reading per instance in each interval, summed over
@@ -71,6 +72,43 @@ WHERE metric = 'spikehunt.agent.spool.bytes' AND ts_start >= $__toTime - INTERVA
 					"rowsps", "dlq", deltaRate("spikehunt.ingest.dlq", "if(mode = '', device, concat(device, ' ', mode))", "dlq")),
 				ts("detect-pass", "Detector pass time, by stage", "spikehunt.detect.pass_seconds: each pass's wall time.",
 					"s", "stage", gauge("spikehunt.detect.pass_seconds", "mode", "stage")),
+			}},
+			{Title: "Store", Panels: []Panel{
+				ts("store-free", "Store volume free (%)", "spikehunt.store.volume.*: the free space of each serve-clickhouse store's volume. "+
+					"Below 1 % (64 MiB at least) its care reads every part written until the space is back (docs/store-care.md).",
+					"percent", "store", `
+SELECT
+    $__timeInterval(ts_start) AS time,
+    host AS store,
+    100 * argMaxIf(value, ts_start, metric = 'spikehunt.store.volume.free_bytes')
+        / greatest(1, argMaxIf(value, ts_start, metric = 'spikehunt.store.volume.size_bytes')) AS free_pct
+FROM counters
+WHERE metric IN ('spikehunt.store.volume.free_bytes', 'spikehunt.store.volume.size_bytes') AND $__timeFilter(ts_start)
+GROUP BY time, store
+ORDER BY time, store`),
+				{
+					Key: "store-parts", Title: "Store parts taken out, by table", Type: "table", W: 12, H: 8,
+					Description: "Parts the engine could not read (a full volume's doing), taken out of their tables by the store's care: " +
+						"rebuilt from the view that feeds the table, or their rows lost (docs/store-care.md). Empty on a healthy store.",
+					SQL: `
+SELECT device AS tbl,
+    sumIf(value, metric = 'spikehunt.store.parts.detached') AS detached,
+    sumIf(value, metric = 'spikehunt.store.parts.rebuilt') AS rebuilt,
+    sumIf(value, metric = 'spikehunt.store.rows.lost') AS rows_lost
+FROM counters
+WHERE metric IN ('spikehunt.store.parts.detached', 'spikehunt.store.parts.rebuilt', 'spikehunt.store.rows.lost') AND $__timeFilter(ts_start)
+GROUP BY tbl
+ORDER BY detached DESC, tbl
+LIMIT 100`,
+					Format: Table,
+					Columns: []Column{
+						{Name: "tbl", Title: "Table"},
+						{Name: "detached", Title: "Parts taken out"},
+						{Name: "rebuilt", Title: "Rebuilt"},
+						{Name: "rows_lost", Title: "Rows lost"},
+					},
+					Options: tableOptions(),
+				},
 			}},
 			{Title: "Agents", Panels: []Panel{
 				ts("agent-drops", "Agent drops per second, by reason", "spikehunt.agent.requests.dropped over the fleet's agents.",

@@ -98,6 +98,19 @@ func loadFleet(t *testing.T, cfg sim.Config) loadedFleet {
 	if err := self.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// A store that took a part out and rebuilt it, as serve-clickhouse's
+	// care writes it (pipelines/services/storecare).
+	care := ingest.NewSelfCounters(st, "store-test")
+	for i := 0; i < steps; i += 6 {
+		b := cfg.Start.Add(time.Duration(i+1) * 10 * time.Second)
+		care.Gauge("spikehunt.store.volume.free_bytes", "", "", b, float64(1<<30-i<<20))
+		care.Gauge("spikehunt.store.volume.size_bytes", "", "", b, 2<<30)
+	}
+	care.Delta("spikehunt.store.parts.detached", "latency_1m", "", at, at.Add(time.Second), 1)
+	care.Delta("spikehunt.store.parts.rebuilt", "latency_1m", "", at, at.Add(time.Second), 1)
+	if err := care.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if len(res.Spikes) == 0 {
 		t.Fatal("the detectors found no spike windows in a thousand-spikes fleet")
 	}

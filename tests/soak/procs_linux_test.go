@@ -3,18 +3,15 @@ package soak
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -142,46 +139,6 @@ func healthz(url string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-// mountTmpfs mounts a tmpfs of size on a new folder under base: a volume
-// the soak can fill up.
-func mountTmpfs(t testing.TB, base, name, size string) string {
-	t.Helper()
-	dir := filepath.Join(base, name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0755"); err != nil {
-		t.Fatalf("mount a tmpfs on %s: %v", dir, err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
-
-// fillDisk writes name until its file system is full.
-func fillDisk(name string) (int64, error) {
-	f, err := os.Create(name)
-	if err != nil {
-		return 0, fmt.Errorf("fill: %w", err)
-	}
-	defer f.Close()
-	buf := make([]byte, 1<<20)
-	var n int64
-	for {
-		w, err := f.Write(buf)
-		n += int64(w)
-		if err != nil {
-			if errors.Is(err, syscall.ENOSPC) {
-				return n, nil
-			}
-			return n, fmt.Errorf("fill %s: %w", name, err)
-		}
-	}
 }
 
 // keepFull appends to name every byte its file system frees, every

@@ -240,6 +240,8 @@ var Rules = []Rule{
 		Why: "alerts uses detect's result types"},
 	{Pkg: "pipelines/services/detectsvc", Own: []string{"pipelines/services/detect", "pipelines/services/alerts", "pipelines/services/ingest", "internal/store", "kafkasec"},
 		Why: "the detect service around the passes: their alerts, health and own figures (the ingest's writer of them)"},
+	{Pkg: "pipelines/services/storecare", Own: []string{"internal/store", "internal/defaults", "pipelines/services/ingest"}, TestOwn: []string{"internal/schema"},
+		Why: "serve-clickhouse's care of its data: the volume, the parts a full disk broke (the ingest's writer of its own figures)"},
 	{Pkg: "pipelines/services/otel", TestOwn: []string{"pipelines/services/ingest", "internal/schema", "internal/store"}, Why: "tests only: the gateway Collector's build and config"},
 
 	// pipelines/cli/: the command line and its queries.

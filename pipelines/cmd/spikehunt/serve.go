@@ -15,6 +15,7 @@ import (
 	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/pipelines/cli"
 	"github.com/spikehunt/spikehunt/pipelines/services/chhttp"
+	"github.com/spikehunt/spikehunt/pipelines/services/storecare"
 )
 
 func runServeClickHouse(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -53,6 +54,9 @@ Grafana with GF_PATHS_PROVISIONING=DIR and the ClickHouse data source plugin:
 	grafanaDir := fs.String("grafana-provisioning", "", "write Grafana provisioning for this server into this folder: datasources/spikehunt.yaml (HTTP, the bound address,\nthe store's database, signing in as --read-only-user, else --user, password from the same variable)\nand dashboards/spikehunt.yaml (on --grafana-dashboards); point GF_PATHS_PROVISIONING at it")
 	grafanaDashboards := fs.String("grafana-dashboards", "", "the dashboards' JSON for --grafana-provisioning (default: dashboards/grafana of the checkout around the working directory,\nelse PREFIX/share/spikehunt/dashboards of the installed binary (make install))")
 	maxBlock := fs.Int64("max-compressed-block-bytes", chhttp.DefaultConfig().MaxCompressedBlockBytes, "largest ClickHouse compressed block (decompress=1 request bodies) and zstd window a request may use, compressed or not; most clients write 1 MiB blocks, but clickhouse-go over HTTP\n(the OpenTelemetry Collector's ClickHouse exporter) sends a whole batch as one: raise it to the batches' size (64 KiB to 1 GiB)")
+	careEvery := fs.Duration("care.every", storecare.DefaultEvery, "how often the store's care reads the volume's free space and the engine's errors (docs/store-care.md);\n0 turns the care off: a part a full volume broke then stays in its table until the store restarts")
+	careSettle := fs.Duration("care.settle", storecare.DefaultSettle, "how old the range of a part taken out must be before its rows are rebuilt from the view that feeds its table,\nso that rows of the range still on their way land first")
+	instance := fs.String("instance", "", "the host column of the store's own rows in counters (its volume, the parts it took out; default: the host name)")
 	limits := chhttp.DefaultServerLimits(chhttp.DefaultConfig().MaxExecutionTime)
 	fs.DurationVar(&limits.Idle, "http-idle-timeout", limits.Idle, "close a keep-alive connection of the HTTP server idle this long")
 	fs.IntVar(&limits.MaxConns, "http-max-connections", limits.MaxConns, "serve at most this many HTTP connections at once; a newcomer takes the place of the connection idle longest\n(of its own client IP at --http-max-connections-per-peer, else of the IP holding the most), and is closed on accept only when every one in its way is busy")
@@ -78,6 +82,10 @@ Grafana with GF_PATHS_PROVISIONING=DIR and the ClickHouse data source plugin:
 	}
 	if err := limits.Validate(); err != nil {
 		fmt.Fprintln(stderr, err)
+		return cli.ErrUsage
+	}
+	if *careEvery < 0 || *careSettle < 0 {
+		fmt.Fprintln(stderr, "--care.every and --care.settle must not be negative")
 		return cli.ErrUsage
 	}
 	byExec := chhttp.DefaultServerLimits(*maxExec)
@@ -112,6 +120,24 @@ Grafana with GF_PATHS_PROVISIONING=DIR and the ClickHouse data source plugin:
 	}
 	reg := newRegistry()
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+	if *careEvery > 0 {
+		// Its own connection: a rebuild may run for a while, and must
+		// not wait behind clients nor hold up their statements.
+		cst, err := open(1)
+		if err != nil {
+			return err
+		}
+		defer cst.Close()
+		carer, err := storecare.New(cst, storecare.Config{Dir: d.Dir, Database: cst.Database(), Every: *careEvery, Settle: *careSettle,
+			Instance: *instance, Logger: cfg.Logger})
+		if err != nil {
+			return err
+		}
+		if err := carer.Register(reg); err != nil {
+			return err
+		}
+		go carer.Run(ctx)
+	}
 	h := chhttp.NewPools(pools, cfg)
 	if err := h.Register(reg); err != nil {
 		return err
