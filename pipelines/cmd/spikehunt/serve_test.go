@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -198,5 +199,31 @@ func TestTheOperatorsCaptureIndexWorksThroughServeClickHouse(t *testing.T) {
 	}
 	if list, err := captures.CapturesOfSpike(ctx, st, "s1"); err != nil || len(list) != 0 {
 		t.Fatalf("after Delete: %d captures, %v", len(list), err)
+	}
+}
+
+// serve-clickhouse looks after its data (docs/store-care.md): its volume's
+// figures are on /metrics after the first round, and a negative interval
+// is refused.
+func TestServeClickHouseReportsItsVolume(t *testing.T) {
+	addr := startServe(t, "--care.every", "1s")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if m := regexp.MustCompile(`(?m)^spikehunt_store_volume_free_bytes ([0-9.e+]+)$`).FindSubmatch(body); m != nil && string(m[1]) != "0" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no spikehunt_store_volume_free_bytes on /metrics after 30 s:\n%s", body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if code, _, errs := runCLI(t, "serve-clickhouse", "--dsn", "chdb://"+t.TempDir(), "--care.every", "-1s"); code != 2 || !strings.Contains(errs, "--care.every") {
+		t.Errorf("--care.every -1s: exit %d, %q; want 2 naming the flag", code, errs)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -94,10 +95,23 @@ func (c *Carer) Register(reg prometheus.Registerer) error { return c.m.register(
 func (c *Carer) Run(ctx context.Context) {
 	t := time.NewTicker(c.cfg.Every)
 	defer t.Stop()
+	failing := false
+	var saidAt time.Time
 	for {
-		if err := c.Round(ctx); err != nil && ctx.Err() == nil {
+		err := c.Round(ctx)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil:
 			c.m.roundErrors.Inc()
-			c.log.Warn("store care: a round failed; the next one tries again", "err", err)
+			// A store not migrated yet, or a volume that stays full, fails
+			// every round: say so at once, then once in 5 minutes.
+			if !failing || time.Since(saidAt) >= 5*time.Minute {
+				c.log.Warn("store care: a round failed; the next one tries again", "err", err)
+				failing, saidAt = true, time.Now()
+			}
+		case failing:
+			c.log.Info("store care: rounds succeed again")
+			failing = false
 		}
 		select {
 		case <-ctx.Done():
@@ -299,12 +313,16 @@ func (c *Carer) takeOut(ctx context.Context, now time.Time) error {
 func (c *Carer) plan(ctx context.Context, r *repair, now time.Time) error {
 	f, err := c.feederOf(ctx, r.Table)
 	if err != nil {
-		r.State, r.Due = statePending, now.Add(time.Minute)
+		r.State, r.Due = statePending, now.Add(c.cfg.Every)
 		return err
 	}
 	if f == nil || r.From.IsZero() {
 		r.State = stateLost
-		c.lost(r, now)
+		why := "no view feeds its table"
+		if f != nil {
+			why = "its time range is not known"
+		}
+		c.lost(r, now, why)
 		return nil
 	}
 	r.State, r.Source = statePending, f.Source
@@ -315,15 +333,17 @@ func (c *Carer) plan(ctx context.Context, r *repair, now time.Time) error {
 	return nil
 }
 
-func (c *Carer) lost(r *repair, now time.Time) {
+// lost counts r's rows as lost, and says why.
+func (c *Carer) lost(r *repair, now time.Time, why string) {
 	c.m.rowsLost.WithLabelValues(r.Table).Add(float64(r.Rows))
 	c.self.Delta(metricRowsLost, r.Table, "", now, now.Add(time.Second), float64(r.Rows))
-	c.log.Error("store care: no view feeds the table of a part taken out, so its rows are lost",
+	c.log.Error("store care: the rows of a part taken out are lost: "+why,
 		"table", r.Table, "part", r.Part, "rows", r.Rows, "from", r.From, "to", r.To)
 }
 
 // rebuildDue rebuilds the pending repairs whose time has come; one that
-// fails is tried again after a delay that doubles up to 10 minutes.
+// fails is tried again after two rounds, then after a delay that doubles
+// up to 10 minutes.
 func (c *Carer) rebuildDue(ctx context.Context, now time.Time) error {
 	var errs []error
 	changed := false
@@ -335,8 +355,23 @@ func (c *Carer) rebuildDue(ctx context.Context, now time.Time) error {
 		f, err := c.feederOf(ctx, r.Table)
 		if err == nil && f == nil {
 			r.State = stateLost
-			c.lost(r, now)
+			c.lost(r, now, "no view feeds its table any more")
 			continue
+		}
+		if err == nil {
+			switch c.sourceState(r, f) {
+			case statePending:
+				// The source's own repair first: this one reads it.
+				r.Due = now.Add(c.cfg.Every)
+				continue
+			case stateLost:
+				// Rebuilding would replace the range's rows, which other
+				// parts of this table still hold, with what is left of
+				// the source: fewer. The part's rows are lost instead.
+				r.State = stateLost
+				c.lost(r, now, "its source "+f.Source+" lost rows of the range too, so it is not rebuilt")
+				continue
+			}
 		}
 		var rows uint64
 		if err == nil {
@@ -347,7 +382,9 @@ func (c *Carer) rebuildDue(ctx context.Context, now time.Time) error {
 		if err != nil {
 			r.Tries++
 			r.LastError = firstLine(err.Error())
-			r.Due = now.Add(min(time.Minute<<min(r.Tries-1, 4), 10*time.Minute))
+			// Often the source has a broken part too, which the next
+			// rounds take out: try again soon, then less and less often.
+			r.Due = now.Add(min(c.cfg.Every<<min(r.Tries, 8), 10*time.Minute))
 			errs = append(errs, err)
 			continue
 		}
@@ -363,6 +400,35 @@ func (c *Carer) rebuildDue(ctx context.Context, now time.Time) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// sourceState says whether the table r's view reads has a repair of its
+// own over r's range (a minute wider each way, for views that roll rows
+// up to the minute; the whole partition when a range is unknown):
+// statePending when one waits, stateLost when one lost rows, "" when
+// none.
+func (c *Carer) sourceState(r *repair, f *feeder) string {
+	source := strings.TrimPrefix(f.Source, c.cfg.Database+".")
+	out := ""
+	for _, o := range c.repairs {
+		if o.Table != source || o == r {
+			continue
+		}
+		overlaps := o.Partition == r.Partition
+		if !o.From.IsZero() {
+			overlaps = !o.From.After(r.To.Add(time.Minute)) && !o.To.Before(r.From.Add(-time.Minute))
+		}
+		if !overlaps {
+			continue
+		}
+		switch o.State {
+		case statePending:
+			return statePending
+		case stateLost:
+			out = stateLost
+		}
+	}
+	return out
 }
 
 func (c *Carer) countState(s string) int {

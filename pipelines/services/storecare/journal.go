@@ -53,7 +53,7 @@ func (c *Carer) loadJournal() ([]*repair, error) {
 	}
 	var out []*repair
 	for _, r := range rs {
-		if r != nil && r.Table != "" && partName.MatchString(r.Part) {
+		if r != nil && partName.MatchString(r.Table) && partName.MatchString(r.Part) && (r.Partition == "" || partName.MatchString(r.Partition)) {
 			out = append(out, r)
 		}
 	}
