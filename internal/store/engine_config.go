@@ -37,6 +37,15 @@ const engineGrants = "SELECT, INSERT, ALTER, CREATE DATABASE, CREATE TABLE, CREA
 var fileSettings = []string{"format_schema", "format_template_row", "format_template_resultset", "output_format_schema", "format_schema_source",
 	"merge_tree_disk", "merge_tree_storage_policy"}
 
+// MinFreeDiskRatio is the share of the data's volume the engine keeps
+// free: an insert that finds less free is refused (NOT_ENOUGH_SPACE), as
+// a whole, before it writes anything. Writes the engine begins on a
+// volume that then runs out can leave parts it committed but cannot read
+// (docs/store-care.md); the headroom keeps the store's own growth from
+// getting there, and leaves room for merges and for the care's repairs.
+// The ingest retries a refused batch, so nothing is lost meanwhile.
+const MinFreeDiskRatio = 0.02
+
 // writeEngineConfig writes the engine's config.xml and users.xml under
 // dir/spikehunt-engine and returns the config file's path.
 func writeEngineConfig(dir string, externalSources bool) (string, error) {
@@ -63,7 +72,9 @@ func writeEngineConfig(dir string, externalSources bool) (string, error) {
 	// executable() runs scripts only from user_scripts_path: a folder that
 	// does not exist.
 	configXML := "<clickhouse>\n<users_config>" + xmlText(users) + "</users_config>\n" + hosts.String() +
-		"\n<user_scripts_path>" + xmlText(filepath.Join(cdir, "no-scripts")) + "/</user_scripts_path>\n</clickhouse>\n"
+		"\n<user_scripts_path>" + xmlText(filepath.Join(cdir, "no-scripts")) + "/</user_scripts_path>\n" +
+		fmt.Sprintf("<merge_tree><min_free_disk_ratio_to_perform_insert>%g</min_free_disk_ratio_to_perform_insert></merge_tree>\n", MinFreeDiskRatio) +
+		"</clickhouse>\n"
 	for path, body := range map[string]string{users: usersXML, config: configXML} {
 		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 			return "", fmt.Errorf("embedded store: write the engine's %s: %w", filepath.Base(path), err)

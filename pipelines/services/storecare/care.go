@@ -56,13 +56,14 @@ type Carer struct {
 	self *ingest.SelfCounters
 	m    metrics
 
-	mu        sync.Mutex // guards the fields below against Pending and Status
-	repairs   []*repair
-	spell     lowSpell
-	errValues map[int]uint64 // system.errors' value per code at the last round
-	queue     map[string]bool
-	lastRound time.Time
-	started   bool
+	mu          sync.Mutex // guards the fields below against Pending and Status
+	repairs     []*repair
+	spell       lowSpell
+	errValues   map[int]uint64 // system.errors' value per code at the last round
+	errBaseline bool           // errValues holds the counts as the first round found them
+	queue       map[string]bool
+	lastRound   time.Time
+	started     bool
 }
 
 // New returns a Carer of st, whose data lives in cfg.Dir.
@@ -209,6 +210,16 @@ func (c *Carer) readErrors(ctx context.Context) error {
 	es, err := c.engineErrors(ctx)
 	if err != nil {
 		return err
+	}
+	if !c.errBaseline {
+		// The counts are the engine's, for the life of the process: what
+		// they held before the first round happened before this Carer
+		// (parts the engine could not load at boot are brokenOnStart's).
+		for _, e := range es {
+			c.errValues[e.Code] = e.Value
+		}
+		c.errBaseline = true
+		return nil
 	}
 	var parts []part
 	listed := false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,4 +64,37 @@ func TestPartsWrittenWhileTheVolumeWasLowAreReadOnceTheSpaceIsBack(t *testing.T)
 		t.Errorf("spikehunt_store_parts_verified_total = %v, want every part written since the spell", v)
 	}
 	sameMinutes(t, mustRows(t, st, minuteRollup), truth)
+}
+
+// The engine keeps store.MinFreeDiskRatio of the volume free: an insert
+// that finds less is refused whole (NOT_ENOUGH_SPACE, which the ingest
+// retries), and the same insert lands once there is room.
+func TestTheStoreRefusesAnInsertBeforeItsVolumeIsFull(t *testing.T) {
+	vol := testenv.MountTmpfs(t, t.TempDir(), "store-volume", "128m")
+	dir := filepath.Join(vol, "store")
+	st := openStore(t, dir)
+	defer st.Close()
+	schemaApply(t, st)
+	insert := "INSERT INTO counters (ts_start, interval_ms, host, cpu, metric, device, mode, value) VALUES (now(), 10000, 'h', -1, 'm', '', '', 1)"
+	hog := filepath.Join(vol, "hog")
+	if _, err := testenv.FillDisk(hog); err != nil {
+		t.Fatal(err)
+	}
+	// Leave 1 MiB, under 2 % of 128 MiB: room for the row, not for the
+	// headroom.
+	fi, _ := os.Stat(hog)
+	if err := os.Truncate(hog, fi.Size()-1<<20); err != nil {
+		t.Fatal(err)
+	}
+	err := st.Exec(context.Background(), insert)
+	if err == nil || !strings.Contains(err.Error(), "NOT_ENOUGH_SPACE") {
+		t.Fatalf("an insert with 1 MiB of 128 MiB free: %v, want NOT_ENOUGH_SPACE", err)
+	}
+	if err := os.Truncate(hog, fi.Size()-16<<20); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, st, insert)
+	if got := mustRows(t, st, "SELECT count() FROM counters WHERE host = 'h'"); got[0] != "1" {
+		t.Fatalf("counters holds %s rows of the insert, want 1", got[0])
+	}
 }
