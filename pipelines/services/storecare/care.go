@@ -43,6 +43,10 @@ const (
 	DefaultSettle = 2 * time.Minute
 )
 
+// roundTimeout bounds one round: its statements are stopped there (the
+// engine's max_execution_time), and the next round goes on.
+const roundTimeout = 30 * time.Minute
+
 // maxVerifyPerRound bounds the parts read in one round; the rest wait
 // for the next.
 const maxVerifyPerRound = 200
@@ -99,7 +103,9 @@ func (c *Carer) Run(ctx context.Context) {
 	failing := false
 	var saidAt time.Time
 	for {
-		err := c.Round(ctx)
+		rctx, cancel := context.WithTimeout(ctx, roundTimeout)
+		err := c.Round(rctx)
+		cancel()
 		switch {
 		case ctx.Err() != nil:
 		case err != nil:

@@ -165,13 +165,18 @@ func errCode(err error) int {
 	return n
 }
 
+// verifyTimeout bounds the read of one part.
+const verifyTimeout = 5 * time.Minute
+
 // verify reads every column of every row of p. It says the part is
 // broken when the read fails with a corruption code and names the part;
 // any other failure is returned as an error, and the part is left alone.
 func (c *Carer) verify(ctx context.Context, p part) (broken bool, reason string, err error) {
 	q := fmt.Sprintf("SELECT count() AS n FROM %s.%s WHERE _part = %s AND NOT ignore(*)",
 		quoteIdent(c.cfg.Database), quoteIdent(p.Table), quoteString(p.Name))
-	err = c.st.Query(ctx, q, func(store.Block) error { return nil }, store.WithSetting("max_threads", "1"))
+	vctx, cancel := context.WithTimeout(ctx, verifyTimeout)
+	defer cancel()
+	err = c.st.Query(vctx, q, func(store.Block) error { return nil }, store.WithSetting("max_threads", "1"))
 	if err == nil {
 		return false, "", nil
 	}

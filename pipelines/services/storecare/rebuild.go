@@ -156,14 +156,7 @@ func (c *Carer) rebuild(ctx context.Context, r *repair, f *feeder) (rows uint64,
 	if err != nil {
 		return 0, fmt.Errorf("storecare: rebuild %s: count the rebuilt rows: %w", r.key(), err)
 	}
-	del := fmt.Sprintf("ALTER TABLE %s DELETE IN PARTITION ID %s WHERE %s", table, quoteString(r.Partition), rng)
-	if err := c.st.Exec(ctx, del, store.WithSetting("mutations_sync", "1")); err != nil {
-		// A mutation that fails stays queued and is tried again for ever,
-		// holding up the merges of the parts it has not done: take it back.
-		kill := fmt.Sprintf("KILL MUTATION WHERE database = %s AND table = %s AND NOT is_done", quoteString(c.cfg.Database), quoteString(r.Table))
-		if kerr := c.st.Exec(context.WithoutCancel(ctx), kill); kerr != nil {
-			err = errors.Join(err, fmt.Errorf("and take the mutation back: %w", kerr))
-		}
+	if err := c.deleteRange(ctx, r, table, rng); err != nil {
 		return 0, fmt.Errorf("storecare: rebuild %s: delete the range's rows: %w", r.key(), err)
 	}
 	att := fmt.Sprintf("ALTER TABLE %s ATTACH PARTITION ID %s FROM %s", table, quoteString(r.Partition), scratch)
@@ -206,4 +199,55 @@ func (c *Carer) viewColumns(ctx context.Context, table string, f *feeder) (strin
 		return "", fmt.Errorf("storecare: view %s gives none of %s's columns", f.View, table)
 	}
 	return strings.Join(out, ", "), nil
+}
+
+// mutationWait bounds how long a rebuild waits for its delete.
+const mutationWait = 10 * time.Minute
+
+// deleteRange deletes the range's rows of r's partition: a mutation,
+// waited for by reading system.mutations rather than with mutations_sync,
+// which waits as long as the mutation is retried. A mutation that fails
+// (another broken part in the partition) or outlasts mutationWait is
+// taken back: left queued, it would be tried again for ever and hold up
+// the merges of the parts it has not done.
+func (c *Carer) deleteRange(ctx context.Context, r *repair, table, rng string) error {
+	del := fmt.Sprintf("ALTER TABLE %s DELETE IN PARTITION ID %s WHERE %s", table, quoteString(r.Partition), rng)
+	if err := c.st.Exec(ctx, del); err != nil {
+		return err
+	}
+	where := fmt.Sprintf("database = %s AND table = %s AND NOT is_done", quoteString(c.cfg.Database), quoteString(r.Table))
+	kill := func(cause error) error {
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := c.st.Exec(kctx, "KILL MUTATION WHERE "+where); err != nil {
+			return errors.Join(cause, fmt.Errorf("and take the mutation back: %w", err))
+		}
+		return cause
+	}
+	for deadline := time.Now().Add(mutationWait); ; {
+		var open int
+		var failed string
+		err := c.st.Query(ctx, "SELECT count() AS n, any(latest_fail_reason) AS why FROM system.mutations WHERE "+where, func(b store.Block) error {
+			if b.Rows > 0 {
+				fmt.Sscan(store.Text(b.Col("n"), 0), &open)
+				failed = store.Text(b.Col("why"), 0)
+			}
+			return nil
+		})
+		switch {
+		case err != nil:
+			return kill(err)
+		case open == 0:
+			return nil
+		case failed != "":
+			return kill(fmt.Errorf("the mutation failed: %s", firstLine(failed)))
+		case time.Now().After(deadline):
+			return kill(fmt.Errorf("the mutation did not finish within %v", mutationWait))
+		}
+		select {
+		case <-ctx.Done():
+			return kill(ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
