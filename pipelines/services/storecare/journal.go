@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -46,7 +47,8 @@ func (c *Carer) loadJournal() ([]*repair, error) {
 	}
 	defer f.Close()
 	var rs []*repair
-	dec := json.NewDecoder(&limitedReader{f, maxJournalBytes})
+	// A journal past the bound is cut short, and does not decode.
+	dec := json.NewDecoder(io.LimitReader(f, maxJournalBytes))
 	if err := dec.Decode(&rs); err != nil {
 		os.Rename(p, p+".bad")
 		return nil, fmt.Errorf("storecare: the journal %s cannot be read (set aside as %s.bad): %w", p, filepath.Base(p), err)
@@ -58,23 +60,6 @@ func (c *Carer) loadJournal() ([]*repair, error) {
 		}
 	}
 	return out, nil
-}
-
-type limitedReader struct {
-	f interface{ Read([]byte) (int, error) }
-	n int64
-}
-
-func (l *limitedReader) Read(b []byte) (int, error) {
-	if l.n <= 0 {
-		return 0, fmt.Errorf("longer than %d bytes", maxJournalBytes)
-	}
-	if int64(len(b)) > l.n {
-		b = b[:l.n]
-	}
-	n, err := l.f.Read(b)
-	l.n -= int64(n)
-	return n, err
 }
 
 // saveJournal writes the journal whole, through a file renamed into place.

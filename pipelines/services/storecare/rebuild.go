@@ -57,8 +57,12 @@ type feeder struct {
 	TimeCol string // the table's time column: the DateTime in its partition key
 }
 
-// toClause finds a view's target in its CREATE statement.
-var toClause = regexp.MustCompile(`(?s)^CREATE MATERIALIZED VIEW \S+ TO (\S+)`)
+// toClause finds a view's target in its CREATE statement, fromClause the
+// table its SELECT reads.
+var (
+	toClause   = regexp.MustCompile(`(?s)^CREATE MATERIALIZED VIEW \S+ TO (\S+)`)
+	fromClause = regexp.MustCompile(`\bFROM (\S+)`)
+)
 
 // feederOf finds the view that fills table, or nil when none does.
 func (c *Carer) feederOf(ctx context.Context, table string) (*feeder, error) {
@@ -87,7 +91,7 @@ func (c *Carer) feederOf(ctx context.Context, table string) (*feeder, error) {
 		return nil, nil
 	}
 	f := found[0]
-	if m := regexp.MustCompile(`\bFROM (\S+)`).FindStringSubmatch(f.Select); m != nil {
+	if m := fromClause.FindStringSubmatch(f.Select); m != nil {
 		f.Source = strings.ReplaceAll(m[1], "`", "")
 	}
 	err = c.st.Query(ctx, "SELECT name FROM system.columns WHERE database = "+quoteString(db)+" AND table = "+quoteString(table)+
