@@ -189,12 +189,13 @@ causes: deps
 # detector) for SOAK_MINUTES (30) under a schedule of faults, each a named
 # step that must recover; prints BENCH soak.* and fails when one misses
 # its target (docs/soak.md). Root (tmpfs volumes); not part of make test,
-# where tests/soak returns at once. Its log stays in .cache/soak.txt.
+# where tests/soak returns at once. Its log stays in .cache/soak.txt, the
+# ingest's heap profiles at the thirds in .cache/soak-artifacts.
 SOAK_MINUTES ?= 30
 soak: deps ## the soak with faults, SOAK_MINUTES (30) long (docs/soak.md)
-	mkdir -p .cache
+	rm -rf .cache/soak-artifacts && mkdir -p .cache/soak-artifacts
 	{ SPIKEHUNT_SOAK=1 SOAK_MINUTES=$(SOAK_MINUTES) SPIKEHUNT_REQUIRE_PRIVILEGED=$${SPIKEHUNT_REQUIRE_PRIVILEGED:-1} $(GO) test -count=1 -v \
-		-timeout $$(awk 'BEGIN { print int($(SOAK_MINUTES)) + 30 }')m $(TEST_FLAGS) -run '^TestSoak$$' ./tests/soak; echo $$? > .cache/soak.rc; } 2>&1 | tee .cache/soak.txt
+		-timeout $$(awk 'BEGIN { print int($(SOAK_MINUTES)) + 30 }')m -artifacts -outputdir $(CURDIR)/.cache/soak-artifacts $(TEST_FLAGS) -run '^TestSoak$$' ./tests/soak; echo $$? > .cache/soak.rc; } 2>&1 | tee .cache/soak.txt
 	@grep '^BENCH' .cache/soak.txt || true
 	@exit $$(cat .cache/soak.rc)
 

@@ -80,6 +80,27 @@ var httpc = &http.Client{Timeout: 5 * time.Second}
 
 // scrape reads a Prometheus text endpoint into series → value (the
 // series as written: name{labels}).
+// fetchTo writes what url answers to the file name.
+func fetchTo(url, name string) error {
+	resp, err := httpc.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, io.LimitReader(resp.Body, 64<<20)); err != nil {
+		f.Close()
+		return fmt.Errorf("read %s: %w", url, err)
+	}
+	return f.Close()
+}
+
 func scrape(url string) (map[string]float64, error) {
 	resp, err := httpc.Get(url)
 	if err != nil {
