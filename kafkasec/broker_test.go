@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -190,7 +189,7 @@ func TestRotatedPasswordFileIsReadAtTheNextConnection(t *testing.T) {
 func TestRefusalAfterStartIsLogged(t *testing.T) {
 	k := testenv.SharedSecureKafka(t)
 	c := k.ClientSecurity(t, kafkasec.MechanismSCRAMSHA512, testenv.KafkaUser{Name: testenv.SecureKafkaUser.Name, Password: "rotated-at-the-broker"})
-	var buf syncBuffer
+	var buf testenv.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	cl := client(t, k, c, kafkasec.RefusalLog(log, c), kgo.DefaultProduceTopic("refused-after-start"))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -200,16 +199,3 @@ func TestRefusalAfterStartIsLogged(t *testing.T) {
 		t.Errorf("log:\n%s\nwant one error line saying the authentication was refused", out)
 	}
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

@@ -210,7 +210,7 @@ log_level: warn
 		t.Fatal(err)
 	}
 	cmd := exec.Command(agent, "--config", cfgPath, "--capture.kube.enabled=false")
-	out := &syncBuffer{}
+	out := &testenv.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -260,29 +260,12 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // app is one case's app process.
 type app struct {
 	cmd  *exec.Cmd
 	url  string
 	addr string
-	out  *syncBuffer
+	out  *testenv.SyncBuffer
 	done chan struct{}
 }
 
@@ -295,7 +278,7 @@ func (l *lab) startApp(t *testing.T, service string, c *caseRun) *app {
 	cmd.Env = append(os.Environ(), roleEnv+"=shop", cgroupsEnv+"="+strings.Join(c.appCgroups, ":"), otlpEnv+"="+l.otlp,
 		serviceEnv+"="+service, addrFileEnv+"="+addrFile, fmt.Sprintf("%s=%d", backlogEnv, c.backlog),
 		netnsEnv+"="+c.netns, listenEnv+"="+c.listen)
-	a := &app{cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
+	a := &app{cmd: cmd, out: &testenv.SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = a.out, a.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

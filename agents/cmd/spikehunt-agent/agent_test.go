@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -45,22 +44,10 @@ func TestMain(m *testing.M) {
 // agentProc is a running agent binary.
 type agentProc struct {
 	cmd     *exec.Cmd
-	out     *syncBuffer
+	out     *testenv.SyncBuffer
 	sock    string
 	capSock string // the capture control socket
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // startAgent runs the agent on free local ports with a spool in dir.
 // Flags in extra override the defaults above them (the last one wins).
@@ -81,7 +68,7 @@ func startAgentBinary(t testing.TB, bin string, brokers []string, spoolDir strin
 		"--intake.line-unix", sock, "--intake.line-udp", "127.0.0.1:0", "--intake.otlp-grpc", "127.0.0.1:0",
 		"--intake.otlp-http", "127.0.0.1:0", "--host-name", "test-node", "--hw-class", "gen5",
 	}, extra...)
-	p := &agentProc{out: &syncBuffer{}, sock: sock, capSock: filepath.Join(tmp, "capture.sock")}
+	p := &agentProc{out: &testenv.SyncBuffer{}, sock: sock, capSock: filepath.Join(tmp, "capture.sock")}
 	// A test that moves the sockets waits for, and talks to, its own.
 	for i := 0; i+1 < len(extra); i++ {
 		switch extra[i] {
@@ -121,11 +108,11 @@ func tail(s string, n int) string {
 	return strings.Join(l, "\n")
 }
 
-func execAgent(args []string, out *syncBuffer) *exec.Cmd {
+func execAgent(args []string, out *testenv.SyncBuffer) *exec.Cmd {
 	return execAgentBinary(agentBin, args, out)
 }
 
-func execAgentBinary(bin string, args []string, out *syncBuffer) *exec.Cmd {
+func execAgentBinary(bin string, args []string, out *testenv.SyncBuffer) *exec.Cmd {
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	return cmd

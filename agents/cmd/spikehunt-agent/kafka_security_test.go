@@ -44,7 +44,7 @@ func TestAgentWithAWrongPasswordExitsSayingSo(t *testing.T) {
 	k := testenv.SharedSecureKafka(t)
 	c := k.ClientSecurity(t, kafkasec.MechanismSCRAMSHA512, testenv.KafkaUser{Name: testenv.SecureKafkaUser.Name, Password: "wrong"})
 	tmp := t.TempDir()
-	out := &syncBuffer{}
+	out := &testenv.SyncBuffer{}
 	cmd := execAgent(append([]string{"--kafka.brokers", k.SecureBrokers()[0], "--spool.dir", tmp + "/spool", "--listen", "127.0.0.1:0",
 		"--capture.enabled=false", "--intake.line-unix", tmp + "/agent.sock", "--intake.line-udp", "", "--intake.otlp-grpc", "", "--intake.otlp-http", "",
 		"--host-name", "test-node", "--hw-class", "gen5"}, secureFlags(c)...), out)

@@ -157,13 +157,16 @@ func (c *Carer) Round(ctx context.Context) error {
 		c.self.Gauge(metricVolumeFree, "", "", now, float64(v.Free))
 		c.self.Gauge(metricVolumeSize, "", "", now, float64(v.Size))
 	}
-	if err := c.readErrors(ctx); err != nil {
+	// The active parts, listed at most once a round and only when an
+	// error rose or a part is queued: the steady round reads no parts.
+	active := &partList{c: c}
+	if err := c.readErrors(ctx, active); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.sweep(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	if err := c.takeOut(ctx, now); err != nil {
+	if err := c.takeOut(ctx, now, active); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.rebuildDue(ctx, now); err != nil {
@@ -212,7 +215,7 @@ func (c *Carer) start(ctx context.Context) error {
 // readErrors reads system.errors: a code whose count rose queues the
 // parts its last message names, and a "no space" error marks the volume
 // low at its time, however short the spell was.
-func (c *Carer) readErrors(ctx context.Context) error {
+func (c *Carer) readErrors(ctx context.Context, active *partList) error {
 	es, err := c.engineErrors(ctx)
 	if err != nil {
 		return err
@@ -227,8 +230,6 @@ func (c *Carer) readErrors(ctx context.Context) error {
 		c.errBaseline = true
 		return nil
 	}
-	var parts []part
-	listed := false
 	for _, e := range es {
 		last, seen := c.errValues[e.Code]
 		c.errValues[e.Code] = e.Value
@@ -241,11 +242,9 @@ func (c *Carer) readErrors(ctx context.Context) error {
 		if _, ok := corruptCodes[e.Code]; !ok {
 			continue
 		}
-		if !listed {
-			if parts, err = c.activeParts(ctx, time.Time{}); err != nil {
-				return err
-			}
-			listed = true
+		parts, err := active.get(ctx)
+		if err != nil {
+			return err
 		}
 		for _, p := range named(parts, e.Message) {
 			c.queue[p.Name+"\x00"+p.Table] = true
@@ -281,11 +280,11 @@ func (c *Carer) sweep(ctx context.Context) error {
 
 // takeOut reads the queued parts and detaches those whose read fails on
 // corruption.
-func (c *Carer) takeOut(ctx context.Context, now time.Time) error {
+func (c *Carer) takeOut(ctx context.Context, now time.Time, active *partList) error {
 	if len(c.queue) == 0 {
 		return nil
 	}
-	parts, err := c.activeParts(ctx, time.Time{})
+	parts, err := active.get(ctx)
 	if err != nil {
 		return err
 	}

@@ -23,10 +23,7 @@ import (
 // repair is left pending, the rows lost are counted, and the partitions
 // the fault did not touch are as they were.
 func TestAVolumeThatFillsUnderWritesLeavesNoUnreadablePart(t *testing.T) {
-	vol := testenv.MountTmpfs(t, t.TempDir(), "store-volume", "192m")
-	dir := filepath.Join(vol, "store")
-	st := openStore(t, dir)
-	defer st.Close()
+	vol, dir, st := storeOnTmpfs(t, "192m")
 	// Yesterday's hour, in partitions of its own, which the fault's
 	// writes and merges never touch.
 	loadFleet(t, st, fleetDay())
@@ -34,7 +31,7 @@ func TestAVolumeThatFillsUnderWritesLeavesNoUnreadablePart(t *testing.T) {
 	before1s := mustRows(t, st, "SELECT sum(weighted_count), max(max_us), uniqExact(host, ts) FROM latency_1s"+yesterday)
 	before1m := mustRows(t, st, "SELECT sum(weighted_count), max(max_us), uniqExact(host, ts) FROM latency_1m"+yesterday)
 
-	var log syncBuffer
+	var log testenv.SyncBuffer
 	c, err := New(st, Config{Dir: dir, Every: time.Second, Settle: 5 * time.Second, Instance: "store-test",
 		Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if err != nil {
@@ -159,22 +156,4 @@ func TestAVolumeThatFillsUnderWritesLeavesNoUnreadablePart(t *testing.T) {
 	if got := mustRows(t, st, "SELECT sum(weighted_count), max(max_us), uniqExact(host, ts) FROM latency_1m"+yesterday); got[0] != before1m[0] {
 		t.Errorf("yesterday's latency_1m: %v, was %v", got, before1m)
 	}
-}
-
-// syncBuffer is a log buffer the care's goroutine writes and the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -92,6 +92,25 @@ func (c *Carer) activeParts(ctx context.Context, since time.Time) ([]part, error
 	return out, nil
 }
 
+// partList is the database's active parts, listed on first use.
+type partList struct {
+	c     *Carer
+	parts []part
+	done  bool
+}
+
+func (l *partList) get(ctx context.Context) ([]part, error) {
+	if l.done {
+		return l.parts, nil
+	}
+	parts, err := l.c.activeParts(ctx, time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	l.parts, l.done = parts, true
+	return parts, nil
+}
+
 func unixCol(c proto.ColResult, i int) time.Time {
 	n, err := strconv.ParseInt(store.Text(c, i), 10, 64)
 	if err != nil || n <= 0 {

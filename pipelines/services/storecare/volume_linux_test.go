@@ -10,17 +10,28 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/spikehunt/spikehunt/internal/store"
 	"github.com/spikehunt/spikehunt/tests/testenv"
 )
+
+// storeOnTmpfs opens a store in a folder of a tmpfs volume of its own
+// of size (mount's size=), which the test can fill: the volume and the
+// store's folder on it. The store closes, then the volume goes, when the
+// test ends.
+func storeOnTmpfs(t *testing.T, size string) (vol, dir string, st *store.Embedded) {
+	t.Helper()
+	vol = testenv.MountTmpfs(t, t.TempDir(), "store-volume", size)
+	dir = filepath.Join(vol, "store")
+	st = openStore(t, dir)
+	t.Cleanup(func() { st.Close() })
+	return vol, dir, st
+}
 
 // A part broken while the volume was full, that nothing has read yet, is
 // found by reading the parts written since the volume ran low, once the
 // space is back: not before (nothing names it), not while it is full.
 func TestPartsWrittenWhileTheVolumeWasLowAreReadOnceTheSpaceIsBack(t *testing.T) {
-	vol := testenv.MountTmpfs(t, t.TempDir(), "store-volume", "256m")
-	dir := filepath.Join(vol, "store")
-	st := openStore(t, dir)
-	defer st.Close()
+	vol, dir, st := storeOnTmpfs(t, "256m")
 	start := fleetDay()
 	loadFleet(t, st, start)
 	truth := mustRows(t, st, minuteTruth)
@@ -70,10 +81,7 @@ func TestPartsWrittenWhileTheVolumeWasLowAreReadOnceTheSpaceIsBack(t *testing.T)
 // that finds less is refused whole (NOT_ENOUGH_SPACE, which the ingest
 // retries), and the same insert lands once there is room.
 func TestTheStoreRefusesAnInsertBeforeItsVolumeIsFull(t *testing.T) {
-	vol := testenv.MountTmpfs(t, t.TempDir(), "store-volume", "128m")
-	dir := filepath.Join(vol, "store")
-	st := openStore(t, dir)
-	defer st.Close()
+	vol, _, st := storeOnTmpfs(t, "128m")
 	schemaApply(t, st)
 	insert := "INSERT INTO counters (ts_start, interval_ms, host, cpu, metric, device, mode, value) VALUES (now(), 10000, 'h', -1, 'm', '', '', 1)"
 	hog := filepath.Join(vol, "hog")
