@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/spikehunt/spikehunt/internal/telemetry"
+	"github.com/spikehunt/spikehunt/tests/testenv"
 )
 
 func TestFirstPassIsABaselineWithOnlyGauges(t *testing.T) {
@@ -70,7 +71,7 @@ func TestMissingPressureIsReportedNotSupportedOnce(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(root, "proc", "pressure")); err != nil {
 		t.Fatal(err)
 	}
-	var logs logBuffer
+	var logs testenv.SyncBuffer
 	clock := newFakeClock()
 	c, err := New(Options{
 		ProcFS: filepath.Join(root, "proc"), SysFS: filepath.Join(root, "sys"),
@@ -111,7 +112,7 @@ func TestMissingPressureIsReportedNotSupportedOnce(t *testing.T) {
 // one log line, and recovery when the file is sane again.
 func TestMalformedFileFailsOnlyItsSampler(t *testing.T) {
 	root := t.TempDir()
-	var logs logBuffer
+	var logs testenv.SyncBuffer
 	clock := newFakeClock()
 	writeFile(t, root, "proc/net/dev", netDevFile(1))
 	writeFile(t, root, "proc/meminfo", "Slab: 4 kB\n")
