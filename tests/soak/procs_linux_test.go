@@ -78,18 +78,27 @@ func rssKiB(pid int) int64 {
 
 var httpc = &http.Client{Timeout: 5 * time.Second}
 
-// scrape reads a Prometheus text endpoint into series → value (the
-// series as written: name{labels}).
-// fetchTo writes what url answers to the file name.
-func fetchTo(url, name string) error {
+// get asks url, and returns its answer only when it is 200 OK; the
+// caller closes the body.
+func get(url string) (*http.Response, error) {
 	resp, err := httpc.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return resp, nil
+}
+
+// fetchTo writes what url answers (at most 64 MiB) to the file name.
+func fetchTo(url, name string) error {
+	resp, err := get(url)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
-	}
 	f, err := os.Create(name)
 	if err != nil {
 		return err
@@ -101,8 +110,10 @@ func fetchTo(url, name string) error {
 	return f.Close()
 }
 
+// scrape reads a Prometheus text endpoint into series → value (the
+// series as written: name{labels}).
 func scrape(url string) (map[string]float64, error) {
-	resp, err := httpc.Get(url)
+	resp, err := get(url)
 	if err != nil {
 		return nil, err
 	}
@@ -110,9 +121,6 @@ func scrape(url string) (map[string]float64, error) {
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", url, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s", url, resp.Status)
 	}
 	m := map[string]float64{}
 	sc := bufio.NewScanner(bytes.NewReader(body))

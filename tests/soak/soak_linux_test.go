@@ -353,15 +353,14 @@ func (s *soak) sampleLoop(stop chan struct{}) {
 		for name, pid := range s.pids() {
 			smp.rss[name] = rssKiB(pid)
 		}
-		for name, addr := range map[string]string{"ingest": s.ingestAddr, "detect": s.detectAddr} {
-			if m, err := scrape("http://" + addr + "/metrics"); err == nil {
-				smp.heapGoal[name] = int64(sum(m, "go_memstats_next_gc_bytes"))
-			}
+		if m, err := scrape("http://" + s.ingestAddr + "/metrics"); err == nil {
+			smp.heapGoal["ingest"] = int64(sum(m, "go_memstats_next_gc_bytes"))
 		}
 		// The detector's lag: how old the end of the newest range a pass
 		// judged is now (its last pass's end is the pass's finish minus
 		// spikehunt_detect_behind_seconds).
 		if m, err := scrape("http://" + s.detectAddr + "/metrics"); err == nil {
+			smp.heapGoal["detect"] = int64(sum(m, "go_memstats_next_gc_bytes"))
 			if last := sum(m, "spikehunt_detect_last_pass_timestamp_seconds"); last > 0 {
 				end := last - sum(m, "spikehunt_detect_behind_seconds")
 				smp.detectLag = float64(smp.at.UnixNano())/1e9 - end
@@ -811,27 +810,22 @@ func (s *soak) drift(t *testing.T, began, end time.Time) {
 	third := end.Sub(began) / 3
 	mid, last := map[string][]float64{}, map[string][]float64{}
 	heapMid, heapLast := map[string][]float64{}, map[string][]float64{}
+	// into files a sample's readings (0: none) under the middle or the
+	// last third; the first third is left out.
+	into := func(at time.Time, vals map[string]int64, mid, last map[string][]float64) {
+		for name, v := range vals {
+			switch {
+			case v == 0:
+			case at.After(began.Add(2 * third)):
+				last[name] = append(last[name], float64(v))
+			case at.After(began.Add(third)):
+				mid[name] = append(mid[name], float64(v))
+			}
+		}
+	}
 	for _, smp := range s.samples {
-		for name, b := range smp.heapGoal {
-			switch {
-			case b == 0:
-			case smp.at.After(began.Add(2 * third)):
-				heapLast[name] = append(heapLast[name], float64(b))
-			case smp.at.After(began.Add(third)):
-				heapMid[name] = append(heapMid[name], float64(b))
-			}
-		}
-		for name, kib := range smp.rss {
-			if kib == 0 {
-				continue
-			}
-			switch {
-			case smp.at.After(began.Add(2 * third)):
-				last[name] = append(last[name], float64(kib))
-			case smp.at.After(began.Add(third)):
-				mid[name] = append(mid[name], float64(kib))
-			}
-		}
+		into(smp.at, smp.rss, mid, last)
+		into(smp.at, smp.heapGoal, heapMid, heapLast)
 	}
 	names := make([]string, 0, len(mid))
 	for n := range mid {
